@@ -1,0 +1,20 @@
+"""KV Cache Lab's shared library: a small Transformer, its KV caches, traced generation and cost models.
+
+Flow: tokenizer -> model (+ cache) -> generate() -> Trace -> widgets / plots; ``costs`` gives the analytic
+counts, bytes and FLOPs (and the published shapes of real models) that the plots compare against.
+"""
+from .cache import ConcatKVCache, KVCache
+from .config import ModelConfig
+from .costs import PRESETS, kv_cache_bytes
+from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
+from .device import pick_device, resolve_device
+from .generate import GenerationResult, filter_logits, generate
+from .model import ForwardRecord, MiniTransformer
+from .tokenizer import CharTokenizer, UnknownCharacterError
+from .trace import Trace, TraceStep
+
+__all__ = [
+    "ModelConfig", "MiniTransformer", "ForwardRecord", "KVCache", "ConcatKVCache", "generate", "GenerationResult",
+    "filter_logits", "Trace", "TraceStep", "CharTokenizer", "UnknownCharacterError", "load_demo", "load_checkpoint",
+    "save_checkpoint", "DEMOS", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
+]

@@ -1,0 +1,104 @@
+"""ModelConfig: every shape and switch of a decoder-only Transformer, in one validated dataclass."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+NORMS = ("layernorm", "rmsnorm")
+ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "swiglu")
+POSITIONS = ("learned", "rope")
+ATTN_IMPLS = ("manual", "sdpa")
+
+
+@dataclass
+class ModelConfig:
+    """Shapes of a decoder-only Transformer.
+
+    ``n_kv_heads=None`` means ``n_heads`` (multi-head attention); fewer key/value heads than query heads
+    gives grouped-query attention (GQA), exactly one gives multi-query attention (MQA).
+    ``head_dim`` defaults to ``d_model // n_heads``; ``d_ff`` defaults to ``4 * d_model``.
+    """
+
+    vocab_size: int
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int | None = None
+    d_ff: int | None = None
+    max_seq_len: int = 256
+    norm: str = "layernorm"
+    activation: str = "gelu"
+    positions: str = "learned"
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    bias: bool = True  # biases on every linear layer (GPT-2 style); Llama has none
+    qkv_bias: bool | None = None  # None: same as `bias` (Qwen2 has q/k/v biases only)
+    tie_embeddings: bool = True  # lm_head shares the token-embedding matrix
+    head_dim: int | None = None
+    attn_impl: str = "manual"  # "manual" (written out, weights visible) or "sdpa" (fused fast path)
+
+    def __post_init__(self):
+        def need_pos_int(name):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {v!r}")
+
+        for name in ("vocab_size", "n_layers", "d_model", "n_heads", "max_seq_len"):
+            need_pos_int(name)
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        need_pos_int("n_kv_heads")
+        if self.head_dim is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(
+                    f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                    "choose n_heads that divides d_model (or give head_dim explicitly)")
+            self.head_dim = self.d_model // self.n_heads
+        need_pos_int("head_dim")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}; each key/value "
+                f"head must serve a whole group of query heads (allowed n_kv_heads: "
+                f"{[d for d in range(1, self.n_heads + 1) if self.n_heads % d == 0]})")
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model
+        need_pos_int("d_ff")
+        for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("positions", POSITIONS),
+                              ("attn_impl", ATTN_IMPLS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is not supported; "
+                                 f"allowed: {', '.join(allowed)}")
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(f"rotary positions need an even head_dim, got head_dim={self.head_dim}")
+        if self.qkv_bias is None:
+            self.qkv_bias = self.bias
+
+    @property
+    def n_rep(self) -> int:
+        """How many query heads share one key/value head (1 for MHA, n_heads for MQA)."""
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def attention_kind(self) -> str:
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+    def replace(self, **changes) -> "ModelConfig":
+        """A copy with some fields changed (validated again)."""
+        d = dataclasses.asdict(self)
+        d.update(changes)
+        if "n_heads" in changes and "head_dim" not in changes:
+            d["head_dim"] = None
+        return ModelConfig(**d)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown ModelConfig fields {unknown}; known fields: {sorted(known)}")
+        return cls(**d)

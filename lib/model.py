@@ -1,0 +1,273 @@
+"""MiniTransformer: a small decoder-only Transformer written out in plain PyTorch.
+
+One forward pass, for input tokens x of shape (B, T):
+
+    h = tok_emb(x) (+ pos_emb)                      # (B, T, d_model)
+    for each layer:                                 # pre-norm residual blocks
+        h = h + attention(norm1(h), cache)          #   tokens look at earlier tokens
+        h = h + ffn(norm2(h))                       #   each token on its own
+    logits = lm_head(norm_f(h))                     # (B, T, vocab_size)
+
+The KV cache is *not* part of the model: it is an object passed into ``forward`` (see ``lib.cache``), so
+``state_dict()`` and ``parameters()`` hold weights only. Passing a ``ForwardRecord`` makes every attention
+layer report what it really computed (how many K/V vectors, how many it read from the cache, its weights).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import ModelConfig
+
+
+@dataclass
+class ForwardRecord:
+    """What one forward pass did, filled in by the attention layers themselves (instrumentation).
+
+    kv_computed[layer]: token positions whose K and V this layer computed in this pass (per sequence).
+    kv_read[layer]:     positions whose K and V it took from the cache instead.
+    attention[layer]:   the newest query's attention weights, (B, n_heads, n_keys).
+    With ``capture=True`` also every intermediate tensor per layer in ``tensors[layer]`` (q, k, v after
+    rotary, full attention weights, attention output, FFN output, hidden state after the block).
+    """
+
+    capture: bool = False
+    kv_computed: dict = field(default_factory=dict)
+    kv_read: dict = field(default_factory=dict)
+    attention: dict = field(default_factory=dict)
+    tensors: dict = field(default_factory=dict)
+
+    def put(self, layer: int, **tensors):
+        if self.capture:
+            self.tensors.setdefault(layer, {}).update({k: v.detach() for k, v in tensors.items()})
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * weight — LayerNorm without the mean subtraction and the bias (Llama)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return xf.to(x.dtype) * self.weight
+
+
+def make_norm(config: ModelConfig) -> nn.Module:
+    if config.norm == "rmsnorm":
+        return RMSNorm(config.d_model, config.norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.norm_eps)
+
+
+def rope_tables(head_dim: int, positions: torch.Tensor, theta: float):
+    """cos and sin of the rotary angles at these positions, (T, head_dim), 'rotate half' layout (Llama / HF).
+    Computed in fp32 on the fly (cheap), so a model cast to fp16/bf16 still gets exact angles."""
+    exponents = torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim
+    inv_freq = 1.0 / (theta ** exponents)  # (head_dim/2,)
+    angles = torch.outer(positions.float(), inv_freq)  # (T, head_dim/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, head_dim)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x, cos, sin):
+    """Rotate pairs (x_i, x_{i+d/2}) of x (B, H, T, head_dim) by position-dependent angles (T, head_dim)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
+
+
+class Attention(nn.Module):
+    """Causal self-attention with n_kv_heads key/value heads shared by groups of query heads (MHA/GQA/MQA)."""
+
+    def __init__(self, config: ModelConfig, layer: int):
+        super().__init__()
+        c = config
+        self.layer = layer
+        self.n_heads, self.n_kv_heads, self.head_dim = c.n_heads, c.n_kv_heads, c.head_dim
+        self.q_proj = nn.Linear(c.d_model, c.n_heads * c.head_dim, bias=c.qkv_bias)
+        self.k_proj = nn.Linear(c.d_model, c.n_kv_heads * c.head_dim, bias=c.qkv_bias)
+        self.v_proj = nn.Linear(c.d_model, c.n_kv_heads * c.head_dim, bias=c.qkv_bias)
+        self.o_proj = nn.Linear(c.n_heads * c.head_dim, c.d_model, bias=c.bias)
+        self.impl = c.attn_impl
+
+    def forward(self, x, pos0: int, rope=None, cache=None, record: ForwardRecord | None = None):
+        B, T, _ = x.shape
+        hd = self.head_dim
+        # 1. project only the tokens fed in this pass
+        q = self.q_proj(x).view(B, T, self.n_heads, hd).transpose(1, 2)  # (B, n_heads, T, head_dim)
+        k = self.k_proj(x).view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
+        v = self.v_proj(x).view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
+        if rope is not None:  # rotary positions: rotate q and k by angles that depend on the position
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        # 2. the cache appends the new K/V and hands back every key and value so far
+        if cache is not None:
+            keys, values = cache.update(self.layer, k, v)  # (B, n_kv_heads, pos0 + T, head_dim)
+        else:
+            keys, values = k, v
+        S = keys.shape[2]
+        if record is not None:
+            record.kv_computed[self.layer] = k.shape[2]
+            record.kv_read[self.layer] = S - k.shape[2]
+        # 3. each K/V head serves n_heads // n_kv_heads query heads
+        rep = self.n_heads // self.n_kv_heads
+        if rep > 1:
+            keys = keys.repeat_interleave(rep, dim=1)  # (B, n_heads, S, head_dim)
+            values = values.repeat_interleave(rep, dim=1)
+        # query i sits at absolute position pos0 + i and may look at keys 0 .. pos0 + i
+        causal = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
+        if self.impl == "sdpa" and record is None:
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=None if T == 1 else causal)
+            weights = None
+        else:
+            # 4. written out: scores, mask, softmax, weighted sum of values
+            scores = (q @ keys.transpose(-2, -1)) / math.sqrt(hd)  # (B, n_heads, T, S)
+            scores = scores.masked_fill(~causal, float("-inf"))
+            weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # each row sums to 1
+            out = weights @ values  # (B, n_heads, T, head_dim)
+        out = out.transpose(1, 2).reshape(B, T, self.n_heads * hd)  # (B, T, n_heads * head_dim)
+        out = self.o_proj(out)  # (B, T, d_model)
+        if record is not None:
+            record.attention[self.layer] = weights[:, :, -1, :].detach()  # (B, n_heads, S)
+            record.put(self.layer, q=q, k=k, v=v, attn_weights=weights, attn_out=out)
+        return out
+
+
+class FeedForward(nn.Module):
+    """Two linear layers around a non-linearity, applied to every position separately (SwiGLU: three)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        c = config
+        self.activation = c.activation
+        if c.activation == "swiglu":
+            self.gate_proj = nn.Linear(c.d_model, c.d_ff, bias=c.bias)
+        self.up_proj = nn.Linear(c.d_model, c.d_ff, bias=c.bias)
+        self.down_proj = nn.Linear(c.d_ff, c.d_model, bias=c.bias)
+
+    def forward(self, x):  # (B, T, d_model) -> (B, T, d_model)
+        if self.activation == "swiglu":
+            h = F.silu(self.gate_proj(x)) * self.up_proj(x)
+        elif self.activation == "silu":
+            h = F.silu(self.up_proj(x))
+        elif self.activation == "gelu_tanh":
+            h = F.gelu(self.up_proj(x), approximate="tanh")
+        else:
+            h = F.gelu(self.up_proj(x))
+        return self.down_proj(h)  # h: (B, T, d_ff)
+
+
+class Block(nn.Module):
+    """One decoder layer: pre-norm attention and FFN, each added back onto the residual stream."""
+
+    def __init__(self, config: ModelConfig, layer: int):
+        super().__init__()
+        self.norm1 = make_norm(config)
+        self.attn = Attention(config, layer)
+        self.norm2 = make_norm(config)
+        self.mlp = FeedForward(config)
+
+    def forward(self, h, pos0, rope=None, cache=None, record=None):
+        h = h + self.attn(self.norm1(h), pos0, rope, cache, record)
+        ffn_out = self.mlp(self.norm2(h))
+        h = h + ffn_out
+        if record is not None:
+            record.put(self.attn.layer, ffn_out=ffn_out, hidden=h)
+        return h
+
+
+class MiniTransformer(nn.Module):
+    """A decoder-only Transformer: ``model(input_ids, cache=None)`` -> logits (B, T, vocab_size)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"MiniTransformer needs a lib.ModelConfig, got {type(config).__name__}")
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        if config.positions == "learned":
+            self.pos_emb = nn.Embedding(config.max_seq_len, config.d_model)
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
+        self.norm_f = make_norm(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2: scale the residual projections by depth
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    @property
+    def device(self) -> torch.device:
+        return self.tok_emb.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.tok_emb.weight.dtype
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def _check_input(self, input_ids, cache):
+        c = self.config
+        if not isinstance(input_ids, torch.Tensor):
+            raise TypeError(f"input_ids must be a torch.Tensor of token ids, got {type(input_ids).__name__}")
+        if input_ids.dim() != 2:
+            hint = " (for one sequence use input_ids.unsqueeze(0))" if input_ids.dim() == 1 else ""
+            raise ValueError(f"input_ids must have shape (batch, seq_len), got shape {tuple(input_ids.shape)}{hint}")
+        if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
+            raise TypeError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
+        B, T = input_ids.shape
+        if T == 0:
+            raise ValueError("input_ids is empty: feed at least one token")
+        if input_ids.device != self.device:
+            raise ValueError(f"input_ids are on {input_ids.device} but the model is on {self.device}; "
+                             f"move them with input_ids.to(model.device)")
+        lo, hi = int(input_ids.min()), int(input_ids.max())
+        if lo < 0 or hi >= c.vocab_size:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"token id {bad} is out of range: this model's ids run from 0 to {c.vocab_size - 1}")
+        pos0 = 0
+        if cache is not None:
+            cache.check_compatible(self, B, T)
+            pos0 = cache.seq_len
+        if pos0 + T > c.max_seq_len:
+            raise ValueError(
+                f"sequence too long for the context window: positions {pos0}..{pos0 + T - 1} were asked for, "
+                f"but this model has max_seq_len={c.max_seq_len} (positions 0..{c.max_seq_len - 1})")
+        return pos0
+
+    def forward(self, input_ids, cache=None, record: ForwardRecord | None = None):
+        """Logits for every fed position, (B, T, vocab_size). With a cache, positions continue from
+        ``cache.seq_len`` and the new K/V are appended to it."""
+        pos0 = self._check_input(input_ids, cache)
+        B, T = input_ids.shape
+        h = self.tok_emb(input_ids)  # (B, T, d_model)
+        rope = None
+        pos = torch.arange(pos0, pos0 + T, device=input_ids.device)  # absolute positions of the fed tokens
+        if self.config.positions == "learned":
+            h = h + self.pos_emb(pos)  # (T, d_model) broadcast over the batch
+        else:
+            rope = rope_tables(self.config.head_dim, pos, self.config.rope_theta)
+        if record is not None and record.capture:
+            record.tensors["embedding"] = h.detach()
+        for block in self.blocks:
+            h = block(h, pos0, rope, cache, record)
+        if cache is not None:
+            cache.advance(T)
+        return self.lm_head(self.norm_f(h))  # (B, T, vocab_size)

@@ -1,0 +1,119 @@
+"""CharTokenizer: one token per character (Chinese or English), plus four special tokens.
+
+Real LLMs use subword tokenizers (BPE); a character tokenizer keeps the demo readable: 人工智能 is exactly
+four tokens, and every id on a page maps to one visible character.
+"""
+from __future__ import annotations
+
+import json
+import unicodedata
+import warnings
+
+SPECIALS = ("<pad>", "<s>", "<eos>", "<unk>")
+PRINTABLE_ASCII = "".join(chr(i) for i in range(32, 127))
+
+
+class UnknownCharacterError(ValueError):
+    """Raised by ``encode`` for characters outside the vocabulary; ``.chars`` lists them."""
+
+    def __init__(self, chars, vocab_size):
+        self.chars = chars
+        shown = ", ".join(f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')})" for c in chars[:10])
+        more = f" and {len(chars) - 10} more" if len(chars) > 10 else ""
+        super().__init__(
+            f"{len(chars)} character(s) not in the vocabulary: {shown}{more}. The vocabulary has {vocab_size} "
+            f"tokens: printable ASCII, the Chinese characters and punctuation of the training corpus, and "
+            f"{', '.join(SPECIALS)} (see tokenizer.chars). Use encode(text, unknown='unk') to map them to <unk>.")
+
+
+class CharTokenizer:
+    """Character-level tokenizer.
+
+    ids 0..3 are ``<pad>``, ``<s>``, ``<eos>``, ``<unk>``; then one id per character in ``chars``.
+    ``encode`` recognises the special tokens written out in the text (``"<s>人工"`` -> [bos, 人, 工]).
+    Characters outside the vocabulary raise ``UnknownCharacterError`` (listing them), or with
+    ``unknown="unk"`` become ``<unk>`` with a warning.
+    """
+
+    def __init__(self, chars):
+        chars = list(chars)
+        for ch in chars:
+            if not isinstance(ch, str) or len(ch) != 1:
+                raise ValueError(f"every vocabulary entry must be a single character, got {ch!r}")
+        if len(set(chars)) != len(chars):
+            dup = sorted({c for c in chars if chars.count(c) > 1})
+            raise ValueError(f"duplicate characters in the vocabulary: {dup}")
+        self.chars = chars
+        self.itos = list(SPECIALS) + chars
+        self.stoi = {s: i for i, s in enumerate(self.itos)}
+        self.pad_id, self.bos_id, self.eos_id, self.unk_id = (self.stoi[s] for s in SPECIALS)
+
+    @classmethod
+    def from_text(cls, text: str, include_ascii: bool = True) -> "CharTokenizer":
+        """A vocabulary of printable ASCII (optional) plus every other character in ``text``, sorted."""
+        found = {ch for ch in text if ch not in "\n\r\t"}
+        base = list(PRINTABLE_ASCII) if include_ascii else []
+        return cls(base + sorted(found - set(base)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.itos)
+
+    def __len__(self):
+        return self.vocab_size
+
+    def encode(self, text: str, add_bos: bool = False, unknown: str = "error") -> list[int]:
+        """Text -> token ids. ``unknown``: "error" (default, raise listing the characters) or "unk"."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes a str, got {type(text).__name__}")
+        if unknown not in ("error", "unk"):
+            raise ValueError(f"unknown={unknown!r}; allowed: 'error' or 'unk'")
+        ids, missing, i = ([self.bos_id] if add_bos else []), [], 0
+        while i < len(text):
+            if text[i] == "<":
+                special = next((s for s in SPECIALS if text.startswith(s, i)), None)
+                if special:
+                    ids.append(self.stoi[special])
+                    i += len(special)
+                    continue
+            ch = text[i]
+            if ch in self.stoi:
+                ids.append(self.stoi[ch])
+            else:
+                if ch not in missing:
+                    missing.append(ch)
+                ids.append(self.unk_id)
+            i += 1
+        if missing:
+            if unknown == "error":
+                raise UnknownCharacterError(missing, self.vocab_size)
+            warnings.warn(f"mapped {len(missing)} unknown character(s) to <unk>: {''.join(missing)!r}", stacklevel=2)
+        return ids
+
+    def decode(self, ids, skip_special: bool = False) -> str:
+        """Token ids (list, tuple or 1-D tensor) -> text; special tokens appear as <s>, <eos>, ..."""
+        return "".join(t for t in self.tokens(ids) if not (skip_special and t in SPECIALS))
+
+    def tokens(self, ids) -> list[str]:
+        """Token ids -> the string of each token (handy for labelling plots)."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        out = []
+        for i in ids:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.vocab_size:
+                raise ValueError(f"token id {i!r} is not in this vocabulary (ids 0..{self.vocab_size - 1})")
+            out.append(self.itos[i])
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps({"chars": "".join(self.chars)}, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, s: str) -> "CharTokenizer":
+        return cls(list(json.loads(s)["chars"]))
+
+    def __eq__(self, other):
+        return isinstance(other, CharTokenizer) and self.itos == other.itos
+
+    def __repr__(self):
+        return f"CharTokenizer(vocab_size={self.vocab_size})"

@@ -1,0 +1,124 @@
+"""Trace: a plain-data record of what ``generate(..., trace=True)`` did, step by step.
+
+Every number in it comes from the run itself: the K/V counts are reported by the attention layers
+(``ForwardRecord``), the attention weights are the ones the model used, the cache bytes are the cache's
+tensors' real sizes. Widgets and plots read Traces; they never re-run the model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class TraceStep:
+    """One forward pass of the generation loop (step 0 is the prefill when a cache is used)."""
+
+    step: int
+    phase: str  # "prefill" / "decode" (with cache) or "recompute" (no cache: whole sequence fed again)
+    input_ids: torch.Tensor  # (B, n_fed): the tokens fed in this pass
+    positions: list  # absolute positions of the fed tokens
+    kv_computed: list  # per layer: positions whose K/V were computed in this pass (per sequence)
+    kv_read: list  # per layer: positions whose K/V were read from the cache
+    attention: torch.Tensor  # (n_layers, B, n_heads, n_keys): the newest query's attention weights
+    logits: torch.Tensor  # (B, vocab) float32, the last position's logits
+    top_ids: torch.Tensor  # (B, k): the k most likely next tokens (model distribution, temperature 1)
+    top_probs: torch.Tensor  # (B, k)
+    sample_top_ids: torch.Tensor  # (B, k): same after temperature / top-k / top-p (what was sampled from)
+    sample_top_probs: torch.Tensor  # (B, k)
+    chosen: torch.Tensor  # (B,): the token appended after this step
+    chosen_prob: torch.Tensor  # (B,): its probability under the sampling distribution
+    finished: torch.Tensor  # (B,) bool: sequences that had already stopped (their token is padding)
+    cache_bytes: int  # bytes held by the KV cache after this step (0 without a cache)
+    cache_len: int  # positions in the cache after this step (0 without a cache)
+    bytes_copied: int  # bytes moved by cache growth so far (torch.cat cache only, else 0)
+    seconds: float  # wall time of this step (forward + choosing the token)
+
+    @property
+    def n_fed(self) -> int:
+        return self.input_ids.shape[1]
+
+    @property
+    def n_keys(self) -> int:
+        return self.attention.shape[-1]
+
+
+@dataclass
+class Trace:
+    prompt_len: int
+    use_cache: bool
+    cache_kind: str | None  # "static", "concat" or None
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    sampling: dict  # temperature, top_k, top_p, seed
+    prompt_ids: torch.Tensor  # (B, prompt_len)
+    steps: list = field(default_factory=list)
+
+    def __len__(self):
+        return len(self.steps)
+
+    def __getitem__(self, i) -> TraceStep:
+        return self.steps[i]
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    # -- counts -----------------------------------------------------------------------------------------
+    def kv_computed(self, layer: int = 0) -> list[int]:
+        """K/V vectors computed per step in one layer (per sequence)."""
+        return [s.kv_computed[layer] for s in self.steps]
+
+    def kv_read(self, layer: int = 0) -> list[int]:
+        return [s.kv_read[layer] for s in self.steps]
+
+    def total_kv_computed(self, layer: int | None = None) -> int:
+        """Total K/V vectors computed over the whole generation: one layer, or all layers if layer=None."""
+        layers = range(self.n_layers) if layer is None else [layer]
+        return sum(s.kv_computed[l] for s in self.steps for l in layers)
+
+    def total_seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+    # -- views for plots ---------------------------------------------------------------------------------
+    def attention_grid(self, layer: int = 0, head: int = 0, batch: int = 0) -> torch.Tensor:
+        """(n_steps, n_keys_max) float32: row s is step s's newest query over keys 0..; NaN where a key did
+        not exist yet (a fixed grid, so an animation never changes shape)."""
+        width = max(s.n_keys for s in self.steps)
+        grid = torch.full((len(self.steps), width), float("nan"))
+        for i, s in enumerate(self.steps):
+            grid[i, :s.n_keys] = s.attention[layer, batch, head].float().cpu()
+        return grid
+
+    def tokens(self, batch: int = 0) -> list[int]:
+        """The whole sequence of sequence `batch`: prompt + the chosen token of every step."""
+        return self.prompt_ids[batch].tolist() + [int(s.chosen[batch]) for s in self.steps]
+
+    def rows(self, tokenizer=None, batch: int = 0) -> list[dict]:
+        """One dict per step, ready for a table: what was fed, what was computed and read, what came out."""
+        show = (lambda ids: tokenizer.decode(ids)) if tokenizer is not None else (lambda ids: str(ids))
+        out = []
+        for s in self.steps:
+            out.append({
+                "step": s.step,
+                "phase": s.phase,
+                "fed": show(s.input_ids[batch].tolist()),
+                "positions": f"{s.positions[0]}..{s.positions[-1]}" if len(s.positions) > 1 else str(s.positions[0]),
+                "kv_computed": s.kv_computed[0],
+                "kv_read": s.kv_read[0],
+                "next": show([int(s.chosen[batch])]),
+                "p(next)": round(float(s.chosen_prob[batch]), 4),
+                "cache_bytes": s.cache_bytes,
+            })
+        return out
+
+    def table(self, tokenizer=None, batch: int = 0) -> str:
+        """The rows as an aligned text table (K/V counts are per layer, per sequence)."""
+        rows = self.rows(tokenizer, batch)
+        if not rows:
+            return "(no steps)"
+        cols = list(rows[0])
+        width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+        line = lambda vals: "  ".join(str(v).ljust(width[c]) for c, v in zip(cols, vals)).rstrip()
+        return "\n".join([line(cols), line("-" * width[c] for c in cols)] + [line(r.values()) for r in rows])

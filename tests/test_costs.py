@@ -1,0 +1,472 @@
+"""Tests of lib.costs: published figures, formulas checked against torch, the generation schedule, errors."""
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.flop_counter import FlopCounterMode
+
+from lib.config import ModelConfig
+from lib.costs import (DTYPE_BYTES, FLOP_TERMS, MLA_PRESETS, PRESETS, MLAConfig, describe, dtype_bytes,
+                       forward_flops, generation_flops, generation_steps, kv_bytes_per_token, kv_cache_bytes,
+                       kv_computations, kv_equals_weights_tokens, param_count, total_kv_computations,
+                       weight_bytes)
+
+TINY = ModelConfig(vocab_size=50, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2, d_ff=24,
+                   max_seq_len=64, positions="rope", norm="rmsnorm", activation="swiglu")
+
+
+# ---------------------------------------------------------------------------------- a reference model
+# Built from the parameter layout that lib.MiniTransformer promises, so the formulas can be checked
+# against torch (parameter numel and FlopCounterMode) without depending on the real model's code.
+
+class RefModel(nn.Module):
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.c = c
+        Norm = (lambda: nn.LayerNorm(c.d_model)) if c.norm == "layernorm" else (lambda: nn.RMSNorm(c.d_model))
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos_emb = nn.Embedding(c.max_seq_len, c.d_model) if c.positions == "learned" else None
+        self.layers = nn.ModuleList()
+        for _ in range(c.n_layers):
+            layer = nn.Module()
+            layer.norm1, layer.norm2 = Norm(), Norm()
+            layer.q_proj = nn.Linear(c.d_model, c.n_heads * c.head_dim, bias=c.qkv_bias)
+            layer.k_proj = nn.Linear(c.d_model, c.n_kv_heads * c.head_dim, bias=c.qkv_bias)
+            layer.v_proj = nn.Linear(c.d_model, c.n_kv_heads * c.head_dim, bias=c.qkv_bias)
+            layer.o_proj = nn.Linear(c.n_heads * c.head_dim, c.d_model, bias=c.bias)
+            if c.activation == "swiglu":
+                layer.gate = nn.Linear(c.d_model, c.d_ff, bias=c.bias)
+            layer.up = nn.Linear(c.d_model, c.d_ff, bias=c.bias)
+            layer.down = nn.Linear(c.d_ff, c.d_model, bias=c.bias)
+            self.layers.append(layer)
+        self.norm_f = Norm()
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+
+    def forward(self, ids, n_past=0):
+        """Dense masked attention over n_past random cached positions + the new ones."""
+        c, (B, T) = self.c, ids.shape
+        x = self.tok_emb(ids)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(n_past, n_past + T))
+        for layer in self.layers:
+            h = layer.norm1(x)
+            q = layer.q_proj(h).view(B, T, c.n_heads, c.head_dim).transpose(1, 2)
+            k = layer.k_proj(h).view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
+            v = layer.v_proj(h).view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
+            past = torch.zeros(B, c.n_kv_heads, n_past, c.head_dim)
+            k, v = torch.cat([past, k], 2), torch.cat([past, v], 2)
+            k, v = k.repeat_interleave(c.n_rep, 1), v.repeat_interleave(c.n_rep, 1)
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(c.head_dim)
+            mask = torch.ones(T, n_past + T, dtype=torch.bool).tril(n_past)
+            att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+            x = x + layer.o_proj((att @ v).transpose(1, 2).reshape(B, T, -1))
+            h = layer.norm2(x)
+            h = F.silu(layer.gate(h)) * layer.up(h) if c.activation == "swiglu" else F.gelu(layer.up(h))
+            x = x + layer.down(h)
+        return self.lm_head(self.norm_f(x))
+
+
+@st.composite
+def configs(draw):
+    """Small random ModelConfigs covering every switch (MHA/GQA/MQA, norms, activations, biases, tying)."""
+    n_heads = draw(st.integers(1, 6))
+    head_dim = draw(st.sampled_from([2, 4, 8]))
+    return ModelConfig(
+        vocab_size=draw(st.integers(1, 60)), n_layers=draw(st.integers(1, 3)), d_model=n_heads * head_dim,
+        n_heads=n_heads, n_kv_heads=draw(st.sampled_from([d for d in range(1, n_heads + 1) if n_heads % d == 0])),
+        d_ff=draw(st.integers(1, 40)), max_seq_len=draw(st.integers(1, 32)),
+        norm=draw(st.sampled_from(["layernorm", "rmsnorm"])),
+        activation=draw(st.sampled_from(["gelu", "gelu_tanh", "silu", "swiglu"])),
+        positions=draw(st.sampled_from(["learned", "rope"])), bias=draw(st.booleans()),
+        qkv_bias=draw(st.sampled_from([None, True, False])), tie_embeddings=draw(st.booleans()))
+
+
+# ------------------------------------------------------------------------------------------------ dtypes
+
+@pytest.mark.parametrize("dtype, expected", [
+    (torch.float32, 4), (torch.float16, 2), (torch.bfloat16, 2), (torch.float8_e4m3fn, 1),
+    (torch.float8_e5m2, 1), (torch.int8, 1), (torch.float64, 8),
+    ("fp32", 4), ("fp16", 2), ("bf16", 2), ("fp8", 1), ("int8", 1), ("int4", 0.5),
+    ("FP16", 2), ("float16", 2), ("half", 2), ("bfloat16", 2), ("float32", 4)])
+def test_dtype_bytes(dtype, expected):
+    assert dtype_bytes(dtype) == expected
+
+
+def test_dtype_table_and_int4():
+    assert {k: DTYPE_BYTES[k] for k in ("fp32", "fp16", "bf16", "fp8", "int8", "int4")} == \
+        {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+    if hasattr(torch, "int4"):  # torch reports itemsize 1 for sub-byte dtypes; we count half a byte
+        assert dtype_bytes(torch.int4) == 0.5
+
+
+@pytest.mark.parametrize("bad", ["fp7", "float8", "", torch.bool, torch.complex64])
+def test_unknown_dtype_lists_allowed(bad):
+    with pytest.raises(ValueError, match=r"unknown dtype .*allowed: .*fp32, fp16, bf16, fp8, int8, int4"):
+        dtype_bytes(bad)
+
+
+@pytest.mark.parametrize("bad", [2, None, 2.0, object()])
+def test_dtype_wrong_type(bad):
+    with pytest.raises(TypeError, match=r"dtype must be a string or a torch.dtype.*allowed"):
+        dtype_bytes(bad)
+
+
+# --------------------------------------------------------------------------------------- parameters
+
+PUBLISHED_PARAMS = {
+    "gpt2": 124_439_808, "gpt2-medium": 354_823_168, "llama-2-7b": 6_738_415_616,
+    "llama-2-13b": 13_015_864_320, "llama-2-70b": 68_976_648_192, "llama-3-8b": 8_030_261_248,
+    "llama-3-70b": 70_553_706_496, "mistral-7b": 7_241_732_096, "qwen2.5-7b": 7_615_616_512,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_PARAMS))
+def test_published_param_counts(name):
+    assert param_count(PRESETS[name]) == PUBLISHED_PARAMS[name]
+
+
+def test_presets_are_the_published_shapes():
+    assert set(PUBLISHED_PARAMS) <= set(PRESETS)
+    assert all(isinstance(c, ModelConfig) for c in PRESETS.values())
+    g = PRESETS["gpt2"]
+    assert (g.vocab_size, g.n_layers, g.d_model, g.n_heads, g.d_ff, g.max_seq_len) == (50257, 12, 768, 12, 3072, 1024)
+    assert (g.norm, g.activation, g.positions, g.bias, g.tie_embeddings) == \
+        ("layernorm", "gelu_tanh", "learned", True, True)
+    l2 = PRESETS["llama-2-7b"]
+    assert (l2.norm, l2.activation, l2.positions, l2.bias, l2.tie_embeddings) == \
+        ("rmsnorm", "swiglu", "rope", False, False)
+    assert (l2.n_kv_heads, l2.d_ff, l2.max_seq_len, l2.rope_theta, l2.norm_eps) == (32, 11008, 4096, 1e4, 1e-5)
+    assert PRESETS["llama-2-70b"].attention_kind == "GQA" and PRESETS["llama-2-70b"].n_kv_heads == 8
+    l3 = PRESETS["llama-3-8b"]
+    assert (l3.vocab_size, l3.n_kv_heads, l3.d_ff, l3.max_seq_len, l3.rope_theta) == (128256, 8, 14336, 8192, 5e5)
+    q = PRESETS["qwen2.5-7b"]
+    assert (q.qkv_bias, q.bias, q.tie_embeddings, q.rope_theta, q.max_seq_len) == (True, False, False, 1e6, 32768)
+    assert all(c.head_dim == 128 for n, c in PRESETS.items() if not n.startswith("gpt2"))
+
+
+def test_param_count_matches_reference_model_for_presets_shape_small():
+    for c in (TINY, PRESETS["gpt2"].replace(n_layers=1, vocab_size=100)):
+        assert param_count(c) == sum(p.numel() for p in RefModel(c).parameters())
+
+
+@settings(max_examples=50, deadline=None)
+@given(configs())
+def test_param_count_matches_reference_model(c):
+    assert param_count(c) == sum(p.numel() for p in RefModel(c).parameters())
+
+
+def test_param_count_matches_minitransformer_if_available():
+    MiniTransformer = _lib_or_skip().MiniTransformer
+    for c in (TINY, TINY.replace(norm="layernorm", activation="gelu", positions="learned", bias=True,
+                                 tie_embeddings=False), TINY.replace(qkv_bias=True, bias=False, n_kv_heads=1)):
+        assert param_count(c) == sum(p.numel() for p in MiniTransformer(c).parameters())
+
+
+def _lib_or_skip():
+    try:
+        import lib
+        lib.MiniTransformer, lib.generate, lib.KVCache  # noqa: B018
+    except (ImportError, AttributeError):
+        pytest.skip("lib.MiniTransformer / generate / KVCache not available yet")
+    return lib
+
+
+def test_weight_bytes():
+    assert weight_bytes(PRESETS["llama-2-7b"]) == 2 * 6_738_415_616  # the "7B ≈ 13.5 GB in fp16" figure
+    assert weight_bytes(PRESETS["llama-2-7b"], "fp32") == 4 * 6_738_415_616
+    assert weight_bytes(PRESETS["llama-2-7b"], "int4") == 6_738_415_616 // 2
+    odd = ModelConfig(vocab_size=1, n_layers=1, d_model=1, n_heads=1, d_ff=1, max_seq_len=1, norm="rmsnorm",
+                      bias=False, positions="learned")
+    assert param_count(odd) % 2 == 1
+    assert weight_bytes(odd, "int4") == (param_count(odd) + 1) // 2  # half a byte rounds up
+
+
+# ---------------------------------------------------------------------------------------------- KV cache
+
+KV_PER_TOKEN_FP16 = {
+    "gpt2": 36_864, "gpt2-medium": 98_304, "llama-2-7b": 524_288, "llama-2-13b": 819_200,
+    "llama-2-70b": 327_680, "llama-3-8b": 131_072, "llama-3-70b": 327_680, "mistral-7b": 131_072,
+    "qwen2.5-7b": 57_344,
+}
+
+
+@pytest.mark.parametrize("name", sorted(KV_PER_TOKEN_FP16))
+def test_kv_bytes_per_token_presets(name):
+    c, fp16 = PRESETS[name], KV_PER_TOKEN_FP16[name]
+    assert kv_bytes_per_token(c) == fp16 == 2 * c.n_layers * c.n_kv_heads * c.head_dim * 2
+    assert kv_bytes_per_token(c, torch.bfloat16) == fp16
+    assert kv_bytes_per_token(c, "fp32") == 2 * fp16
+    assert kv_bytes_per_token(c, torch.float8_e4m3fn) == fp16 // 2
+    assert kv_bytes_per_token(c, "int4") == fp16 // 4
+
+
+def test_kv_known_figures():
+    assert kv_bytes_per_token(PRESETS["llama-2-7b"]) == 524_288  # 0.5 MiB per token
+    assert kv_cache_bytes(PRESETS["llama-2-7b"], 4096) == 2 * 1024**3  # full 4k context: 2 GiB
+    assert kv_bytes_per_token(PRESETS["llama-3-8b"]) == 131_072  # GQA: 4x less than MHA with 32 heads
+    assert kv_bytes_per_token(PRESETS["gpt2"]) == 36_864
+
+
+def test_mla():
+    v3 = MLA_PRESETS["deepseek-v3"]
+    assert v3.cached_values_per_layer == 512 + 64
+    assert kv_bytes_per_token(v3, torch.bfloat16) == 61 * 576 * 2 == 70_272
+    assert kv_bytes_per_token(MLA_PRESETS["deepseek-v2"], "bf16") == 60 * 576 * 2 == 69_120
+    assert kv_cache_bytes(v3, 1000, 3, "bf16") == 70_272 * 3000
+    assert v3.mha_values_per_layer == 128 * (128 + 64 + 128)  # ~71x what MLA caches
+    with pytest.raises(ValueError, match=r"MLAConfig.kv_lora_rank must be a positive integer \(>= 1\), got 0"):
+        MLAConfig(n_layers=1, kv_lora_rank=0, qk_rope_head_dim=64)
+    with pytest.raises(TypeError, match=r"param_count\(\) needs a ModelConfig.*MLAConfig only describes"):
+        param_count(v3)
+
+
+@settings(max_examples=50, deadline=None)
+@given(configs(), st.integers(0, 10**6), st.integers(0, 512), st.sampled_from(["fp32", "fp16", "fp8", "int4"]))
+def test_kv_cache_bytes_is_linear(c, n_tokens, batch, dtype):
+    got = kv_cache_bytes(c, n_tokens, batch_size=batch, dtype=dtype)
+    assert isinstance(got, int)
+    assert got == kv_bytes_per_token(c, dtype) * n_tokens * batch
+    assert got == 2 * c.n_layers * c.n_kv_heads * c.head_dim * n_tokens * batch * DTYPE_BYTES[dtype]
+
+
+@settings(max_examples=50, deadline=None)
+@given(configs())
+def test_kv_independent_of_ffn_and_vocab(c):
+    assert kv_bytes_per_token(c) == kv_bytes_per_token(c.replace(d_ff=c.d_ff + 7, vocab_size=c.vocab_size + 3))
+
+
+def test_kv_equals_weights_crossover():
+    c = PRESETS["llama-2-7b"]
+    x = kv_equals_weights_tokens(c)
+    assert x == pytest.approx(6_738_415_616 * 2 / 524_288)  # ~25.7k tokens, e.g. batch 8 x 3.2k context
+    assert kv_cache_bytes(c, math.floor(x)) < weight_bytes(c) <= kv_cache_bytes(c, math.ceil(x))
+
+
+@pytest.mark.parametrize("args, exc, msg", [
+    ((-1,), ValueError, r"n_tokens must be an integer >= 0, got -1"),
+    ((10, -2), ValueError, r"batch_size must be an integer >= 0, got -2"),
+    ((1.5,), TypeError, r"n_tokens must be an integer, got float 1.5"),
+    ((True,), TypeError, r"n_tokens must be an integer, got the bool True"),
+    ((10, 1, "fp7"), ValueError, r"unknown dtype 'fp7'; allowed"),
+])
+def test_kv_cache_bytes_errors(args, exc, msg):
+    with pytest.raises(exc, match=msg):
+        kv_cache_bytes(PRESETS["gpt2"], *args)
+
+
+def test_kv_cache_bytes_zero_is_zero():
+    assert kv_cache_bytes(PRESETS["gpt2"], 0) == 0 == kv_cache_bytes(PRESETS["gpt2"], 5, batch_size=0)
+
+
+@pytest.mark.parametrize("fn", [param_count, weight_bytes, kv_bytes_per_token, describe,
+                                lambda c: kv_cache_bytes(c, 1), lambda c: forward_flops(c, 1),
+                                lambda c: generation_steps(c, 1, 1, True)])
+@pytest.mark.parametrize("bad", [None, {"vocab_size": 10}, "gpt2"])
+def test_non_config_rejected(fn, bad):
+    with pytest.raises(TypeError, match=r"needs a ModelConfig.*got"):
+        fn(bad)
+
+
+# ------------------------------------------------------------------------------------------------- FLOPs
+
+def test_forward_flops_by_hand():
+    c = PRESETS["gpt2"]
+    f = forward_flops(c, 5, n_past=3)
+    keys = 4 + 5 + 6 + 7 + 8  # token i sees 3 + i + 1 keys
+    assert f["qkv_proj"] == 12 * 2 * 5 * 768 * 3 * 768
+    assert f["attn_scores"] == f["attn_values"] == 12 * 2 * 12 * 64 * keys
+    assert f["out_proj"] == 12 * 2 * 5 * 768 * 768
+    assert f["ffn"] == 12 * 2 * 5 * 768 * 3072 * 2
+    assert f["lm_head"] == 2 * 5 * 768 * 50257
+    assert f["projections"] == f["qkv_proj"] + f["out_proj"]
+    assert f["attention"] == f["attn_scores"] + f["attn_values"]
+    assert f["total"] == sum(f[k] for k in FLOP_TERMS)
+    # GQA shrinks K/V projections only; SwiGLU has three FFN matrices
+    l3 = forward_flops(PRESETS["llama-3-8b"], 1)
+    assert l3["qkv_proj"] == 32 * 2 * 4096 * (32 + 2 * 8) * 128
+    assert l3["ffn"] == 32 * 2 * 4096 * 14336 * 3
+
+
+@settings(max_examples=50, deadline=None)
+@given(configs(), st.integers(1, 50), st.integers(1, 50), st.integers(0, 100))
+def test_forward_flops_split_is_additive(c, a, b, past):
+    """Feeding a+b tokens at once costs the same as feeding a, then b on top of the cache."""
+    whole, first, second = forward_flops(c, a + b, past), forward_flops(c, a, past), forward_flops(c, b, past + a)
+    assert all(whole[k] == first[k] + second[k] for k in whole)
+
+
+def _measured(c, n_new, n_past):
+    """FLOPs counted by torch while running the reference model: {linear-ish total, attention matmuls}."""
+    model = RefModel(c)
+    with FlopCounterMode(display=False) as counter:
+        model(torch.zeros(1, n_new, dtype=torch.long), n_past=n_past)
+    ops = counter.get_flop_counts()["Global"]
+    attn = sum(v for k, v in ops.items() if "bmm" in str(k) and "addmm" not in str(k))
+    return sum(ops.values()) - attn, attn
+
+
+@pytest.mark.parametrize("c", [TINY, TINY.replace(norm="layernorm", activation="gelu", positions="learned",
+                                                  n_kv_heads=4, tie_embeddings=False)])
+@pytest.mark.parametrize("n_new, n_past", [(1, 0), (1, 9), (7, 0), (4, 5)])
+def test_forward_flops_match_torch_flop_counter(c, n_new, n_past):
+    f = forward_flops(c, n_new, n_past)
+    linear, attn = _measured(c, n_new, n_past)
+    assert linear == f["projections"] + f["ffn"] + f["lm_head"]
+    # the dense masked matmul also computes the future entries: n_new x (n_past + n_new) per head
+    assert attn == 4 * c.n_layers * c.n_heads * c.head_dim * n_new * (n_past + n_new)
+    assert (attn == f["attention"]) == (n_new == 1)
+
+
+@pytest.mark.parametrize("args, exc, msg", [
+    ((0,), ValueError, r"n_new \(tokens fed in this forward pass\) must be a positive integer \(>= 1\), got 0"),
+    ((3, -1), ValueError, r"n_past \(tokens already in the cache\) must be an integer >= 0, got -1"),
+    ((2.0,), TypeError, r"n_new .* must be an integer, got float"),
+])
+def test_forward_flops_errors(args, exc, msg):
+    with pytest.raises(exc, match=msg):
+        forward_flops(TINY, *args)
+
+
+# ------------------------------------------------------------------------------------ generation schedule
+
+def test_schedule_with_cache():
+    rows = generation_steps(TINY, prompt_len=5, n_new=4, use_cache=True)
+    assert [(r["step"], r["n_fed"], r["n_past"], r["n_keys"]) for r in rows] == \
+        [(0, 5, 0, 5), (1, 1, 5, 6), (2, 1, 6, 7), (3, 1, 7, 8)]
+    assert [r["kv_computed"] for r in rows] == [5, 1, 1, 1] == kv_computations(5, 4, True)
+    assert [r["kv_read"] for r in rows] == [0, 5, 6, 7]
+    assert all(r[k] == v for r in rows for k, v in forward_flops(TINY, r["n_fed"], r["n_past"]).items())
+
+
+def test_schedule_without_cache():
+    rows = generation_steps(TINY, prompt_len=5, n_new=4, use_cache=False)
+    assert [(r["step"], r["n_fed"], r["n_past"], r["n_keys"]) for r in rows] == \
+        [(0, 5, 0, 5), (1, 6, 0, 6), (2, 7, 0, 7), (3, 8, 0, 8)]
+    assert [r["kv_computed"] for r in rows] == [5, 6, 7, 8] == kv_computations(5, 4, False)
+    assert [r["kv_read"] for r in rows] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("prompt_len, n_new", [(1, 1), (1, 6), (5, 6), (3, 1)])
+def test_schedule_matches_a_real_trace(use_cache, prompt_len, n_new):
+    """The counts lib.generate records by instrumentation equal the analytic schedule."""
+    lib = _lib_or_skip()
+    torch.manual_seed(0)
+    model = lib.MiniTransformer(TINY)
+    trace = lib.generate(model, torch.arange(1, prompt_len + 1)[None], n_new, use_cache=use_cache, trace=True).trace
+    rows = generation_steps(TINY, prompt_len, n_new, use_cache)
+    assert len(trace) == len(rows) == n_new
+    assert [s.n_fed for s in trace] == [r["n_fed"] for r in rows]
+    assert [s.n_keys for s in trace] == [r["n_keys"] for r in rows]
+    for layer in range(TINY.n_layers):
+        assert trace.kv_computed(layer) == [r["kv_computed"] for r in rows]
+        assert trace.kv_computed(layer) == kv_computations(prompt_len, n_new, use_cache)
+        assert trace.kv_read(layer) == [r["kv_read"] for r in rows]
+
+
+def test_kv_cache_bytes_matches_kvcache_nbytes():
+    lib = _lib_or_skip()
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        assert lib.KVCache(TINY, 3, 40, dtype=dtype).nbytes == kv_cache_bytes(TINY, 40, 3, dtype)
+
+
+@pytest.mark.parametrize("n", range(1, 201))
+def test_total_kv_computations_one_token_prompt(n):
+    assert total_kv_computations(1, n, use_cache=True) == n
+    assert total_kv_computations(1, n, use_cache=False) == n * (n + 1) // 2
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 300))
+def test_total_kv_computations_closed_forms(p, n):
+    assert total_kv_computations(p, n, True) == p + n - 1
+    assert total_kv_computations(p, n, False) == n * p + n * (n - 1) // 2
+    assert len(kv_computations(p, n, True)) == len(kv_computations(p, n, False)) == n
+
+
+@settings(max_examples=50, deadline=None)
+@given(configs(), st.integers(1, 20), st.integers(1, 20))
+def test_cache_never_costs_more_and_prefill_matches(c, p, n):
+    cached, uncached = generation_steps(c, p, n, True), generation_steps(c, p, n, False)
+    assert cached[0] == uncached[0]  # step 0 is the same full forward over the prompt
+    assert [r["n_keys"] for r in cached] == [r["n_keys"] for r in uncached] == list(range(p, p + n))
+    assert all(a["total"] <= b["total"] for a, b in zip(cached, uncached))
+    # same final context; the cache only removes recomputation of history
+    g_c, g_u = generation_flops(c, p, n, True), generation_flops(c, p, n, False)
+    assert g_c["lm_head"] == 2 * (p + n - 1) * c.d_model * c.vocab_size
+    assert g_u["lm_head"] == 2 * (n * p + n * (n - 1) // 2) * c.d_model * c.vocab_size
+
+
+@pytest.mark.parametrize("args, exc, msg", [
+    ((0, 3, True), ValueError, r"prompt_len must be a positive integer \(>= 1\), got 0"),
+    ((2, -1, True), ValueError, r"n_new \(tokens to generate\) must be a positive integer \(>= 1\), got -1"),
+    ((2, 0, False), ValueError, r"n_new \(tokens to generate\) must be a positive integer \(>= 1\), got 0"),
+    ((2, 3, 1), TypeError, r"use_cache must be True or False, got 1"),
+    ((2, 3, "yes"), TypeError, r"use_cache must be True or False"),
+    ((2.5, 3, True), TypeError, r"prompt_len must be an integer, got float"),
+])
+def test_generation_errors(args, exc, msg):
+    for call in (lambda: generation_steps(TINY, *args), lambda: kv_computations(*args),
+                 lambda: total_kv_computations(*args), lambda: generation_flops(TINY, *args)):
+        with pytest.raises(exc, match=msg):
+            call()
+
+
+# ------------------------------------------------------------------------------------ C8, with the numbers
+
+def test_c8_per_step_scaling():
+    """Per decode step with a cache: attention ∝ t, projections/FFN constant.
+    Without: attention ∝ t(t+1)/2 ~ t², projections/FFN ∝ t."""
+    c = PRESETS["llama-3-8b"]
+    unit = 4 * c.n_layers * c.n_heads * c.head_dim  # scores + values FLOPs per (query, key) pair
+    cached = generation_steps(c, 1, 64, True)[1:]  # decode steps only
+    assert all(r["attention"] == unit * r["n_keys"] for r in cached)  # linear in t
+    assert len({r["projections"] for r in cached}) == len({r["ffn"] for r in cached}) == 1  # constant
+    per_token = forward_flops(c, 1)
+    uncached = generation_steps(c, 1, 64, False)
+    for r in uncached:
+        t = r["n_keys"]
+        assert r["attention"] == unit * t * (t + 1) // 2
+        assert r["projections"] == t * per_token["projections"] and r["ffn"] == t * per_token["ffn"]
+    # doubling t: 2x attention with cache, ~4x without (exactly (2t+1)/(t+1) * 2)
+    t1, t2 = uncached[31], uncached[63]
+    assert t2["attention"] / t1["attention"] == pytest.approx(64 * 65 / (32 * 33))
+
+
+@pytest.mark.parametrize("n, tol", [(500, 0.02), (2000, 0.005)])
+def test_c8_totals_scaling(n, tol):
+    """Over n steps: attention n² with cache vs n³ without; projections/FFN n vs n²."""
+    c = PRESETS["gpt2"]
+    ratio = {}
+    for use_cache in (True, False):
+        small, big = generation_flops(c, 1, n, use_cache), generation_flops(c, 1, 2 * n, use_cache)
+        ratio[use_cache] = {k: big[k] / small[k] for k in ("attention", "projections", "ffn")}
+    assert ratio[True]["attention"] == pytest.approx(4, rel=tol)
+    assert ratio[False]["attention"] == pytest.approx(8, rel=tol)
+    assert ratio[True]["projections"] == pytest.approx(2, rel=tol) and ratio[True]["ffn"] == pytest.approx(2, rel=tol)
+    assert ratio[False]["projections"] == pytest.approx(4, rel=tol) and ratio[False]["ffn"] == pytest.approx(4, rel=tol)
+    # exact closed forms with a 1-token prompt: Σ t and Σ t(t+1)/2
+    unit = 4 * c.n_layers * c.n_heads * c.head_dim
+    assert generation_flops(c, 1, n, True)["attention"] == unit * n * (n + 1) // 2
+    assert generation_flops(c, 1, n, False)["attention"] == unit * n * (n + 1) * (n + 2) // 6
+
+
+# ------------------------------------------------------------------------------------------------ describe
+
+def test_describe():
+    s = describe(PRESETS["llama-3-8b"])
+    assert s.startswith("llama-3-8b: 32 layers, d_model 4096, 32 query heads / 8 KV heads (GQA)")
+    assert "8.03B params" in s and "128 KiB/token in fp16" in s
+    assert describe(PRESETS["gpt2"]).startswith("gpt2: 12 layers") and "(MHA)" in describe(PRESETS["gpt2"])
+    assert describe(TINY).startswith("custom: ") and describe(TINY, name="tiny").startswith("tiny: ")
+    assert "MLA" in describe(MLA_PRESETS["deepseek-v3"]) and "68.6 KiB/token in bf16" in \
+        describe(MLA_PRESETS["deepseek-v3"], dtype="bf16")
+    assert "(MQA)" in describe(TINY.replace(n_kv_heads=1))
+    with pytest.raises(TypeError, match=r"name=.*must be a string or None"):
+        describe(TINY, name=3)
