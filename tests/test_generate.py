@@ -1,0 +1,160 @@
+"""generate(): the loop's counts (from instrumentation), stopping, sampling rules and its errors."""
+import pytest
+import torch
+
+from lib import MiniTransformer, ModelConfig, filter_logits, generate
+
+CFG = ModelConfig(vocab_size=30, n_layers=3, d_model=16, n_heads=4, n_kv_heads=2, max_seq_len=40, positions="rope")
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(1)
+    return MiniTransformer(CFG).eval()
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 17, 40])
+def test_kv_counts_from_the_trace(model, n):
+    """One start token, n steps: with a cache each layer computes n K/V vectors in total, without n(n+1)/2."""
+    prompt = torch.tensor([[1]])
+    cached = generate(model, prompt, n, use_cache=True, trace=True).trace
+    uncached = generate(model, prompt, n, use_cache=False, trace=True).trace
+    for layer in range(CFG.n_layers):
+        assert cached.kv_computed(layer) == [1] * n
+        assert cached.kv_read(layer) == list(range(n))
+        assert uncached.kv_computed(layer) == list(range(1, n + 1))
+        assert uncached.kv_read(layer) == [0] * n
+        assert cached.total_kv_computed(layer) == n
+        assert uncached.total_kv_computed(layer) == n * (n + 1) // 2
+    assert cached.total_kv_computed() == CFG.n_layers * n
+
+
+def test_counts_match_the_analytic_schedule(model):
+    from lib.costs import generation_steps
+    for use_cache in (True, False):
+        tr = generate(model, torch.randint(0, 30, (2, 6)), 9, use_cache=use_cache, trace=True).trace
+        analytic = generation_steps(CFG, 6, 9, use_cache)
+        assert [s.kv_computed[0] for s in tr] == [a["kv_computed"] for a in analytic]
+        assert [s.kv_read[0] for s in tr] == [a["kv_read"] for a in analytic]
+        assert [s.n_keys for s in tr] == [a["n_keys"] for a in analytic]
+
+
+def test_trace_contents(model):
+    r = generate(model, torch.randint(0, 30, (2, 4)), 6, trace=True, trace_top_k=5)
+    tr = r.trace
+    assert len(tr) == 6 and tr.prompt_len == 4 and r.sequences.shape == (2, 10)
+    assert [s.phase for s in tr] == ["prefill"] + ["decode"] * 5
+    assert tr[0].positions == [0, 1, 2, 3] and tr[3].positions == [6]
+    for i, s in enumerate(tr):
+        assert s.attention.shape == (CFG.n_layers, 2, CFG.n_heads, 4 + i)
+        torch.testing.assert_close(s.attention.sum(-1), torch.ones(CFG.n_layers, 2, CFG.n_heads))
+        assert s.top_ids.shape == (2, 5) and torch.all(s.top_probs[:, :-1] >= s.top_probs[:, 1:])
+        assert torch.equal(s.chosen, s.top_ids[:, 0])  # greedy picks the most likely token
+        assert torch.equal(r.sequences[:, 4 + i], s.chosen)
+        assert s.cache_len == 4 + i  # the prefill stores 4 positions, each decode step one more
+        assert s.cache_bytes == r.cache.nbytes
+        assert s.seconds > 0
+    assert tr.tokens(1) == r.sequences[1].tolist()
+    grid = tr.attention_grid(layer=2, head=3, batch=1)
+    assert grid.shape == (6, 9) and torch.isnan(grid[0, 4:]).all() and not torch.isnan(grid[5]).any()
+    rows = tr.rows()
+    assert rows[0]["kv_computed"] == 4 and rows[1]["kv_read"] == 4
+    assert "kv_computed" in tr.table().splitlines()[0]
+
+
+def test_eos_stops_and_pads(model):
+    prompt = torch.randint(0, 30, (3, 2))
+    free = generate(model, prompt, 12)
+    eos = int(free.sequences[0, 4])  # the token row 0 produces at its third step
+    r = generate(model, prompt, 12, eos_id=eos, pad_id=0, trace=True)
+    first = free.sequences[0, 2:].tolist().index(eos) + 2  # row 0 stops at its first eos
+    row0 = r.sequences[0].tolist()
+    assert row0[first] == eos and all(t == 0 for t in row0[first + 1:])
+    for b in range(3):  # every row is the free run up to and including its eos, then padding
+        new = free.sequences[b, 2:].tolist()
+        got = r.sequences[b, 2:].tolist()
+        if eos in new[:len(got)]:
+            cut = new.index(eos) + 1
+            assert got[:cut] == new[:cut] and all(t == 0 for t in got[cut:])
+        else:
+            assert got == new[:len(got)]
+    if r.sequences.shape[1] < 14:  # it stopped early: every row has finished
+        assert all(eos in r.sequences[b, 2:].tolist() for b in range(3))
+
+
+def test_temperature_zero_is_greedy_and_seed_reproduces(model):
+    p = torch.randint(0, 30, (1, 3))
+    g = generate(model, p, 10).sequences
+    assert torch.equal(g, generate(model, p, 10, temperature=0.0, top_k=3, seed=5).sequences)
+    a = generate(model, p, 20, temperature=1.5, seed=7).sequences
+    b = generate(model, p, 20, temperature=1.5, seed=7).sequences
+    c = generate(model, p, 20, temperature=1.5, seed=8).sequences
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_top_k_restricts_the_choice(model):
+    p = torch.randint(0, 30, (1, 3))
+    r = generate(model, p, 15, temperature=2.0, top_k=1, seed=3)
+    assert torch.equal(r.sequences, generate(model, p, 15).sequences)  # top-1 sampling is greedy
+    tr = generate(model, p, 15, temperature=2.0, top_k=3, seed=3, trace=True).trace
+    for s in tr:
+        assert int(s.chosen[0]) in s.top_ids[0, :3].tolist()
+        assert (s.sample_top_probs[0, 3:] == 0).all()
+
+
+def test_filter_logits_on_hand_made_numbers():
+    logits = torch.log(torch.tensor([[0.5, 0.25, 0.15, 0.1]]))
+    probs = lambda l: torch.softmax(l, -1)
+    torch.testing.assert_close(probs(filter_logits(logits)), torch.tensor([[0.5, 0.25, 0.15, 0.1]]))
+    torch.testing.assert_close(probs(filter_logits(logits, top_k=2)), torch.tensor([[2 / 3, 1 / 3, 0, 0]]))
+    # top_p=0.7: 0.5 alone is short of 0.7, 0.5+0.25 reaches it -> keep two
+    torch.testing.assert_close(probs(filter_logits(logits, top_p=0.7)), torch.tensor([[2 / 3, 1 / 3, 0, 0]]))
+    torch.testing.assert_close(probs(filter_logits(logits, top_p=0.75)), torch.tensor([[2 / 3, 1 / 3, 0, 0]]))
+    torch.testing.assert_close(probs(filter_logits(logits, top_p=0.76)), torch.tensor([[0.5, 0.25, 0.15, 0]]) / 0.9)
+    torch.testing.assert_close(probs(filter_logits(logits, top_p=0.1)), torch.tensor([[1.0, 0, 0, 0]]))
+    hot = probs(filter_logits(logits, temperature=2.0))
+    torch.testing.assert_close(hot, torch.softmax(logits / 2, -1))
+    assert hot[0, 0] < 0.5  # a higher temperature flattens the distribution
+
+
+def test_bad_arguments_are_clear_errors(model):
+    p = torch.tensor([[1, 2, 3]])
+    cases = [
+        (dict(max_new_tokens=0), r"max_new_tokens must be an integer >= 1, got 0"),
+        (dict(max_new_tokens=39), r"a prompt of 3 tokens leaves room for at most 38 new token\(s\) in the context "
+                                  r"window \(max_seq_len=40\), but max_new_tokens=39"),
+        (dict(max_new_tokens=2, temperature=-1), r"temperature must be a number >= 0"),
+        (dict(max_new_tokens=2, top_k=0), r"top_k must be None or an integer >= 1, got 0"),
+        (dict(max_new_tokens=2, top_p=1.5), r"top_p must be None or a number in \(0, 1\], got 1.5"),
+        (dict(max_new_tokens=2, eos_id=99), r"eos_id=99 is not a token id of this model \(0..29\)"),
+        (dict(max_new_tokens=2, cache_kind="paged"), r"cache_kind='paged' is not known; allowed: static, concat"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            generate(model, p, **kw)
+    with pytest.raises(ValueError, match=r"the prompt has 41 tokens but the model's context window holds max_seq_len=40"):
+        generate(model, torch.ones(1, 41, dtype=torch.long), 1)
+    with pytest.raises(ValueError, match=r"the prompt is empty"):
+        generate(model, [], 3)
+    with pytest.raises(ValueError, match=r"token id 30 is out of range: this model's ids run from 0 to 29"):
+        generate(model, [1, 30], 3)
+    assert generate(model, [1, 2], 38).sequences.shape == (1, 40)  # exactly fills the window: allowed
+
+
+def test_list_and_1d_prompts(model):
+    a = generate(model, [1, 2, 3], 4).sequences
+    b = generate(model, torch.tensor([1, 2, 3]), 4).sequences
+    c = generate(model, torch.tensor([[1, 2, 3]]), 4).sequences
+    assert a.shape == (1, 7) and torch.equal(a, b) and torch.equal(b, c)
+
+
+def test_generate_on_each_device_and_dtype(device):
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        m = MiniTransformer(CFG).to(device=device, dtype=dtype).eval()
+        r = generate(m, torch.tensor([[1, 2]], device=device), 8, trace=True)
+        assert r.sequences.device.type == device.type and r.cache.dtype == dtype
+        assert r.trace.total_kv_computed(0) == 2 + 7
+        u = generate(m, torch.tensor([[1, 2]], device=device), 8, use_cache=False)
+        # low precision: the two paths round differently, but agree on these few greedy steps at least at first
+        assert torch.equal(r.sequences[:, :3], u.sequences[:, :3])
