@@ -1,0 +1,40 @@
+"""One call at the top of every notebook: ``device = lib.notebook.setup()``.
+
+Seeds every random generator, makes Chinese characters render in matplotlib (shipped CJK font), keeps
+plotly on its ``plotly_mimetype`` renderer (no 5 MB JavaScript bundle inside the notebook, no CDN), and
+picks the device (``KVLAB_DEVICE`` overrides; the stored outputs were made on the CPU).
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import torch
+
+from .device import pick_device
+from .fonts import use_cjk_font
+
+
+def seed_everything(seed: int = 0) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+        np.random.seed(seed)
+    except ImportError:  # numpy is a dependency, but seeding must never be the thing that fails
+        pass
+
+
+def setup(seed: int = 0, device=None, verbose: bool = True) -> torch.device:
+    """Seed, fonts, plotting defaults; returns the device the notebook should use."""
+    seed_everything(seed)
+    use_cjk_font()
+    import matplotlib as mpl
+    mpl.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "figure.figsize": (7.5, 3.5),
+                         "axes.spines.top": False, "axes.spines.right": False})
+    import plotly.io as pio
+    pio.renderers.default = "plotly_mimetype"
+    dev = pick_device(device if device is not None else os.environ.get("KVLAB_DEVICE"), verbose=False)
+    if verbose:
+        print(f"device: {dev.type}   torch {torch.__version__.split('+')[0]}   seed {seed}")
+    return dev
