@@ -95,6 +95,13 @@ class _CacheBase:
         self.seq_len += n
         self._pending = 0
 
+    def crop(self, seq_len: int):
+        """Forget every position from ``seq_len`` on (speculative decoding drops rejected draft tokens)."""
+        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 0 <= seq_len <= self.seq_len:
+            raise ValueError(f"crop takes a length from 0 to the current seq_len={self.seq_len}, got {seq_len!r}")
+        self._crop(seq_len)
+        self.seq_len = seq_len
+
     def keys(self, layer: int) -> torch.Tensor:
         """The cached keys of one layer, (B, n_kv_heads, seq_len, head_dim)."""
         return self._read(layer, 0)
@@ -143,6 +150,9 @@ class KVCache(_CacheBase):
         """Bytes holding real tokens so far (seq_len of max_len positions)."""
         return self.nbytes * self.seq_len // self.max_len
 
+    def _crop(self, seq_len):
+        pass  # positions past seq_len are simply overwritten by the next write
+
     def reset(self):
         """Forget every token (the memory stays allocated, ready for the next request)."""
         self.seq_len = 0
@@ -178,6 +188,10 @@ class ConcatKVCache(_CacheBase):
     def _read(self, layer, which):
         self._check_layer(layer)
         return (self.k if which == 0 else self.v)[layer]
+
+    def _crop(self, seq_len):
+        self.k = [t[:, :, :seq_len].clone() for t in self.k]
+        self.v = [t[:, :, :seq_len].clone() for t in self.v]
 
     @property
     def nbytes(self) -> int:

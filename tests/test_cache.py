@@ -137,3 +137,26 @@ def test_cache_on_each_device(device):
         before = torch.cuda.memory_allocated(device)
         c2 = KVCache(CFG, 4, 32, device=device)
         assert torch.cuda.memory_allocated(device) - before >= c2.nbytes
+
+
+@pytest.mark.parametrize("kind", [KVCache, ConcatKVCache])
+def test_crop_forgets_the_tail_and_decoding_continues_exactly(kind):
+    """Dropping positions (as speculative decoding does with rejected drafts) leaves a cache that is
+    indistinguishable from one that never saw them."""
+    torch.manual_seed(0)
+    model = MiniTransformer(CFG).eval()
+    x = torch.randint(0, 40, (1, 10))
+    with torch.no_grad():
+        a = kind(CFG, 1, 12)
+        model(x[:, :8], cache=a)
+        a.crop(5)
+        assert a.seq_len == 5 and a.keys(2).shape[2] == 5
+        out_a = model(x[:, 5:9], cache=a)
+        b = kind(CFG, 1, 12)
+        model(x[:, :5], cache=b)
+        out_b = model(x[:, 5:9], cache=b)
+    torch.testing.assert_close(out_a, out_b, atol=1e-6, rtol=0)
+    for layer in range(CFG.n_layers):
+        torch.testing.assert_close(a.keys(layer), b.keys(layer))
+    with pytest.raises(ValueError, match=r"crop takes a length from 0 to the current seq_len=9, got 10"):
+        a.crop(10)
