@@ -25,9 +25,15 @@ def seed_everything(seed: int = 0) -> None:
         pass
 
 
-def setup(seed: int = 0, device=None, verbose: bool = True) -> torch.device:
-    """Seed, fonts, plotting defaults; returns the device the notebook should use."""
+def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None = 1) -> torch.device:
+    """Seed, fonts, plotting defaults; returns the device the notebook should use.
+
+    ``threads`` (default 1) fixes torch's CPU threads: the demo models are tiny, one thread is fastest for
+    them (thread hand-offs cost more than the maths), and it makes CPU results bit-identical on any machine.
+    Pass ``threads=None`` to keep torch's default."""
     seed_everything(seed)
+    if threads is not None:
+        torch.set_num_threads(threads)
     use_cjk_font()
     import matplotlib as mpl
     mpl.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "figure.figsize": (7.5, 3.5),
