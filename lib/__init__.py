@@ -3,6 +3,7 @@
 Flow: tokenizer -> model (+ cache) -> generate() -> Trace -> widgets / plots; ``costs`` gives the analytic
 counts, bytes and FLOPs (and the published shapes of real models) that the plots compare against.
 """
+from . import costs, notebook
 from .cache import ConcatKVCache, KVCache
 from .config import ModelConfig
 from .costs import PRESETS, kv_cache_bytes
