@@ -1,0 +1,668 @@
+"""Cost curves: what the KV cache saves, O(n²) vs O(n), analytic (``lib.costs``) and measured (``lib.measure``).
+
+Per generation step at context length t (the step attends to t keys), one layer does
+    without a cache: K/V for all t tokens, projections + FFN for t tokens (∝ t·d²), attention over t² pairs
+    with a cache:    K/V for 1 token,      projections + FFN for 1 token (∝ d²),   attention over t pairs
+so per step the linear layers go from O(t) to O(1) and attention from O(t²) to O(t); summed over n steps,
+K/V computations and linear FLOPs go from O(n²) to O(n), attention FLOPs from O(n³) to O(n²). Every number
+drawn here comes from ``lib.costs`` (``kv_computations``, ``generation_steps``, ``kv_cache_bytes``,
+``weight_bytes``); measured times come from ``lib.measure``.
+
+Data (plain dicts):
+    MODEL_CHOICES                                   ("chat", "larger", *lib.PRESETS): names the pickers accept
+    model_config(model) -> (name, ModelConfig)      a name from MODEL_CHOICES or a ModelConfig
+    analytic_curves(model, n, prompt_len=1) -> dict
+        {"name", "config", "prompt_len", "n", "positions": [prompt_len .. prompt_len+n-1] (keys attended per step),
+         "kv" / "kv_cumulative": {"cache": [...], "no cache": [...]}   K/V vectors computed (per layer, per seq),
+         "flops" / "flops_cumulative": {"cache" | "no cache": {"linear": [...], "attention": [...], "total": [...]}},
+             linear = q/k/v/o projections + FFN + lm_head, attention = scores + weighted sum (lib.costs terms),
+         "slopes": {"per_step" | "cumulative": {"cache" | "no cache": {"kv", "linear", "attention", "total"}}}}
+             (log-log slopes over the last half; None when n < 3)
+    memory_curves(model, n=None, dtype=torch.float16, batch_size=1) -> dict
+        {"name", "dtype", "batch_size", "positions": [1..n], "kv_bytes": [...], "weight_bytes": int,
+         "crossover_tokens": float (context length per sequence at which the KV cache equals the weights)}
+
+Tier 1, static matplotlib (each returns the Figure; ``ax=`` draws into an existing axes):
+    plot_kv_counts(n=16, prompt_len=1)
+    plot_flops(model="chat", n=64, prompt_len=1, cumulative=False, loglog=False, ax=None)
+    plot_measured(measurements, cumulative=False, loglog=False, ax=None)  from lib.measure.measure_*
+    plot_memory(model="chat", n=None, dtype=torch.float16, batch_size=1, ax=None)
+    plot_cost_curves(model="chat", n=64, measurements=None, loglog=False, prompt_len=1)  all panels at once
+
+Tier 2, plotly that survives export (go.Figure with buttons: per step / cumulative, linear / log-log):
+    plotly_cost_curves(model="chat", n=64, prompt_len=1)   K/V, FLOPs split, memory
+    plotly_measured(measurements)
+
+Tier 3, live ipywidgets:
+    CostCurvesExplorer(model="chat", n=64, show="both", view="per step", loglog=False)
+        .widget (display it, or display the explorer itself), .set(n=, model=, show=, view=, loglog=) drives it
+        from Python, .state (control values), .drawn ({trace name: (xs, ys)} of what is visible),
+        .summary (the text shown under the controls), .last_update_seconds (Python time of the last redraw)
+"""
+from __future__ import annotations
+
+import functools
+import html
+import time
+
+import torch
+
+from ..config import ModelConfig
+from ..costs import (PRESETS, _count, generation_steps, kv_cache_bytes, kv_computations,
+                     kv_equals_weights_tokens, weight_bytes)
+from ..measure import cumulative, fit_loglog_slope, larger_config
+
+MODEL_CHOICES = ("chat", "larger", *PRESETS)
+MODEL_LABELS = {"chat": "chat (demo model, d_model 64)", "larger": "larger (random weights, d_model 256)"}
+CACHES = ("cache", "no cache")
+PARTS = ("linear", "attention", "total")
+PART_LABELS = {"linear": "projections + FFN", "attention": "attention", "total": "total"}
+SHOWS = ("both", "with cache", "without cache")
+VIEWS = ("per step", "cumulative")
+N_MAX = 4096  # the live slider stops here (presets allow 32k; the curves' shape is clear long before)
+MAX_POINTS = 400  # a live trace draws at most about this many (+ MAX_POINTS/2) points; slopes use every point
+TAIL = 0.5  # slopes are fitted over the last half of each curve
+COLORS = {"cache": "#1f77b4", "no cache": "#d62728", "static": "#1f77b4", "concat": "#ff7f0e",
+          "kv": "#9467bd", "weights": "#7f7f7f"}
+DASH = {"linear": "solid", "attention": "dash", "total": "dot"}
+MPL_STYLE = {"solid": "-", "dash": "--", "dot": ":"}
+SLOPE_DIGITS = 2
+MS_DIGITS = 4  # measured milliseconds go into figures rounded to 0.1 µs
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+@functools.lru_cache(maxsize=None)
+def _chat_config() -> ModelConfig:
+    from ..demo import load_demo
+    return load_demo("chat")[0].config
+
+
+def model_config(model) -> tuple[str, ModelConfig]:
+    """A name from MODEL_CHOICES ("chat", "larger" or a lib.PRESETS key) or a ModelConfig -> (name, config)."""
+    if isinstance(model, ModelConfig):
+        if model == _chat_config():
+            return "chat", model
+        if model == larger_config():
+            return "larger", model
+        return next((k for k, v in PRESETS.items() if v == model), "custom"), model
+    if isinstance(model, str):
+        if model == "chat":
+            return "chat", _chat_config()
+        if model == "larger":
+            return "larger", larger_config()
+        if model in PRESETS:
+            return model, PRESETS[model]
+        raise ValueError(f"unknown model {model!r}; choose one of: {', '.join(MODEL_CHOICES)} (or pass a "
+                         f"lib.ModelConfig)")
+    raise TypeError(f"model must be a name ({', '.join(MODEL_CHOICES)}) or a lib.ModelConfig, "
+                    f"got {type(model).__name__}")
+
+
+def _check_n(n, prompt_len: int, config: ModelConfig, name: str) -> int:
+    n = _count(n, "n (tokens to generate)", minimum=1)
+    room = config.max_seq_len - prompt_len + 1
+    if n > room:
+        raise ValueError(f"n={n} does not fit {name}'s context window: max_seq_len={config.max_seq_len} and a "
+                         f"{prompt_len}-token prompt leave room for n from 1 to {room}")
+    return n
+
+
+def _display_index(n: int) -> list[int]:
+    """Which of n points a live figure draws: all of them up to MAX_POINTS, else MAX_POINTS indices spread
+    evenly on a log axis (dense at the start, where log-log views need them) plus the last point."""
+    if n <= MAX_POINTS:
+        return list(range(n))
+    logs = {round((n - 1) ** (i / (MAX_POINTS - 1))) for i in range(MAX_POINTS)}
+    lins = {round(i * (n - 1) / (MAX_POINTS // 2 - 1)) for i in range(MAX_POINTS // 2)}
+    return sorted(logs | lins | {0, n - 1})
+
+
+def _slope(xs, ys):
+    return round(fit_loglog_slope(xs, ys, TAIL), SLOPE_DIGITS) if len(xs) >= 2 else None
+
+
+def analytic_curves(model="chat", n: int = 64, prompt_len: int = 1) -> dict:
+    """Per-step and cumulative K/V computations and FLOPs of generating n tokens, with and without a cache,
+    straight from ``lib.costs.generation_steps`` (see the module docstring for the keys)."""
+    name, config = model_config(model)
+    prompt_len = _count(prompt_len, "prompt_len", minimum=1)
+    n = _check_n(n, prompt_len, config, name)
+    out = {"name": name, "config": config, "prompt_len": prompt_len, "n": n, "positions": None,
+           "kv": {}, "kv_cumulative": {}, "flops": {}, "flops_cumulative": {},
+           "slopes": {"per_step": {}, "cumulative": {}}}
+    for cache in CACHES:
+        rows = generation_steps(config, prompt_len, n, use_cache=(cache == "cache"))
+        out["positions"] = [r["n_keys"] for r in rows]
+        out["kv"][cache] = [r["kv_computed"] for r in rows]
+        linear = [r["total"] - r["attention"] for r in rows]  # projections + FFN + lm_head
+        out["flops"][cache] = {"linear": linear, "attention": [r["attention"] for r in rows],
+                               "total": [r["total"] for r in rows]}
+    pos = out["positions"]
+    for cache in CACHES:
+        out["kv_cumulative"][cache] = cumulative(out["kv"][cache])
+        out["flops_cumulative"][cache] = {p: cumulative(v) for p, v in out["flops"][cache].items()}
+        # per step: leave out step 0 (with a cache it is the prefill of the prompt, a different kind of step)
+        out["slopes"]["per_step"][cache] = {
+            "kv": _slope(pos[1:], out["kv"][cache][1:]),
+            **{p: _slope(pos[1:], out["flops"][cache][p][1:]) for p in PARTS}}
+        out["slopes"]["cumulative"][cache] = {
+            "kv": _slope(pos, out["kv_cumulative"][cache]),
+            **{p: _slope(pos, out["flops_cumulative"][cache][p]) for p in PARTS}}
+    if n < 3:  # a per-step slope needs 2 steps after the first
+        out["slopes"] = {v: {c: dict.fromkeys(("kv", *PARTS)) for c in CACHES} for v in out["slopes"]}
+    return out
+
+
+def memory_curves(model="chat", n: int | None = None, dtype=torch.float16, batch_size: int = 1) -> dict:
+    """KV-cache bytes after 1..n tokens (``lib.costs.kv_cache_bytes``) next to the weights' bytes
+    (``lib.costs.weight_bytes``). n=None: the model's whole context window (at most N_MAX)."""
+    name, config = model_config(model)
+    batch_size = _count(batch_size, "batch_size", minimum=1)
+    n = min(config.max_seq_len, N_MAX) if n is None else _check_n(n, 1, config, name)
+    positions = list(range(1, n + 1))
+    return {"name": name, "dtype": str(dtype).replace("torch.", ""), "batch_size": batch_size,
+            "positions": positions,
+            "kv_bytes": [kv_cache_bytes(config, t, batch_size, dtype) for t in positions],
+            "weight_bytes": weight_bytes(config, dtype),
+            "crossover_tokens": round(kv_equals_weights_tokens(config, dtype) / batch_size, 1)}
+
+
+def _check_measurements(m) -> dict:
+    """The dict of lib.measure.measure_generation / measure_positions, with consistent lengths."""
+    need = ("positions", "seconds", "slopes", "modes")
+    if not isinstance(m, dict) or any(k not in m for k in need):
+        raise ValueError(f"measurements must be the dict returned by lib.measure.measure_generation or "
+                         f"measure_positions (keys {', '.join(need)}, ...); got "
+                         f"{sorted(m) if isinstance(m, dict) else type(m).__name__}")
+    missing = [mode for mode in m["modes"] if mode not in m["seconds"] or mode not in m["slopes"]]
+    if missing:
+        raise ValueError(f"measurements list modes {missing} without times or slopes for them; pass the dict "
+                         f"from lib.measure unchanged")
+    n = len(m["positions"])
+    for mode, secs in m["seconds"].items():
+        if len(secs) != n:
+            raise ValueError(f"mismatched lengths: {n} positions but {len(secs)} times for mode {mode!r}")
+        if mode in m.get("cumulative", {}) and len(m["cumulative"][mode]) != n:
+            raise ValueError(f"mismatched lengths: {n} positions but {len(m['cumulative'][mode])} cumulative "
+                             f"times for mode {mode!r}")
+    return m
+
+
+def _measured_series(m, cumulative_view: bool) -> dict:
+    """{mode: milliseconds} of the per-step or cumulative view, rounded."""
+    if cumulative_view and "cumulative" not in m:
+        raise ValueError("these measurements have no cumulative times: measure_positions times single steps at "
+                         "chosen positions; use lib.measure.measure_generation for cumulative=True")
+    src = m["cumulative"] if cumulative_view else m["seconds"]
+    return {mode: [round(s * 1e3, MS_DIGITS) for s in src[mode]] for mode in m["modes"]}
+
+
+def _mode_label(mode: str) -> str:
+    return {"no cache": "no cache", "static": "static cache (in place)", "concat": "concat cache (torch.cat)"}[mode]
+
+
+def _bytes_label(b: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(b) < 1024 or unit == "TiB":
+            return f"{b:.3g} {unit}"
+        b /= 1024
+
+
+# -------------------------------------------------------------------------------- tier 1: matplotlib
+
+def _axes(ax, figsize=(7.5, 3.6)):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize)
+        return fig, ax
+    return ax.figure, ax
+
+
+def _finish(ax, loglog: bool, xlabel: str, ylabel: str, title: str):
+    if loglog:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both" if loglog else "major")
+    ax.legend(fontsize=8, frameon=False)
+
+
+def _with_slope(label: str, slope, loglog: bool) -> str:
+    return f"{label} (slope {slope:.2f})" if loglog and slope is not None else label
+
+
+def plot_kv_counts(n: int = 16, prompt_len: int = 1):
+    """K/V vectors computed per step and in total (per layer, per sequence), with and without a cache:
+    n vs n(n+1)/2 for a 1-token prompt (``lib.costs.kv_computations``). Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    prompt_len = _count(prompt_len, "prompt_len", minimum=1)
+    n = _count(n, "n (tokens to generate)", minimum=1)
+    pos = list(range(prompt_len, prompt_len + n))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for cache in CACHES:
+        per = kv_computations(prompt_len, n, use_cache=(cache == "cache"))
+        cum = cumulative(per)
+        a.plot(pos, per, "o-", ms=3, color=COLORS[cache], label=f"{'with' if cache == 'cache' else 'without'} cache")
+        b.plot(pos, cum, "o-", ms=3, color=COLORS[cache], label=f"{'with' if cache == 'cache' else 'without'} "
+                                                                 f"cache: {cum[-1]:,} in total")
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in (a, b):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _finish(a, False, "context length t (keys attended in the step)", "K/V computed in the step",
+            "per step: t without a cache, 1 with it")
+    _finish(b, False, "context length t", "K/V computed so far",
+            f"cumulative after {n} steps: O(n²) vs O(n)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_flops(model="chat", n: int = 64, prompt_len: int = 1, cumulative: bool = False, loglog: bool = False,
+               ax=None):
+    """FLOPs per step (or cumulative) split into projections + FFN and attention, with and without a cache
+    (``lib.costs.generation_steps``). With loglog=True the legend shows each curve's fitted slope."""
+    c = analytic_curves(model, n, prompt_len)
+    view = "cumulative" if cumulative else "per_step"
+    series = c["flops_cumulative"] if cumulative else c["flops"]
+    fig, ax = _axes(ax)
+    for cache in CACHES:
+        for part in ("linear", "attention"):
+            label = f"{PART_LABELS[part]}, {'with' if cache == 'cache' else 'without'} cache"
+            ax.plot(c["positions"], series[cache][part], MPL_STYLE[DASH[part]], color=COLORS[cache],
+                    label=_with_slope(label, c["slopes"][view][cache][part], loglog))
+    what = "cumulative FLOPs" if cumulative else "FLOPs per step"
+    _finish(ax, loglog, "context length t (tokens)", what,
+            f"{c['name']}: {what}" + (" (log-log, slopes fitted over the last half)" if loglog else ""))
+    fig.tight_layout()
+    return fig
+
+
+def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, ax=None):
+    """Measured milliseconds per step (or cumulative) vs context length, one line per mode, from
+    ``lib.measure.measure_generation`` / ``measure_positions``; the legend shows fitted log-log slopes."""
+    m = _check_measurements(measurements)
+    series = _measured_series(m, cumulative)
+    view = "cumulative" if cumulative else "per_step"
+    fig, ax = _axes(ax)
+    for mode, ys in series.items():
+        ax.plot(m["positions"], ys, "o-", ms=3, color=COLORS["no cache" if mode == "no cache" else mode],
+                label=f"{_mode_label(mode)} (slope {m['slopes'][mode][view]:.2f})")
+    cfg = m.get("config", {})
+    clock = "CPU" if m.get("clock") == "cpu" else "wall"
+    what = "cumulative ms" if cumulative else "ms per step"
+    _finish(ax, loglog, "context length t (tokens)", f"{what} ({clock} time)",
+            f"measured: {cfg.get('n_layers', '?')} layers, d_model {cfg.get('d_model', '?')}; "
+            f"log-log slopes over the last half")
+    if loglog:  # plain numbers (2, 5, 20 ms) read better than 2×10⁰ on a short log axis
+        from matplotlib.ticker import FuncFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+    fig.tight_layout()
+    return fig
+
+
+def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_size: int = 1, ax=None):
+    """KV-cache bytes vs tokens (a straight line) next to the weights' bytes (flat)."""
+    mem = memory_curves(model, n, dtype, batch_size)
+    fig, ax = _axes(ax)
+    ax.plot(mem["positions"], mem["kv_bytes"], color=COLORS["kv"],
+            label=f"KV cache, batch {mem['batch_size']}: {_bytes_label(mem['kv_bytes'][-1])} at "
+                  f"{mem['positions'][-1]} tokens")
+    ax.axhline(mem["weight_bytes"], color=COLORS["weights"], ls="--",
+               label=f"weights: {_bytes_label(mem['weight_bytes'])}")
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
+
+    top = max(mem["weight_bytes"], mem["kv_bytes"][-1]) * 1.05
+    unit = 1024 ** min(4, max(0, (len(str(int(top))) - 1) // 3))  # ticks at round numbers of KiB, MiB, ...
+    unit = unit if top / unit >= 1 else unit // 1024
+    ax.yaxis.set_major_locator(FixedLocator(MaxNLocator(nbins=6).tick_values(0, top / unit) * unit))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda b, _: _bytes_label(b)))
+    ax.set_ylim(0, top)
+    _finish(ax, False, "tokens per sequence", f"bytes ({mem['dtype']})",
+            f"{mem['name']}: the cache equals the weights at {mem['crossover_tokens']:,.0f} tokens per sequence")
+    fig.tight_layout()
+    return fig
+
+
+def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool = False, prompt_len: int = 1):
+    """All panels on one figure: K/V computed so far, FLOPs per step, cumulative FLOPs, memory, and
+    (if given) the measured ms per step. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    c = analytic_curves(model, n, prompt_len)
+    cols = 3 if measurements is not None else 2
+    fig, axes = plt.subplots(2, cols, figsize=(5 * cols, 7.2))
+    axes = axes.ravel()
+    a = axes[0]
+    for cache in CACHES:
+        label = f"{'with' if cache == 'cache' else 'without'} cache: {c['kv_cumulative'][cache][-1]:,}"
+        a.plot(c["positions"], c["kv_cumulative"][cache], color=COLORS[cache],
+               label=_with_slope(label, c["slopes"]["cumulative"][cache]["kv"], loglog))
+    _finish(a, loglog, "context length t", "K/V computed so far (per layer)", "K/V computations, cumulative")
+    plot_flops(model, n, prompt_len, cumulative=False, loglog=loglog, ax=axes[1])
+    plot_flops(model, n, prompt_len, cumulative=True, loglog=loglog, ax=axes[2])
+    plot_memory(model, c["positions"][-1], ax=axes[3])  # the same tokens as the other panels
+    if measurements is not None:
+        plot_measured(measurements, cumulative=False, loglog=loglog, ax=axes[4])
+        axes[5].axis("off")
+    for ax in axes:
+        ax.title.set_fontsize(9)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------------------- tier 2: plotly
+
+def _plotly_name(cache: str, part: str, slope) -> str:
+    label = f"{PART_LABELS[part]}, {'with' if cache == 'cache' else 'without'} cache"
+    return f"{label} (slope {slope:.2f})" if slope is not None else label
+
+
+def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1):
+    """K/V computations, FLOPs (projections + FFN vs attention) and memory as one plotly figure; buttons switch
+    per step / cumulative and linear / log-log axes, all data precomputed (keep n ≤ ~512 for a small file)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    c = analytic_curves(model, n, prompt_len)
+    mem = memory_curves(model, c["positions"][-1])  # the same tokens as the other panels
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
+                        subplot_titles=("K/V computed (per layer)", "FLOPs", f"memory ({mem['dtype']})"))
+    ys = {"per_step": [], "cumulative": []}
+    names = {"per_step": [], "cumulative": []}
+    for cache in CACHES:  # traces 0, 1: K/V
+        for view, src in (("per_step", c["kv"]), ("cumulative", c["kv_cumulative"])):
+            ys[view].append(src[cache])
+            names[view].append(_plotly_name(cache, "total", c["slopes"][view][cache]["kv"])
+                               .replace("total, ", "K/V, "))
+    for cache in CACHES:  # traces 2..5: FLOPs
+        for part in ("linear", "attention"):
+            for view, src in (("per_step", c["flops"]), ("cumulative", c["flops_cumulative"])):
+                ys[view].append(src[cache][part])
+                names[view].append(_plotly_name(cache, part, c["slopes"][view][cache][part]))
+    specs = [(cache, "total", 1) for cache in CACHES] + [(cache, part, 2) for cache in CACHES
+                                                          for part in ("linear", "attention")]
+    for k, (cache, part, col) in enumerate(specs):
+        fig.add_trace(go.Scatter(x=c["positions"], y=ys["per_step"][k], name=names["per_step"][k], mode="lines",
+                                 line=dict(color=COLORS[cache], dash=DASH[part] if col == 2 else "solid")),
+                      row=1, col=col)
+    fig.add_trace(go.Scatter(x=mem["positions"], y=mem["kv_bytes"], name="KV cache bytes", mode="lines",
+                             line=dict(color=COLORS["kv"])), row=1, col=3)
+    fig.add_trace(go.Scatter(x=[1, mem["positions"][-1]], y=[mem["weight_bytes"]] * 2, name="weight bytes",
+                             mode="lines", line=dict(color=COLORS["weights"], dash="dash")), row=1, col=3)
+    idx = list(range(len(specs)))
+    view_menu = dict(type="buttons", direction="right", x=0.0, y=1.25, xanchor="left", showactive=True,
+                     buttons=[dict(label=label, method="restyle", args=[{"y": ys[view], "name": names[view]}, idx])
+                              for label, view in (("per step", "per_step"), ("cumulative", "cumulative"))])
+    axes_names = [f"{a}axis{'' if i == 1 else i}" for i in (1, 2, 3) for a in "xy"]
+    scale_menu = dict(type="buttons", direction="right", x=0.35, y=1.25, xanchor="left", showactive=True,
+                      buttons=[dict(label=label, method="relayout", args=[{f"{a}.type": kind for a in axes_names}])
+                               for label, kind in (("linear", "linear"), ("log-log", "log"))])
+    fig.update_xaxes(title_text="context length t")
+    fig.update_layout(updatemenus=[view_menu, scale_menu], height=430, margin=dict(l=50, r=20, t=110, b=50),
+                      title=dict(text=f"{c['name']}: generating {n} tokens with and without a KV cache "
+                                      f"(slopes: log-log fit over the last half)", font=dict(size=13)),
+                      legend=dict(orientation="h", y=-0.2, font=dict(size=10)))
+    return fig
+
+
+def plotly_measured(measurements):
+    """Measured ms per step vs context length (one line per mode) with linear / log-log buttons, and
+    per step / cumulative buttons when the measurements have cumulative times."""
+    import plotly.graph_objects as go
+
+    m = _check_measurements(measurements)
+    views = ("per_step", "cumulative") if "cumulative" in m else ("per_step",)
+    ys = {v: _measured_series(m, v == "cumulative") for v in views}
+    names = {v: [f"{_mode_label(mode)} (slope {m['slopes'][mode][v]:.2f})" for mode in m["modes"]] for v in views}
+    fig = go.Figure()
+    for k, mode in enumerate(m["modes"]):
+        fig.add_trace(go.Scatter(x=m["positions"], y=ys["per_step"][mode], name=names["per_step"][k],
+                                 mode="lines+markers", marker=dict(size=4),
+                                 line=dict(color=COLORS["no cache" if mode == "no cache" else mode])))
+    menus = [dict(type="buttons", direction="right", x=0.0, y=1.18, xanchor="left",
+                  buttons=[dict(label=label, method="relayout", args=[{"xaxis.type": kind, "yaxis.type": kind}])
+                           for label, kind in (("linear", "linear"), ("log-log", "log"))])]
+    if len(views) == 2:
+        menus.append(dict(type="buttons", direction="right", x=0.3, y=1.18, xanchor="left", buttons=[
+            dict(label=label, method="restyle",
+                 args=[{"y": [ys[v][mode] for mode in m["modes"]], "name": names[v]}])
+            for label, v in (("per step", "per_step"), ("cumulative", "cumulative"))]))
+    cfg = m.get("config", {})
+    clock = "CPU" if m.get("clock") == "cpu" else "wall"
+    fig.update_layout(updatemenus=menus, height=400, margin=dict(l=60, r=20, t=90, b=50),
+                      xaxis_title="context length t (tokens)", yaxis_title=f"ms ({clock} time)",
+                      title=dict(text=f"measured: {cfg.get('n_layers', '?')} layers, d_model "
+                                      f"{cfg.get('d_model', '?')} (slopes: log-log fit over the last half)",
+                                 font=dict(size=13)))
+    return fig
+
+
+# -------------------------------------------------------------------------------- tier 3: ipywidgets
+
+class CostCurvesExplorer:
+    """Live cost curves: sequence-length slider, model picker, with / without cache overlay, per step /
+    cumulative, log-log toggle. Only analytic numbers (cheap), so every change redraws at once.
+
+    Drive it from Python with ``set(...)``; ``drawn`` is what the figure shows, ``summary`` the text."""
+
+    def __init__(self, model="chat", n: int = 64, show: str = "both", view: str = "per step",
+                 loglog: bool = False):
+        import ipywidgets as W
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        name, config = model_config(model)
+        if not isinstance(model, str) and name not in MODEL_CHOICES:
+            raise ValueError(f"the explorer's picker holds named models only; choose one of: "
+                             f"{', '.join(MODEL_CHOICES)}")
+        self._check_choice(show, SHOWS, "show")
+        self._check_choice(view, VIEWS, "view")
+        self._curves = {}  # model name -> analytic_curves at the slider's maximum n (sliced on redraw)
+        self.model = W.Dropdown(options=[(MODEL_LABELS.get(k, k), k) for k in MODEL_CHOICES], value=name,
+                                description="model")
+        self.n = W.IntSlider(value=2, min=2, max=self._n_max(name), description="n", continuous_update=True)
+        self.n.value = self._check_n_value(n, name)
+        self.show = W.ToggleButtons(options=list(SHOWS), value=show, description="show")
+        self.view = W.ToggleButtons(options=list(VIEWS), value=view)
+        self.loglog = W.Checkbox(value=bool(loglog), description="log-log")
+        self.text = W.HTML()
+        self.figure = go.FigureWidget(make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
+            "K/V computed (per layer)", "FLOPs: projections + FFN vs attention", "memory (fp16)")))
+        self._names = []
+        for cache in CACHES:
+            self._add(go, f"K/V, {self._with(cache)} cache", COLORS[cache], "solid", 1)
+        for cache in CACHES:
+            for part in ("linear", "attention"):
+                self._add(go, f"{PART_LABELS[part]}, {self._with(cache)} cache", COLORS[cache], DASH[part], 2)
+        self._add(go, "KV cache bytes", COLORS["kv"], "solid", 3)
+        self._add(go, "weight bytes", COLORS["weights"], "dash", 3)
+        self.figure.update_layout(height=420, margin=dict(l=50, r=20, t=60, b=50), showlegend=True,
+                                  legend=dict(orientation="h", y=-0.2, font=dict(size=10)))
+        self.figure.update_xaxes(title_text="context length t")
+        self.last_update_seconds = 0.0
+        self._quiet = False
+        self.redraw()
+        self.model.observe(self._on_model, names="value")
+        for w in (self.n, self.show, self.view, self.loglog):
+            w.observe(lambda ch: self.redraw(), names="value")
+        self.widget = W.VBox([W.HBox([self.model, self.n]), W.HBox([self.show, self.view, self.loglog]),
+                              self.text, self.figure])
+
+    # -- helpers -------------------------------------------------------------------------------------
+    @staticmethod
+    def _with(cache):
+        return "with" if cache == "cache" else "without"
+
+    @staticmethod
+    def _check_choice(value, allowed, what):
+        if value not in allowed:
+            raise ValueError(f"{what}={value!r} is not known; allowed: {', '.join(map(repr, allowed))}")
+
+    def _add(self, go, name, color, dash, col):
+        self.figure.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines", line=dict(color=color, dash=dash)),
+                              row=1, col=col)
+        self._names.append(name)
+
+    @staticmethod
+    def _n_max(name) -> int:
+        return min(model_config(name)[1].max_seq_len, N_MAX)
+
+    def _check_n_value(self, n, name) -> int:
+        n = _count(n, "n (tokens to generate)", minimum=1)
+        if not 2 <= n <= self._n_max(name):
+            raise ValueError(f"n={n} is outside the slider for {name}: allowed 2..{self._n_max(name)} "
+                             f"(the model's context window, at most {N_MAX})")
+        return n
+
+    def _full(self, name) -> tuple[dict, dict]:
+        """analytic_curves and memory_curves at the slider's maximum n, computed once per model."""
+        if name not in self._curves:
+            self._curves[name] = (analytic_curves(name, self._n_max(name)), memory_curves(name, None))
+        return self._curves[name]
+
+    def _arrays(self, name) -> dict:
+        """The full curves as numpy arrays (plotly takes them without checking every element)."""
+        import numpy as np
+
+        key = ("arrays", name)
+        if key not in self._curves:
+            full, mem = self._full(name)
+            arr = {"positions": np.asarray(full["positions"]), "kv_bytes": np.asarray(mem["kv_bytes"])}
+            for view, kv, flops in (("per step", "kv", "flops"), ("cumulative", "kv_cumulative", "flops_cumulative")):
+                for cache in CACHES:
+                    arr[view, "kv", cache] = np.asarray(full[kv][cache], dtype=np.int64)
+                    for part in ("linear", "attention"):
+                        arr[view, part, cache] = np.asarray(full[flops][cache][part], dtype=np.int64)
+            self._curves[key] = arr
+        return self._curves[key]
+
+    def _on_model(self, change):
+        """A new model: its context window sets the slider's range (n is clamped into it)."""
+        name = change["new"]
+        self._quiet = True
+        top = self._n_max(name)
+        if top >= self.n.max:
+            self.n.max = top
+        self.n.value = min(self.n.value, top)
+        self.n.max = top
+        self._quiet = False
+        self.redraw()
+
+    # -- drawing -------------------------------------------------------------------------------------
+    def _series(self) -> dict:
+        """{trace name: (xs, ys, visible)} for the current controls: at most MAX_POINTS points of the cached
+        full curves (every point up to MAX_POINTS, then evenly spread on a log axis plus the last one)."""
+        arr = self._arrays(self.model.value)
+        full, mem = self._full(self.model.value)
+        n = self.n.value
+        idx = _display_index(n)
+        view = self.view.value
+        visible = {"cache": self.show.value in ("both", "with cache"),
+                   "no cache": self.show.value in ("both", "without cache")}
+        pos = arr["positions"][idx]
+        out = {}
+        for cache in CACHES:
+            out[f"K/V, {self._with(cache)} cache"] = (pos, arr[view, "kv", cache][idx], visible[cache])
+        for cache in CACHES:
+            for part in ("linear", "attention"):
+                out[f"{PART_LABELS[part]}, {self._with(cache)} cache"] = (pos, arr[view, part, cache][idx],
+                                                                          visible[cache])
+        out["KV cache bytes"] = (pos - arr["positions"][0] + 1, arr["kv_bytes"][idx], True)
+        out["weight bytes"] = ([1, n], [mem["weight_bytes"]] * 2, True)
+        return out
+
+    def _slopes(self) -> dict:
+        """Log-log slopes (last half, every point) of the visible K/V and FLOPs curves up to n, from the
+        cached analytic_curves lists; per step leaves out step 0 (the prefill)."""
+        full, _ = self._full(self.model.value)
+        n = self.n.value
+        cum = self.view.value == "cumulative"
+        skip = 0 if cum else 1
+        pos = full["positions"][skip:n]
+        out = {}
+        for cache in CACHES:
+            if self.show.value in ("both", "with cache" if cache == "cache" else "without cache"):
+                kv = (full["kv_cumulative"] if cum else full["kv"])[cache]
+                out[f"K/V, {self._with(cache)} cache"] = _slope(pos, kv[skip:n])
+                for part in ("linear", "attention"):
+                    ys = (full["flops_cumulative"] if cum else full["flops"])[cache][part]
+                    out[f"{PART_LABELS[part]}, {self._with(cache)} cache"] = _slope(pos, ys[skip:n])
+        return out
+
+    def redraw(self):
+        if self._quiet:
+            return
+        t0 = time.perf_counter()
+        series = self._series()
+        slopes = self._slopes() if self.loglog.value else {}
+        kind = "log" if self.loglog.value else "linear"
+        with self.figure.batch_update():
+            for trace, name in zip(self.figure.data, self._names):
+                xs, ys, vis = series[name]
+                trace.x, trace.y, trace.visible = xs, ys, vis
+                slope = slopes.get(name)
+                trace.name = name if slope is None else f"{name} (slope {slope:.2f})"
+            self.figure.update_xaxes(type=kind)
+            self.figure.update_yaxes(type=kind)
+        self.text.value = html.escape(self.summary)
+        self.last_update_seconds = time.perf_counter() - t0
+
+    @property
+    def summary(self) -> str:
+        """One line of totals for the current n, all from lib.costs."""
+        full, mem = self._full(self.model.value)
+        n = self.n.value
+        kv_c, kv_n = full["kv_cumulative"]["cache"][n - 1], full["kv_cumulative"]["no cache"][n - 1]
+        flops = full["flops_cumulative"]
+        f_c, f_n = flops["cache"]["total"][n - 1], flops["no cache"]["total"][n - 1]
+        return (f"{self.model.value}, n = {n}: K/V computed {kv_c:,} with cache vs {kv_n:,} without "
+                f"({kv_n / kv_c:.1f}x); FLOPs {f_c:.3g} vs {f_n:.3g} ({f_n / f_c:.1f}x); KV cache "
+                f"{_bytes_label(mem['kv_bytes'][n - 1])} vs weights {_bytes_label(mem['weight_bytes'])}")
+
+    @property
+    def state(self) -> dict:
+        return {"model": self.model.value, "n": self.n.value, "show": self.show.value, "view": self.view.value,
+                "loglog": self.loglog.value}
+
+    @property
+    def drawn(self) -> dict:
+        """What the figure shows now: {"traces": {trace name: (xs, ys)} of the visible traces, "labels": {trace
+        name: legend text (with the fitted slope in log-log)}, "axes": (x axis type, y axis type)}."""
+        visible = [(name, t) for name, t in zip(self._names, self.figure.data) if t.visible is not False]
+        return {"traces": {name: (list(t.x), list(t.y)) for name, t in visible},
+                "labels": {name: t.name for name, t in visible},
+                "axes": (self.figure.layout.xaxis.type, self.figure.layout.yaxis.type)}
+
+    def set(self, n=None, model=None, show=None, view=None, loglog=None):
+        """Change controls from Python (as a user would); bad values raise a ValueError saying what is allowed."""
+        if model is not None:
+            name, _ = model_config(model)
+            if name not in MODEL_CHOICES:
+                raise ValueError(f"the picker holds named models only; choose one of: {', '.join(MODEL_CHOICES)}")
+            self.model.value = name
+        if n is not None:
+            self.n.value = self._check_n_value(n, self.model.value)
+        if show is not None:
+            self._check_choice(show, SHOWS, "show")
+            self.show.value = show
+        if view is not None:
+            self._check_choice(view, VIEWS, "view")
+            self.view.value = view
+        if loglog is not None:
+            if not isinstance(loglog, bool):
+                raise ValueError(f"loglog must be True or False, got {loglog!r}")
+            self.loglog.value = loglog
+        return self
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)

@@ -1,0 +1,302 @@
+"""lib.widgets.cost_curves: every plotted series equals lib.costs; slopes; the three tiers; errors."""
+import json
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import lib  # noqa: E402
+from lib import costs  # noqa: E402
+from lib.fonts import use_cjk_font  # noqa: E402
+from lib.measure import cumulative, fit_loglog_slope, larger_config, measure_positions, random_model  # noqa: E402
+from lib.widgets import cost_curves as cc  # noqa: E402
+
+CHAT = lib.load_demo("chat")[0].config
+
+# plain data shaped like lib.measure.measure_generation's result (made up: only the plotting is tested)
+FAKE = {"positions": [1, 2, 4, 8], "modes": ["no cache", "static"], "kind": "generation", "clock": "wall",
+        "config": {"n_layers": 4, "d_model": 256},
+        "seconds": {"no cache": [0.001, 0.002, 0.004, 0.008], "static": [0.001, 0.001, 0.001, 0.001234567]},
+        "cumulative": {"no cache": [0.001, 0.003, 0.007, 0.015], "static": [0.001, 0.002, 0.003, 0.004234567]},
+        "slopes": {"no cache": {"per_step": 1.0, "cumulative": 1.1}, "static": {"per_step": 0.0, "cumulative": 0.9}}}
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+# ------------------------------------------------------------------------------------------------ data
+
+@pytest.mark.parametrize("model, n, prompt_len", [("chat", 64, 1), ("chat", 10, 5), ("larger", 300, 1),
+                                                  ("gpt2", 50, 7)])
+def test_analytic_curves_equal_lib_costs(model, n, prompt_len):
+    c = cc.analytic_curves(model, n, prompt_len)
+    config = cc.model_config(model)[1]
+    assert c["name"] == model and c["config"] == config and c["n"] == n
+    for cache in ("cache", "no cache"):
+        use = cache == "cache"
+        rows = costs.generation_steps(config, prompt_len, n, use)
+        assert c["positions"] == [r["n_keys"] for r in rows] == list(range(prompt_len, prompt_len + n))
+        assert c["kv"][cache] == costs.kv_computations(prompt_len, n, use)
+        assert c["kv_cumulative"][cache][-1] == costs.total_kv_computations(prompt_len, n, use)
+        f = c["flops"][cache]
+        assert f["attention"] == [r["attn_scores"] + r["attn_values"] for r in rows]
+        assert f["linear"] == [r["qkv_proj"] + r["out_proj"] + r["ffn"] + r["lm_head"] for r in rows]
+        assert f["total"] == [r["total"] for r in rows]
+        total = costs.generation_flops(config, prompt_len, n, use)
+        for part, key in (("attention", "attention"), ("total", "total")):
+            assert c["flops_cumulative"][cache][part] == cumulative(f[part])
+            assert c["flops_cumulative"][cache][part][-1] == total[key]
+
+
+def test_kv_counts_are_n_vs_triangle():
+    c = cc.analytic_curves("chat", 64)
+    assert c["kv_cumulative"]["cache"][-1] == 64
+    assert c["kv_cumulative"]["no cache"][-1] == 64 * 65 // 2
+
+
+def test_analytic_slopes():
+    s = cc.analytic_curves("larger", 512)["slopes"]
+    per, cum = s["per_step"], s["cumulative"]
+    assert per["cache"]["attention"] == pytest.approx(1.0, abs=0.02)  # O(t) per step with a cache
+    assert per["no cache"]["attention"] == pytest.approx(2.0, abs=0.02)  # O(t²) without
+    assert per["cache"]["linear"] == 0.0 and per["cache"]["kv"] == 0.0  # constant
+    assert per["no cache"]["linear"] == pytest.approx(1.0, abs=0.01)
+    assert cum["cache"]["kv"] == pytest.approx(1.0, abs=0.01)  # n vs n(n+1)/2
+    assert cum["no cache"]["kv"] == pytest.approx(2.0, abs=0.05)
+    assert cum["no cache"]["attention"] == pytest.approx(3.0, abs=0.05)  # O(n³) without, O(n²) with
+    assert cum["cache"]["attention"] == pytest.approx(2.0, abs=0.05)
+    # the same numbers as fitting lib.costs' series directly
+    rows = costs.generation_steps(larger_config(), 1, 512, True)
+    direct = fit_loglog_slope([r["n_keys"] for r in rows[1:]], [r["attention"] for r in rows[1:]], 0.5)
+    assert per["cache"]["attention"] == round(direct, 2)
+    assert cc.analytic_curves("chat", 2)["slopes"]["per_step"]["cache"]["attention"] is None
+
+
+def test_memory_curves_equal_lib_costs():
+    m = cc.memory_curves("llama-2-7b", 100, dtype=torch.bfloat16, batch_size=4)
+    cfg = lib.PRESETS["llama-2-7b"]
+    assert m["positions"] == list(range(1, 101))
+    assert m["kv_bytes"] == [lib.kv_cache_bytes(cfg, t, 4, torch.bfloat16) for t in m["positions"]]
+    assert m["kv_bytes"][-1] == 100 * 4 * 2 * 32 * 4096 * 2  # 2 (K, V) x layers x d_model x 2 bytes
+    assert m["weight_bytes"] == costs.weight_bytes(cfg, torch.bfloat16)
+    assert m["crossover_tokens"] == round(costs.kv_equals_weights_tokens(cfg, torch.bfloat16) / 4, 1)
+    assert cc.memory_curves("chat")["positions"][-1] == CHAT.max_seq_len  # default: the whole window
+    assert (m["dtype"], m["batch_size"]) == ("bfloat16", 4)
+
+
+def test_model_config():
+    assert cc.model_config("chat") == ("chat", CHAT)
+    assert cc.model_config(CHAT) == ("chat", CHAT)
+    assert cc.model_config("larger") == ("larger", larger_config())
+    assert cc.model_config(lib.PRESETS["gpt2"]) == ("gpt2", lib.PRESETS["gpt2"])
+    assert cc.model_config(CHAT.replace(n_layers=1))[0] == "custom"
+    assert set(cc.MODEL_CHOICES) == {"chat", "larger", *lib.PRESETS}
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: cc.model_config("gpt-5"), "unknown model 'gpt-5'; choose one of: chat, larger, gpt2"),
+    (lambda: cc.analytic_curves("chat", 0), "n (tokens to generate) must be a positive integer (>= 1), got 0"),
+    (lambda: cc.analytic_curves("chat", 65), "n=65 does not fit chat's context window: max_seq_len=64 and a 1-token "
+                                             "prompt leave room for n from 1 to 64"),
+    (lambda: cc.analytic_curves("chat", 10, prompt_len=0), "prompt_len must be a positive integer (>= 1), got 0"),
+    (lambda: cc.memory_curves("chat", 0), "n (tokens to generate) must be a positive integer (>= 1), got 0"),
+    (lambda: cc.memory_curves("chat", batch_size=0), "batch_size must be a positive integer (>= 1), got 0"),
+    (lambda: cc.plot_kv_counts(0), "n (tokens to generate) must be a positive integer (>= 1), got 0"),
+    (lambda: cc.plot_measured({"positions": [1]}), "measurements must be the dict returned by "
+                                                  "lib.measure.measure_generation or measure_positions"),
+    (lambda: cc.plot_measured({**FAKE, "positions": [1, 2, 4]}), "mismatched lengths: 3 positions but 4 times "
+                                                                 "for mode 'no cache'"),
+    (lambda: cc.plot_measured({**FAKE, "cumulative": {"static": [1]}}), "mismatched lengths: 4 positions but 1 "
+                                                                        "cumulative times for mode 'static'"),
+    (lambda: cc.plot_measured({**FAKE, "modes": ["no cache", "concat"]}), "measurements list modes ['concat'] "
+                                                                          "without times or slopes"),
+    (lambda: cc.plot_measured({k: v for k, v in FAKE.items() if k != "cumulative"}, cumulative=True),
+     "these measurements have no cumulative times"),
+])
+def test_errors(call, message):
+    with pytest.raises(ValueError) as e:
+        call()
+    assert message in str(e.value)
+
+
+def test_model_type_error():
+    with pytest.raises(TypeError, match="model must be a name .* or a lib.ModelConfig, got int"):
+        cc.model_config(7)
+
+
+# ------------------------------------------------------------------------------------------- tier 1
+
+def _draw_without_glyph_warnings(fig):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.canvas.draw()
+    assert not [w for w in caught if "Glyph" in str(w.message)]
+
+
+def test_plot_kv_counts():
+    use_cjk_font()
+    fig = cc.plot_kv_counts(n=16)
+    a, b = fig.axes
+    ys = {line.get_label().split(":")[0]: list(line.get_ydata()) for line in b.lines}
+    assert ys["with cache"] == cumulative(costs.kv_computations(1, 16, True))
+    assert ys["without cache"][-1] == 16 * 17 // 2
+    assert [list(line.get_ydata()) for line in a.lines] == [costs.kv_computations(1, 16, u) for u in (True, False)]
+    _draw_without_glyph_warnings(fig)
+
+
+@pytest.mark.parametrize("cumulative_view", [False, True])
+def test_plot_flops_draws_lib_costs_numbers(cumulative_view):
+    fig = cc.plot_flops("chat", 32, cumulative=cumulative_view, loglog=True)
+    c = cc.analytic_curves("chat", 32)
+    src = c["flops_cumulative"] if cumulative_view else c["flops"]
+    view = "cumulative" if cumulative_view else "per_step"
+    ax = fig.axes[0]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    lines = {line.get_label(): line for line in ax.lines}
+    label = f"attention, without cache (slope {c['slopes'][view]['no cache']['attention']:.2f})"
+    assert list(lines[label].get_ydata()) == src["no cache"]["attention"]
+    assert list(lines[label].get_xdata()) == c["positions"]
+    assert len(lines) == 4
+    _draw_without_glyph_warnings(fig)
+
+
+def test_plot_measured_and_memory_and_all_panels():
+    fig = cc.plot_measured(FAKE, loglog=True)
+    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].lines}
+    assert lines["static cache (in place) (slope 0.00)"] == [1.0, 1.0, 1.0, 1.2346]  # ms, rounded
+    fig = cc.plot_measured(FAKE, cumulative=True)
+    assert [list(line.get_ydata()) for line in fig.axes[0].lines][0] == [1.0, 3.0, 7.0, 15.0]
+    fig = cc.plot_memory("llama-2-7b", 256)
+    kv = fig.axes[0].lines[0]
+    assert list(kv.get_ydata()) == [lib.kv_cache_bytes(lib.PRESETS["llama-2-7b"], t) for t in range(1, 257)]
+    assert fig.axes[0].lines[1].get_ydata()[0] == costs.weight_bytes(lib.PRESETS["llama-2-7b"])
+    fig = cc.plot_cost_curves("chat", 64, measurements=FAKE, loglog=True)
+    assert len([ax for ax in fig.axes if ax.lines]) == 5
+    _draw_without_glyph_warnings(fig)
+    assert len(cc.plot_cost_curves("chat", 16).axes) == 4
+
+
+# ------------------------------------------------------------------------------------------- tier 2
+
+def test_plotly_cost_curves():
+    fig = cc.plotly_cost_curves("chat", 40)
+    c = cc.analytic_curves("chat", 40)
+    by_name = {t.name.split(" (slope")[0]: t for t in fig.data}
+    assert list(by_name["attention, without cache"].y) == c["flops"]["no cache"]["attention"]
+    assert list(by_name["projections + FFN, with cache"].y) == c["flops"]["cache"]["linear"]
+    assert list(by_name["K/V, without cache"].y) == c["kv"]["no cache"]
+    assert list(by_name["KV cache bytes"].y) == cc.memory_curves("chat", 40)["kv_bytes"]
+    view_menu, scale_menu = fig.layout.updatemenus
+    per_step, cum = view_menu.buttons
+    assert (per_step.label, cum.label) == ("per step", "cumulative")
+    ys = cum.args[0]["y"]
+    assert ys[1] == c["kv_cumulative"]["no cache"]
+    assert ys[5] == c["flops_cumulative"]["no cache"]["attention"]
+    assert list(cum.args[1]) == list(range(6))  # memory traces are left alone
+    assert f"(slope {c['slopes']['cumulative']['no cache']['attention']:.2f})" in cum.args[0]["name"][5]
+    linear, log = scale_menu.buttons
+    assert log.args[0]["xaxis3.type"] == log.args[0]["yaxis.type"] == "log"
+    assert linear.args[0]["xaxis2.type"] == "linear"
+    assert len(fig.to_json()) < 60_000  # survives export, small
+
+
+def test_plotly_measured_rounds_and_switches():
+    fig = cc.plotly_measured(FAKE)
+    assert list(fig.data[1].y) == [1.0, 1.0, 1.0, 1.2346]
+    scale, view = fig.layout.updatemenus
+    assert view.buttons[1].args[0]["y"][0] == [1.0, 3.0, 7.0, 15.0]
+    assert view.buttons[1].args[0]["name"][0] == "no cache (slope 1.10)"
+    only_steps = cc.plotly_measured({k: v for k, v in FAKE.items() if k != "cumulative"})
+    assert len(only_steps.layout.updatemenus) == 1
+    json.loads(fig.to_json())
+
+
+def test_real_measurements_plot():
+    """lib.measure's result goes straight into the plots (shapes only; the times are not checked)."""
+    model = random_model(lib.ModelConfig(vocab_size=20, n_layers=1, d_model=16, n_heads=2, max_seq_len=16))
+    m = measure_positions(model, [1, 2, 4, 8, 16], repeats=1, warmup=0)
+    fig = cc.plot_measured(m, loglog=True)
+    assert len(fig.axes[0].lines) == 3
+    assert len(cc.plotly_measured(m).data) == 3
+
+
+# ------------------------------------------------------------------------------------------- tier 3
+
+@pytest.fixture(scope="module")
+def explorer():
+    return cc.CostCurvesExplorer(model="chat", n=64)
+
+
+def test_explorer_draws_lib_costs_numbers(explorer):
+    explorer.set(model="chat", n=20, show="both", view="per step", loglog=False)
+    c = cc.analytic_curves("chat", 20)
+    d = explorer.drawn
+    assert d["axes"] == ("linear", "linear")
+    xs, ys = d["traces"]["attention, without cache"]
+    assert xs == c["positions"] and ys == c["flops"]["no cache"]["attention"]
+    assert d["traces"]["K/V, with cache"][1] == c["kv"]["cache"]
+    assert d["traces"]["KV cache bytes"][1] == cc.memory_curves("chat", 20)["kv_bytes"]
+    assert d["labels"]["attention, without cache"] == "attention, without cache"
+    assert explorer.state == {"model": "chat", "n": 20, "show": "both", "view": "per step", "loglog": False}
+    assert "K/V computed 20 with cache vs 210 without (10.5x)" in explorer.summary
+    assert "K/V computed 20 with cache" in explorer.text.value
+    assert explorer.last_update_seconds > 0
+
+
+def test_explorer_views_and_overlay(explorer):
+    explorer.set(model="chat", n=64, view="cumulative", loglog=True, show="without cache")
+    c = cc.analytic_curves("chat", 64)
+    d = explorer.drawn
+    assert d["axes"] == ("log", "log")
+    assert not any("with cache" in name for name in d["traces"])  # overlay off
+    assert d["traces"]["attention, without cache"][1] == c["flops_cumulative"]["no cache"]["attention"]
+    slope = c["slopes"]["cumulative"]["no cache"]["attention"]
+    assert d["labels"]["attention, without cache"] == f"attention, without cache (slope {slope:.2f})"
+    explorer.set(show="with cache", view="per step")
+    d = explorer.drawn
+    assert not any("without cache" in name for name in d["traces"])
+    slope = c["slopes"]["per_step"]["cache"]["attention"]
+    assert d["labels"]["attention, with cache"] == f"attention, with cache (slope {slope:.2f})"
+    explorer.set(show="both", loglog=False)
+
+
+def test_explorer_model_switch_resizes_slider(explorer):
+    explorer.set(model="larger", n=512)
+    assert explorer.n.max == 512
+    explorer.set(model="llama-2-7b", n=4096)
+    assert explorer.n.max == cc.N_MAX
+    xs, ys = explorer.drawn["traces"]["attention, with cache"]
+    assert len(xs) < 4096 and xs[0] == 1 and xs[-1] == 4096  # thinned for drawing ...
+    full = cc.analytic_curves("llama-2-7b", 4096)["flops"]["cache"]["attention"]
+    assert ys == [full[x - 1] for x in xs]  # ... every drawn point is still exact
+    explorer.set(model="chat")
+    assert (explorer.n.max, explorer.n.value) == (64, 64)  # n clamped into the chat window
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"n": 1}, "n=1 is outside the slider for chat: allowed 2..64"),
+    ({"n": 65}, "allowed 2..64"),
+    ({"model": "gpt-5"}, "unknown model 'gpt-5'"),
+    ({"show": "neither"}, "show='neither' is not known; allowed: 'both', 'with cache', 'without cache'"),
+    ({"view": "total"}, "view='total' is not known; allowed: 'per step', 'cumulative'"),
+    ({"loglog": "yes"}, "loglog must be True or False, got 'yes'"),
+])
+def test_explorer_errors(explorer, kw, message):
+    explorer.set(model="chat")
+    with pytest.raises(ValueError) as e:
+        explorer.set(**kw)
+    assert message in str(e.value)
+
+
+def test_display_index():
+    assert cc._display_index(10) == list(range(10))
+    idx = cc._display_index(4096)
+    assert idx[0] == 0 and idx[-1] == 4095 and idx == sorted(set(idx))
+    assert len(idx) <= cc.MAX_POINTS * 3 // 2 + 2
