@@ -1,0 +1,541 @@
+"""The worked case (claim C11): every number of a small model's cached generation, step by step.
+
+``run_worked_case(model, tokenizer, "<s>")`` runs greedy generation itself, one forward pass per step with a
+``KVCache`` and a ``ForwardRecord(capture=True)``, and keeps what the layers really computed: the token fed,
+its embeddings, per layer q, k, v, the attention weights over the cached keys, the attention and FFN
+outputs, the logits, and a snapshot of the cache after the step. Nothing here is re-derived by formula;
+``compare_with_trace`` checks the numbers against ``lib.generate``'s own Trace.
+
+Three views of the same numbers (see CONTRIBUTING.md):
+1. ``step_table`` / ``cache_table``: fixed-format text tables (4 decimals);
+2. ``worked_figure``: a plotly figure of tables with one frame per step and a slider (survives export);
+3. ``WorkedExplorer``: ipywidgets (prompt box, step slider) that re-run the model in a live kernel.
+"""
+from __future__ import annotations
+
+import html
+import time
+import unicodedata
+from dataclasses import dataclass
+
+import torch
+
+from ..cache import KVCache
+from ..model import ForwardRecord
+
+TOP = 5  # candidates shown per step
+
+
+# ------------------------------------------------------------------------------------------ the numbers
+
+@dataclass
+class LayerNumbers:
+    """What one layer computed in one step, for the tokens fed in that step (batch 0, CPU, float32)."""
+
+    q: torch.Tensor  # (n_fed, n_heads * head_dim) queries of the fed tokens
+    k: torch.Tensor  # (n_fed, n_kv_heads * head_dim) keys computed in this step (then appended to the cache)
+    v: torch.Tensor  # (n_fed, n_kv_heads * head_dim) values computed in this step
+    attn: torch.Tensor  # (n_heads, n_fed, n_keys) attention weights over every key in the cache
+    mix: torch.Tensor  # (n_fed, n_heads * head_dim) weights @ cached V (before the output projection)
+    attn_out: torch.Tensor  # (n_fed, d_model) the attention block's output, o_proj(mix)
+    ffn_out: torch.Tensor  # (n_fed, d_model) the FFN block's output
+    hidden: torch.Tensor  # (n_fed, d_model) the residual stream after the layer
+
+
+@dataclass
+class WorkedStep:
+    """One forward pass of the generation loop, with every intermediate number."""
+
+    step: int
+    phase: str  # "prefill" (step 0, the whole prompt) or "decode" (one new token)
+    fed_ids: list  # token ids fed in this pass
+    fed_tokens: list  # their text
+    positions: list  # their absolute positions
+    tok_emb: torch.Tensor  # (n_fed, d_model) rows of the token-embedding table
+    pos_emb: torch.Tensor | None  # (n_fed, d_model) rows of the position table (None with rotary positions)
+    embedding: torch.Tensor  # (n_fed, d_model) what enters layer 0 (tok_emb + pos_emb), as captured
+    layers: list  # LayerNumbers per layer
+    logits: torch.Tensor  # (vocab,) the last fed position's logits
+    probs: torch.Tensor  # (vocab,) softmax of the logits
+    top_ids: list  # the TOP most likely next tokens
+    top_tokens: list
+    chosen: int  # the token appended (greedy: the argmax)
+    chosen_token: str
+    cache_k: list  # per layer (cache_len, n_kv_heads * head_dim): the cache's K rows after this step (a copy)
+    cache_v: list  # per layer, the same for V
+
+    @property
+    def cache_len(self) -> int:
+        return self.cache_k[0].shape[0]
+
+    @property
+    def n_fed(self) -> int:
+        return len(self.fed_ids)
+
+
+@dataclass
+class WorkedCase:
+    """A whole greedy generation, step by step. ``tokens``: the text of every position (prompt + output)."""
+
+    config: object
+    prompt_ids: list
+    tokens: list
+    steps: list
+    eos_id: int | None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.tokens)
+
+    @property
+    def generated(self) -> str:
+        return "".join(s.chosen_token for s in self.steps)
+
+    def __len__(self):
+        return len(self.steps)
+
+    def __getitem__(self, i) -> WorkedStep:
+        return self.steps[i]
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """(1, heads, T, head_dim) -> (T, heads * head_dim), float32 on the CPU (heads side by side)."""
+    return t[0].transpose(0, 1).reshape(t.shape[2], -1).float().cpu()
+
+
+def _check_count(value, name, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+@torch.no_grad()
+def run_worked_case(model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 8) -> WorkedCase:
+    """Greedy generation from ``prompt`` (text, e.g. "<s>" or "<s>深") with a KV cache, keeping every number.
+
+    Step 0 feeds the whole prompt (prefill); each later step feeds the newest token only. Stops after
+    ``<eos>`` or ``max_new_tokens`` tokens. One sequence (batch 1)."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be text such as '<s>' or '<s>深', got {type(prompt).__name__}")
+    ids = tokenizer.encode(prompt)  # unknown characters raise UnknownCharacterError, which lists them
+    if not ids:
+        raise ValueError("the prompt is empty: give at least one token, e.g. '<s>'")
+    _check_count(max_new_tokens, "max_new_tokens", 1)
+    c = model.config
+    room = c.max_seq_len - len(ids) + 1
+    if max_new_tokens > room:
+        raise ValueError(f"a prompt of {len(ids)} tokens leaves room for at most {room} new token(s) in this "
+                         f"model's context window (max_seq_len={c.max_seq_len}), but max_new_tokens={max_new_tokens}")
+    cache = KVCache(c, 1, len(ids) + max_new_tokens - 1, device=model.device, dtype=model.dtype)
+    seq = list(ids)
+    steps = []
+    was_training = model.training
+    model.eval()
+    try:
+        for step in range(max_new_tokens):
+            fed = seq if step == 0 else seq[-1:]
+            pos0 = cache.seq_len
+            positions = list(range(pos0, pos0 + len(fed)))
+            rec = ForwardRecord(capture=True)
+            x = torch.tensor([fed], dtype=torch.long, device=model.device)
+            logits = model(x, cache=cache, record=rec)[0, -1].float().cpu()  # (vocab,)
+            probs = torch.softmax(logits, dim=-1)
+            chosen = int(torch.argmax(logits))
+            layers = []
+            for l in range(c.n_layers):
+                t = rec.tensors[l]
+                keys, values = cache.keys(l), cache.values(l)  # (1, n_kv_heads, cache_len, head_dim)
+                attn = t["attn_weights"][0].float().cpu()  # (n_heads, n_fed, n_keys)
+                vals = values[0].float().cpu().repeat_interleave(c.n_heads // c.n_kv_heads, dim=0)
+                mix = (attn @ vals).transpose(0, 1).reshape(len(fed), -1)  # (n_fed, n_heads * head_dim)
+                layers.append(LayerNumbers(q=_rows(t["q"]), k=_rows(t["k"]), v=_rows(t["v"]), attn=attn, mix=mix,
+                                           attn_out=t["attn_out"][0].float().cpu(),
+                                           ffn_out=t["ffn_out"][0].float().cpu(),
+                                           hidden=t["hidden"][0].float().cpu()))
+            pos_t = torch.tensor(positions, device=model.device)
+            pos_emb = model.pos_emb.weight[pos_t].float().cpu() if c.positions == "learned" else None
+            top = torch.topk(probs, min(TOP, c.vocab_size))
+            steps.append(WorkedStep(
+                step=step, phase="prefill" if step == 0 else "decode", fed_ids=list(fed),
+                fed_tokens=[tokenizer.decode([i]) for i in fed], positions=positions,
+                tok_emb=model.tok_emb.weight[x[0]].float().cpu(), pos_emb=pos_emb,
+                embedding=rec.tensors["embedding"][0].float().cpu(), layers=layers, logits=logits, probs=probs,
+                top_ids=top.indices.tolist(), top_tokens=[tokenizer.decode([i]) for i in top.indices.tolist()],
+                chosen=chosen, chosen_token=tokenizer.decode([chosen]),
+                cache_k=[_rows(cache.keys(l)).clone() for l in range(c.n_layers)],
+                cache_v=[_rows(cache.values(l)).clone() for l in range(c.n_layers)]))
+            seq.append(chosen)
+            if chosen == tokenizer.eos_id:
+                break
+    finally:
+        model.train(was_training)
+    return WorkedCase(config=c, prompt_ids=list(ids), tokens=[tokenizer.decode([i]) for i in seq], steps=steps,
+                      eos_id=tokenizer.eos_id)
+
+
+# --------------------------------------------------------------------------------------------- checks
+
+def compare_with_trace(case: WorkedCase, trace) -> dict:
+    """Check the worked case against ``lib.generate(..., trace=True)`` run on the same prompt: same tokens,
+    and the largest differences in logits and in the newest query's attention weights (0.0 when identical)."""
+    if len(trace) != len(case):
+        raise ValueError(f"the trace has {len(trace)} steps but the worked case has {len(case)}; run "
+                         f"lib.generate with the same prompt, max_new_tokens and eos_id")
+    same_tokens = all(int(t.chosen[0]) == s.chosen for t, s in zip(trace, case.steps))
+    d_logits = max(float((t.logits[0] - s.logits).abs().max()) for t, s in zip(trace, case.steps))
+    d_attn = max(float((t.attention[l, 0] - s.layers[l].attn[:, -1, :]).abs().max())
+                 for t, s in zip(trace, case.steps) for l in range(case.config.n_layers))
+    return {"same tokens": same_tokens, "max |logits diff|": d_logits, "max |attention diff|": d_attn}
+
+
+def history_unchanged(case: WorkedCase) -> list[dict]:
+    """For every step after the first, per layer: are the cache rows that existed before the step
+    bit-for-bit the same after it (torch.equal)? The cache only ever appends."""
+    out = []
+    for prev, cur in zip(case.steps, case.steps[1:]):
+        n = prev.cache_len
+        for l in range(case.config.n_layers):
+            out.append({"step": cur.step, "layer": l, "old rows": n, "new rows": cur.cache_len - n,
+                        "K unchanged": torch.equal(cur.cache_k[l][:n], prev.cache_k[l]),
+                        "V unchanged": torch.equal(cur.cache_v[l][:n], prev.cache_v[l])})
+    return out
+
+
+@torch.no_grad()
+def recompute_without_cache(model, case: WorkedCase) -> list[dict]:
+    """Feed the whole sequence again in one pass *without* a cache and compare, per layer, the K and V it
+    recomputes for every position with the rows the cache holds at the end (largest absolute difference)."""
+    last = case.steps[-1]
+    ids = case.prompt_ids + [s.chosen for s in case.steps[:-1]]  # everything that was ever fed
+    rec = ForwardRecord(capture=True)
+    was_training = model.training
+    model.eval()
+    try:
+        logits = model(torch.tensor([ids], device=model.device), record=rec)[0].float().cpu()  # (T, vocab)
+    finally:
+        model.train(was_training)
+    out = []
+    for l in range(case.config.n_layers):
+        k, v = _rows(rec.tensors[l]["k"]), _rows(rec.tensors[l]["v"])
+        out.append({"layer": l, "positions": k.shape[0],
+                    "max |K diff|": float((k - last.cache_k[l]).abs().max()),
+                    "max |V diff|": float((v - last.cache_v[l]).abs().max()),
+                    "allclose": bool(torch.allclose(k, last.cache_k[l], atol=1e-6)
+                                     and torch.allclose(v, last.cache_v[l], atol=1e-6))})
+    ends = [len(case.prompt_ids) - 1 + s.step for s in case.steps]  # the position whose logits each step used
+    d_logits = max(float((logits[p] - s.logits).abs().max()) for p, s in zip(ends, case.steps))
+    for row in out:
+        row["max |logits diff|"] = d_logits
+    return out
+
+
+# ------------------------------------------------------------------------------------ tier 1: text tables
+
+def num(x: float) -> str:
+    """Fixed format for one number: sign and 4 decimals ('-0.0000' never appears)."""
+    x = round(float(x), 4)
+    return f"{x + 0.0:+.4f}" if x != 0 else "+0.0000"
+
+
+def vec(t) -> str:
+    return " ".join(num(x) for x in t.tolist())
+
+
+def _width(s: str) -> int:
+    """Display width in a monospace font (Chinese characters take two columns)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
+
+
+def _pad(s: str, w: int) -> str:
+    return s + " " * (w - _width(s))
+
+
+def format_table(header: list, rows: list) -> str:
+    """Aligned text table (columns padded for Chinese characters)."""
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(_width(r[i]) for r in cells) for i in range(len(header))]
+    line = lambda r: "  ".join(_pad(c, w) for c, w in zip(r, widths)).rstrip()
+    return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
+
+
+def _key_labels(case: WorkedCase, n_keys: int) -> list:
+    return [f"{p}:{case.tokens[p]}" for p in range(n_keys)]
+
+
+def step_rows(case: WorkedCase, step: int) -> list:
+    """(label, numbers) for one step, in reading order: embeddings, per layer q k v, attention weights,
+    weighted values, attention output, FFN output, residual stream; then the top candidates' logits and
+    probabilities. A prefill step of several tokens gets one row per fed token (label '@position')."""
+    s = _get_step(case, step)
+    rows = []
+    multi = s.n_fed > 1
+    at = lambda i: f" @{s.positions[i]}" if multi else ""
+    for i in range(s.n_fed):
+        rows.append((f"token embedding{at(i)}", s.tok_emb[i].tolist()))
+        if s.pos_emb is not None:
+            rows.append((f"+ position embedding{at(i)}", s.pos_emb[i].tolist()))
+        rows.append((f"= input to layer 0{at(i)}", s.embedding[i].tolist()))
+    for l, L in enumerate(s.layers):
+        for name, t in (("q", L.q), ("k (new, appended)", L.k), ("v (new, appended)", L.v)):
+            for i in range(s.n_fed):
+                rows.append((f"L{l} {name}{at(i)}", t[i].tolist()))
+        for h in range(L.attn.shape[0]):
+            hd = f" head {h}" if L.attn.shape[0] > 1 else ""
+            for i in range(s.n_fed):
+                rows.append((f"L{l} attention{hd}{at(i)}", L.attn[h, i, :s.positions[i] + 1].tolist()))
+        for name, t in (("weights @ V", L.mix), ("attention output", L.attn_out), ("FFN output", L.ffn_out),
+                        ("residual stream", L.hidden)):
+            for i in range(s.n_fed):
+                rows.append((f"L{l} {name}{at(i)}", t[i].tolist()))
+    for i, tok in zip(s.top_ids, s.top_tokens):
+        rows.append((f"candidate {tok!s}", [float(s.logits[i]), float(s.probs[i])]))
+    return rows
+
+
+def step_table(case: WorkedCase, step: int) -> str:
+    """One step as a text table: every number, 4 decimals; attention columns are the cached keys."""
+    s = _get_step(case, step)
+    fed = "".join(s.fed_tokens)
+    pos = f"{s.positions[0]}..{s.positions[-1]}" if s.n_fed > 1 else str(s.positions[0])
+    head = (f"step {s.step} ({s.phase}): fed {fed} at position {pos}; the cache holds positions "
+            f"0..{s.cache_len - 1} after it ({s.cache_len} K and {s.cache_len} V rows per layer)")
+    rows = []
+    for label, values in step_rows(case, step):
+        if label.startswith("candidate"):
+            continue
+        if "attention" in label and "output" not in label:
+            keys = _key_labels(case, len(values))
+            rows.append((label, "  ".join(f"{k} {p:.4f}" for k, p in zip(keys, values))))
+        else:
+            rows.append((label, " ".join(num(x) for x in values)))
+    cand = [(f"{rank + 1}", tok, f"{float(s.logits[i]):+.4f}", f"{float(s.probs[i]):.4f}")
+            for rank, (i, tok) in enumerate(zip(s.top_ids, s.top_tokens))]
+    return "\n".join([head, format_table(["quantity", "numbers"], rows), "",
+                      format_table(["rank", "next token", "logit", "probability"], cand),
+                      f"chosen (greedy): {s.chosen_token}"])
+
+
+def cache_rows(case: WorkedCase, step: int, layer: int) -> list:
+    """The cache of one layer after a step: (position, token, K row, V row, written in this step?)."""
+    s = _get_step(case, step)
+    _check_layer(case, layer)
+    new = set(s.positions)
+    return [(p, case.tokens[p], s.cache_k[layer][p].tolist(), s.cache_v[layer][p].tolist(), p in new)
+            for p in range(s.cache_len)]
+
+
+def cache_table(case: WorkedCase, step: int, layer: int | None = None) -> str:
+    """The KV cache after a step as a text table: one K row and one V row per position per layer;
+    rows written in this step are marked 'new'. ``layer=None``: every layer."""
+    s = _get_step(case, step)
+    layers = range(case.config.n_layers) if layer is None else [layer]
+    parts = [f"KV cache after step {s.step}: {s.cache_len} position(s)"]
+    for l in layers:
+        rows = [(p, tok, " ".join(num(x) for x in k), " ".join(num(x) for x in v), "new" if is_new else "")
+                for p, tok, k, v, is_new in cache_rows(case, step, l)]
+        parts.append(f"layer {l}")
+        parts.append(format_table(["pos", "token", "K", "V", "written"], rows))
+    return "\n".join(parts)
+
+
+def _get_step(case: WorkedCase, step) -> WorkedStep:
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(case.steps):
+        raise ValueError(f"step must be an integer from 0 to {len(case.steps) - 1} (this case has "
+                         f"{len(case.steps)} steps), got {step!r}")
+    return case.steps[step]
+
+
+def _check_layer(case: WorkedCase, layer):
+    n = case.config.n_layers
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
+        raise ValueError(f"layer must be an integer from 0 to {n - 1}, got {layer!r}")
+
+
+# ------------------------------------------------------------------------- tier 2: plotly step-through
+
+NEW_FILL, OLD_FILL, EMPTY_FILL, HEAD_FILL = "#fde68a", "#f8fafc", "#ffffff", "#e2e8f0"
+
+
+def plotly_text(text: str) -> str:
+    """Plotly reads a few HTML tags in text ('<s>' is strike-through!): escape <, > and & so tokens show."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _newest_rows(case: WorkedCase, s: WorkedStep) -> tuple[list, list]:
+    """The newest fed token's numbers (the one whose logits choose the next token), as two columns."""
+    i = s.n_fed - 1
+    labels, values = ["token fed", "token embedding"], [f"{plotly_text(s.fed_tokens[i])} at position {s.positions[i]}",
+                                                        vec(s.tok_emb[i])]
+    if s.pos_emb is not None:
+        labels.append("+ position embedding")
+        values.append(vec(s.pos_emb[i]))
+    labels.append("= input to layer 0")
+    values.append(vec(s.embedding[i]))
+    for l, L in enumerate(s.layers):
+        for name, t in (("q", L.q), ("k (new)", L.k), ("v (new)", L.v), ("weights @ V", L.mix),
+                        ("attention output", L.attn_out), ("FFN output", L.ffn_out)):
+            labels.append(f"layer {l} {name}")
+            values.append(vec(t[i]))
+    return labels, values
+
+
+def _cache_columns(case: WorkedCase, s: WorkedStep, n_pos: int) -> tuple[list, list]:
+    """Cache table columns on a fixed grid of n_pos rows (empty where a position is not cached yet)."""
+    cols = [[str(p) for p in range(n_pos)], [plotly_text(case.tokens[p]) if p < s.cache_len else "" for p in range(n_pos)]]
+    for l in range(case.config.n_layers):
+        for t in (s.cache_k[l], s.cache_v[l]):
+            cols.append([vec(t[p]) if p < s.cache_len else "" for p in range(n_pos)])
+    fill = [NEW_FILL if p in s.positions else (OLD_FILL if p < s.cache_len else EMPTY_FILL) for p in range(n_pos)]
+    return cols, fill
+
+
+def figure_frames(case: WorkedCase) -> list[dict]:
+    """Per step, the cell values of the figure's four tables (what the slider shows), as plain lists; token
+    text is escaped for plotly (``plotly_text``)."""
+    n_pos = case.steps[-1].cache_len
+    frames = []
+    for s in case.steps:
+        labels, values = _newest_rows(case, s)
+        attn = [[f"layer {l}" for l in range(case.config.n_layers)]]
+        for p in range(n_pos):
+            attn.append([f"{float(L.attn[0, -1, p]):.4f}" if p < s.cache_len else "" for L in s.layers])
+        cand = [[str(r + 1) for r in range(len(s.top_ids))], [plotly_text(t) for t in s.top_tokens],
+                [f"{float(s.logits[i]):+.4f}" for i in s.top_ids], [f"{float(s.probs[i]):.4f}" for i in s.top_ids]]
+        cache, fill = _cache_columns(case, s, n_pos)
+        frames.append({"name": f"step {s.step}", "numbers": [labels, values], "attention": attn,
+                       "candidates": cand, "cache": cache, "cache_fill": fill,
+                       "title": plotly_text(f"step {s.step} ({s.phase}): feed {''.join(s.fed_tokens)} → next token "
+                                            f"{s.chosen_token}; the cache now holds {s.cache_len} K and V rows per layer")})
+    return frames
+
+
+def worked_figure(case: WorkedCase):
+    """A plotly figure of four tables (the newest token's numbers, the top candidates, its attention over the
+    cached keys — head 0 —, and the KV cache with this step's rows highlighted) with one frame per step and a
+    slider; precomputed, so it works in an exported page."""
+    import plotly.graph_objects as go
+
+    frames = figure_frames(case)
+    n_pos = case.steps[-1].cache_len
+    key_head = ["layer"] + [plotly_text(k) for k in _key_labels(case, n_pos)]
+    cache_head = ["pos", "token"] + [f"L{l} {kv}" for l in range(case.config.n_layers) for kv in ("K", "V")]
+    head = lambda vals: dict(values=vals, fill_color=HEAD_FILL, align="left", font=dict(size=11))
+
+    def tables(f):
+        return [
+            go.Table(domain=dict(x=[0, 0.56], y=[0.42, 1]), columnwidth=[1.1, 1.9],
+                     header=head(["quantity (newest token)", "numbers"]),
+                     cells=dict(values=f["numbers"], align="left", font=dict(family="monospace", size=11))),
+            go.Table(domain=dict(x=[0.6, 1], y=[0.72, 1]), header=head(["rank", "next token", "logit", "prob"]),
+                     cells=dict(values=f["candidates"], align="left", font=dict(family="monospace", size=11))),
+            go.Table(domain=dict(x=[0.6, 1], y=[0.42, 0.68]), header=head(key_head),
+                     cells=dict(values=f["attention"], align="left", font=dict(family="monospace", size=11))),
+            go.Table(domain=dict(x=[0, 1], y=[0, 0.38]), header=head(cache_head),
+                     columnwidth=[0.4, 0.6] + [2] * (len(cache_head) - 2),
+                     cells=dict(values=f["cache"], fill_color=[f["cache_fill"]], align="left",
+                                font=dict(family="monospace", size=10))),
+        ]
+
+    fig = go.Figure(data=tables(frames[0]),
+                    frames=[go.Frame(name=f["name"], data=tables(f), layout=dict(title_text=f["title"]))
+                            for f in frames])
+    fig.update_layout(
+        title=dict(text=frames[0]["title"], font=dict(size=13)), height=800, margin=dict(l=10, r=10, t=50, b=80),
+        sliders=[dict(active=0, currentvalue=dict(prefix=""), pad=dict(t=20), steps=[
+            dict(label=f["name"], method="animate",  # redraw: table traces are replaced, not tweened
+                 args=[[f["name"]], dict(mode="immediate", frame=dict(duration=0, redraw=True),
+                                          transition=dict(duration=0))]) for f in frames])])
+    return fig
+
+
+# ----------------------------------------------------------------------------------- tier 3: live widget
+
+def _html_table(header, rows, highlight=()) -> str:
+    esc = lambda x: html.escape(str(x))
+    th = "".join(f"<th style='text-align:left;padding:2px 8px;background:{HEAD_FILL}'>{esc(h)}</th>" for h in header)
+    body = []
+    for i, r in enumerate(rows):
+        bg = f" style='background:{NEW_FILL}'" if i in highlight else ""
+        body.append(f"<tr{bg}>" + "".join(f"<td style='padding:2px 8px'>{esc(c)}</td>" for c in r) + "</tr>")
+    return (f"<table style='border-collapse:collapse;font-family:monospace;font-size:12px'><tr>{th}</tr>"
+            + "".join(body) + "</table>")
+
+
+def step_html(case: WorkedCase, step: int) -> str:
+    """One step as HTML: the numbers (same rows as ``step_table``) and the KV cache of every layer."""
+    s = _get_step(case, step)
+    rows = []
+    for label, values in step_rows(case, step):
+        if label.startswith("candidate"):
+            rows.append((label, f"logit {values[0]:+.4f}  probability {values[1]:.4f}"))
+        elif "attention" in label and "output" not in label:
+            rows.append((label, "  ".join(f"{k} {p:.4f}" for k, p in zip(_key_labels(case, len(values)), values))))
+        else:
+            rows.append((label, " ".join(num(x) for x in values)))
+    parts = [f"<b>step {s.step} ({s.phase})</b>: fed {html.escape(''.join(s.fed_tokens))} → chose "
+             f"<b>{html.escape(s.chosen_token)}</b>", _html_table(["quantity", "numbers"], rows)]
+    for l in range(case.config.n_layers):
+        crow = cache_rows(case, step, l)
+        parts.append(f"<b>KV cache, layer {l}</b> ({s.cache_len} rows; this step's rows highlighted)")
+        parts.append(_html_table(["pos", "token", "K", "V"], [(p, t, vec(torch.tensor(k)), vec(torch.tensor(v)))
+                                                              for p, t, k, v, _ in crow],
+                                 highlight={i for i, r in enumerate(crow) if r[4]}))
+    return "<br>".join(parts)
+
+
+class WorkedExplorer:
+    """Live worked case: a prompt box (re-runs the model) and a step slider.
+
+    Python API (no browser needed): ``set_prompt(text)``, ``set_step(i)``, ``.case``, ``.step``, ``.html``
+    (what the view shows), ``.error`` (the last bad prompt's message, shown instead of the tables) and
+    ``.last_update_ms``. ``.widget`` is the ipywidgets box to display."""
+
+    def __init__(self, model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 8):
+        import ipywidgets as W
+
+        self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
+        self.case = run_worked_case(model, tokenizer, prompt, max_new_tokens)
+        self.prompt, self.step, self.error, self.last_update_ms = prompt, 0, None, 0.0
+        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False)
+        self.slider = W.IntSlider(value=0, min=0, max=len(self.case) - 1, description="step")
+        self.view = W.HTML()
+        self.status = W.HTML()
+        # the observers skip values the Python API has already applied (no double work, no loops)
+        self.prompt_box.observe(lambda ch: ch["new"] != self.prompt and self.set_prompt(ch["new"]), names="value")
+        self.slider.observe(lambda ch: ch["new"] != self.step and self.set_step(ch["new"]), names="value")
+        self.widget = W.VBox([W.HBox([self.prompt_box, self.slider]), self.status, self.view])
+        self._render()
+
+    def set_prompt(self, prompt: str) -> None:
+        """Re-run the model on a new prompt. A bad prompt keeps the last good case and shows the error."""
+        t0 = time.perf_counter()
+        try:
+            case = run_worked_case(self.model, self.tokenizer, prompt, self.max_new_tokens)
+        except ValueError as e:  # includes UnknownCharacterError
+            self.error, self.prompt = str(e), prompt
+            self.status.value = f"<span style='color:#b91c1c'>{html.escape(self.error)}</span>"
+            self.last_update_ms = (time.perf_counter() - t0) * 1e3
+            return
+        self.error = None
+        self.case, self.step, self.prompt = case, 0, prompt
+        if self.prompt_box.value != prompt:
+            self.prompt_box.value = prompt
+        with self.slider.hold_trait_notifications():
+            self.slider.value = 0
+            self.slider.max = len(case) - 1
+        self._render()
+        self.last_update_ms = (time.perf_counter() - t0) * 1e3
+
+    def set_step(self, step: int) -> None:
+        t0 = time.perf_counter()
+        _get_step(self.case, step)  # a clear error for a bad step
+        self.step = step
+        if self.slider.value != step:
+            self.slider.value = step
+        self._render()
+        self.last_update_ms = (time.perf_counter() - t0) * 1e3
+
+    def _render(self):
+        self.status.value = (f"generated: {html.escape(self.case.generated)} ({len(self.case)} forward passes)"
+                             if self.error is None else self.status.value)
+        self.html = step_html(self.case, self.step)
+        self.view.value = self.html
