@@ -1,0 +1,529 @@
+"""Roofline plots: where prefill and decode sit, how the batch moves decode, when KV reads beat weight reads.
+
+Every number comes from ``lib.roofline`` (which counts with ``lib.costs``); nothing here runs a model.
+Three tiers (CONTRIBUTING.md):
+1. ``plot_roofline`` / ``plot_bytes_split`` (static matplotlib) and ``cost_table`` / ``crossover_table`` /
+   ``ridge_table`` (text tables).
+2. ``plotly_batch_roofline``: a plotly figure with one precomputed frame per batch size and a slider.
+3. ``RooflineExplorer``: live ipywidgets (model, dtype, machine, batch, context), drivable from Python
+   through ``set(...)``; ``state``, ``drawn`` and ``summary`` say what is shown.
+"""
+from __future__ import annotations
+
+import html
+import math
+import time
+
+import numpy as np
+
+from .. import roofline as rl
+from ..costs import kv_cache_bytes
+
+DEFAULT_MODELS = ("chat", "llama-2-7b", "llama-3-8b")  # the demo model, a 7B with MHA and an 8B with GQA
+BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
+CONTEXTS = tuple(2 ** i for i in range(18))  # 1 .. 131072
+DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+PHASE_COLOURS = {"prefill": "#d62728", "decode": "#1f77b4"}
+PHASE_MARKERS = {"prefill": "s", "decode": "o"}
+ROOF_COLOUR = "#333333"
+MODEL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+DIGITS = 4  # significant digits of every float that goes into a figure or a table
+
+
+def sig(x: float, digits: int = DIGITS) -> float:
+    """``x`` rounded to ``digits`` significant digits (stored outputs stay identical run to run)."""
+    return float(f"{x:.{digits - 1}e}")
+
+
+def fmt(x) -> str:
+    """A number for a table: ints as they are, floats to DIGITS significant digits, no exponent."""
+    if isinstance(x, int):
+        return str(x)
+    return np.format_float_positional(sig(x), trim="-")
+
+
+def human_bytes(n: float) -> str:
+    """Bytes in decimal units (kB, MB, GB, TB = 10³ ...) with DIGITS significant digits."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{fmt(n / size)} {unit}"
+    return f"{fmt(float(n))} B"
+
+
+def default_length(model) -> int:
+    """Prompt length and decode context used when none is given: min(2048, max_seq_len // 2)."""
+    return min(2048, rl.model_config(model).max_seq_len // 2)
+
+
+def _name(model) -> str:
+    return model if isinstance(model, str) else "custom"
+
+
+# ---------------------------------------------------------------------------------------------- the data
+
+def roofline_points(models=DEFAULT_MODELS, dtype="bf16", batches=(1,), length: int | None = None) -> list[dict]:
+    """For each model and batch size: its prefill of ``length`` tokens and one decode step at context
+    ``length`` (None: ``default_length(model)``). Each point: {"model", "phase", "batch", "length", "cost"}."""
+    if isinstance(models, str):
+        models = (models,)
+    batches = tuple(batches)
+    if not models or not batches:
+        raise ValueError(f"roofline_points needs at least one model and one batch size, got models={models!r}, "
+                         f"batches={batches!r}")
+    points = []
+    for model in models:
+        n = default_length(model) if length is None else length
+        for b in batches:
+            points.append({"model": _name(model), "phase": "prefill", "batch": b, "length": n,
+                           "cost": rl.prefill_cost(model, n, b, dtype)})
+            points.append({"model": _name(model), "phase": "decode", "batch": b, "length": n,
+                           "cost": rl.decode_cost(model, n, b, dtype)})
+    return points
+
+
+def trace_points(trace, model, dtype="fp32", name: str | None = None) -> list[dict]:
+    """One point per step of a ``lib.generate(..., trace=True)`` run, in the format of roofline_points:
+    the step's phase from the trace, its tokens fed and the context it read from the cache (both as the
+    model's attention layers counted them). "length" is the tokens fed for the prefill and the context
+    read for a decode step; "label" is "step N"."""
+    from ..trace import Trace
+
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace_points needs a lib.Trace (generate(..., trace=True).trace), got {type(trace).__name__}")
+    if not trace.use_cache:
+        raise ValueError("trace_points needs a run with the KV cache (generate(..., use_cache=True)): "
+                         "without one no step reads or writes a cache, and every step is a full recompute")
+    points = []
+    for s in trace:
+        n_past = s.kv_read[0]
+        cost = rl.pass_cost(model, s.n_fed, n_past, s.input_ids.shape[0], dtype)
+        points.append({"model": name or _name(model), "phase": s.phase, "batch": cost.batch,
+                       "length": n_past if s.phase == "decode" else s.n_fed, "cost": cost,
+                       "label": f"step {s.step}"})
+    return points
+
+
+def _text_table(rows: list[dict]) -> str:
+    cols = list(rows[0])
+    rows = [{c: v if isinstance(v, str) else fmt(v) for c, v in r.items()} for r in rows]
+    width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
+    line = lambda vals: "  ".join(v.rjust(width[c]) for c, v in zip(cols, vals)).rstrip()
+    return "\n".join([line(cols), line("-" * width[c] for c in cols)] + [line(r.values()) for r in rows])
+
+
+def cost_rows(points: list[dict], machine: rl.Machine | None = None, raw: bool = False) -> list[dict]:
+    """Table rows: FLOPs, bytes split, intensity; with a machine also the bound, the attainable speed
+    (TFLOP/s, or GFLOP/s for a machine under 10 TFLOP/s) and the roofline's lower bound on the pass's time.
+    ``raw``: FLOPs and bytes as exact integers (for the demo models) instead of GFLOP and MB (10⁶ bytes)."""
+    if not points:
+        raise ValueError("cost_rows needs at least one point (see roofline_points or trace_points)")
+    rows = []
+    for p in points:
+        c = p["cost"]
+        row = {"model": p["model"], "phase": p["phase"], "batch": p["batch"], "tokens": p["length"]}
+        if raw:
+            row.update({"FLOPs": c.flops, "weights B": c.weight_bytes, "KV read B": c.kv_read_bytes,
+                        "KV write B": c.kv_write_bytes})
+        else:
+            row.update({"GFLOP": sig(c.flops / 1e9), "weights MB": sig(c.weight_bytes / 1e6),
+                        "KV read MB": sig(c.kv_read_bytes / 1e6) if c.kv_read_bytes else 0,
+                        "KV write MB": sig(c.kv_write_bytes / 1e6)})
+        row["FLOP/byte"] = sig(c.intensity)
+        if machine is not None:
+            scale, unit = _y_unit(machine)
+            row.update({"bound": machine.bound(c.intensity), unit: sig(machine.attainable(c.intensity) / scale),
+                        "time ms": sig(machine.seconds(c) * 1e3)})
+        rows.append(row)
+    return rows
+
+
+def cost_table(points: list[dict], machine: rl.Machine | None = None, raw: bool = False) -> str:
+    """``cost_rows`` as an aligned text table ("tokens" = prompt length for prefill, context for decode)."""
+    return _text_table(cost_rows(points, machine, raw))
+
+
+def crossover_rows(models=DEFAULT_MODELS, dtype="bf16", batches=(1, 8, 64)) -> list[dict]:
+    """Per model: weight bytes streamed per pass, KV bytes per token, and the context (per sequence) from
+    which a decode step reads more KV bytes than weight bytes, for each batch size ('>max': past max_seq_len)."""
+    rows = []
+    for model in models:
+        c = rl.model_config(model)
+        row = {"model": _name(model), "max_seq_len": c.max_seq_len,
+               "weights MB": sig(rl.streamed_weight_bytes(c, dtype) / 1e6),
+               "KV/token kB": sig(kv_cache_bytes(c, 1, 1, dtype) / 1e3),
+               "batch×ctx": rl.kv_read_crossover_tokens(c, dtype)}
+        for b in batches:
+            t = rl.crossover_context(c, b, dtype)
+            row[f"ctx @B={b}"] = f"{t}{' >max' if t > c.max_seq_len else ''}"
+        rows.append(row)
+    return rows
+
+
+def crossover_table(models=DEFAULT_MODELS, dtype="bf16", batches=(1, 8, 64)) -> str:
+    return _text_table(crossover_rows(models, dtype, batches))
+
+
+def ridge_rows(models, machine: rl.Machine, contexts=(128, 2048, 8192), dtype="bf16") -> list[dict]:
+    """Per model and context: decode intensity at batch 1, its limit as batch → ∞, and the smallest batch
+    that reaches the machine's ridge point ('never' when the limit is below it)."""
+    rows = []
+    for model in models:
+        for t in contexts:
+            b = rl.decode_batch_for_intensity(model, t, machine.ridge, dtype)
+            rows.append({"model": _name(model), "context": t,
+                         "FLOP/byte @B=1": sig(rl.decode_cost(model, t, 1, dtype).intensity),
+                         "limit B→∞": sig(rl.decode_intensity_limit(model, t, dtype)),
+                         "ridge": sig(machine.ridge), "batch to ridge": "never" if b is None else b})
+    return rows
+
+
+def ridge_table(models, machine: rl.Machine, contexts=(128, 2048, 8192), dtype="bf16") -> str:
+    return _text_table(ridge_rows(models, machine, contexts, dtype))
+
+
+def roof_line(machine: rl.Machine, x_min: float, x_max: float) -> tuple[list[float], list[float]]:
+    """The roof as a polyline from intensity x_min to x_max (GFLOP/s): exact, since it is straight in log-log."""
+    xs = [x_min] + ([machine.ridge] if x_min < machine.ridge < x_max else []) + [x_max]
+    return xs, [machine.attainable(x) for x in xs]
+
+
+def _x_range(intensities, machine) -> tuple[float, float]:
+    lo = min([*intensities, machine.ridge]) / 4
+    hi = max([*intensities, machine.ridge]) * 4
+    return sig(lo, 2), sig(hi, 2)
+
+
+def _log10(x: float) -> float:
+    return round(math.log10(x), 4)
+
+
+def _y_unit(machine) -> tuple[float, str]:
+    return (1e3, "TFLOP/s") if machine.peak_gflops >= 1e4 else (1.0, "GFLOP/s")
+
+
+# --------------------------------------------------------------------------------- tier 1: matplotlib
+
+def plot_roofline(points: list[dict], machine: rl.Machine, ax=None, title: str | None = None,
+                  annotate: bool = True):
+    """Log-log roofline of ``machine`` with each point at (intensity, attainable): one colour per model,
+    squares for prefill, circles for decode, each labelled with its "label" if it has one, else its batch
+    size. Returns the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    if not points:
+        raise ValueError("plot_roofline needs at least one point (see roofline_points)")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+    else:
+        fig = ax.figure
+    scale, unit = _y_unit(machine)
+    xs, ys = roof_line(machine, *_x_range([p["cost"].intensity for p in points], machine))
+    ax.plot(xs, [y / scale for y in ys], color=ROOF_COLOUR, lw=2)
+    ax.axvline(machine.ridge, color=ROOF_COLOUR, ls=":", lw=1)
+    ax.text(machine.ridge, 0.02, f" ridge {machine.ridge:.4g} FLOP/byte", fontsize=8,
+            transform=ax.get_xaxis_transform())
+    models = list(dict.fromkeys(p["model"] for p in points))
+    colour = {m: MODEL_COLOURS[i % len(MODEL_COLOURS)] for i, m in enumerate(models)}
+    for p in points:
+        x = p["cost"].intensity
+        y = machine.attainable(x) / scale
+        ax.scatter([x], [y], color=colour[p["model"]], marker=PHASE_MARKERS[p["phase"]], s=40, zorder=3,
+                   edgecolor="white", linewidth=0.5)
+        if annotate:  # below-right for decode, above-left for prefill; one row per model so labels stack
+            i = models.index(p["model"])
+            dx, dy = (5, -10 - 9 * i) if p["phase"] == "decode" else (-5, 6 + 9 * i)
+            ax.annotate(p.get("label", f"B={p['batch']}"), (x, y), fontsize=7, color=colour[p["model"]],
+                        xytext=(dx, dy), textcoords="offset points", ha="left" if dx > 0 else "right")
+    handles = [Line2D([], [], ls="", marker="o", color=colour[m], label=m) for m in models]
+    phases = list(dict.fromkeys(p["phase"] for p in points))
+    handles += [Line2D([], [], ls="", marker=PHASE_MARKERS[ph], color="grey", label=ph) for ph in phases]
+    ax.legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(top=machine.peak_gflops / scale * 6)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel(f"attainable {unit}")
+    lengths = sorted({p["length"] for p in points})
+    ax.set_title(title if title is not None else
+                 f"{machine.name}: peak {machine.peak_gflops / scale:.4g} {unit} ({machine.dtype}), "
+                 f"{machine.bandwidth_gbs:.4g} GB/s; points in {points[0]['cost'].dtype}, "
+                 f"prompt = context = {', '.join(map(str, lengths))}", fontsize=9)
+    return fig
+
+
+def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), contexts=None, ax=None):
+    """Bytes one decode step reads, against context: the weights (flat) and the KV cache for each batch
+    size (rising), with a dot where KV reads overtake the weights and a dotted line at max_seq_len."""
+    import matplotlib.pyplot as plt
+
+    c = rl.model_config(model)
+    contexts = [t for t in CONTEXTS if t <= 4 * c.max_seq_len] if contexts is None else list(contexts)
+    if not contexts:
+        raise ValueError("plot_bytes_split needs at least one context length")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7.5, 4))
+    else:
+        fig = ax.figure
+    w = rl.streamed_weight_bytes(c, dtype) / 1e9
+    ax.plot(contexts, [w] * len(contexts), color=ROOF_COLOUR, lw=2, label=f"weights ({w:.4g} GB)")
+    for i, b in enumerate(batches):
+        ax.plot(contexts, [kv_cache_bytes(c, t, b, dtype) / 1e9 for t in contexts], color=f"C{i}",
+                label=f"KV read, batch {b}")
+        t = rl.crossover_context(c, b, dtype)
+        if contexts[0] <= t <= contexts[-1]:
+            ax.scatter([t], [kv_cache_bytes(c, t, b, dtype) / 1e9], color=f"C{i}", zorder=3)
+            ax.annotate(f"{t}", (t, kv_cache_bytes(c, t, b, dtype) / 1e9), fontsize=8, xytext=(4, -10),
+                        textcoords="offset points")
+    ax.axvline(c.max_seq_len, color="grey", ls=":", lw=1)
+    ax.text(c.max_seq_len, 0.02, f" max_seq_len {c.max_seq_len}", fontsize=8, color="grey",
+            transform=ax.get_xaxis_transform())
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("context (tokens already cached per sequence)")
+    ax.set_ylabel("GB read per decode step")
+    ax.set_title(f"{_name(model)} in {dtype}: weights vs KV-cache reads", fontsize=10)
+    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    return fig
+
+
+# ------------------------------------------------------------------------------------- tier 2: plotly
+
+def plotly_batch_roofline(models=DEFAULT_MODELS, machine: rl.Machine | None = None, dtype="bf16",
+                          contexts=None, batches=BATCHES, start: int = 1):
+    """A plotly roofline with a slider over the batch size: each model's decode steps (one point per
+    context) slide up the bandwidth slope as the batch grows, toward their batch → ∞ limits (open
+    circles); prefill points (batch 1, prompt = the first context) stay put. One frame per batch size.
+    ``contexts``: None (``default_length`` of each model), one list for every model, or {model: list}."""
+    import plotly.graph_objects as go
+
+    machine = rl.REFERENCE_MACHINES["H200 SXM"] if machine is None else machine
+    if isinstance(models, str):
+        models = (models,)
+    batches = list(batches)
+    if not models or not batches:
+        raise ValueError("plotly_batch_roofline needs at least one model and one batch size")
+    if start not in batches:
+        raise ValueError(f"start={start!r} is not one of the batch sizes {batches}")
+    if contexts is None:
+        ctx = {m: [default_length(m)] for m in models}
+    elif isinstance(contexts, dict):
+        missing = [m for m in models if m not in contexts]
+        if missing:
+            raise ValueError(f"contexts has no entry for {missing}; give a list of contexts per model")
+        ctx = {m: list(contexts[m]) for m in models}
+    else:
+        ctx = {m: list(contexts) for m in models}
+    if not all(ctx.values()):
+        raise ValueError(f"every model needs at least one context, got {ctx}")
+    scale, unit = _y_unit(machine)
+    y = lambda x: sig(machine.attainable(x) / scale)
+
+    def decode_trace(i, m, b):
+        costs = [rl.decode_cost(m, t, b, dtype) for t in ctx[m]]
+        xs = [sig(c.intensity) for c in costs]
+        return go.Scatter(x=xs, y=[y(x) for x in xs], mode="markers+text", name=f"{_name(m)} decode",
+                          marker=dict(size=10, color=MODEL_COLOURS[i % len(MODEL_COLOURS)]),
+                          text=[f"ctx {t}" for t in ctx[m]], textposition="top left",
+                          hovertext=[f"{_name(m)} decode, batch {b}, context {t}: {x} FLOP/B, "
+                                     f"{machine.bound(x)}, KV reads {sig(100 * c.kv_read_share, 3)}% of bytes"
+                                     for t, x, c in zip(ctx[m], xs, costs)], hoverinfo="text")
+
+    limits, prefills, every_x = [], [], []
+    for i, m in enumerate(models):
+        colour = MODEL_COLOURS[i % len(MODEL_COLOURS)]
+        lx = [sig(rl.decode_intensity_limit(m, t, dtype)) for t in ctx[m]]
+        limits.append(go.Scatter(x=lx, y=[y(x) for x in lx], mode="markers", name=f"{_name(m)} batch→∞",
+                                 marker=dict(size=10, symbol="circle-open", color=colour), hoverinfo="text",
+                                 hovertext=[f"{_name(m)} decode at context {t}, batch → ∞: {x} FLOP/B"
+                                            for t, x in zip(ctx[m], lx)]))
+        p = rl.prefill_cost(m, ctx[m][0], 1, dtype)
+        px = sig(p.intensity)
+        prefills.append(go.Scatter(x=[px], y=[y(px)], mode="markers", name=f"{_name(m)} prefill",
+                                   marker=dict(size=11, symbol="square", color=colour), hoverinfo="text",
+                                   hovertext=[f"{_name(m)} prefill of {ctx[m][0]} tokens: {px} FLOP/B, "
+                                              f"{machine.bound(px)}"]))
+        every_x += lx + [px, rl.decode_cost(m, ctx[m][-1], 1, dtype).intensity]
+    x_lo, x_hi = _x_range(every_x, machine)
+    rx, ry = roof_line(machine, x_lo, x_hi)
+    roof = go.Scatter(x=[sig(x) for x in rx], y=[sig(v / scale) for v in ry], mode="lines", name="roof",
+                      line=dict(color=ROOF_COLOUR, width=3), hoverinfo="skip")
+    first = [decode_trace(i, m, start) for i, m in enumerate(models)]
+    moving = list(range(len(first)))
+    fig = go.Figure(data=[*first, roof, *limits, *prefills])
+
+    def title(b):
+        return f"{machine.name} roofline ({dtype}): decode with batch {b}"
+
+    fig.frames = [go.Frame(name=str(b), data=[decode_trace(i, m, b) for i, m in enumerate(models)], traces=moving,
+                           layout=dict(title_text=title(b))) for b in batches]
+    fig.add_vline(x=sig(machine.ridge), line=dict(color=ROOF_COLOUR, dash="dot", width=1))
+    fig.update_layout(
+        title_text=title(start), title_font_size=13, height=460, margin=dict(l=60, r=20, t=50, b=40),
+        xaxis=dict(type="log", title="arithmetic intensity (FLOP / byte)", range=[_log10(x_lo), _log10(x_hi)]),
+        yaxis=dict(type="log", title=f"attainable {unit}",
+                   range=[_log10(y(x_lo) / 2), _log10(machine.peak_gflops / scale * 3)]),
+        legend=dict(font=dict(size=10)),
+        sliders=[dict(active=batches.index(start), currentvalue=dict(prefix="batch: "), pad=dict(t=40),
+                      steps=[dict(label=str(b), method="animate",
+                                  args=[[str(b)], dict(mode="immediate", frame=dict(duration=0, redraw=True),
+                                                       transition=dict(duration=0))]) for b in batches])])
+    return fig
+
+
+# ------------------------------------------------------------------------------- tier 3: live widgets
+
+class RooflineExplorer:
+    """Tier 3: pick a model, dtype, machine, batch size and context; see where prefill and decode sit.
+
+    Drive it from Python with ``set(model=..., dtype=..., machine=..., batch=..., context=...)``, which
+    changes the controls as a user would and redraws once. ``state`` holds the controls and the computed
+    numbers, ``drawn`` the plotted points ({trace name: (xs, ys)}), ``summary`` the text under the plot,
+    ``last_update_seconds`` the Python time of the last redraw.
+    """
+
+    CONTROLS = ("model", "dtype", "machine", "batch", "context")
+    X_RANGE = (0.1, 1e6)  # FLOP/byte, fixed so the axes never jump while sliding
+
+    def __init__(self, model="llama-3-8b", dtype="bf16", batch=1, context=2048, machine="H200 SXM",
+                 machines=()):
+        import ipywidgets as W
+        import plotly.graph_objects as go
+
+        self.machines = dict(rl.REFERENCE_MACHINES)
+        for m in machines:
+            if not isinstance(m, rl.Machine):
+                raise TypeError(f"machines must hold lib.roofline.Machine objects (e.g. from measure_machine()), "
+                                f"got {type(m).__name__}")
+            self.machines[m.name] = m
+        self._options = {"model": rl.MODEL_CHOICES, "dtype": DTYPES, "machine": tuple(self.machines),
+                         "batch": BATCHES, "context": CONTEXTS}
+        values = self._check(model=model, dtype=dtype, machine=machine, batch=batch, context=context)
+        self.controls = {
+            "model": W.Dropdown(options=self._options["model"], value=values["model"], description="model"),
+            "dtype": W.Dropdown(options=DTYPES, value=values["dtype"], description="dtype"),
+            "machine": W.Dropdown(options=self._options["machine"], value=values["machine"], description="machine"),
+            "batch": W.SelectionSlider(options=BATCHES, value=values["batch"], description="batch"),
+            "context": W.SelectionSlider(options=CONTEXTS, value=values["context"], description="context"),
+        }
+        names = ("roof", "prefill", "decode", "decode batch→∞")
+        self.figure = go.FigureWidget(
+            data=[go.Scatter(name=names[0], mode="lines", line=dict(color=ROOF_COLOUR, width=3), hoverinfo="skip"),
+                  go.Scatter(name=names[1], mode="markers", marker=dict(size=12, symbol="square",
+                                                                         color=PHASE_COLOURS["prefill"])),
+                  go.Scatter(name=names[2], mode="markers", marker=dict(size=12, color=PHASE_COLOURS["decode"])),
+                  go.Scatter(name=names[3], mode="markers", marker=dict(size=12, symbol="circle-open",
+                                                                         color=PHASE_COLOURS["decode"]))],
+            layout=dict(height=380, margin=dict(l=60, r=20, t=30, b=40), legend=dict(font=dict(size=10)),
+                        xaxis=dict(type="log", title="arithmetic intensity (FLOP / byte)",
+                                   range=[_log10(x) for x in self.X_RANGE]),
+                        yaxis=dict(type="log")))
+        self.summary_box = W.HTML()
+        self.state: dict = {}
+        self.summary = ""
+        self.last_update_seconds = 0.0
+        self._holding = False
+        self.update()
+        for w in self.controls.values():
+            w.observe(self._on_change, names="value")
+        c = self.controls
+        self.widget = W.VBox([W.HBox([c["model"], c["dtype"], c["machine"]]), W.HBox([c["batch"], c["context"]]),
+                              self.figure, self.summary_box])
+
+    # -- the Python API ------------------------------------------------------------------------------------
+    def _check(self, **values) -> dict:
+        unknown = sorted(set(values) - set(self.CONTROLS))
+        if unknown:
+            raise TypeError(f"unknown control(s) {unknown}; the explorer has: {', '.join(self.CONTROLS)}")
+        for key, value in values.items():
+            if key in ("batch", "context") and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"{key} must be an integer, got {type(value).__name__} {value!r}")
+            if value not in self._options[key]:
+                allowed = ", ".join(map(str, self._options[key]))
+                raise ValueError(f"{key}={value!r} is not one of the explorer's choices: {allowed}")
+        return values
+
+    def set(self, **values) -> "RooflineExplorer":
+        """Change some controls (keys: model, dtype, machine, batch, context) and redraw once.
+        A value the controls do not offer raises a ValueError listing the choices."""
+        self._check(**values)
+        self._holding = True
+        try:
+            for key, value in values.items():
+                self.controls[key].value = value
+        finally:
+            self._holding = False
+        self.update()
+        return self
+
+    @property
+    def drawn(self) -> dict:
+        """{trace name: (xs, ys)} of what the figure shows now."""
+        return {t.name: (list(t.x), list(t.y)) for t in self.figure.data}
+
+    # -- computing and drawing -------------------------------------------------------------------------------
+    def _on_change(self, change=None):
+        if not self._holding:
+            self.update()
+
+    def _compute(self) -> dict:
+        v = {k: w.value for k, w in self.controls.items()}
+        machine, model, dtype, b, t = self.machines[v["machine"]], v["model"], v["dtype"], v["batch"], v["context"]
+        cfg = rl.model_config(model)
+        pre, dec = rl.prefill_cost(model, t, b, dtype), rl.decode_cost(model, t, b, dtype)
+        limit = rl.decode_intensity_limit(model, t, dtype)
+        return {**v, "max_seq_len": cfg.max_seq_len, "ridge": sig(machine.ridge),
+                "prefill_intensity": sig(pre.intensity), "prefill_bound": machine.bound(pre.intensity),
+                "decode_intensity": sig(dec.intensity), "decode_bound": machine.bound(dec.intensity),
+                "decode_limit": sig(limit), "decode_ms": sig(machine.seconds(dec) * 1e3),
+                "decode_tokens_per_s": sig(machine.tokens_per_second(dec)),
+                "weight_bytes": dec.weight_bytes, "kv_read_bytes": dec.kv_read_bytes,
+                "kv_write_bytes": dec.kv_write_bytes, "kv_read_share": sig(dec.kv_read_share),
+                "crossover_context": rl.crossover_context(model, b, dtype),
+                "batch_to_ridge": rl.decode_batch_for_intensity(model, t, machine.ridge, dtype)}
+
+    def _summary(self, s: dict) -> str:
+        m = self.machines[s["machine"]]
+        scale, unit = _y_unit(m)
+        roof_note = "" if m.dtype == s["dtype"] else f" (the roof is its {m.dtype} peak, not a {s['dtype']} one)"
+        ridge = ("never reaches the ridge at this context, at any batch" if s["batch_to_ridge"] is None
+                 else f"reaches the ridge from batch {s['batch_to_ridge']}")
+        lines = [
+            f"{s['model']} in {s['dtype']} on {m.name}: peak {fmt(m.peak_gflops / scale)} {unit}, "
+            f"{fmt(m.bandwidth_gbs)} GB/s, ridge {fmt(s['ridge'])} FLOP/byte{roof_note}",
+            f"decode, batch {s['batch']}, context {s['context']}: {fmt(s['decode_intensity'])} FLOP/byte, "
+            f"{s['decode_bound']}; at least {fmt(s['decode_ms'])} ms per step, at most "
+            f"{fmt(s['decode_tokens_per_s'])} tokens/s",
+            f"bytes per decode step: weights {human_bytes(s['weight_bytes'])}, KV read "
+            f"{human_bytes(s['kv_read_bytes'])} ({fmt(100 * s['kv_read_share'])}% of all), KV write "
+            f"{human_bytes(s['kv_write_bytes'])}; KV reads outweigh the weights from context "
+            f"{s['crossover_context']} at this batch",
+            f"batching: as batch → ∞ decode tends to {fmt(s['decode_limit'])} FLOP/byte and {ridge}",
+            f"prefill of {s['context']} tokens, batch {s['batch']}: {fmt(s['prefill_intensity'])} FLOP/byte, "
+            f"{s['prefill_bound']}",
+        ]
+        if s["context"] + 1 > s["max_seq_len"]:
+            lines.append(f"note: context {s['context']} + 1 is longer than this model's max_seq_len "
+                         f"{s['max_seq_len']} (the arithmetic still holds; the model could not run it)")
+        return "\n".join(lines)
+
+    def update(self) -> None:
+        """Recompute from the controls and redraw (the observe callbacks call this)."""
+        t0 = time.perf_counter()
+        s = self._compute()
+        m = self.machines[s["machine"]]
+        scale, unit = _y_unit(m)
+        y = lambda x: sig(m.attainable(x) / scale)
+        rx, ry = roof_line(m, *self.X_RANGE)
+        with self.figure.batch_update():
+            roof, pre, dec, lim = self.figure.data
+            roof.x, roof.y = [sig(x) for x in rx], [sig(v / scale) for v in ry]
+            pre.x, pre.y = [s["prefill_intensity"]], [y(s["prefill_intensity"])]
+            dec.x, dec.y = [s["decode_intensity"]], [y(s["decode_intensity"])]
+            lim.x, lim.y = [s["decode_limit"]], [y(s["decode_limit"])]
+            self.figure.layout.yaxis.title.text = f"attainable {unit}"
+            self.figure.layout.yaxis.range = [_log10(y(self.X_RANGE[0]) / 2), _log10(m.peak_gflops / scale * 3)]
+        self.state = s
+        self.summary = self._summary(s)
+        self.summary_box.value = "<br>".join(html.escape(line) for line in self.summary.splitlines())
+        self.last_update_seconds = time.perf_counter() - t0
