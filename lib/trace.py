@@ -19,8 +19,8 @@ class TraceStep:
     phase: str  # "prefill" / "decode" (with cache) or "recompute" (no cache: whole sequence fed again)
     input_ids: torch.Tensor  # (B, n_fed): the tokens fed in this pass
     positions: list  # absolute positions of the fed tokens
-    kv_computed: list  # per layer: positions whose K/V were computed in this pass (per sequence)
-    kv_read: list  # per layer: positions whose K/V were read from the cache
+    kv_computed: list  # per layer: how many positions had their K/V computed in this pass (per sequence)
+    kv_read: list  # per layer: how many positions had their K/V read from the cache
     attention: torch.Tensor  # (n_layers, B, n_heads, n_keys): the newest query's attention weights
     logits: torch.Tensor  # (B, vocab) float32, the last position's logits
     top_ids: torch.Tensor  # (B, k): the k most likely next tokens (model distribution, temperature 1)

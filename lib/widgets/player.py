@@ -1,0 +1,665 @@
+"""Generation player: the autoregressive loop, one step at a time, read from real Traces.
+
+At every step of ``lib.generate(..., trace=True)`` the player shows
+
+- the sequence as **token chips**: the prompt, the tokens generated earlier, and the newest token (the one
+  chosen at this step);
+- the **next-token probabilities** of the top candidates, with the chosen token marked (the distribution the
+  token was drawn from: after temperature / top-k / top-p; at temperature 0 the model's own softmax);
+- for every position, what happened to its **K/V** in this step: computed for the first time, *recomputed*
+  (no cache: pure waste), read from the cache, or not computed yet (the newest token is fed next step);
+- the **running count** of K/V vectors computed so far (per layer) with and without a cache.
+
+Where the numbers come from: the displayed Trace gives the tokens, probabilities and its own K/V counts
+(counted by the attention layers, not by formula). The other count comes from a second real Trace of the same
+run with the cache switched the other way (``generate_pair`` makes both), checked to hold the same tokens;
+without one, from the analytic ``lib.costs.kv_computations`` (``PlayerFrame.count_source`` says which).
+
+Public API (three render tiers over one data layer):
+
+- ``generate_pair(model, tokenizer, prompt, ...)`` -> ``(cached_trace, uncached_trace)`` of one run.
+- ``player_frames(trace, tokenizer, other=None, ...)`` -> ``list[PlayerFrame]``: what is drawn at each step.
+- Tier 1 (static): ``player_table(...)`` -> ``str``; ``plot_step(...)`` (one step) and ``plot_strip(...)``
+  (every step, one row each) -> matplotlib ``Figure``.
+- Tier 2 (survives export): ``player_figure(...)`` -> plotly ``go.Figure`` with one frame per step, a step
+  slider and Play / Pause buttons.
+- Tier 3 (live kernel): ``GenerationPlayer(model, tokenizer, prompt="<s>", ...)``, an ipywidgets box with
+  prompt, temperature, top-k, top-p, seed, cache on/off and max-new-tokens controls, a Play widget linked to
+  the step slider, Step and Back buttons. Drive it from Python with ``.step``, ``.next()``, ``.back()``,
+  ``.set_prompt()``, ``.set()`` and ``.state()``.
+"""
+from __future__ import annotations
+
+import html
+import time
+import unicodedata
+from dataclasses import asdict, dataclass
+
+import ipywidgets as widgets
+
+from ..costs import kv_computations
+from ..generate import generate
+from ..tokenizer import UnknownCharacterError
+
+# -- colours and words, shared by every tier --------------------------------------------------------------
+
+CHIP_COLORS = {"prompt": "#d9d9d9", "generated": "#c6dbef", "newest": "#fdae6b"}
+KV_COLORS = {"new": "#74c476", "recomputed": "#de2d26", "cached": "#6baed6", "none": "#ffffff"}
+KV_MEANING = {
+    "new": "K/V computed for the first time in this step",
+    "recomputed": "K/V computed again although an earlier step already had them (no cache: waste)",
+    "cached": "K/V read from the cache, not computed",
+    "none": "no K/V yet: the newest token is fed in the next step",
+}
+KV_SHORT = {"new": "computed first time", "recomputed": "recomputed", "cached": "read from cache",
+            "none": "none yet (newest)"}
+KV_MARKS = {"new": "+", "recomputed": "!", "cached": "=", "none": "."}  # the text table's one-character code
+CHOSEN_COLOR, BAR_COLOR = "#e6550d", "#9ecae1"
+MAX_POSITIONS = 64  # animations are capped at ~64 tokens (CONTRIBUTING.md)
+
+
+@dataclass
+class Chip:
+    text: str  # the token as text, e.g. "<s>", "人"
+    kind: str  # "prompt", "generated" or "newest"
+
+
+@dataclass
+class Bar:
+    token: str
+    token_id: int
+    prob: float  # probability under the sampling distribution, rounded to 4 decimals
+    chosen: bool
+
+
+@dataclass
+class PlayerFrame:
+    """Everything the player draws for one step (plain data, rounded, identical run to run)."""
+
+    step: int
+    n_steps: int
+    phase: str  # "prefill" / "decode" (cache) or "recompute" (no cache)
+    use_cache: bool
+    fed: str  # the tokens fed in this step, as text
+    positions: list  # their positions
+    chips: list  # list[Chip]: the sequence after this step (prompt + generated + newest)
+    kv: list  # status per chip: "new" / "recomputed" / "cached" / "none"
+    bars: list  # list[Bar]: top candidates of the sampling distribution (+ the chosen one if outside them)
+    chosen: str
+    chosen_prob: float
+    kv_computed: int  # K/V vectors computed in this step (per layer), from the Trace
+    kv_read: int  # K/V vectors read from the cache in this step (per layer), from the Trace
+    with_cache: int  # K/V vectors computed so far with a cache (per layer)
+    without_cache: int  # ... and without one
+    count_source: str  # where the count of the *other* setting comes from: "trace" or "lib.costs"
+    layer: int
+    n_layers: int
+    caption: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# -- the data layer ------------------------------------------------------------------------------------------
+
+def _check_trace(trace, name="trace"):
+    if not hasattr(trace, "steps") or not hasattr(trace, "use_cache"):
+        raise TypeError(f"{name} must be a lib.Trace (generate(..., trace=True).trace), got {type(trace).__name__}")
+    if len(trace) == 0:
+        raise ValueError(f"{name} has no steps; generate at least one token")
+
+
+def generate_pair(model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 12, temperature: float = 0.0,
+                  top_k: int | None = None, top_p: float | None = None, seed: int | None = 0):
+    """Run the same generation twice, with and without the KV cache: ``(cached_trace, uncached_trace)``.
+
+    ``prompt`` is text (``"<s>人工"``); generation stops at the tokenizer's <eos> or after max_new_tokens.
+    Errors of the tokenizer (``UnknownCharacterError``) and of ``generate`` (prompt longer than the context
+    window, ...) pass through.
+    """
+    ids = tokenizer.encode(prompt)
+    kw = dict(eos_id=tokenizer.eos_id, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, trace=True)
+    cached = generate(model, ids, max_new_tokens, use_cache=True, **kw).trace
+    uncached = generate(model, ids, max_new_tokens, use_cache=False, **kw).trace
+    return cached, uncached
+
+
+def _kv_status(trace, layer: int) -> list[list[str]]:
+    """Per step, the status of every position 0..(sequence length after the step - 1), read from the Trace:
+    the fed positions were computed (first time or again), the positions before them were read from the
+    cache, the newest token has no K/V yet."""
+    out, seen = [], 0  # seen: positions whose K/V some earlier step already computed
+    for s in trace.steps:
+        n_comp, n_read = s.kv_computed[layer], s.kv_read[layer]
+        if n_comp != len(s.positions) or n_read != s.positions[0]:
+            raise ValueError(f"step {s.step}: the Trace says {n_comp} K/V computed and {n_read} read, which does not "
+                             f"match the fed positions {s.positions}; was it made by lib.generate?")
+        status = ["cached"] * n_read + ["recomputed" if p < seen else "new" for p in s.positions] + ["none"]
+        out.append(status)
+        seen = max(seen, s.positions[-1] + 1)
+    return out
+
+
+def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0) -> list[PlayerFrame]:
+    """What the player draws at every step of ``trace``.
+
+    ``other``: a Trace of the same run with the cache switched the other way (see ``generate_pair``); it gives
+    the other side of the running count. Without it that side comes from ``lib.costs.kv_computations``.
+    ``top_k``: how many candidates get a bar (the chosen token always gets one).
+    """
+    _check_trace(trace)
+    if not 0 <= layer < trace.n_layers:
+        raise ValueError(f"layer={layer} is not a layer of this trace (0..{trace.n_layers - 1})")
+    recorded = trace.steps[0].sample_top_ids.shape[1]  # candidates per step that generate() kept
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= recorded:
+        raise ValueError(f"top_k must be an integer from 1 to {recorded} "
+                         f"(the candidates the Trace recorded), got {top_k!r}")
+    tokens = trace.tokens(batch)
+    if len(tokens) > MAX_POSITIONS + 1:
+        raise ValueError(f"the trace's sequence has {len(tokens)} tokens; the player shows at most {MAX_POSITIONS + 1}")
+    n = len(trace)
+    own = trace.kv_computed(layer)
+    if other is not None:
+        _check_trace(other, "other")
+        if other.use_cache == trace.use_cache:
+            raise ValueError(f"other must be the same run with the cache {'off' if trace.use_cache else 'on'}, "
+                             f"but both traces have use_cache={trace.use_cache}")
+        if other.tokens(batch) != tokens:
+            raise ValueError(
+                f"the two traces hold different tokens ({tokenizer.decode(tokens)!r} vs "
+                f"{tokenizer.decode(other.tokens(batch))!r}); pass traces of the same run (same prompt, sampling "
+                f"settings and seed, e.g. from generate_pair), or other=None to count with lib.costs")
+        theirs, source = other.kv_computed(layer), "trace"
+    else:
+        theirs, source = kv_computations(trace.prompt_len, n, not trace.use_cache), "lib.costs"
+    cum_own, cum_theirs = _cumsum(own), _cumsum(theirs)
+    statuses = _kv_status(trace, layer)  # K/V counts are per sequence: the same for every batch row
+    words = tokenizer.tokens(tokens)
+    frames = []
+    for i, s in enumerate(trace.steps):
+        length = trace.prompt_len + i  # tokens before this step's choice
+        chips = [Chip(words[p], "prompt" if p < trace.prompt_len else "generated") for p in range(length)]
+        chips.append(Chip(words[length], "newest"))
+        chosen_id = int(s.chosen[batch])
+        ids = s.sample_top_ids[batch, :top_k].tolist()
+        probs = s.sample_top_probs[batch, :top_k].tolist()
+        bars = [Bar(_word(tokenizer, t), t, round(p, 4), t == chosen_id) for t, p in zip(ids, probs)]
+        if chosen_id not in ids:  # sampled from outside the shown candidates: give it a bar of its own
+            bars.append(Bar(_word(tokenizer, chosen_id), chosen_id, round(float(s.chosen_prob[batch]), 4), True))
+        fed = tokenizer.decode(s.input_ids[batch].tolist())
+        with_c, without_c = (cum_own[i], cum_theirs[i]) if trace.use_cache else (cum_theirs[i], cum_own[i])
+        first, last = s.positions[0], s.positions[-1]
+        pos = f"position {first}" if first == last else f"positions {first}..{last}"
+        caption = (f"step {i} ({s.phase}): fed {fed} at {pos} → chose {words[length]} "
+                   f"(p={float(s.chosen_prob[batch]):.4f})")
+        frames.append(PlayerFrame(
+            step=i, n_steps=n, phase=s.phase, use_cache=trace.use_cache, fed=fed, positions=list(s.positions),
+            chips=chips, kv=statuses[i], bars=bars, chosen=words[length],
+            chosen_prob=round(float(s.chosen_prob[batch]), 4), kv_computed=s.kv_computed[layer],
+            kv_read=s.kv_read[layer], with_cache=with_c, without_cache=without_c, count_source=source,
+            layer=layer, n_layers=trace.n_layers, caption=caption))
+    return frames
+
+
+def _word(tokenizer, token_id: int) -> str:
+    return tokenizer.tokens([token_id])[0]
+
+
+def _cumsum(xs) -> list[int]:
+    out, total = [], 0
+    for x in xs:
+        total += x
+        out.append(total)
+    return out
+
+
+# -- tier 1: text table and matplotlib ---------------------------------------------------------------------
+
+def _width(text: str) -> int:
+    """Columns a string takes in a monospace font (Chinese characters take two)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _width(text))
+
+
+def player_table(trace, tokenizer, other=None, layer: int = 0, top_k: int = 3, batch: int = 0) -> str:
+    """Every step as a row of text: the sequence, each position's K/V (+ computed first time, ! recomputed,
+    = read from the cache, . none yet), the top candidates, the chosen token, and the running K/V counts."""
+    frames = player_frames(trace, tokenizer, other, layer, top_k, batch)
+    f0 = frames[0]
+    head = ["step", "phase", "sequence (newest last)", "K/V", f"top-{top_k} candidates (p)", "chosen",
+            "K/V so far: cache / no cache"]
+    rows = []
+    for f in frames:
+        seq = "".join(c.text for c in f.chips)
+        kv = "".join(KV_MARKS[k] * _width(c.text) for k, c in zip(f.kv, f.chips))  # one mark under each column
+        cands = ", ".join(f"{b.token}{'*' if b.chosen else ''} {b.prob:.4f}" for b in f.bars)
+        rows.append([str(f.step), f.phase, seq, kv, cands, f.chosen, f"{f.with_cache} / {f.without_cache}"])
+    widths = [max(_width(r[j]) for r in [head] + rows) for j in range(len(head))]
+    line = lambda r: "  ".join(_pad(v, w) for v, w in zip(r, widths)).rstrip()
+    legend = ("K/V: " + "   ".join(f"{KV_MARKS[k]} {KV_SHORT[k]}" for k in KV_MARKS)
+              + f"   |   * chosen   |   counts per layer (layer {layer} of {f0.n_layers}); "
+              f"the {'uncached' if trace.use_cache else 'cached'} count comes from "
+              f"{'a second Trace' if f0.count_source == 'trace' else 'lib.costs'}")
+    return "\n".join([legend, line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def _draw_cells(ax, texts, fills, y, edge="#555555", dashed=None):
+    """Squares of width 1 at x = 0, 1, ..., centred on y, each with its text."""
+    from matplotlib.patches import Rectangle
+
+    for x, (t, fc) in enumerate(zip(texts, fills)):
+        ls = "--" if dashed and dashed[x] else "-"
+        ax.add_patch(Rectangle((x - 0.45, y - 0.4), 0.9, 0.8, facecolor=fc, edgecolor=edge, linewidth=1, linestyle=ls))
+        ax.text(x, y, t, ha="center", va="center", fontsize=11 if len(t) == 1 else 8)
+
+
+def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_k: int = 5, batch: int = 0):
+    """One step as a matplotlib Figure: token chips with each position's K/V status below them, the top
+    candidates with the chosen token marked, and the running K/V counts with and without a cache."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    frames = player_frames(trace, tokenizer, other, layer, top_k, batch)
+    if isinstance(step, bool) or not isinstance(step, int) or not -len(frames) <= step < len(frames):
+        raise ValueError(f"step must be an integer from 0 to {len(frames) - 1} (or negative from the end), "
+                         f"got {step!r}")
+    f, last = frames[step], frames[-1]
+    width = len(last.chips)
+    fig = plt.figure(figsize=(max(7.5, 0.5 * width + 1.5), 4.2))
+    gs = fig.add_gridspec(2, 2, height_ratios=[1.0, 1.3], width_ratios=[1.4, 1.0], hspace=0.55, wspace=0.45,
+                          bottom=0.2, top=0.9)
+    ax = fig.add_subplot(gs[0, :])
+    _draw_cells(ax, [c.text for c in f.chips], [CHIP_COLORS[c.kind] for c in f.chips], 1.0)
+    _draw_cells(ax, ["" for _ in f.kv], [KV_COLORS[k] for k in f.kv], 0.0, dashed=[k == "none" for k in f.kv])
+    ax.set_xlim(-0.6, width - 0.4)
+    ax.set_ylim(-0.6, 1.6)
+    ax.set_yticks([0, 1], ["K/V", "tokens"])
+    ax.set_xticks(range(width))
+    ax.set_xlabel("position")
+    ax.tick_params(length=0)
+    ax.spines[:].set_visible(False)
+    ax.set_title(f.caption, fontsize=10, loc="left")
+    handles = [Patch(facecolor=CHIP_COLORS[k], edgecolor="#555555", label=k) for k in CHIP_COLORS]
+    handles += [Patch(facecolor=KV_COLORS[k], edgecolor="#555555", label=lab) for k, lab in
+                (("new", "K/V computed (first time)"), ("recomputed", "K/V recomputed"),
+                 ("cached", "K/V read from cache"))]
+    fig.legend(handles=handles, ncol=6, fontsize=7, loc="lower center", frameon=False)
+
+    axb = fig.add_subplot(gs[1, 0])
+    labels = [b.token for b in f.bars][::-1]
+    probs = [b.prob for b in f.bars][::-1]
+    colors = [CHOSEN_COLOR if b.chosen else BAR_COLOR for b in f.bars][::-1]
+    axb.barh(range(len(labels)), probs, color=colors)
+    axb.set_yticks(range(len(labels)), labels)
+    axb.set_xlim(0, 1.15)
+    for y, (p, b) in enumerate(zip(probs, f.bars[::-1])):
+        axb.text(p + 0.02, y, f"{p:.4f}" + (" chosen" if b.chosen else ""), va="center", fontsize=8)
+    axb.set_xlabel("probability (sampling distribution)")
+    axb.set_title(f"top-{top_k} next tokens", fontsize=10, loc="left")
+
+    axc = fig.add_subplot(gs[1, 1])
+    vals = [f.with_cache, f.without_cache]
+    axc.barh([1, 0], vals, color=[KV_COLORS["cached"], KV_COLORS["recomputed"]])
+    axc.set_yticks([1, 0], ["with cache", "without"])
+    axc.set_xlim(0, 1.25 * max(last.without_cache, 1))
+    for y, v in zip([1, 0], vals):
+        axc.text(v + 0.02 * last.without_cache, y, str(v), va="center", fontsize=9)
+    axc.set_xlabel("K/V vectors computed so far (per layer)")
+    axc.set_title(f"running count, step {f.step} of {f.n_steps - 1}", fontsize=10, loc="left")
+    for a in (axb, axc):
+        a.spines[["top", "right"]].set_visible(False)
+    return fig
+
+
+def plot_strip(trace, tokenizer, other=None, layer: int = 0, batch: int = 0):
+    """Every step of ``trace`` as one row: the sequence fed (cell colour = what happened to its K/V), the
+    newest token, and the running K/V counts; the whole run in one deterministic Figure."""
+    import matplotlib.pyplot as plt
+
+    frames = player_frames(trace, tokenizer, other, layer, 1, batch)
+    width, n = len(frames[-1].chips), len(frames)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * width + 4.0), 0.5 * n + 1.3))
+    for i, f in enumerate(frames):
+        y = n - 1 - i
+        _draw_cells(ax, [c.text for c in f.chips], [KV_COLORS[k] for k in f.kv], y,
+                    dashed=[k == "none" for k in f.kv])
+        ax.text(width + 0.2, y, f"p={f.chosen_prob:.4f}   K/V so far {f.with_cache} / {f.without_cache}",
+                va="center", fontsize=8)
+    ax.set_xlim(-0.6, width + 5.2)
+    ax.set_ylim(-0.6, n - 0.4)
+    ax.set_yticks(range(n), [f"step {f.step}" for f in frames][::-1])
+    ax.set_xticks(range(width))
+    ax.set_xlabel("position   (cells: green computed first time, red recomputed, blue read from the cache, "
+                  "dashed: newest token)", fontsize=8)
+    ax.tick_params(length=0)
+    ax.spines[:].set_visible(False)
+    mode = "with KV cache" if trace.use_cache else "without cache"
+    ax.set_title(f"{mode}: each row is one forward pass; right: K/V computed so far, cache / no cache "
+                 f"(per layer)", fontsize=9, loc="left")
+    return fig
+
+
+# -- tier 2: plotly figure with frames ---------------------------------------------------------------------
+
+def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
+    """The four traces of one frame, all of fixed length so a frame never re-lays-out the figure."""
+    pad = width - len(f.chips)
+    chip_color = [CHIP_COLORS[c.kind] for c in f.chips] + ["rgba(0,0,0,0)"] * pad
+    e = html.escape  # plotly reads text as HTML: "<s>" would start strike-through
+    chip_text = [e(c.text) for c in f.chips] + [""] * pad
+    chip_hover = [f"position {p}: {e(c.text)} ({c.kind})" for p, c in enumerate(f.chips)] + [""] * pad
+    kv_color = [KV_COLORS[k] for k in f.kv] + ["rgba(0,0,0,0)"] * pad
+    kv_hover = [f"position {p}: {KV_MEANING[k]}" for p, k in enumerate(f.kv)] + [""] * pad
+    line_color = ["#555555"] * len(f.chips) + ["rgba(0,0,0,0)"] * pad
+    bars = f.bars + [None] * (n_bars - len(f.bars))
+    bar_x = [b.prob if b else 0 for b in bars]
+    bar_text = [(f"{e(b.token)}  {b.prob:.4f}" + ("  ← chosen" if b.chosen else "")) if b else "" for b in bars]
+    bar_color = [(CHOSEN_COLOR if b.chosen else BAR_COLOR) if b else "rgba(0,0,0,0)" for b in bars]
+    return [
+        dict(type="scatter", x=list(range(width)), y=[1] * width, text=chip_text, hovertext=chip_hover,
+             marker=dict(color=chip_color, line=dict(color=line_color, width=1))),
+        dict(type="scatter", x=list(range(width)), y=[0] * width, hovertext=kv_hover,
+             marker=dict(color=kv_color, line=dict(color=line_color, width=1))),
+        dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text, marker=dict(color=bar_color)),
+        dict(type="bar", x=[f.with_cache, f.without_cache], y=["with cache", "without cache"],
+             text=[str(f.with_cache), str(f.without_cache)],
+             marker=dict(color=[KV_COLORS["cached"], KV_COLORS["recomputed"]])),
+    ]
+
+
+def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0):
+    """A plotly ``go.Figure`` with one frame per step, a step slider and Play / Pause buttons: the player
+    precomputed from a Trace, so it steps in a saved notebook without a kernel."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    frames = player_frames(trace, tokenizer, other, layer, top_k, batch)
+    last = frames[-1]
+    width = len(last.chips)
+    n_bars = max(len(f.bars) for f in frames)
+    max_count = max(last.with_cache, last.without_cache)
+    fig = make_subplots(rows=2, cols=2, specs=[[{"colspan": 2}, None], [{}, {}]], row_heights=[0.42, 0.58],
+                        column_widths=[0.58, 0.42], vertical_spacing=0.24, horizontal_spacing=0.16,
+                        subplot_titles=("tokens (grey prompt, blue generated, orange newest) and their K/V "
+                                        "(green computed first time, red recomputed, blue read from the cache)",
+                                        f"top-{top_k} next tokens: probability (sampling distribution)",
+                                        "K/V computed so far (per layer)"))
+    first = _plotly_traces(frames[0], width, n_bars)
+    fig.add_trace(go.Scatter(mode="markers+text", marker_symbol="square", marker_size=26, hoverinfo="text",
+                             textfont=dict(size=13), **{k: v for k, v in first[0].items() if k != "type"}), 1, 1)
+    fig.add_trace(go.Scatter(mode="markers", marker_symbol="square", marker_size=16, hoverinfo="text",
+                             **{k: v for k, v in first[1].items() if k != "type"}), 1, 1)
+    fig.add_trace(go.Bar(orientation="h", textposition="outside", hoverinfo="skip", cliponaxis=False,
+                         **{k: v for k, v in first[2].items() if k != "type"}), 2, 1)
+    fig.add_trace(go.Bar(orientation="h", textposition="outside", hoverinfo="skip", cliponaxis=False,
+                         **{k: v for k, v in first[3].items() if k != "type"}), 2, 2)
+    fig.frames = [go.Frame(name=str(f.step), data=_plotly_traces(f, width, n_bars), traces=[0, 1, 2, 3],
+                           layout=dict(title_text=html.escape(f.caption))) for f in frames]
+    fig.update_xaxes(range=[-0.6, width - 0.4], dtick=1, title_text="position", row=1, col=1)
+    fig.update_yaxes(range=[-0.6, 1.6], tickvals=[0, 1], ticktext=["K/V", "token"], row=1, col=1)
+    fig.update_xaxes(range=[0, 1.45], row=2, col=1)
+    fig.update_yaxes(range=[n_bars - 0.5, -0.5], showticklabels=False, row=2, col=1)
+    fig.update_xaxes(range=[0, 1.35 * max(max_count, 1)], row=2, col=2)
+    fig.update_yaxes(autorange="reversed", row=2, col=2)
+    fig.update_annotations(font_size=11)
+    play = dict(frame=dict(duration=900, redraw=True), fromcurrent=True, transition=dict(duration=250))
+    pause = dict(frame=dict(duration=0, redraw=False), mode="immediate", transition=dict(duration=0))
+    fig.update_layout(
+        title_text=html.escape(frames[0].caption), title_font_size=13, showlegend=False, height=480,
+        width=max(760, 34 * width + 200), margin=dict(l=60, r=30, t=90, b=110),
+        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.14, xanchor="left", yanchor="top",
+                          pad=dict(r=10, t=0),
+                          buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
+                                   dict(label="❚❚ Pause", method="animate", args=[[None], pause])])],
+        sliders=[dict(active=0, x=0.24, y=-0.1, len=0.76, xanchor="left", yanchor="top", pad=dict(t=0),
+                      currentvalue=dict(prefix="step "),
+                      steps=[dict(label=str(f.step), method="animate",
+                                  args=[[str(f.step)], dict(frame=dict(duration=0, redraw=True), mode="immediate",
+                                                            transition=dict(duration=0))]) for f in frames])])
+    return fig
+
+
+# -- tier 3: live ipywidgets player --------------------------------------------------------------------------
+
+TEMPERATURES = (("0 (greedy)", 0.0), ("0.5", 0.5), ("0.7", 0.7), ("1.0", 1.0), ("1.5", 1.5), ("2.0", 2.0))
+TOP_KS = (("off", 0), ("1", 1), ("2", 2), ("3", 3), ("5", 5), ("10", 10), ("20", 20), ("50", 50))
+TOP_PS = (("off", 1.0), ("0.95", 0.95), ("0.9", 0.9), ("0.8", 0.8), ("0.5", 0.5), ("0.2", 0.2))
+
+
+def frame_html(f: PlayerFrame) -> str:
+    """One frame as self-contained HTML (inline styles, no scripts): what the live player shows."""
+    e = html.escape
+    cell = "display:inline-block;min-width:26px;height:26px;line-height:26px;margin:1px;text-align:center;" \
+           "border:1px solid #555;border-radius:3px;font-size:14px;padding:0 2px"
+    chips = "".join(f'<span title="position {p}: {c.kind}" style="{cell};background:{CHIP_COLORS[c.kind]};'
+                    f'{"font-weight:bold" if c.kind == "newest" else ""}">{e(c.text)}</span>'
+                    for p, c in enumerate(f.chips))
+    kvs = "".join(f'<span title="position {p}: {e(KV_MEANING[k])}" style="{cell};height:12px;line-height:12px;'
+                  f'font-size:9px;background:{KV_COLORS[k]};{"border-style:dashed" if k == "none" else ""}">{p}</span>'
+                  for p, k in enumerate(f.kv))
+    bars = "".join(
+        f'<div style="white-space:nowrap;height:20px;line-height:20px"><span style="display:inline-block;width:44px">'
+        f'{e(b.token)}</span>'
+        f'<span style="display:inline-block;vertical-align:middle;height:12px;width:{round(200 * b.prob)}px;'
+        f'background:{CHOSEN_COLOR if b.chosen else BAR_COLOR}"></span> {b.prob:.4f}'
+        f'{" <b>← chosen</b>" if b.chosen else ""}</div>' for b in f.bars)
+    top = max(f.without_cache, f.with_cache, 1)
+    counts = "".join(
+        f'<div style="white-space:nowrap;height:20px"><span style="display:inline-block;width:100px">{lab}</span>'
+        f'<span style="display:inline-block;vertical-align:middle;height:12px;width:{round(160 * v / top)}px;'
+        f'background:{col}"></span> {v}</div>'
+        for lab, v, col in (("with cache", f.with_cache, KV_COLORS["cached"]),
+                            ("without cache", f.without_cache, KV_COLORS["recomputed"])))
+    src = "a second Trace" if f.count_source == "trace" else "lib.costs"
+    legend = " · ".join(f'<span style="background:{KV_COLORS[k]};border:1px solid #555;padding:0 4px">&nbsp;</span> '
+                        f'{KV_SHORT[k]}' for k in ("new", "recomputed", "cached"))
+    return (f'<div style="font-family:sans-serif;font-size:13px">'
+            f'<div style="margin-bottom:4px"><b>{e(f.caption)}</b></div>'
+            f'<div>{chips}</div><div>{kvs}</div><div style="font-size:11px;margin:2px 0 8px 0">{legend}</div>'
+            f'<div style="display:flex;gap:40px">'
+            f'<div><div><b>top candidates</b> (sampling distribution)</div>{bars}</div>'
+            f'<div><div><b>K/V computed so far</b> (layer {f.layer}, per layer; this step: {f.kv_computed} computed, '
+            f'{f.kv_read} read)</div>{counts}<div style="font-size:11px;color:#555">the '
+            f'{"uncached" if f.use_cache else "cached"} count comes from {src}</div></div></div></div>')
+
+
+def message_html(text: str) -> str:
+    return (f'<div style="font-family:sans-serif;color:#a50f15;background:#fee0d2;border:1px solid #a50f15;'
+            f'padding:6px;white-space:pre-wrap">{html.escape(text)}</div>')
+
+
+class GenerationPlayer(widgets.VBox):
+    """The live player: change an input and the model runs again (both with and without the cache).
+
+    Python API (what a test or a notebook cell can drive without a browser):
+    ``.step`` (get / set), ``.next()``, ``.back()``, ``.play()``, ``.pause()``, ``.set_prompt(text)``,
+    ``.set(temperature=..., top_k=..., top_p=..., seed=..., use_cache=..., max_new_tokens=...)``,
+    ``.state()`` (what is drawn now: chips, K/V statuses, bars, counts, caption, message),
+    ``.frames`` (every step's ``PlayerFrame``), ``.traces`` (cached, uncached), ``.message`` (error text or ""),
+    ``.last_run_seconds`` / ``.last_update_seconds`` (the last re-run of the model / redraw of one step).
+    """
+
+    def __init__(self, model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 12, temperature: float = 0.0,
+                 top_k: int | None = None, top_p: float | None = None, seed: int = 0, use_cache: bool = True,
+                 layer: int = 0, bar_k: int = 5, interval_ms: int = 900):
+        w = widgets
+        self.model, self.tokenizer, self.layer, self.bar_k = model, tokenizer, layer, bar_k
+        self.frames, self.traces, self.message = [], (None, None), ""
+        self.last_run_seconds = self.last_update_seconds = 0.0  # the last model re-run / step redraw, in seconds
+        limit = min(64, model.config.max_seq_len)
+        self.prompt_box = w.Text(value=prompt, description="prompt", continuous_update=False,
+                                 layout=w.Layout(width="340px"))
+        self.temperature = w.SelectionSlider(options=TEMPERATURES, description="temperature",
+                                             value=_option(TEMPERATURES, temperature, "temperature"))
+        self.top_k = w.Dropdown(options=TOP_KS, value=_option(TOP_KS, top_k or 0, "top_k"), description="top-k",
+                                layout=w.Layout(width="160px"))
+        self.top_p = w.SelectionSlider(options=TOP_PS, value=_option(TOP_PS, 1.0 if top_p is None else top_p, "top_p"),
+                                       description="top-p")
+        self.seed = w.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed",
+                                     layout=w.Layout(width="160px"))
+        self.use_cache = w.Checkbox(value=use_cache, description="KV cache", indent=False,
+                                    layout=w.Layout(width="100px"))
+        self.max_new = w.IntSlider(value=max_new_tokens, min=1, max=limit, description="max new",
+                                   continuous_update=False)
+        self.slider = w.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True)
+        self.player = w.Play(value=0, min=0, max=0, interval=interval_ms, show_repeat=False, description="play")
+        w.jslink((self.player, "value"), (self.slider, "value"))  # the browser moves the slider while playing
+        self.back_button = w.Button(description="◀ Back", layout=w.Layout(width="80px"))
+        self.step_button = w.Button(description="Step ▶", layout=w.Layout(width="80px"))
+        self.view = w.HTML()
+        self.back_button.on_click(lambda _: self.back())
+        self.step_button.on_click(lambda _: self.next())
+        inputs = (self.prompt_box, self.temperature, self.top_k, self.top_p, self.seed, self.use_cache, self.max_new)
+        for control in inputs:
+            control.observe(self._on_input, names="value")
+        self.slider.observe(self._on_step, names="value")
+        super().__init__(children=[
+            w.HBox([self.prompt_box, self.use_cache, self.seed]),
+            w.HBox([self.temperature, self.top_k, self.top_p]),
+            w.HBox([self.max_new]),
+            w.HBox([self.player, self.back_button, self.step_button, self.slider]),
+            self.view])
+        self._rerun()
+
+    # -- Python API ------------------------------------------------------------------------------------------
+    @property
+    def step(self) -> int:
+        return self.slider.value
+
+    @step.setter
+    def step(self, value: int):
+        if not self.frames:
+            raise ValueError(f"nothing to step through: {self.message}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(self.frames):
+            raise ValueError(f"step must be an integer from 0 to {len(self.frames) - 1}, got {value!r}")
+        self.slider.value = value
+
+    def next(self) -> int:
+        """One step forward (stays on the last step); returns the step shown."""
+        if self.frames and self.slider.value < len(self.frames) - 1:
+            self.slider.value += 1
+        return self.slider.value
+
+    def back(self) -> int:
+        """One step back (stays on step 0); returns the step shown."""
+        if self.slider.value > 0:
+            self.slider.value -= 1
+        return self.slider.value
+
+    def play(self):
+        self.player.playing = True
+
+    def pause(self):
+        self.player.playing = False
+
+    def set_prompt(self, text: str):
+        """Change the prompt (the model runs again, or the widget shows why it cannot)."""
+        self.prompt_box.value = text
+
+    def set(self, **settings):
+        """Change several inputs at once (one re-run): temperature, top_k, top_p, seed, use_cache, max_new_tokens."""
+        controls = {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p, "seed": self.seed,
+                    "use_cache": self.use_cache, "max_new_tokens": self.max_new, "prompt": self.prompt_box}
+        unknown = sorted(set(settings) - set(controls))
+        if unknown:
+            raise ValueError(f"unknown setting(s) {unknown}; allowed: {', '.join(controls)}")
+        values = dict(settings)
+        if "temperature" in values:
+            values["temperature"] = _option(TEMPERATURES, values["temperature"], "temperature")
+        if "top_k" in values:
+            values["top_k"] = _option(TOP_KS, values["top_k"] or 0, "top_k")
+        if "top_p" in values:
+            values["top_p"] = _option(TOP_PS, 1.0 if values["top_p"] is None else values["top_p"], "top_p")
+        if "max_new_tokens" in values and not self.max_new.min <= values["max_new_tokens"] <= self.max_new.max:
+            raise ValueError(f"max_new_tokens must be from {self.max_new.min} to {self.max_new.max}, "
+                             f"got {values['max_new_tokens']!r}")
+        self._quiet = True  # one re-run at the end, not one per control
+        try:
+            for k, v in values.items():
+                controls[k].value = v
+        finally:
+            self._quiet = False
+        self._rerun()
+
+    def settings(self) -> dict:
+        """The generation settings now in the controls, as lib.generate takes them."""
+        return dict(prompt=self.prompt_box.value, max_new_tokens=self.max_new.value,
+                    temperature=self.temperature.value, top_k=self.top_k.value or None,
+                    top_p=None if self.top_p.value >= 1.0 else self.top_p.value, seed=self.seed.value,
+                    use_cache=self.use_cache.value)
+
+    def state(self) -> dict:
+        """What the widget draws now: settings, step, message, and the current frame (chips, kv, bars, counts)."""
+        frame = self.frames[self.slider.value].as_dict() if self.frames else None
+        return dict(settings=self.settings(), step=self.slider.value, n_steps=len(self.frames),
+                    message=self.message, frame=frame, html=self.view.value)
+
+    # -- callbacks -------------------------------------------------------------------------------------------
+    _quiet = False
+
+    def _on_input(self, change):
+        if not self._quiet:
+            self._rerun()
+
+    def _on_step(self, change):
+        self._draw()
+
+    def _rerun(self):
+        """Run the model with the current settings (with and without the cache) and redraw."""
+        s = self.settings()
+        t0 = time.perf_counter()
+        try:
+            cached, uncached = generate_pair(self.model, self.tokenizer, s["prompt"], s["max_new_tokens"],
+                                             s["temperature"], s["top_k"], s["top_p"], s["seed"])
+        except UnknownCharacterError as err:
+            shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in err.chars)
+            return self._fail(f"The prompt has {len(err.chars)} character(s) that are not in the model's vocabulary: "
+                              f"{shown}. Allowed: printable ASCII, the Chinese characters of the training corpus "
+                              f"(tokenizer.chars) and the special tokens <s>, <eos>, <pad>, <unk>. "
+                              f"Remove or replace them, e.g. try <s>人 or <s>深.")
+        except ValueError as err:
+            return self._fail(f"Cannot generate from this prompt: {err}")
+        shown, other = (cached, uncached) if s["use_cache"] else (uncached, cached)
+        note = ""
+        if shown.tokens() != other.tokens():  # sampling on a near-tie can differ in the last bits; say so
+            other = None
+            note = "the run without the cache chose different tokens; its count comes from lib.costs"
+        self.traces = (cached, uncached)
+        self.frames = player_frames(shown, self.tokenizer, other, self.layer, self.bar_k)
+        self.last_run_seconds = time.perf_counter() - t0
+        self.message = note
+        n = len(self.frames)
+        with self.slider.hold_trait_notifications():
+            step = min(self.slider.value, n - 1)
+            self.player.max = self.slider.max = n - 1
+            self.slider.value = step
+        self.player.value = step
+        self._draw()
+
+    def _fail(self, text: str):
+        self.frames, self.traces, self.message = [], (None, None), text
+        self.player.playing = False
+        self.slider.value = 0
+        self.player.max = self.slider.max = 0
+        self.view.value = message_html(text)
+
+    def _draw(self):
+        """Redraw the current step (no model run): ``last_update_seconds`` times it."""
+        if not self.frames:
+            return
+        t0 = time.perf_counter()
+        body = frame_html(self.frames[self.slider.value])
+        self.view.value = body + (message_html(self.message) if self.message else "")
+        self.last_update_seconds = time.perf_counter() - t0
+
+
+def _option(options, value, name):
+    """The option value equal to ``value`` (so 1 == 1.0 finds "1.0"), or a clear error listing the choices."""
+    for _, v in options:
+        if v == value:
+            return v
+    raise ValueError(f"{name}={value!r} is not one of the player's steps: "
+                     f"{', '.join(str(v) for _, v in options)} (0 / 1.0 mean off where that applies)")

@@ -1,0 +1,368 @@
+"""Generation player: its numbers are the Traces' numbers, its three tiers draw them, its controls work."""
+import json
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import lib  # noqa: E402
+from lib.costs import kv_computations  # noqa: E402
+from lib.fonts import use_cjk_font  # noqa: E402
+from lib.widgets import player as P  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def chat():
+    return lib.load_demo("chat")
+
+
+@pytest.fixture(scope="module")
+def pair(chat):
+    """The source's example: <s> -> 人 -> 工 -> 智 -> 能 -> <eos>, with and without the cache."""
+    model, tok = chat
+    return P.generate_pair(model, tok, "<s>", 12)
+
+
+@pytest.fixture(scope="module")
+def player(chat):
+    model, tok = chat
+    return P.GenerationPlayer(model, tok, "<s>", max_new_tokens=12)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+# -- the data layer ------------------------------------------------------------------------------------------
+def test_the_pair_is_the_sources_example(chat, pair):
+    _, tok = chat
+    cached, uncached = pair
+    assert cached.use_cache and not uncached.use_cache
+    assert tok.decode(cached.tokens()) == tok.decode(uncached.tokens()) == "<s>人工智能<eos>"
+
+
+def test_chips_are_the_sequence_after_each_step(chat, pair):
+    _, tok = chat
+    frames = P.player_frames(pair[0], tok, pair[1])
+    assert [f.step for f in frames] == [0, 1, 2, 3, 4] and all(f.n_steps == 5 for f in frames)
+    assert ["".join(c.text for c in f.chips) for f in frames] == \
+        ["<s>人", "<s>人工", "<s>人工智", "<s>人工智能", "<s>人工智能<eos>"]
+    for f in frames:
+        kinds = [c.kind for c in f.chips]
+        assert kinds == ["prompt"] + ["generated"] * (len(kinds) - 2) + ["newest"]
+        assert f.chips[-1].text == f.chosen
+    # the source lists <s>人工智能 as step 3's input; the real one is <s>人工智 (the chips minus the newest)
+    assert "".join(c.text for c in frames[3].chips[:-1]) == "<s>人工智"
+    assert frames[3].chosen == "能" and frames[4].chosen == "<eos>"
+
+
+@pytest.mark.parametrize("cache_shown", [True, False])
+def test_counts_are_the_two_traces_counts(chat, pair, cache_shown):
+    _, tok = chat
+    cached, uncached = pair
+    shown, other = (cached, uncached) if cache_shown else (uncached, cached)
+    for layer in range(cached.n_layers):
+        frames = P.player_frames(shown, tok, other, layer=layer)
+        assert [f.with_cache for f in frames] == P._cumsum(cached.kv_computed(layer)) == [1, 2, 3, 4, 5]
+        assert [f.without_cache for f in frames] == P._cumsum(uncached.kv_computed(layer)) == [1, 3, 6, 10, 15]
+        assert [f.kv_computed for f in frames] == shown.kv_computed(layer)
+        assert [f.kv_read for f in frames] == shown.kv_read(layer)
+        assert all(f.count_source == "trace" for f in frames)
+    assert frames[-1].without_cache == 5 * 6 // 2  # n(n+1)/2 for n = 5 steps
+
+
+def test_without_a_second_trace_the_count_comes_from_costs(chat, pair):
+    _, tok = chat
+    cached, uncached = pair
+    for shown, other in ((cached, uncached), (uncached, cached)):
+        alone = P.player_frames(shown, tok)
+        both = P.player_frames(shown, tok, other)
+        assert all(f.count_source == "lib.costs" for f in alone)
+        assert [(f.with_cache, f.without_cache) for f in alone] == [(f.with_cache, f.without_cache) for f in both]
+    assert P._cumsum(kv_computations(1, 5, False)) == [f.without_cache for f in alone]
+
+
+def test_kv_status_with_and_without_cache(chat, pair):
+    _, tok = chat
+    cached, uncached = pair
+    with_c = P.player_frames(cached, tok, uncached)
+    without = P.player_frames(uncached, tok, cached)
+    assert with_c[0].kv == without[0].kv == ["new", "none"]  # the prefill computes the prompt's K/V
+    for i in range(1, 5):
+        assert with_c[i].kv == ["cached"] * i + ["new", "none"]  # read the history, compute the newest input
+        assert without[i].kv == ["recomputed"] * i + ["new", "none"]  # the history computed again: the waste
+    for frames, tr in ((with_c, cached), (without, uncached)):
+        for f, s in zip(frames, tr):  # the picture agrees with the Trace's instrumented counts
+            assert f.kv.count("new") + f.kv.count("recomputed") == s.kv_computed[0]
+            assert f.kv.count("cached") == s.kv_read[0]
+
+
+@settings(max_examples=15, deadline=None)
+@given(prompt_len=st.integers(1, 6), n=st.integers(1, 8), use_cache=st.booleans())
+def test_kv_status_matches_any_trace(prompt_len, n, use_cache):
+    model, tok = lib.load_demo("draft")
+    ids = tok.encode("<s>" + "人工智能深度"[:prompt_len - 1])
+    tr = lib.generate(model, ids, n, use_cache=use_cache, trace=True).trace  # no eos: exactly n steps
+    frames = P.player_frames(tr, tok)
+    seen = 0
+    for f, s in zip(frames, tr):
+        assert len(f.kv) == len(f.chips) == prompt_len + f.step + 1
+        assert f.kv.count("new") + f.kv.count("recomputed") == s.kv_computed[0]
+        assert f.kv.count("cached") == s.kv_read[0]
+        assert f.kv.count("new") == (prompt_len if f.step == 0 else 1)  # first-time K/V: the prompt, then 1
+        assert f.kv.count("recomputed") == (0 if use_cache else seen)
+        assert f.kv[-1] == "none"
+        seen += f.kv.count("new")
+    assert frames[-1].with_cache == prompt_len + n - 1
+    assert frames[-1].without_cache == n * prompt_len + n * (n - 1) // 2
+
+
+def test_bars_mark_the_chosen_token(chat, pair):
+    _, tok = chat
+    frames = P.player_frames(pair[0], tok, top_k=5)
+    for f, s in zip(frames, pair[0]):
+        assert len(f.bars) == 5
+        assert [b.token_id for b in f.bars] == s.sample_top_ids[0, :5].tolist()
+        assert [b.prob for b in f.bars] == [round(p, 4) for p in s.sample_top_probs[0, :5].tolist()]
+        chosen = [b for b in f.bars if b.chosen]
+        assert len(chosen) == 1 and chosen[0].token == f.chosen and chosen[0].token_id == int(s.chosen[0])
+    assert (frames[0].bars[0].token, frames[0].bars[0].prob) == ("人", frames[0].chosen_prob)
+
+
+def test_a_sampled_token_outside_the_bars_gets_its_own_bar(chat):
+    model, tok = chat
+    for seed in range(50):  # after <s>, p(人) is only ~0.2: most seeds sample something else at step 0
+        tr = lib.generate(model, tok.encode("<s>"), 1, temperature=1.0, seed=seed, trace=True).trace
+        if int(tr[0].chosen[0]) != int(tr[0].sample_top_ids[0, 0]):
+            break
+    else:
+        pytest.fail("no seed sampled a token other than the most likely one")
+    f = P.player_frames(tr, tok, top_k=1)[0]
+    assert len(f.bars) == 2 and not f.bars[0].chosen and f.bars[1].chosen
+    assert f.bars[1].token == f.chosen and f.bars[1].prob == round(float(tr[0].chosen_prob[0]), 4)
+
+
+def test_data_layer_errors(chat, pair):
+    model, tok = chat
+    cached, uncached = pair
+    with pytest.raises(ValueError, match="same run with the cache off, but both traces have use_cache=True"):
+        P.player_frames(cached, tok, cached)
+    other = P.generate_pair(model, tok, "<s>深", 12)[1]
+    with pytest.raises(ValueError,
+                       match=r"different tokens \('<s>人工智能<eos>' vs '<s>深度学习<eos>'\).*other=None"):
+        P.player_frames(cached, tok, other)
+    with pytest.raises(ValueError, match=r"layer=4 is not a layer of this trace \(0..3\)"):
+        P.player_frames(cached, tok, layer=4)
+    with pytest.raises(ValueError, match=r"top_k must be an integer from 1 to 10.*got 11"):
+        P.player_frames(cached, tok, top_k=11)
+    with pytest.raises(TypeError, match="must be a lib.Trace"):
+        P.player_frames([1, 2], tok)
+
+
+# -- tier 1: table and matplotlib ----------------------------------------------------------------------------
+def test_table_rows(chat, pair):
+    _, tok = chat
+    text = P.player_table(pair[1], tok, pair[0])
+    lines = text.splitlines()
+    assert "+ computed first time" in lines[0] and "! recomputed" in lines[0] and "= read from cache" in lines[0]
+    assert "from a second Trace" in lines[0]
+    rows = lines[3:]
+    assert len(rows) == 5
+    assert rows[3].split()[:4] == ["3", "recompute", "<s>人工智能", "!!!!!!!++.."]  # <s> is 3 columns wide
+    assert rows[4].split()[-3:] == ["5", "/", "15"]
+    assert "能* 0.9978" in rows[3]
+    cached_rows = P.player_table(pair[0], tok).splitlines()
+    assert "from lib.costs" in cached_rows[0]
+    assert cached_rows[5].split()[3] == "=====++.."
+
+
+def _texts(fig):
+    return [t.get_text() for ax in fig.axes for t in ax.texts] + [ax.get_title(loc="left") for ax in fig.axes]
+
+
+def test_plot_step_draws_the_frame(chat, pair):
+    _, tok = chat
+    use_cjk_font()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font" would fail here
+        fig = P.plot_step(pair[0], tok, 2, pair[1])
+        fig.canvas.draw()
+    texts = _texts(fig)
+    assert "step 2 (decode): fed 工 at position 2 → chose 智 (p=0.9976)" in texts
+    assert [t for t in texts if t in ("<s>", "人", "工", "智")] == ["<s>", "人", "工", "智"]
+    assert "0.9976 chosen" in texts and "3" in texts and "6" in texts
+    chips_ax = fig.axes[0]
+    fills = [matplotlib.colors.to_hex(p.get_facecolor()) for p in chips_ax.patches]
+    assert fills[4:] == [P.KV_COLORS[k] for k in ("cached", "cached", "new", "none")]
+    with pytest.raises(ValueError, match=r"step must be an integer from 0 to 4 .*got 5"):
+        P.plot_step(pair[0], tok, 5)
+
+
+def test_plot_strip_has_a_row_per_step(chat, pair):
+    _, tok = chat
+    use_cjk_font()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = P.plot_strip(pair[1], tok, pair[0])
+        fig.canvas.draw()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"step {i}" for i in range(4, -1, -1)]
+    assert len(ax.patches) == sum(range(2, 7))  # rows of 2..6 cells
+    reds = sum(matplotlib.colors.to_hex(p.get_facecolor()) == P.KV_COLORS["recomputed"] for p in ax.patches)
+    assert reds == 0 + 1 + 2 + 3 + 4
+    assert "p=0.9985   K/V so far 5 / 15" in _texts(fig)
+
+
+# -- tier 2: plotly ------------------------------------------------------------------------------------------
+def test_plotly_figure_has_a_frame_per_step(chat, pair):
+    _, tok = chat
+    fig = P.player_figure(pair[1], tok, pair[0])
+    frames = P.player_frames(pair[1], tok, pair[0])
+    assert len(fig.frames) == len(fig.layout.sliders[0].steps) == 5
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["▶ Play", "❚❚ Pause"]
+    for fr, f in zip(fig.frames, frames):
+        chips, kv, bars, counts = fr.data
+        assert len(chips.x) == len(kv.x) == 6 and len(bars.x) == 5  # fixed lengths: no re-layout
+        assert [t for t in chips.text if t] == [t.replace("<", "&lt;").replace(">", "&gt;") for t in
+                                                (c.text for c in f.chips)]
+        assert list(kv.marker.color)[:len(f.kv)] == [P.KV_COLORS[k] for k in f.kv]
+        marked = [t for t in bars.text if "← chosen" in t]
+        assert len(marked) == 1 and marked[0].startswith(f.chosen.replace("<", "&lt;").replace(">", "&gt;"))
+        assert list(counts.x) == [f.with_cache, f.without_cache]
+        assert fr.layout.title.text == f.caption.replace("<", "&lt;").replace(">", "&gt;")
+    assert "&lt;s&gt;" in fig.frames[0].data[0].text[0]  # plotly reads text as HTML: <s> must be escaped
+
+
+def test_plotly_figure_stays_small_and_deterministic(chat):
+    model, tok = chat
+    tr = lib.generate(model, tok.encode("<s>"), 20, trace=True).trace  # no eos: 20 steps
+    a = P.player_figure(tr, tok).to_json()
+    b = P.player_figure(tr, tok).to_json()
+    assert a == b
+    assert len(a) < 300_000
+    assert len(json.loads(a)["frames"]) == 20
+
+
+# -- tier 3: the live widget -----------------------------------------------------------------------------------
+def test_player_starts_on_the_sources_example(player):
+    player.set(prompt="<s>", use_cache=True, temperature=0.0, top_k=None, top_p=None, max_new_tokens=12)
+    player.step = 0
+    st0 = player.state()
+    assert st0["step"] == 0 and st0["n_steps"] == 5 and st0["message"] == ""
+    assert st0["settings"] == dict(prompt="<s>", max_new_tokens=12, temperature=0.0, top_k=None, top_p=None,
+                                   seed=0, use_cache=True)
+    assert [c["text"] for c in st0["frame"]["chips"]] == ["<s>", "人"]
+    assert "&lt;s&gt;" in st0["html"] and "← chosen" in st0["html"]
+
+
+def test_step_forward_and_back(player):
+    player.set(prompt="<s>", use_cache=True)
+    player.step = 0
+    assert [player.next() for _ in range(6)] == [1, 2, 3, 4, 4, 4]  # stays on the last step
+    assert player.state()["frame"]["chosen"] == "<eos>"
+    assert [player.back() for _ in range(5)] == [3, 2, 1, 0, 0]
+    player.step_button.click()
+    player.step_button.click()
+    player.back_button.click()
+    assert player.step == 1 and player.state()["frame"]["caption"].startswith("step 1 (decode): fed 人")
+    with pytest.raises(ValueError, match=r"step must be an integer from 0 to 4, got 9"):
+        player.step = 9
+    player.play()
+    assert player.player.playing
+    player.pause()
+    assert not player.player.playing
+
+
+def test_the_drawn_html_follows_the_step(player):
+    player.set(prompt="<s>", use_cache=True)
+    player.step = 3
+    html = player.view.value
+    assert "step 3 (decode): fed 智 at position 3 → chose 能 (p=0.9978)" in html
+    assert P.frame_html(player.frames[3]) == html
+
+
+def test_cache_toggle_changes_the_computed_read_picture(player):
+    player.set(prompt="<s>", use_cache=True)
+    player.step = 4
+    on = player.state()["frame"]
+    player.set(use_cache=False)
+    off = player.state()["frame"]
+    assert player.step == 4  # the step is kept
+    assert on["kv"] == ["cached"] * 4 + ["new", "none"] and on["phase"] == "decode"
+    assert off["kv"] == ["recomputed"] * 4 + ["new", "none"] and off["phase"] == "recompute"
+    assert (on["kv_computed"], on["kv_read"]) == (1, 4) and (off["kv_computed"], off["kv_read"]) == (5, 0)
+    cached, uncached = player.traces
+    assert (off["with_cache"], off["without_cache"]) == (on["with_cache"], on["without_cache"]) == \
+        (cached.total_kv_computed(0), uncached.total_kv_computed(0)) == (5, 15)
+    player.use_cache.value = True  # through the control itself, as a click would
+    assert player.state()["frame"]["kv"] == on["kv"]
+
+
+def test_changing_the_prompt_reruns(player):
+    player.set_prompt("<s>深")
+    st_ = player.state()
+    assert st_["message"] == "" and st_["n_steps"] == 4
+    player.step = 3
+    assert "".join(c["text"] for c in player.state()["frame"]["chips"]) == "<s>深度学习<eos>"
+    player.set_prompt("<s>")
+
+
+def test_bad_prompt_shows_a_message_not_a_traceback(player):
+    player.set_prompt("<s>猫人")
+    st_ = player.state()
+    assert st_["frame"] is None and st_["n_steps"] == 0
+    assert "1 character(s) that are not in the model's vocabulary: '猫' (U+732B)" in st_["message"]
+    assert "Allowed: printable ASCII" in st_["message"]
+    assert "not in the model&#x27;s vocabulary" in st_["html"]
+    with pytest.raises(ValueError, match="nothing to step through: The prompt has 1 character"):
+        player.step = 0
+    assert player.next() == 0 and player.back() == 0
+    player.set_prompt("<s>")  # a good prompt brings the picture back
+    assert player.state()["message"] == "" and player.state()["n_steps"] == 5
+
+
+def test_prompt_too_long_for_the_context_window(chat, player):
+    model, _ = chat
+    player.set_prompt("<s>" + "a" * 70)
+    assert "the prompt has 71 tokens but the model's context window holds max_seq_len=64" in player.message
+    player.set(prompt="<s>" + "a" * 59, max_new_tokens=10)  # 60 tokens leave room for 5 new ones
+    assert "leaves room for at most 5 new token(s)" in player.message
+    player.set(prompt="<s>", max_new_tokens=12)
+    assert player.message == ""
+
+
+def test_empty_prompt(player):
+    player.set_prompt("")
+    assert player.message.startswith("Cannot generate from this prompt: the prompt is empty")
+    player.set_prompt("<s>")
+
+
+def test_sampling_is_seeded(chat, player):
+    model, tok = chat
+    player.set(prompt="<s>", temperature=1.0, top_k=10, top_p=0.9, seed=3, use_cache=True)
+    tokens = player.traces[0].tokens()
+    expected = lib.generate(model, tok.encode("<s>"), 12, temperature=1.0, top_k=10, top_p=0.9, seed=3,
+                            eos_id=tok.eos_id).sequences[0].tolist()
+    assert tokens == expected == player.traces[1].tokens()
+    player.seed.value = 3  # same seed again: same run
+    assert player.traces[0].tokens() == tokens
+    assert player.state()["frame"]["count_source"] == "trace"
+    player.set(temperature=0.0, top_k=None, top_p=None, seed=0)
+
+
+def test_settings_errors(chat, player):
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['temp'\]; allowed: temperature, top_k"):
+        player.set(temp=1.0)
+    with pytest.raises(ValueError, match=r"temperature=0.9 is not one of the player's steps: 0.0, 0.5, 0.7, 1.0"):
+        player.set(temperature=0.9)
+    with pytest.raises(ValueError, match=r"max_new_tokens must be from 1 to 64, got 0"):
+        player.set(max_new_tokens=0)
+    with pytest.raises(ValueError, match=r"top_k=7 is not one of the player's steps"):
+        P.GenerationPlayer(*chat, top_k=7)
