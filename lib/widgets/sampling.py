@@ -1,0 +1,412 @@
+"""Sampling explorer: how temperature, top-k and top-p reshape the next-token distribution.
+
+The model gives one logit per vocabulary token for the next position. Greedy decoding takes the largest;
+sampling draws from ``softmax(filter_logits(logits, temperature, top_k, top_p))``, where
+``lib.generate.filter_logits`` (the function ``generate()`` itself samples with) divides by the
+temperature and sets every token outside the top-k / top-p set to -inf. This module draws that
+distribution as bars over the top candidates, sorted by logit: tokens that can still be drawn in colour,
+tokens removed by top-k / top-p greyed (at the height they had before the cut), and the model's own
+distribution (temperature 1) as an outline behind them.
+
+Three tiers (CONTRIBUTING.md):
+1. ``plot_sampling``: a static matplotlib figure (``sampling_bars`` gives the numbers, ``Bars.text()`` a table).
+2. ``sampling_figure``: a plotly figure with a slider over ``TEMPERATURES``, every frame precomputed.
+3. ``SamplingExplorer``: live ipywidgets (prompt, temperature, top-k, top-p, seeded draws), drivable from
+   Python through ``set()`` and ``sample()``.
+"""
+from __future__ import annotations
+
+import html
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..generate import filter_logits
+from ..tokenizer import UnknownCharacterError
+
+TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
+MAX_BARS = 50  # never more bars than this: past ~50 they stop being readable
+KEPT, REMOVED, OUTLINE = "#1f77b4", "#c7c7c7", "#333333"
+
+
+# -- the numbers --------------------------------------------------------------------------------------------
+def check_sampling_args(temperature, top_k=None, top_p=None) -> None:
+    """Raise a ValueError that says what is allowed when a sampling setting is out of range."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
+            math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be None (no limit) or an integer >= 1, got {top_k!r}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None (no limit) or a number in (0, 1], got {top_p!r}")
+
+
+def _as_vector(logits) -> torch.Tensor:
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"logits must be a torch.Tensor of shape (vocab,) or (1, vocab), got {type(logits).__name__}")
+    if logits.dim() == 2 and logits.shape[0] == 1:
+        logits = logits[0]
+    if logits.dim() != 1 or logits.shape[0] < 1:
+        raise ValueError(f"logits must have shape (vocab,) or (1, vocab) (one position of one sequence), "
+                         f"got shape {tuple(logits.shape)}")
+    return logits.detach().float().cpu()
+
+
+def sampling_probs(logits, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None):
+    """Full-vocabulary views of one sampling rule, three (vocab,) tensors:
+
+    before: softmax(logits / temperature), before top-k / top-p cut anything;
+    probs:  softmax(filter_logits(logits, temperature, top_k, top_p)), what is actually sampled from;
+    kept:   bool, the tokens filter_logits left finite (the rest can never be drawn).
+    temperature=0 is greedy, as in ``generate``: all the probability on the argmax; top-k / top-p unused.
+    """
+    check_sampling_args(temperature, top_k, top_p)
+    logits = _as_vector(logits)  # (vocab,)
+    if temperature == 0:
+        probs = torch.zeros_like(logits)
+        probs[torch.argmax(logits)] = 1.0
+        return probs.clone(), probs, probs > 0
+    filtered = filter_logits(logits[None], temperature, top_k, top_p)[0]  # (vocab,), -inf where cut
+    before = torch.softmax(logits / temperature, dim=-1)
+    return before, torch.softmax(filtered, dim=-1), torch.isfinite(filtered)
+
+
+def token_label(tokenizer, token_id: int) -> str:
+    """A token as a bar label: the character itself, a visible ␣ for the space, <eos> etc. as written."""
+    s = tokenizer.tokens([int(token_id)])[0]
+    return "␣" if s == " " else s
+
+
+@dataclass(frozen=True)
+class Bars:
+    """What the bar chart shows: the top ``len(ids)`` tokens by logit (left to right = most likely first)."""
+
+    ids: list  # token ids, sorted by logit, largest first
+    labels: list  # their labels (see token_label)
+    model: list  # softmax(logits): the model's own distribution, temperature 1
+    before: list  # softmax(logits / T) before the top-k / top-p cut
+    probs: list  # the sampling distribution (0 for removed tokens)
+    kept: list  # bool: can this token still be drawn?
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    n_kept: int  # tokens left in the whole vocabulary (may exceed the bars shown)
+    vocab_size: int
+
+    @property
+    def greyed(self) -> list:
+        """Ids of the shown tokens that top-k / top-p (or greedy) removed."""
+        return [i for i, k in zip(self.ids, self.kept) if not k]
+
+    @property
+    def shown_mass(self) -> float:
+        """How much of the sampling distribution the shown bars hold."""
+        return sum(self.probs)
+
+    def rule(self) -> str:
+        """The setting in words, e.g. 'T=0.7, top-k=5, top-p=0.9' or 'greedy (T=0)'."""
+        if self.temperature == 0:
+            return "greedy (T=0)"
+        parts = [f"T={self.temperature:g}"]
+        if self.top_k is not None:
+            parts.append(f"top-k={self.top_k}")
+        if self.top_p is not None:
+            parts.append(f"top-p={self.top_p:g}")
+        return ", ".join(parts)
+
+    def summary(self) -> str:
+        return f"{self.rule()}: {self.n_kept} of {self.vocab_size} tokens can be drawn"
+
+    def text(self, digits: int = 4) -> str:
+        """The bars as a text table (probabilities rounded to ``digits`` decimals)."""
+        head = f"{'token':>6}  {'p model':>8}  {'p before':>8}  {'p sample':>8}  kept"
+        rows = [f"{lab:>6}  {m:8.{digits}f}  {b:8.{digits}f}  {p:8.{digits}f}  {'yes' if k else '-'}"
+                for lab, m, b, p, k in zip(self.labels, self.model, self.before, self.probs, self.kept)]
+        return "\n".join([self.summary(), head] + rows)
+
+
+def sampling_bars(logits, tokenizer, temperature: float = 1.0, top_k: int | None = None,
+                  top_p: float | None = None, n_bars: int = 20) -> Bars:
+    """The numbers behind every tier: the ``n_bars`` (<= 50) most likely tokens under this sampling rule."""
+    if isinstance(n_bars, bool) or not isinstance(n_bars, int) or not 1 <= n_bars <= MAX_BARS:
+        raise ValueError(f"n_bars must be an integer from 1 to {MAX_BARS}, got {n_bars!r}")
+    logits = _as_vector(logits)
+    if tokenizer.vocab_size != logits.shape[0]:
+        raise ValueError(f"the logits have {logits.shape[0]} entries but the tokenizer has "
+                         f"{tokenizer.vocab_size} tokens: they belong to different models")
+    before, probs, kept = sampling_probs(logits, temperature, top_k, top_p)
+    model = torch.softmax(logits, dim=-1)
+    n = min(n_bars, logits.shape[0])
+    ids = torch.sort(logits, descending=True, stable=True).indices[:n]  # ties keep the lower id first
+    return Bars(ids=ids.tolist(), labels=[token_label(tokenizer, i) for i in ids.tolist()],
+                model=model[ids].tolist(), before=before[ids].tolist(), probs=probs[ids].tolist(),
+                kept=kept[ids].tolist(), temperature=float(temperature), top_k=top_k,
+                top_p=None if top_p is None else float(top_p), n_kept=int(kept.sum()),
+                vocab_size=logits.shape[0])
+
+
+def next_token_logits(model, tokenizer, prompt: str) -> torch.Tensor:
+    """One forward pass: the logits (vocab,) for the token after ``prompt`` (text; write ``<s>`` to start).
+    Unknown characters raise the tokenizer's UnknownCharacterError, which lists them."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    ids = tokenizer.encode(prompt)
+    if not ids:
+        raise ValueError("the prompt is empty: type at least one token, e.g. <s>")
+    x = torch.tensor([ids], dtype=torch.long, device=model.device)  # (1, T)
+    with torch.no_grad():
+        return model(x)[0, -1].float().cpu()  # (vocab,)
+
+
+def draw_tokens(logits, n: int = 20, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = None, seed: int | None = 0) -> list[int]:
+    """Draw ``n`` next tokens independently from this sampling rule, one ``torch.multinomial`` call each
+    from a generator seeded with ``seed`` -- what ``generate(..., seed=seed)`` does, so its first draw
+    equals generate's first sampled token. Same seed, same tokens."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    _, probs, _ = sampling_probs(logits, temperature, top_k, top_p)
+    if temperature == 0:
+        return [int(torch.argmax(probs))] * n
+    gen = torch.Generator()
+    if seed is not None:
+        gen.manual_seed(seed)
+    else:
+        gen.seed()
+    return [int(torch.multinomial(probs[None], 1, generator=gen)) for _ in range(n)]
+
+
+# -- tier 1: static matplotlib ------------------------------------------------------------------------------
+def plot_bars(bars: Bars, ax=None, title: str | None = None, legend: bool = True):
+    """Draw ``bars`` on ``ax`` (a new figure if None) and return the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * len(bars.ids) + 1.5), 3.2))
+    else:
+        fig = ax.figure
+    x = list(range(len(bars.ids)))
+    heights = [p if k else b for p, b, k in zip(bars.probs, bars.before, bars.kept)]
+    ax.bar(x, heights, color=[KEPT if k else REMOVED for k in bars.kept], width=0.8)
+    ax.bar(x, bars.model, fill=False, edgecolor=OUTLINE, linewidth=0.8, width=0.8)
+    ax.set_xticks(x, bars.labels, fontsize=9 if len(x) <= 25 else 7)
+    for tick in ax.get_xticklabels():  # <eos>, <s>: upright would collide with their neighbours
+        if len(tick.get_text()) > 1:
+            tick.set_rotation(90)
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("probability")
+    ax.set_title(title if title is not None else bars.summary(), fontsize=10)
+    if legend:
+        ax.legend(handles=[Patch(color=KEPT, label="can be drawn (p after the cut)"),
+                           Patch(color=REMOVED, label="removed (p before the cut)"),
+                           Patch(fill=False, edgecolor=OUTLINE, label="model, T=1")],
+                  fontsize=8, loc="upper right", frameon=False)
+    return fig
+
+
+def plot_sampling(logits, tokenizer, temperature: float = 1.0, top_k: int | None = None,
+                  top_p: float | None = None, n_bars: int = 20, ax=None, title: str | None = None,
+                  legend: bool = True):
+    """Tier 1: the top ``n_bars`` next-token probabilities under one sampling rule, removed tokens greyed."""
+    return plot_bars(sampling_bars(logits, tokenizer, temperature, top_k, top_p, n_bars), ax=ax, title=title,
+                     legend=legend)
+
+
+# -- tier 2: plotly, a slider over discrete temperatures -------------------------------------------------------
+def _r(values, digits=4):
+    return [round(float(v), digits) for v in values]
+
+
+def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | None = None,
+                    top_p: float | None = None, n_bars: int = 20, title: str = "next-token distribution",
+                    start: float = 1.0):
+    """Tier 2: a plotly figure with one precomputed frame per temperature and a slider between them
+    (works in a saved page without a kernel). Bars sorted by logit; removed tokens grey; model outline."""
+    import plotly.graph_objects as go
+
+    temperatures = list(temperatures)
+    if not temperatures:
+        raise ValueError("temperatures is empty: give at least one temperature step, e.g. TEMPERATURES")
+    views = [sampling_bars(logits, tokenizer, t, top_k, top_p, n_bars) for t in temperatures]
+    first = views[0]
+    x = list(range(len(first.ids)))
+
+    def main_trace(b: Bars):
+        heights = [p if k else q for p, q, k in zip(b.probs, b.before, b.kept)]
+        return go.Bar(x=x, y=_r(heights), marker_color=[KEPT if k else REMOVED for k in b.kept],
+                      customdata=[[lab, round(p, 4), round(q, 4)] for lab, p, q in zip(b.labels, b.probs, b.before)],
+                      hovertemplate="%{customdata[0]}: p sample %{customdata[1]}, before the cut %{customdata[2]}"
+                                    "<extra></extra>", name="sampling distribution", showlegend=False)
+
+    start_i = temperatures.index(start) if start in temperatures else 0
+    outline = go.Bar(x=x, y=_r(first.model), marker=dict(color="rgba(0,0,0,0)", line=dict(color=OUTLINE, width=1)),
+                     hovertemplate="model (T=1): %{y}<extra></extra>", name="model, T=1", showlegend=False)
+    fig = go.Figure(data=[main_trace(views[start_i]), outline])
+    fig.frames = [go.Frame(name=f"{t:g}", data=[main_trace(b)], traces=[0],
+                           layout=dict(title_text=f"{title} — {b.summary()}"))
+                  for t, b in zip(temperatures, views)]
+    fig.update_layout(
+        title_text=f"{title} — {views[start_i].summary()}", title_font_size=13, barmode="overlay",
+        height=360, margin=dict(l=50, r=20, t=50, b=40), yaxis=dict(range=[0, 1.02], title="probability"),
+        xaxis=dict(tickmode="array", tickvals=x, ticktext=first.labels),
+        sliders=[dict(active=start_i, currentvalue=dict(prefix="temperature: "), pad=dict(t=30),
+                      steps=[dict(label=f"{t:g}", method="animate",
+                                  args=[[f"{t:g}"], dict(mode="immediate", frame=dict(duration=0, redraw=True),
+                                                         transition=dict(duration=0))])
+                             for t in temperatures])])
+    return fig
+
+
+# -- tier 3: live ipywidgets ----------------------------------------------------------------------------------
+def bars_html(bars: Bars, width_px: int = 260) -> str:
+    """The bars as an HTML table (token, bar, p sample, p model) — what the live explorer shows."""
+    rows = []
+    for lab, m, b, p, k in zip(bars.labels, bars.model, bars.before, bars.probs, bars.kept):
+        h = p if k else b
+        colour = KEPT if k else REMOVED
+        bar = (f'<div style="position:relative;width:{width_px}px;height:14px">'
+               f'<div style="position:absolute;left:0;top:2px;height:10px;width:{h * width_px:.1f}px;'
+               f'background:{colour}"></div>'
+               f'<div style="position:absolute;left:{m * width_px:.1f}px;top:0;height:14px;width:2px;'
+               f'background:{OUTLINE}" title="model, T=1"></div></div>')
+        style = "" if k else "color:#999"
+        rows.append(f'<tr style="{style}"><td style="text-align:right">{html.escape(lab)}</td><td>{bar}</td>'
+                    f'<td style="text-align:right">{p:.4f}</td><td style="text-align:right">{m:.4f}</td></tr>')
+    head = ('<tr><th>token</th><th>bar (grey: removed; black tick: model at T=1)</th><th>p sample</th>'
+            '<th>p model</th></tr>')
+    return (f"<div><b>{html.escape(bars.summary())}</b>"
+            f'<table style="font-size:12px;border-collapse:collapse">{head}{"".join(rows)}</table></div>')
+
+
+class SamplingExplorer:
+    """Tier 3: prompt box, temperature / top-k / top-p sliders and seeded draws, on a live model.
+
+    Changing the prompt re-runs the model once (unknown characters: a readable message, the last good
+    prompt stays); the sliders only re-filter the same logits. Drive it from Python with ``set(...)``
+    and ``sample(...)``; ``state`` is what is drawn, ``message`` the text under the controls.
+    """
+
+    def __init__(self, model, tokenizer, prompt: str = "<s>", temperature: float = 1.0,
+                 top_k: int | None = None, top_p: float | None = None, n_bars: int = 20):
+        import ipywidgets as W
+
+        check_sampling_args(temperature, top_k, top_p)
+        self._check_slider_ranges(temperature, top_k)
+        self.model, self.tokenizer, self.n_bars = model, tokenizer, n_bars
+        self.logits = next_token_logits(model, tokenizer, prompt)  # the given prompt must be valid
+        self.prompt = prompt
+        self.message = ""
+        self.last_update_seconds = 0.0  # wall time of the last callback (re-filter + render; + forward pass)
+        self.samples: list[int] = []
+        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False)
+        self.temperature = W.FloatSlider(value=temperature, min=0.0, max=2.0, step=0.05, description="temperature",
+                                         readout_format=".2f", continuous_update=True)
+        self.top_k = W.IntSlider(value=top_k or 0, min=0, max=MAX_BARS, description="top-k (0=off)")
+        self.top_p = W.FloatSlider(value=1.0 if top_p is None else top_p, min=0.05, max=1.0, step=0.05,
+                                   description="top-p (1=off)", readout_format=".2f")
+        self.seed = W.IntText(value=0, description="seed")
+        self.draw_button = W.Button(description="draw 20 tokens")
+        self.message_box = W.HTML()
+        self.bars_box = W.HTML()
+        self.samples_box = W.HTML()
+        self.state = self._compute()
+        self._render()
+        self.prompt_box.observe(self._on_prompt, names="value")
+        for w in (self.temperature, self.top_k, self.top_p):
+            w.observe(self._on_setting, names="value")
+        self.draw_button.on_click(lambda _: self.sample())
+        self.widget = W.VBox([self.prompt_box, W.HBox([self.temperature, self.top_k, self.top_p]),
+                              self.message_box, self.bars_box, W.HBox([self.seed, self.draw_button]),
+                              self.samples_box])
+
+    # -- the settings, as the sampling functions take them -----------------------------------------------------
+    @staticmethod
+    def _check_slider_ranges(temperature, top_k):
+        if temperature > 2:
+            raise ValueError(f"the explorer's temperature slider runs from 0 to 2, got {temperature!r}")
+        if top_k is not None and top_k > MAX_BARS:
+            raise ValueError(f"the explorer's top-k slider runs from 1 to {MAX_BARS} (None = off), got {top_k!r}")
+
+    def settings(self) -> dict:
+        """temperature, top_k, top_p as ``generate`` / ``filter_logits`` take them (slider 0 / 1 = off)."""
+        return dict(temperature=round(float(self.temperature.value), 6), top_k=int(self.top_k.value) or None,
+                    top_p=None if self.top_p.value >= 1.0 else round(float(self.top_p.value), 6))
+
+    def _compute(self) -> Bars:
+        return sampling_bars(self.logits, self.tokenizer, n_bars=self.n_bars, **self.settings())
+
+    def _render(self):
+        self.bars_box.value = bars_html(self.state)
+        self.message_box.value = (f'<span style="color:#b00">{html.escape(self.message)}</span>' if self.message
+                                  else f"prompt <code>{html.escape(self.prompt)}</code>: "
+                                       f"{len(self.tokenizer.encode(self.prompt))} token(s)")
+
+    def _update(self):
+        t0 = time.perf_counter()
+        self.state = self._compute()
+        self._render()
+        self.last_update_seconds = time.perf_counter() - t0
+
+    # -- callbacks ----------------------------------------------------------------------------------------------
+    def _on_setting(self, change=None):
+        self._update()
+
+    def _on_prompt(self, change):
+        t0 = time.perf_counter()
+        text = change["new"]
+        try:
+            self.logits = next_token_logits(self.model, self.tokenizer, text)
+        except UnknownCharacterError as e:
+            chars = "".join(e.chars)
+            self.message = (f"not in this model's vocabulary: {chars!r}. It knows printable ASCII, <s>, <eos> "
+                            f"and the corpus's Chinese characters (such as 人工智能深度学习); still showing "
+                            f"{self.prompt!r}.")
+        except ValueError as e:
+            self.message = f"{e}; still showing {self.prompt!r}."
+        else:
+            self.prompt, self.message = text, ""
+        self._update()
+        self.last_update_seconds = time.perf_counter() - t0  # this time including the forward pass
+
+    # -- the Python API ---------------------------------------------------------------------------------------
+    def set(self, prompt: str | None = None, temperature: float | None = None, top_k="keep", top_p="keep"):
+        """Change the controls as a user would (the callbacks run). ``top_k=None`` / ``top_p=None`` turn that
+        rule off; leave an argument out to keep it. Out-of-range values raise a ValueError that says why."""
+        t = self.settings()["temperature"] if temperature is None else temperature
+        k = self.settings()["top_k"] if top_k == "keep" else top_k
+        p = self.settings()["top_p"] if top_p == "keep" else top_p
+        check_sampling_args(t, k, p)
+        self._check_slider_ranges(t, k)
+        if p is not None and p < self.top_p.min:
+            raise ValueError(f"the explorer's top-p slider runs from {self.top_p.min} to 1, got {p!r}")
+        self.temperature.value = float(t)
+        self.top_k.value = k or 0
+        self.top_p.value = 1.0 if p is None else float(p)
+        if prompt is not None:
+            self.prompt_box.value = prompt
+        return self
+
+    def sample(self, n: int = 20, seed: int | None = None) -> list[str]:
+        """Draw ``n`` tokens from the current distribution (seed: the seed box's value unless given)."""
+        if seed is not None:
+            self.seed.value = seed
+        self.samples = draw_tokens(self.logits, n, seed=int(self.seed.value), **self.settings())
+        labels = [token_label(self.tokenizer, i) for i in self.samples]
+        self.samples_box.value = (f"seed {int(self.seed.value)}, {n} draws: "
+                                  f"<span style='font-size:15px'>{html.escape(' '.join(labels))}</span>")
+        return labels
+
+    def __repr__(self):
+        return (f"SamplingExplorer(prompt={self.prompt!r}, {self.state.summary()}; live widget: needs a running "
+                f"kernel)")
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        data = dict(data)
+        data["text/plain"] = repr(self)
+        return data
