@@ -1,0 +1,536 @@
+"""Serving many requests at once: how KV memory is handed out decides how many fit, and how requests are
+batched decides how busy the model stays.
+
+Part 1, a simulation (lengths only, no model): a seeded stream of requests is served from a fixed KV budget
+under four allocation policies, and every step we count what the KV memory holds.
+
+* ``"max"``: each request reserves one contiguous region of ``max_len`` positions (pre-vLLM systems; the
+  vLLM paper's "Orca (Max)").
+* ``"pow2"``: the prompt plus the output length rounded up to a power of two ("Orca (Pow2)", which over-reserves
+  the output by at most 2x and needs to know the output length: a best case, not something real).
+* ``"oracle"``: exactly prompt + output positions ("Orca (Oracle)", knowing every output length in advance).
+* ``"paged"``: blocks of ``block_size`` positions, taken one at a time as the sequence grows (vLLM).
+
+Contiguous regions come from a first-fit allocator over the whole budget, so variable-size reservations
+leave holes between them (external fragmentation). Every step each position of the budget is one of:
+holding a token's K/V, reserved for a token the request will produce later, reserved but never to be used
+(internal fragmentation), or free.
+
+Part 2, real serving on a model (``serve``): one shared ``PagedKVPool``, and every iteration one
+``lib.paged.forward_paged`` pass over the batch (joining requests feed their prompt, running ones one token).
+``"static"`` batching admits a batch and runs it until its longest request is done (rows that finished early
+sit idle: padding); ``"continuous"`` (iteration-level, Orca / vLLM) lets finished requests leave and waiting
+ones join at every step. Both report deterministic counts (steps,
+tokens, idle slots, time-to-first-token in passes) and measured wall-clock figures (tokens/s, TTFT in seconds).
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from .paged import BlockAllocator, BlockTable, PagedKVPool, PoolExhaustedError, forward_paged
+
+POLICIES = ("max", "pow2", "oracle", "paged")
+CONTIGUOUS = ("max", "pow2", "oracle")
+
+
+def _check_int(name, v, minimum=1):
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
+
+
+# ====================================================================================== part 1: simulation
+
+@dataclass(frozen=True)
+class SimRequest:
+    """A request as the memory manager sees it: how long its prompt is and how many tokens it will generate."""
+
+    rid: int
+    prompt_len: int
+    output_len: int
+
+    @property
+    def total_len(self) -> int:
+        return self.prompt_len + self.output_len
+
+
+def request_stream(n: int = 400, seed: int = 0, prompt_mean: float = 160.0, output_mean: float = 340.0,
+                   sigma: float = 1.0, max_len: int = 2048) -> list[SimRequest]:
+    """``n`` requests with log-normal prompt and output lengths (seeded, Python's ``random``).
+
+    Each length is exp(N(mu, sigma²)) rounded, with mu = ln(mean) - sigma²/2 so that ``mean`` is the mean
+    before clipping; prompts are clipped to 1 .. max_len - 1 and outputs to 1 .. max_len - prompt. The default
+    means are close to the ShareGPT conversations the vLLM paper served (about 160 prompt and 340 output
+    tokens on average, long-tailed), with OPT's context of 2048."""
+    _check_int("n", n)
+    _check_int("max_len", max_len, 2)
+    for name, v in (("prompt_mean", prompt_mean), ("output_mean", output_mean), ("sigma", sigma)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise ValueError(f"{name} must be a number > 0, got {v!r}")
+    rng = random.Random(seed)
+    out = []
+    for rid in range(n):
+        p = min(max_len - 1, max(1, round(rng.lognormvariate(math.log(prompt_mean) - sigma ** 2 / 2, sigma))))
+        o = min(max_len - p, max(1, round(rng.lognormvariate(math.log(output_mean) - sigma ** 2 / 2, sigma))))
+        out.append(SimRequest(rid, p, o))
+    return out
+
+
+def reservation(request: SimRequest, policy: str, max_len: int = 2048) -> int:
+    """Positions a contiguous policy reserves for ``request`` when it is admitted."""
+    if policy == "max":
+        return max_len
+    if policy == "pow2":
+        return min(max_len, request.prompt_len + 2 ** math.ceil(math.log2(request.output_len)))
+    if policy == "oracle":
+        return request.total_len
+    raise ValueError(f"reservation is for the contiguous policies {CONTIGUOUS}, got {policy!r}")
+
+
+class ContiguousAllocator:
+    """First-fit allocation of contiguous regions of a budget of ``n_slots`` positions: a sorted list of free
+    holes (start, size); freeing merges a hole with its neighbours."""
+
+    def __init__(self, n_slots: int):
+        _check_int("n_slots", n_slots)
+        self.n_slots = n_slots
+        self.holes = [(0, n_slots)]
+
+    @property
+    def n_free(self) -> int:
+        return sum(size for _, size in self.holes)
+
+    @property
+    def largest_hole(self) -> int:
+        return max((size for _, size in self.holes), default=0)
+
+    def allocate(self, size: int) -> int | None:
+        """Start of the first hole that fits ``size`` positions, or None if none does."""
+        for i, (start, hole) in enumerate(self.holes):
+            if hole >= size:
+                if hole == size:
+                    del self.holes[i]
+                else:
+                    self.holes[i] = (start + size, hole - size)
+                return start
+        return None
+
+    def free(self, start: int, size: int):
+        i = 0
+        while i < len(self.holes) and self.holes[i][0] < start:
+            i += 1
+        self.holes.insert(i, (start, size))
+        if i + 1 < len(self.holes) and start + size == self.holes[i + 1][0]:  # merge with the hole after
+            self.holes[i] = (start, size + self.holes.pop(i + 1)[1])
+        if i > 0 and self.holes[i - 1][0] + self.holes[i - 1][1] == start:  # and with the hole before
+            s, z = self.holes.pop(i - 1)
+            self.holes[i - 1] = (s, z + self.holes[i - 1][1])
+
+
+@dataclass(eq=False)
+class _Running:
+    req: SimRequest
+    generated: int = 0  # tokens produced so far (the KV memory holds prompt + generated positions)
+    start: int = 0  # contiguous: region start
+    size: int = 0  # contiguous: region size
+    table: BlockTable | None = None  # paged
+
+    @property
+    def length(self) -> int:
+        return self.req.prompt_len + self.generated
+
+
+@dataclass
+class SimResult:
+    """What ``simulate`` measured. The per-step lists hold position counts of the whole budget after that
+    step's tokens were written (tokens + future + never + free == kv_tokens every step)."""
+
+    policy: str
+    kv_tokens: int
+    block_size: int
+    max_len: int
+    n_requests: int
+    steps: int = 0
+    preemptions: int = 0
+    recomputed_tokens: int = 0
+    running: list = field(default_factory=list)  # requests in the batch
+    waiting: list = field(default_factory=list)  # requests still queued after admission
+    tokens: list = field(default_factory=list)  # positions holding K/V of a token
+    future: list = field(default_factory=list)  # reserved, will hold a token later
+    never: list = field(default_factory=list)  # reserved, will never hold a token (internal fragmentation)
+    free: list = field(default_factory=list)  # not handed out
+
+    def _window(self, saturated: bool):
+        idx = [i for i, w in enumerate(self.waiting) if w > 0] if saturated else list(range(self.steps))
+        return idx or list(range(self.steps))
+
+    def shares(self, saturated: bool = True) -> dict:
+        """Mean share of the KV budget in each state, over the steps where requests were waiting for memory
+        (``saturated=True``: the server is full, the regime the vLLM paper measured) or over every step."""
+        idx = self._window(saturated)
+        mean = lambda xs: sum(xs[i] for i in idx) / (len(idx) * self.kv_tokens)
+        return {k: mean(getattr(self, k)) for k in ("tokens", "future", "never", "free")}
+
+    def token_share_of_allocated(self, saturated: bool = True) -> float:
+        """Positions holding tokens / positions handed out to requests (free memory left out)."""
+        idx = self._window(saturated)
+        used = sum(self.tokens[i] for i in idx)
+        return used / sum(self.kv_tokens - self.free[i] for i in idx)
+
+    def mean_running(self, saturated: bool = True) -> float:
+        idx = self._window(saturated)
+        return sum(self.running[i] for i in idx) / len(idx)
+
+    def summary(self) -> dict:
+        """Rounded figures for a table: shares of the budget while saturated, concurrency, steps."""
+        s = self.shares()
+        return {"policy": self.policy, "tokens %": round(100 * s["tokens"], 1),
+                "reserved, later %": round(100 * s["future"], 1), "reserved, never %": round(100 * s["never"], 1),
+                "free %": round(100 * s["free"], 1),
+                "tokens / allocated %": round(100 * self.token_share_of_allocated(), 1),
+                "mean batch": round(self.mean_running(), 1), "max batch": max(self.running),
+                "steps": self.steps, "preemptions": self.preemptions}
+
+
+def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size: int = 16, max_len: int = 2048,
+             watermark: float = 0.01, max_running: int = 256) -> SimResult:
+    """Serve ``requests`` (all queued at step 0, first come first served) from a KV budget of ``kv_tokens``
+    positions. Every step: admit queued requests while memory allows (a new request's prefill writes its
+    prompt and yields its first token), then every earlier request generates one token, then finished
+    requests free their memory.
+
+    Contiguous policies reserve a region at admission (first fit; the head of the queue waits while no hole
+    is big enough) and never run out later. ``"paged"`` admits a request when its prompt's blocks fit with
+    ``watermark`` of the pool to spare (vLLM's rule), takes a new block whenever a sequence's last block is
+    full and, when none is free, preempts the most recently admitted request: its blocks are freed and it
+    waits at the head of the queue, to be recomputed (prefilled again, prompt + generated tokens) later."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy={policy!r} is not known; allowed: {', '.join(POLICIES)}")
+    _check_int("kv_tokens", kv_tokens)
+    _check_int("block_size", block_size)
+    _check_int("max_len", max_len)
+    _check_int("max_running", max_running)
+    requests = list(requests)
+    for r in requests:
+        if r.total_len > max_len:
+            raise ValueError(f"request {r.rid} needs {r.total_len} positions, more than max_len={max_len}")
+    paged = policy == "paged"
+    if paged:
+        n_blocks = kv_tokens // block_size
+        if n_blocks == 0 or kv_tokens % block_size:
+            raise ValueError(f"kv_tokens={kv_tokens} must be a positive multiple of block_size={block_size}")
+        alloc = BlockAllocator(n_blocks, block_size)
+        spare = int(watermark * n_blocks)
+        biggest = max((-(-r.total_len // block_size) for r in requests), default=0)
+        if biggest > n_blocks:
+            raise ValueError(f"a request needs {biggest} blocks but the pool has only {n_blocks}; raise kv_tokens")
+    else:
+        alloc = ContiguousAllocator(kv_tokens)
+        biggest = max((reservation(r, policy, max_len) for r in requests), default=0)
+        if biggest > kv_tokens:
+            raise ValueError(f"a request reserves {biggest} positions under {policy!r} but the budget is only "
+                             f"kv_tokens={kv_tokens}; raise kv_tokens")
+    res = SimResult(policy, kv_tokens, block_size, max_len, len(requests))
+    waiting = deque(_Running(r) for r in requests)
+    running: list[_Running] = []
+    while waiting or running:
+        # 1. admission, first come first served
+        admitted = []
+        while waiting and len(running) + len(admitted) < max_running:
+            s = waiting[0]
+            if paged:
+                need = -(-(s.length + 1) // block_size)  # prompt (+ tokens made before a preemption) + 1 new
+                if alloc.n_free - need < spare:
+                    break
+                s.table = BlockTable()
+                alloc.reserve(s.table, s.length + 1)
+                s.table.n_tokens = s.length + 1
+                res.recomputed_tokens += s.generated
+            else:
+                size = reservation(s.req, policy, max_len)
+                start = alloc.allocate(size)
+                if start is None:
+                    break
+                s.start, s.size = start, size
+            waiting.popleft()
+            s.generated += 1  # the prefill's token
+            admitted.append(s)
+        # 2. one decode step for every request that was already running (in admission order)
+        i = 0
+        while i < len(running):
+            s = running[i]
+            if paged and s.table.n_tokens % block_size == 0:  # its last block is full: it needs a new one
+                while alloc.n_free == 0:
+                    victim = running.pop()  # preempt the most recently admitted request
+                    alloc.free(victim.table)
+                    waiting.appendleft(victim)
+                    res.preemptions += 1
+                    if victim is s:
+                        break
+                if i >= len(running):  # it was itself the victim
+                    break
+                alloc.reserve(s.table, 1)
+            if paged:
+                s.table.n_tokens += 1
+            s.generated += 1
+            i += 1
+        running.extend(admitted)
+        # 3. count what the memory holds now
+        tokens = future = never = allocated = 0
+        for s in running:
+            held = len(s.table.blocks) * block_size if paged else s.size
+            allocated += held
+            tokens += s.length
+            future += min(held, s.req.total_len) - s.length
+            never += held - min(held, s.req.total_len)
+        res.running.append(len(running))
+        res.waiting.append(len(waiting))
+        res.tokens.append(tokens)
+        res.future.append(future)
+        res.never.append(never)
+        res.free.append(kv_tokens - allocated)
+        res.steps += 1
+        # 4. finished requests give their memory back
+        still = []
+        for s in running:
+            if s.generated < s.req.output_len:
+                still.append(s)
+            elif paged:
+                alloc.free(s.table)
+            else:
+                alloc.free(s.start, s.size)
+        running = still
+    return res
+
+
+def compare_policies(requests, kv_tokens: int = 16384, block_size: int = 16, max_len: int = 2048,
+                     policies=POLICIES) -> dict[str, SimResult]:
+    """``simulate`` under each policy, same requests and budget."""
+    return {p: simulate(requests, p, kv_tokens, block_size, max_len) for p in policies}
+
+
+def table(rows: list[dict]) -> str:
+    """Dicts with the same keys as an aligned text table."""
+    if not rows:
+        return "(empty)"
+    cols = list(rows[0])
+    width = {c: max(len(str(c)), *(len(str(r[c])) for r in rows)) for c in cols}
+    line = lambda vals: "  ".join(str(v).rjust(width[c]) for c, v in zip(cols, vals))
+    return "\n".join([line(cols), line("-" * width[c] for c in cols)] + [line(r.values()) for r in rows])
+
+
+# ================================================================================= part 2: real serving
+
+@dataclass
+class ServeRequest:
+    """A real request: prompt token ids and how many tokens it may generate (it also stops at eos)."""
+
+    rid: int
+    prompt: list
+    max_new_tokens: int
+
+
+def demo_requests(tokenizer, n: int = 32, seed: int = 0, max_new_tokens: int = 32) -> list[ServeRequest]:
+    """``n`` prompts for the demo models: <s> followed by the first 1 .. half of the characters of a random
+    line of the training corpus (seeded), so the model completes the line and stops at <eos>: outputs of
+    3 to about 30 tokens, depending on the line."""
+    from .train import read_corpus
+
+    _check_int("n", n)
+    _check_int("max_new_tokens", max_new_tokens)
+    lines = sorted(set(read_corpus()))
+    rng = random.Random(seed)
+    out = []
+    for rid in range(n):
+        line = rng.choice(lines)
+        cut = rng.randint(1, max(1, len(line) // 2))
+        out.append(ServeRequest(rid, tokenizer.encode("<s>" + line[:cut]), max_new_tokens))
+    return out
+
+
+@dataclass
+class RequestRecord:
+    rid: int
+    prompt_len: int
+    tokens: list = field(default_factory=list)  # generated token ids (eos included when it came)
+    admitted_step: int = -1  # the iteration of its (first) prefill
+    first_token_step: int = -1
+    finish_step: int = -1
+    first_token_seconds: float = float("nan")  # since serve() started; every request arrived at time 0
+    finish_seconds: float = float("nan")
+    preemptions: int = 0
+
+
+@dataclass
+class ServeResult:
+    """What ``serve`` did. Counts are deterministic; ``seconds`` and the per-request times are measured."""
+
+    policy: str
+    max_batch: int
+    records: list
+    steps: int  # iterations = forward passes
+    batch_rows: list  # sequences in each forward pass (each of them gets one new token from it)
+    fed_tokens: list  # tokens fed in each forward pass (whole prompts of joining requests + 1 per running one)
+    idle_slots: list  # per pass: batch slots held by finished requests (static) or left empty while requests
+    #                   waited (continuous)
+    blocks_used: list  # KV blocks in use after each pass
+    prefills: int  # prompts fed (a preempted request's recomputation counts again)
+    prefill_tokens: int  # prompt tokens computed (prefix-cache hits excluded, recomputation included)
+    prefix_hit_blocks: int  # blocks taken from the prefix cache instead of being computed
+    preemptions: int
+    seconds: float
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(r.tokens) for r in self.records)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds
+
+    def mean_ttft_steps(self) -> float:
+        """Forward passes until a request's first token, counting the one that made it (mean over requests)."""
+        return sum(r.first_token_step + 1 for r in self.records) / len(self.records)
+
+    def mean_ttft_seconds(self) -> float:
+        return sum(r.first_token_seconds for r in self.records) / len(self.records)
+
+    def summary(self) -> dict:
+        """The deterministic counts (same on every run and machine with the same model and requests)."""
+        return {"policy": self.policy, "requests": len(self.records), "tokens": self.tokens,
+                "forward passes": self.steps, "mean batch": round(sum(self.batch_rows) / max(1, self.steps), 2),
+                "idle slot-steps": sum(self.idle_slots), "mean TTFT (passes)": round(self.mean_ttft_steps(), 2),
+                "prefill tokens": self.prefill_tokens, "max blocks": max(self.blocks_used, default=0),
+                "preemptions": self.preemptions}
+
+    def timings(self) -> dict:
+        """Measured on this machine (vary run to run)."""
+        return {"policy": self.policy, "seconds": round(self.seconds, 3),
+                "tokens/s": round(self.tokens_per_second, 1),
+                "ms per pass": round(1e3 * self.seconds / self.steps, 2),
+                "mean TTFT (ms)": round(1e3 * self.mean_ttft_seconds(), 1),
+                "mean latency (ms)": round(1e3 * sum(r.finish_seconds for r in self.records) / len(self.records), 1)}
+
+
+@dataclass(eq=False)
+class _Live:
+    req: ServeRequest
+    rec: RequestRecord
+    table: BlockTable
+    feed: list = field(default_factory=list)  # the tokens this request feeds in the next forward pass
+
+
+@torch.no_grad()
+def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_id: int | None = None,
+          block_size: int = 16, n_blocks: int | None = None, prefix_cache: bool = False) -> ServeResult:
+    """Serve ``requests`` (all arrived at time 0, first come first served) with greedy decoding on one
+    shared ``PagedKVPool`` of ``n_blocks`` (default: enough for ``max_batch`` full-length sequences).
+
+    Each iteration is one ``forward_paged`` pass over the batch: requests that join feed their whole prompt
+    (and get their first token), running ones feed their last token. Who joins: ``"continuous"``: whenever a
+    batch slot is free and the pool has the blocks; ``"static"``: a new batch only when the previous one has
+    completely finished. A request finishes at ``eos_id`` or after ``max_new_tokens`` and leaves at once
+    (under static batching its slot stays empty until the batch is done). If the pool runs out of blocks, the
+    most recently admitted request is preempted: its blocks are freed and it waits at the head of the queue,
+    to be fed again with its prompt and the tokens it had made (recomputation, as vLLM does)."""
+    if policy not in ("static", "continuous"):
+        raise ValueError(f"policy={policy!r} is not known; allowed: 'static', 'continuous'")
+    _check_int("max_batch", max_batch)
+    c = model.config
+    requests = list(requests)
+    for r in requests:
+        if not isinstance(r, ServeRequest):
+            raise TypeError(f"serve takes ServeRequest objects (see demo_requests), got {type(r).__name__}")
+        if not r.prompt or len(r.prompt) + r.max_new_tokens - 1 > c.max_seq_len:
+            raise ValueError(f"request {r.rid}: a prompt of {len(r.prompt)} token(s) with max_new_tokens="
+                             f"{r.max_new_tokens} does not fit the context window (max_seq_len={c.max_seq_len})")
+    if n_blocks is None:
+        n_blocks = max_batch * -(-c.max_seq_len // block_size)
+    pool = PagedKVPool.for_model(model, n_blocks, block_size)
+    biggest = max((-(-(len(r.prompt) + r.max_new_tokens - 1) // block_size) for r in requests), default=0)
+    if biggest > n_blocks:
+        raise ValueError(f"a request may need {biggest} blocks of {block_size} tokens (prompt + max_new_tokens) but "
+                         f"the pool has n_blocks={n_blocks}; give n_blocks >= {biggest} or lower max_new_tokens")
+    device = model.device
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    was_training = model.training
+    model.eval()
+    records = [RequestRecord(r.rid, len(r.prompt)) for r in requests]
+    waiting = deque(_Live(r, rec, BlockTable(name=str(r.rid))) for r, rec in zip(requests, records))
+    running: list[_Live] = []
+    res = ServeResult(policy, max_batch, records, 0, [], [], [], [], 0, 0, 0, 0, 0.0)
+    batch_size = 0  # static: the size of the batch in flight
+    t0 = time.perf_counter()
+    try:
+        while waiting or running:
+            # 1. admission: who joins this pass (their prompt's blocks must fit next to the running ones' growth)
+            joined = []
+            if policy == "continuous" or not running:
+                while waiting and len(running) + len(joined) < max_batch:
+                    s = waiting[0]
+                    ids = s.req.prompt + s.rec.tokens  # after a preemption: prompt + what it had made
+                    if prefix_cache:
+                        pool.match_prefix(s.table, ids)
+                    s.feed = ids[s.table.n_tokens:]
+                    batch = running + joined + [s]
+                    need = pool.allocator.blocks_needed([x.table for x in batch],
+                                                        [1] * len(running) + [len(x.feed) for x in joined + [s]])
+                    if need > pool.allocator.n_free:
+                        pool.free(s.table)  # give back the prefix blocks it had taken; it waits
+                        break
+                    joined.append(waiting.popleft())
+                if policy == "static" and joined:
+                    batch_size = len(joined)
+            for s in running:
+                s.feed = [s.rec.tokens[-1]]
+            # 2. one forward pass over the whole batch
+            batch, logits = running + joined, None
+            while batch and logits is None:
+                try:
+                    logits = forward_paged(model, pool, [s.table for s in batch], [s.feed for s in batch])
+                except PoolExhaustedError:  # preempt the most recently admitted request; it is recomputed later
+                    victim = batch.pop()
+                    pool.free(victim.table)
+                    victim.rec.preemptions += 1
+                    res.preemptions += 1
+                    waiting.appendleft(victim)
+            if logits is not None:
+                next_ids = torch.argmax(logits, dim=-1).tolist()
+                sync()
+                now = time.perf_counter() - t0
+            res.batch_rows.append(len(batch) if logits is not None else 0)
+            res.fed_tokens.append(sum(len(s.feed) for s in batch) if logits is not None else 0)
+            running = []
+            for s, tok in zip(batch, next_ids if logits is not None else []):
+                if s in joined:  # it fed a prompt (its first, or a recomputation after a preemption)
+                    res.prefills += 1
+                    res.prefill_tokens += len(s.feed)
+                    if prefix_cache:
+                        pool.register_prefix(s.table, s.req.prompt + s.rec.tokens)
+                s.rec.tokens.append(tok)
+                if s.rec.first_token_step < 0:
+                    s.rec.admitted_step = s.rec.first_token_step = res.steps
+                    s.rec.first_token_seconds = now
+                if len(s.rec.tokens) >= s.req.max_new_tokens or (eos_id is not None and tok == eos_id):
+                    pool.free(s.table)
+                    s.rec.finish_step, s.rec.finish_seconds = res.steps, now
+                else:
+                    running.append(s)
+            rows = res.batch_rows[-1]
+            if policy == "static":
+                res.idle_slots.append(batch_size - rows if rows else 0)
+            else:
+                res.idle_slots.append(max_batch - rows if waiting else 0)
+            res.blocks_used.append(pool.allocator.n_used)
+            res.steps += 1
+    finally:
+        model.train(was_training)
+    sync()
+    res.seconds = time.perf_counter() - t0
+    res.prefix_hit_blocks = pool.allocator.n_prefix_hits
+    return res

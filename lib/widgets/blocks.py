@@ -1,0 +1,542 @@
+"""Block pool widget: KV blocks being allocated, shared, copied on write and freed as requests come and go.
+
+The data comes from a real run: ``record_story`` drives the demo model on a ``lib.paged.PagedKVPool`` (with
+``record_events=True``) through a short script and takes a ``PoolFrame`` after every event:
+
+1. request A arrives: its prompt is prefilled into fresh blocks;
+2. request B arrives: more blocks;
+3. A forks into ``n_samples`` samples (parallel sampling): they share A's blocks (reference count n);
+4. decode steps: every running sequence adds a token; the first write into the shared, half-full last
+   block copies it (copy-on-write); a sequence whose last block is full gets a new one;
+5. a finished request frees its blocks (they stay in the prefix index until reused);
+6. request C arrives with B's prompt: the prefix cache hands it B's full blocks again;
+7. everything finishes and every block is back on the free list.
+
+Three render tiers over the frames (see CONTRIBUTING.md):
+
+- Tier 1 (static): ``story_table(frames)`` -> str (one line per frame), ``block_tables_text(frame)`` -> str,
+  ``plot_pool(frame)`` (one moment) and ``plot_story(frames)`` (chosen moments side by side) -> matplotlib Figure.
+- Tier 2 (survives export): ``story_figure(frames)`` -> plotly ``go.Figure`` with one frame per event and a slider.
+- Tier 3 (live kernel): ``BlockPoolWidget(model, tokenizer)``: prompts, number of samples, block size and pool
+  size re-run the story; Back / Step buttons and a slider move through it. Drive it from Python with
+  ``.step()``, ``.back()``, ``.goto(i)``, ``.set(...)``, ``.state()``, ``.html``.
+"""
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..generate import filter_logits
+from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
+
+FREE_COLOR, CACHED_COLOR, SHARED_COLOR = "#f0f0f0", "#d9d9d9", "#9e9ac8"
+SEQ_COLORS = ("#6baed6", "#fd8d3c", "#74c476", "#e377c2", "#bcbd22", "#17becf", "#c49c94", "#8c6d31")
+EVENT_WORDS = {"alloc": "allocated", "share": "shared", "cow": "copied on write", "free": "freed",
+               "hit": "prefix-cache hit", "evict": "evicted from the prefix index"}
+MAX_FRAMES = 64
+
+
+@dataclass
+class BlockView:
+    """One physical block at one moment."""
+
+    block: int
+    owners: tuple  # the sequences whose block tables hold it
+    refcount: int
+    tokens: tuple  # the token strings whose K/V it holds (filled slots, in order)
+    cached: bool  # free, but still indexed by the prefix cache (its K/V could be handed out again)
+
+    @property
+    def state(self) -> str:
+        if self.refcount == 0:
+            return "cached" if self.cached else "free"
+        return "shared" if self.refcount > 1 else "used"
+
+
+@dataclass
+class PoolFrame:
+    """The pool after one event of the story."""
+
+    index: int
+    kind: str  # start / prefill / fork / decode / cow / finish / hit / full / end
+    caption: str
+    block_size: int
+    blocks: list  # BlockView per physical block
+    tables: dict  # sequence name -> physical block ids (its block table)
+    texts: dict  # sequence name -> its text so far (prompt + generated)
+    events: list = field(default_factory=list)  # (op, block) since the previous frame
+
+    @property
+    def n_used(self) -> int:
+        return sum(b.refcount > 0 for b in self.blocks)
+
+    @property
+    def n_free(self) -> int:
+        return len(self.blocks) - self.n_used
+
+    @property
+    def n_shared(self) -> int:
+        return sum(b.refcount > 1 for b in self.blocks)
+
+    def event_counts(self) -> dict:
+        out = {}
+        for op, _ in self.events:
+            out[op] = out.get(op, 0) + 1
+        return out
+
+
+def _show(tok: str) -> str:
+    return "␣" if tok == " " else tok
+
+
+class _Recorder:
+    """Runs the script on a real pool and takes the frames."""
+
+    def __init__(self, model, tokenizer, n_blocks, block_size, temperature, seed, max_new_tokens):
+        self.model, self.tok = model, tokenizer
+        self.pool = PagedKVPool.for_model(model, n_blocks, block_size, record_events=True)
+        self.seqs = {}  # name -> {"table", "ids", "done"}
+        self.contents = {}  # block -> token strings it last held (kept for prefix-cached free blocks)
+        self.frames = []
+        self.n_events = 0
+        self.temperature, self.max_new = temperature, max_new_tokens
+        self.gen = torch.Generator(device=model.device)
+        self.gen.manual_seed(seed)
+
+    def choose(self, logits) -> list[int]:
+        logits = logits.float().reshape(-1, logits.shape[-1])
+        if self.temperature == 0:
+            return torch.argmax(logits, dim=-1).tolist()
+        probs = torch.softmax(filter_logits(logits, self.temperature), dim=-1)
+        return torch.multinomial(probs, 1, generator=self.gen).squeeze(1).tolist()
+
+    def snapshot(self, kind: str, caption: str):
+        a, bs = self.pool.allocator, self.pool.block_size
+        owners = {b: [] for b in range(a.n_blocks)}
+        for name, s in self.seqs.items():
+            t = s["table"]
+            names = self.tok.tokens(s["ids"][:t.n_tokens])
+            for i, b in enumerate(t.blocks):
+                owners[b].append(name)
+                self.contents[b] = tuple(_show(x) for x in names[i * bs:(i + 1) * bs])
+        cached = {b for b in range(a.n_blocks) if a.refcounts[b] == 0 and a.is_cached(b)}
+        views = [BlockView(b, tuple(owners[b]), a.refcounts[b],
+                           self.contents.get(b, ()) if (owners[b] or b in cached) else (), b in cached)
+                 for b in range(a.n_blocks)]
+        events = [(op, b) for op, b, _ in a.events[self.n_events:]]
+        self.n_events = len(a.events)
+        self.frames.append(PoolFrame(len(self.frames), kind, caption, bs, views,
+                                     {n: list(s["table"].blocks) for n, s in self.seqs.items()},
+                                     {n: self.tok.decode(s["ids"]) for n, s in self.seqs.items()}, events))
+
+    def arrive(self, name: str, text: str):
+        ids = self.tok.encode(text)
+        table = self.pool.new_table(name)
+        logits = prefill(self.model, self.pool, table, ids, prefix_cache=True)
+        self.seqs[name] = {"table": table, "ids": ids + self.choose(logits), "prompt": len(ids)}
+        hits = sum(op == "hit" for op, _, _ in self.pool.allocator.events[self.n_events:])
+        reused = f"; {hits} full block(s) found in the prefix cache, only the rest computed" if hits else ""
+        self.snapshot("hit" if hits else "prefill",
+                      f"{name} arrives: prompt {text!r} ({len(ids)} tokens) takes {len(table.blocks)} block(s)"
+                      f"{reused}; its first token is {self.tok.decode(self.seqs[name]['ids'][-1:])!r}")
+        self.finish_done()
+
+    def fork(self, name: str, n: int):
+        parent = self.seqs.pop(name)
+        shared = len(parent["table"].blocks)
+        for i in range(n):
+            child = f"{name}{i + 1}"
+            self.seqs[child] = {"table": self.pool.fork(parent["table"], child), "ids": list(parent["ids"]),
+                                "prompt": parent["prompt"]}
+        self.pool.free(parent["table"])
+        self.snapshot("fork", f"{name} forks into {n} samples ({', '.join(f'{name}{i + 1}' for i in range(n))}): "
+                              f"they share its {shared} block(s), reference count {n}; nothing is copied")
+
+    def done(self, s) -> bool:
+        return s["ids"][-1] == self.tok.eos_id or len(s["ids"]) - s["prompt"] >= self.max_new
+
+    def finish_done(self):
+        gone = [n for n, s in self.seqs.items() if self.done(s)]
+        for n in gone:
+            n_blocks = len(self.seqs[n]["table"].blocks)
+            self.pool.free(self.seqs.pop(n)["table"])
+            self.snapshot("finish", f"{n} is done; its {n_blocks} block(s) lose a reference (a block nobody else "
+                                    f"holds returns to the free list)")
+
+    def decode(self):
+        names = list(self.seqs)
+        tables = [self.seqs[n]["table"] for n in names]
+        logits = decode_step(self.model, self.pool, tables, [self.seqs[n]["ids"][-1] for n in names])
+        for n, t in zip(names, self.choose(logits)):
+            self.seqs[n]["ids"].append(t)
+        ev = [op for op, _, _ in self.pool.allocator.events[self.n_events:]]
+        words = [f"{ev.count(op)} block(s) {EVENT_WORDS[op]}" for op in ("cow", "alloc") if ev.count(op)]
+        kind = "cow" if "cow" in ev else "decode"
+        self.snapshot(kind, f"decode step: {', '.join(names)} " + ("each add" if len(names) > 1 else "adds") +
+                      " one token" +
+                      (f"; {', '.join(words)}" if words else "; every write fits in a last block"))
+        self.finish_done()
+
+
+def record_story(model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello"), n_samples: int = 2,
+                 block_size: int = 4, n_blocks: int = 16, max_new_tokens: int = 8, temperature: float = 1.0,
+                 seed: int = 0) -> list[PoolFrame]:
+    """Run the script above on ``model`` and return a frame per event. ``prompts`` are the texts of requests
+    A, B and C (C's blocks come from the prefix cache where its prompt starts like an earlier one). Tokens are
+    sampled at ``temperature`` (0: greedy) with a seeded generator, at most ``max_new_tokens`` per request.
+    A pool too small for the story ends it with a ``"full"`` frame that shows the allocator's message."""
+    if len(prompts) != 3:
+        raise ValueError(f"the story has three requests (A, B, C); give three prompts, got {len(prompts)}")
+    for name, v, lo in (("n_samples", n_samples, 1), ("block_size", block_size, 1), ("n_blocks", n_blocks, 1),
+                        ("max_new_tokens", max_new_tokens, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    longest = max(len(tokenizer.encode(p)) for p in prompts) + max_new_tokens
+    if longest > model.config.max_seq_len:
+        raise ValueError(f"a prompt plus max_new_tokens={max_new_tokens} would pass the model's context window "
+                         f"(max_seq_len={model.config.max_seq_len}); shorten it")
+    was_training = model.training
+    model.eval()
+    r = _Recorder(model, tokenizer, n_blocks, block_size, temperature, seed, max_new_tokens)
+    r.snapshot("start", f"an empty pool: {n_blocks} blocks of {block_size} token slots, all on the free list")
+    try:
+        with torch.no_grad():
+            r.arrive("A", prompts[0])
+            r.arrive("B", prompts[1])
+            if n_samples > 1 and "A" in r.seqs:
+                r.fork("A", n_samples)
+            while "B" in r.seqs and len(r.frames) < MAX_FRAMES:
+                r.decode()
+            r.arrive("C", prompts[2])
+            while r.seqs and len(r.frames) < MAX_FRAMES:
+                r.decode()
+        r.snapshot("end", f"every request is done: all {n_blocks} blocks are free again "
+                          f"({r.pool.allocator.n_copies} copy-on-write copies, "
+                          f"{r.pool.allocator.n_prefix_hits} block(s) reused from the prefix cache)")
+    except PoolExhaustedError as e:
+        r.snapshot("full", str(e))
+    finally:
+        model.train(was_training)
+    return r.frames
+
+
+# -- tier 1: text and matplotlib ----------------------------------------------------------------------------
+
+def story_colors(frames) -> dict:
+    """A fixed colour per sequence name, in order of first appearance over the whole story."""
+    names = []
+    for f in frames:
+        for n in f.tables:
+            if n not in names:
+                names.append(n)
+    return {n: SEQ_COLORS[i % len(SEQ_COLORS)] for i, n in enumerate(names)}
+
+
+def block_color(b: BlockView, colors: dict) -> str:
+    if b.state == "free":
+        return FREE_COLOR
+    if b.state == "cached":
+        return CACHED_COLOR
+    if b.state == "shared":
+        return SHARED_COLOR
+    return colors.get(b.owners[0], SEQ_COLORS[0])
+
+
+def block_tables_text(frame: PoolFrame) -> str:
+    """Each sequence's block table and text at this moment (the logical -> physical map)."""
+    if not frame.tables:
+        return "(no sequences)"
+    w = max(len(n) for n in frame.tables)
+    rows = []
+    for n, blocks in frame.tables.items():
+        refs = ["x%d" % frame.blocks[b].refcount if frame.blocks[b].refcount > 1 else "" for b in blocks]
+        shown = ", ".join(f"{b}{r}" for b, r in zip(blocks, refs))
+        rows.append(f"{n.ljust(w)}  blocks [{shown}]  {frame.texts[n]}")
+    return "\n".join(rows)
+
+
+def story_table(frames) -> str:
+    """One line per frame: blocks used / shared / free, the events, the caption."""
+    lines = [f"{'#':>2}  {'kind':7s} used shared free  events"]
+    for f in frames:
+        ev = ", ".join(f"{k} {v}" for k, v in f.event_counts().items())
+        lines.append(f"{f.index:>2}  {f.kind:7s} {f.n_used:4d} {f.n_shared:6d} {f.n_free:4d}  {ev}")
+    return "\n".join(lines)
+
+
+def _grid(n_blocks: int, cols: int | None = None) -> int:
+    return cols or min(8, n_blocks)
+
+
+def plot_pool(frame: PoolFrame, ax=None, colors: dict | None = None, cols: int | None = None, title: bool = True):
+    """One moment of the pool as a grid of blocks: colour = owner (purple: shared by several, grey: free but
+    still in the prefix cache, light: free); inside, the block id, its tokens and its reference count."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    cols = _grid(len(frame.blocks), cols)
+    rows = -(-len(frame.blocks) // cols)
+    colors = colors or story_colors([frame])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.0 * cols + 0.4, 0.8 * rows + 0.8))
+    touched = {b for _, b in frame.events}
+    for b in frame.blocks:
+        r, c = divmod(b.block, cols)
+        ax.add_patch(Rectangle((c + 0.04, -r - 0.96), 0.92, 0.92, facecolor=block_color(b, colors),
+                               edgecolor="#d62728" if b.block in touched else "#555555",
+                               linewidth=2.2 if b.block in touched else 0.8,
+                               linestyle="--" if b.state in ("free", "cached") else "-"))
+        ax.text(c + 0.1, -r - 0.14, str(b.block), fontsize=7, va="top", ha="left", color="#333333")
+        if b.refcount > 1:
+            ax.text(c + 0.9, -r - 0.14, f"×{b.refcount}", fontsize=7, va="top", ha="right", color="#222222")
+        if b.tokens:
+            ax.text(c + 0.5, -r - 0.55, "".join(b.tokens), fontsize=7, ha="center", va="center",
+                    color="#777777" if b.state == "cached" else "#000000")
+        if b.owners:
+            ax.text(c + 0.5, -r - 0.88, ",".join(b.owners), fontsize=6, ha="center", va="bottom", color="#333333")
+    ax.set_xlim(0, cols)
+    ax.set_ylim(-rows, 0)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    if title:
+        ax.set_title(f"{frame.index}. {frame.kind}: {frame.n_used} used, {frame.n_shared} shared, {frame.n_free} free",
+                     fontsize=9)
+    return ax
+
+
+def default_moments(frames) -> list[int]:
+    """The first frame of each kind worth a picture: prefill, fork, copy-on-write, finish, prefix hit, end."""
+    out = []
+    for kind in ("prefill", "fork", "cow", "finish", "hit", "end", "full"):
+        i = next((f.index for f in frames if f.kind == kind), None)
+        if i is not None and i not in out:
+            out.append(i)
+    return sorted(out)
+
+
+def plot_story(frames, moments=None, cols: int | None = None, per_row: int = 2):
+    """Chosen moments of the story side by side (default: ``default_moments``), one grid each."""
+    import matplotlib.pyplot as plt
+
+    moments = default_moments(frames) if moments is None else list(moments)
+    if not moments or any(not 0 <= m < len(frames) for m in moments):
+        raise ValueError(f"moments must be frame indices from 0 to {len(frames) - 1}, got {moments!r}")
+    colors = story_colors(frames)
+    n_cols = min(per_row, len(moments))
+    n_rows = -(-len(moments) // n_cols)
+    cols = _grid(len(frames[0].blocks), cols)
+    rows = -(-len(frames[0].blocks) // cols)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(n_cols * (0.62 * cols + 0.3), n_rows * (0.62 * rows + 0.55)),
+                             squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, m in zip(axes.flat, moments):
+        plot_pool(frames[m], ax, colors, cols)
+    fig.tight_layout()
+    return fig
+
+
+# -- tier 2: plotly step-through ------------------------------------------------------------------------------
+
+_STATES = ("free", "cached", "shared")
+
+
+def _codes(frames) -> tuple[dict, list]:
+    """Heat-map category of each state / owner and the matching discrete colour scale."""
+    colors = story_colors(frames)
+    order = [FREE_COLOR, CACHED_COLOR, SHARED_COLOR] + [colors[n] for n in colors]
+    code = {**{s: i for i, s in enumerate(_STATES)}, **{n: 3 + i for i, n in enumerate(colors)}}
+    n = len(order)
+    scale = []
+    for i, c in enumerate(order):
+        scale += [[round(i / n, 6), c], [round((i + 1) / n, 6), c]]
+    return code, scale
+
+
+def _plotly_data(frame: PoolFrame, code: dict, cols: int):
+    rows = -(-len(frame.blocks) // cols)
+    z = [[None] * cols for _ in range(rows)]
+    text = [[""] * cols for _ in range(rows)]
+    hover = [[""] * cols for _ in range(rows)]
+    for b in frame.blocks:
+        r, c = divmod(b.block, cols)
+        z[r][c] = code[b.state] if b.state in _STATES else code[b.owners[0]]
+        ref = f" ×{b.refcount}" if b.refcount > 1 else ""
+        text[r][c] = f"<b>{b.block}</b>{ref}<br>{html.escape(''.join(b.tokens))}<br>{','.join(b.owners)}"
+        hover[r][c] = (f"block {b.block}: {b.state}, reference count {b.refcount}<br>owners: "
+                       f"{', '.join(b.owners) or '-'}<br>tokens: {html.escape(' '.join(b.tokens)) or '-'}")
+    touched = sorted({b for _, b in frame.events})
+    xs = [b % cols for b in touched] or [None]
+    ys = [b // cols for b in touched] or [None]
+    return [dict(type="heatmap", z=z, text=text, hovertext=hover),
+            dict(type="scatter", x=xs, y=ys)]
+
+
+def story_figure(frames, cols: int | None = None):
+    """A plotly ``go.Figure`` with one frame per event and a slider: the story precomputed, so it steps in a
+    saved notebook without a kernel. Red outlines mark the blocks the event touched."""
+    import plotly.graph_objects as go
+
+    code, scale = _codes(frames)
+    cols = _grid(len(frames[0].blocks), cols)
+    rows = -(-len(frames[0].blocks) // cols)
+    first = _plotly_data(frames[0], code, cols)
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(colorscale=scale, zmin=0, zmax=len(scale) // 2, showscale=False, xgap=3, ygap=3,
+                             texttemplate="%{text}", textfont=dict(size=11), hoverinfo="text",
+                             **{k: v for k, v in first[0].items() if k != "type"}))
+    fig.add_trace(go.Scatter(mode="markers", hoverinfo="skip", marker=dict(symbol="square-open", size=58,
+                                                                            color="#d62728", line=dict(width=3)),
+                             **{k: v for k, v in first[1].items() if k != "type"}))
+
+    def title(f):
+        return html.escape(f"{f.index}. {f.caption}")[:220] + f"<br><sub>{f.n_used} used, {f.n_shared} shared, " \
+                                                              f"{f.n_free} free</sub>"
+
+    fig.frames = [go.Frame(name=str(f.index), data=_plotly_data(f, code, cols), traces=[0, 1],
+                           layout=dict(title_text=title(f))) for f in frames]
+    fig.update_xaxes(range=[-0.5, cols - 0.5], showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_yaxes(range=[rows - 0.5, -0.5], showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_layout(
+        title_text=title(frames[0]), title_font_size=12, showlegend=False, height=150 + 78 * rows,
+        width=max(620, 82 * cols + 80), margin=dict(l=20, r=20, t=90, b=90), plot_bgcolor="white",
+        sliders=[dict(active=0, x=0.0, y=0, len=1.0, xanchor="left", yanchor="top", pad=dict(t=10),
+                      currentvalue=dict(prefix="event "),
+                      steps=[dict(label=str(f.index), method="animate",
+                                  args=[[str(f.index)], dict(frame=dict(duration=0, redraw=True), mode="immediate",
+                                                             transition=dict(duration=0))]) for f in frames])])
+    return fig
+
+
+# -- tier 3: live ipywidgets ---------------------------------------------------------------------------------
+
+def frame_html(frame: PoolFrame, colors: dict | None = None, cols: int | None = None) -> str:
+    """One frame as self-contained HTML (inline styles, no scripts): what the live widget shows."""
+    e = html.escape
+    colors = colors or story_colors([frame])
+    cols = _grid(len(frame.blocks), cols)
+    touched = {b for _, b in frame.events}
+    cells = []
+    for b in frame.blocks:
+        border = "3px solid #d62728" if b.block in touched else (
+            "1px dashed #888" if b.state in ("free", "cached") else "1px solid #555")
+        ref = f' <span style="float:right">×{b.refcount}</span>' if b.refcount > 1 else ""
+        cells.append(
+            f'<td title="block {b.block}: {b.state}, reference count {b.refcount}" style="width:74px;height:54px;'
+            f'vertical-align:top;background:{block_color(b, colors)};border:{border};padding:2px;font-size:11px">'
+            f'<b>{b.block}</b>{ref}<div style="text-align:center;font-size:14px;'
+            f'color:{"#777" if b.state == "cached" else "#000"}">{e("".join(b.tokens)) or "&nbsp;"}</div>'
+            f'<div style="text-align:center;font-size:9px">{e(",".join(b.owners))}</div></td>')
+    rows = "".join("<tr>" + "".join(cells[i:i + cols]) + "</tr>" for i in range(0, len(cells), cols))
+    tables = "".join(
+        f'<tr><td style="padding:1px 8px;background:{colors.get(n, SEQ_COLORS[0])}">{e(n)}</td>'
+        f'<td style="padding:1px 8px;font-family:monospace">{e(str(bl))}</td><td style="padding:1px 8px">'
+        f'{e(frame.texts[n])}</td></tr>' for n, bl in frame.tables.items())
+    return (f'<div><div style="font-weight:bold;margin:4px 0">{frame.index}. {e(frame.caption)}</div>'
+            f'<div style="font-size:12px;margin-bottom:4px">{frame.n_used} used, {frame.n_shared} shared, '
+            f'{frame.n_free} free; red outline: touched by this event</div>'
+            f'<table style="border-collapse:separate;border-spacing:3px">{rows}</table>'
+            f'<table style="margin-top:6px;font-size:12px"><tr><th>sequence</th><th>block table</th><th>text</th>'
+            f'</tr>{tables}</table></div>')
+
+
+class BlockPoolWidget:
+    """Live block-pool view: change the prompts, the number of samples, the block size or the pool size and
+    the story is recorded again on the model; Back / Step and the slider move through it.
+
+    Python API (no browser needed): ``.step()``, ``.back()``, ``.goto(i)``, ``.set(prompt_a=..., prompt_b=...,
+    prompt_c=..., n_samples=..., block_size=..., n_blocks=...)``, ``.state()``, ``.frame``, ``.html``;
+    ``.last_update_seconds`` is how long the last update took in Python."""
+
+    BLOCK_SIZES = (1, 2, 4, 8, 16)
+
+    def __init__(self, model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello"), n_samples: int = 2,
+                 block_size: int = 4, n_blocks: int = 16, seed: int = 0):
+        import ipywidgets as W
+
+        self.model, self.tokenizer, self.seed = model, tokenizer, seed
+        self.error = ""
+        self.frames, self.index, self.last_update_seconds = [], 0, 0.0
+        self.controls = {
+            "prompt_a": W.Text(value=prompts[0], description="A", layout=W.Layout(width="180px")),
+            "prompt_b": W.Text(value=prompts[1], description="B", layout=W.Layout(width="180px")),
+            "prompt_c": W.Text(value=prompts[2], description="C", layout=W.Layout(width="180px")),
+            "n_samples": W.IntSlider(value=n_samples, min=1, max=4, description="samples of A"),
+            "block_size": W.Dropdown(options=self.BLOCK_SIZES, value=block_size, description="block size"),
+            "n_blocks": W.IntSlider(value=n_blocks, min=4, max=48, description="pool blocks"),
+        }
+        self.back_button = W.Button(description="◀ Back")
+        self.step_button = W.Button(description="Step ▶")
+        self.slider = W.IntSlider(value=0, min=0, max=0, description="event")
+        self.view = W.HTML()
+        self.message = W.HTML()
+        self.back_button.on_click(lambda _: self.back())
+        self.step_button.on_click(lambda _: self.step())
+        self.slider.observe(lambda ch: self.goto(ch["new"]), names="value")
+        for c in self.controls.values():
+            c.observe(lambda _: self._record(), names="value")
+        self.widget = W.VBox([W.HBox([self.controls[k] for k in ("prompt_a", "prompt_b", "prompt_c")]),
+                              W.HBox([self.controls[k] for k in ("n_samples", "block_size", "n_blocks")]),
+                              W.HBox([self.back_button, self.step_button, self.slider]), self.message, self.view])
+        self._record()
+
+    def _record(self):
+        t0 = time.perf_counter()
+        v = {k: c.value for k, c in self.controls.items()}
+        try:
+            frames = record_story(self.model, self.tokenizer, (v["prompt_a"], v["prompt_b"], v["prompt_c"]),
+                                  v["n_samples"], v["block_size"], v["n_blocks"], seed=self.seed)
+        except ValueError as e:  # unknown characters, too long: keep the last story and say why
+            self.error = str(e)
+            self.message.value = f'<span style="color:#b00">{html.escape(self.error)}</span>'
+            return
+        self.error, self.message.value = "", ""
+        self.frames = frames
+        self.slider.max = len(frames) - 1
+        self.goto(0)
+        self.last_update_seconds = time.perf_counter() - t0
+
+    def goto(self, i: int):
+        t0 = time.perf_counter()
+        i = max(0, min(int(i), len(self.frames) - 1))
+        self.index = i
+        if self.slider.value != i:
+            self.slider.value = i  # (its observer calls goto again, which finds nothing to change)
+        self.view.value = frame_html(self.frames[i], story_colors(self.frames))
+        self.last_update_seconds = time.perf_counter() - t0
+
+    def step(self):
+        self.goto(self.index + 1)
+
+    def back(self):
+        self.goto(self.index - 1)
+
+    def set(self, **values):
+        """Change controls by name (prompt_a, prompt_b, prompt_c, n_samples, block_size, n_blocks): the story is
+        recorded again, as when the control is changed in the browser."""
+        unknown = sorted(set(values) - set(self.controls))
+        if unknown:
+            raise ValueError(f"unknown control(s) {unknown}; allowed: {', '.join(self.controls)}")
+        for k, v in values.items():
+            self.controls[k].value = v
+        return self
+
+    @property
+    def frame(self) -> PoolFrame:
+        return self.frames[self.index]
+
+    @property
+    def html(self) -> str:
+        return self.view.value
+
+    def state(self) -> dict:
+        f = self.frame
+        return {"index": self.index, "n_frames": len(self.frames), "kind": f.kind, "caption": f.caption,
+                "used": f.n_used, "shared": f.n_shared, "free": f.n_free, "tables": f.tables, "error": self.error}
+
+    def _ipython_display_(self):
+        from IPython.display import display
+        display(self.widget)

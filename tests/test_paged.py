@@ -1,0 +1,469 @@
+"""The paged KV cache: same numbers as the contiguous cache, blocks shared and copied on write, reference
+counts that return every block, prefix caching, and clear errors when the pool runs dry."""
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import lib
+from lib import KVCache, MiniTransformer, ModelConfig, generate
+from lib.paged import (BlockAllocator, BlockTable, PagedKVCache, PagedKVPool, PoolExhaustedError, decode_step,
+                       forward_paged, generate_paged, prefill)
+
+ATOL = 1e-5
+
+VARIANTS = {
+    "mha-learned": dict(n_heads=4, n_kv_heads=4, positions="learned"),
+    "gqa-rope-rmsnorm-swiglu": dict(n_heads=4, n_kv_heads=2, positions="rope", norm="rmsnorm", activation="swiglu",
+                                    bias=False),
+    "mqa-rope": dict(n_heads=4, n_kv_heads=1, positions="rope", activation="silu"),
+    "gqa-learned-qkvbias": dict(n_heads=4, n_kv_heads=2, bias=False, qkv_bias=True),
+}
+
+
+def make_model(seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = dict(vocab_size=50, n_layers=2, d_model=32, n_heads=4, max_seq_len=40)
+    cfg.update(kw)
+    model = MiniTransformer(ModelConfig(**cfg)).eval()
+    with torch.no_grad():  # re-randomise everything: default init hides bugs (zero biases, unit norms)
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p) * 0.3)
+    return model
+
+
+def assert_allocator_consistent(alloc: BlockAllocator, tables):
+    """Every reference held by a live table is counted, and a block is free exactly when nobody holds it."""
+    counts = [0] * alloc.n_blocks
+    for t in tables:
+        for b in t.blocks:
+            counts[b] += 1
+    assert counts == alloc.refcounts
+    assert set(alloc.free_blocks()) == {b for b in range(alloc.n_blocks) if counts[b] == 0}
+    assert alloc.n_free + alloc.n_used == alloc.n_blocks
+
+
+# ---------------------------------------------------------------------------------------- equivalence
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("block_size", [1, 3, 16])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_paged_logits_equal_the_contiguous_cache(variant, block_size, batch):
+    """Prefill then decode step by step, crossing block boundaries: every logit matches KVCache."""
+    model = make_model(**VARIANTS[variant])
+    x = torch.randint(0, 50, (batch, 21))
+    contiguous = KVCache(model.config, batch, 21)
+    paged = PagedKVCache(model.config, batch, 21, block_size=block_size)
+    with torch.no_grad():
+        for lo, hi in [(0, 5)] + [(t, t + 1) for t in range(5, 17)] + [(17, 21)]:  # prefill, decodes, a chunk
+            a = model(x[:, lo:hi], cache=contiguous)
+            b = model(x[:, lo:hi], cache=paged)
+            torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
+            assert paged.seq_len == contiguous.seq_len == hi
+    for layer in range(model.config.n_layers):
+        torch.testing.assert_close(paged.keys(layer), contiguous.keys(layer), atol=0, rtol=0)
+        torch.testing.assert_close(paged.values(layer), contiguous.values(layer), atol=0, rtol=0)
+    assert [len(t) for t in paged.block_table()] == [-(-21 // block_size)] * batch
+
+
+@pytest.mark.parametrize("variant", ["mha-learned", "gqa-rope-rmsnorm-swiglu"])
+def test_every_prompt_length_and_block_size(variant):
+    model = make_model(**VARIANTS[variant])
+    for block_size in (1, 2, 3, 5, 8, 16):
+        for prompt_len in (1, block_size - 1, block_size, block_size + 1, 2 * block_size + 1):
+            if prompt_len < 1:
+                continue
+            prompt = torch.randint(0, 50, (2, prompt_len))
+            a = generate(model, prompt, 6)
+            b = generate_paged(model, prompt, 6, block_size=block_size)
+            assert torch.equal(a.sequences, b.sequences), (block_size, prompt_len)
+
+
+def test_pages_are_scattered_yet_the_answer_is_the_same():
+    """Blocks handed out in a scrambled order (as in a busy pool) change nothing but the addresses."""
+    model = make_model(**VARIANTS["gqa-rope-rmsnorm-swiglu"])
+    pool = PagedKVPool(model.config, 14, block_size=3)
+    busy = [pool.new_table() for _ in range(4)]
+    for t in busy:  # interleave other sequences' blocks, then free two of them
+        pool.reserve(t, 7)
+    pool.free(busy[1]), pool.free(busy[3])
+    x = torch.randint(0, 50, (1, 14))
+    cache = pool.cache([pool.new_table()])
+    with torch.no_grad():
+        out = model(x[:, :9], cache=cache)
+        out2 = model(x[:, 9:], cache=cache)
+        ref = model(x)
+    torch.testing.assert_close(torch.cat([out, out2], 1), ref, atol=ATOL, rtol=0)
+    assert cache.block_table()[0] == [12, 13, 5, 4, 3]  # fresh blocks first, then freed ones: scattered
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generate_paged_equals_generate_greedy_and_sampled(variant):
+    model = make_model(**VARIANTS[variant])
+    prompt = torch.randint(0, 50, (3, 4))
+    for kw in (dict(), dict(temperature=0.9, seed=7), dict(temperature=1.3, top_k=5, top_p=0.9, seed=1),
+               dict(eos_id=3, temperature=1.0, seed=2)):
+        a = generate(model, prompt, 20, **kw)
+        b = generate_paged(model, prompt, 20, block_size=4, **kw)
+        assert torch.equal(a.sequences, b.sequences), kw
+
+
+def test_demo_model_on_a_paged_cache():
+    model, tok = lib.load_demo("chat")
+    for text, expected in (("<s>", "人工智能<eos>"), ("<s>深", "度学习<eos>"), ("<s>hello", " world<eos>")):
+        r = generate_paged(model, tok.encode(text), 20, eos_id=tok.eos_id, block_size=2)
+        assert tok.decode(r.new_tokens[0].tolist()) == expected
+
+
+# ------------------------------------------------------------------------------- ragged decode (batching)
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("block_size", [1, 3, 16])
+def test_decode_step_of_different_lengths_equals_one_at_a_time(variant, block_size):
+    model = make_model(**VARIANTS[variant])
+    pool = PagedKVPool.for_model(model, 60, block_size)
+    prompts = [torch.randint(0, 50, (n,)).tolist() for n in (1, 4, 7, 16, 2)]
+    tables = [pool.new_table(str(i)) for i in range(len(prompts))]
+    for t, p in zip(tables, prompts):
+        prefill(model, pool, t, p)
+    seqs = [list(p) for p in prompts]
+    for _ in range(5):
+        new = torch.randint(0, 50, (len(seqs),)).tolist()
+        logits = decode_step(model, pool, tables, new)  # (B, vocab) in one batched step
+        for i, tok in enumerate(new):
+            seqs[i].append(tok)
+            with torch.no_grad():
+                ref = model(torch.tensor([seqs[i]]))[0, -1]
+            torch.testing.assert_close(logits[i], ref, atol=ATOL, rtol=0)
+    assert [t.n_tokens for t in tables] == [len(s) for s in seqs]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("block_size", [1, 3, 16])
+def test_a_mixed_batch_of_prompts_and_decodes_equals_one_at_a_time(variant, block_size):
+    """The continuous-batching pass: new requests feed whole prompts (or the rest of one, in chunks) while
+    running ones feed one token, all in one forward; every sequence gets the logits it would get alone."""
+    model = make_model(**VARIANTS[variant])
+    pool = PagedKVPool.for_model(model, 80, block_size)
+    seqs = [torch.randint(0, 50, (n,)).tolist() for n in (3, 9, 1, 5)]
+    tables = [pool.new_table(str(i)) for i in range(4)]
+    forward_paged(model, pool, tables[:2], [seqs[0], seqs[1][:4]])  # two prompts (one only in part)
+    for _ in range(3):
+        feeds = [[int(torch.randint(0, 50, ()))], seqs[1][tables[1].n_tokens:tables[1].n_tokens + 2] or
+                 [int(torch.randint(0, 50, ()))], seqs[2] if tables[2].n_tokens == 0 else [7],
+                 seqs[3] if tables[3].n_tokens == 0 else [int(torch.randint(0, 50, ()))]]
+        logits = forward_paged(model, pool, tables, feeds)
+        for i, f in enumerate(feeds):
+            if len(seqs[i]) < tables[i].n_tokens:
+                seqs[i] = seqs[i] + f
+            full = seqs[i][:tables[i].n_tokens]
+            with torch.no_grad():
+                ref = model(torch.tensor([full]))[0, -1]
+            torch.testing.assert_close(logits[i], ref, atol=ATOL, rtol=0)
+    assert_allocator_consistent(pool.allocator, tables)
+
+
+def test_forward_paged_errors():
+    model = make_model()
+    pool = PagedKVPool.for_model(model, 20, 4)
+    t = pool.new_table()
+    with pytest.raises(ValueError, match=r"got 2 token list\(s\) for 1 sequence\(s\); give one per sequence"):
+        forward_paged(model, pool, [t], [[1], [2]])
+    with pytest.raises(ValueError, match=r"every sequence must feed at least one token"):
+        forward_paged(model, pool, [t], [[]])
+    with pytest.raises(ValueError, match=r"a sequence would pass the context window \(max_seq_len=40\)"):
+        forward_paged(model, pool, [t], [list(range(41))])
+    assert t.n_tokens == 0 and pool.allocator.n_free == 20  # a refused pass changes nothing
+
+
+def test_decode_step_errors():
+    model = make_model()
+    pool = PagedKVPool.for_model(model, 4, 4)
+    t = pool.new_table()
+    with pytest.raises(ValueError, match=r"hold at least one token; prefill new ones first"):
+        decode_step(model, pool, [t], [1])
+    prefill(model, pool, t, [1, 2, 3])
+    with pytest.raises(ValueError, match=r"decode_step got 2 token\(s\) for 1 sequence\(s\); give one per sequence"):
+        decode_step(model, pool, [t], [1, 2])
+    with pytest.raises(ValueError, match=r"needs at least one sequence"):
+        decode_step(model, pool, [], [])
+    half = PagedKVPool(model.config, 4, 4, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"the pool holds torch.float16 on cpu but the model computes in "
+                                         r"torch.float32 on cpu; build the pool with PagedKVPool.for_model"):
+        decode_step(model, half, [t], [1])
+
+
+# ----------------------------------------------------------------------------------- sharing and copy-on-write
+
+def test_fork_shares_blocks_and_the_first_write_copies():
+    model = make_model(**VARIANTS["gqa-rope-rmsnorm-swiglu"])
+    pool = PagedKVPool.for_model(model, 20, block_size=4)
+    parent = pool.cache([pool.new_table("p")])
+    x = torch.randint(0, 50, (1, 6))  # 6 tokens: block 0 full, block 1 half full
+    with torch.no_grad():
+        model(x, cache=parent)
+    keys_before = [parent.keys(l).clone() for l in range(2)]
+    kids = parent.fork(3)
+    a = pool.allocator
+    assert kids.block_table() == [parent.block_table()[0]] * 3
+    assert [a.refcounts[b] for b in parent.block_table()[0]] == [4, 4]
+    assert kids.nbytes == 2 * pool.block_nbytes  # the shared blocks count once
+    nxt = torch.randint(0, 50, (3, 1))
+    with torch.no_grad():
+        out = model(nxt, cache=kids)
+    # the full block stays shared; the half-full one was copied for each child (the parent still holds it)
+    assert a.n_copies == 3
+    assert len({t[0] for t in kids.block_table()}) == 1 and len({t[1] for t in kids.block_table()}) == 3
+    for l in range(2):  # the parent's keys are untouched by its children's writes
+        assert torch.equal(parent.keys(l), keys_before[l])
+    # each child equals a sequence computed from scratch
+    with torch.no_grad():
+        for i in range(3):
+            ref = model(torch.cat([x, nxt[i:i + 1]], 1))[:, -1]
+            torch.testing.assert_close(out[i:i + 1, -1], ref, atol=ATOL, rtol=0)
+    parent.release()
+    kids.release()
+    assert a.n_free == 20 and a.refcounts == [0] * 20
+
+
+def test_last_holder_writes_in_place_and_full_blocks_are_never_copied():
+    model = make_model()
+    pool = PagedKVPool.for_model(model, 12, block_size=4)
+    one = pool.cache([pool.new_table()])
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, 8)), cache=one)  # exactly two full blocks
+        two = one.fork(2)
+        one.release()
+        model(torch.randint(0, 50, (2, 1)), cache=two)
+    assert pool.allocator.n_copies == 0  # the next token starts a new block: nothing shared is written
+    three = pool.cache([pool.new_table()])
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, 5)), cache=three)
+        forks = three.fork(2)
+        three.release()  # now the two forks are the only holders of the half-full block
+        model(torch.randint(0, 50, (2, 1)), cache=forks)
+    assert pool.allocator.n_copies == 1  # the first writer copies, the last holder writes in place
+
+
+def test_parallel_sampling_shares_the_prompt_and_matches_generate():
+    model = make_model(**VARIANTS["mqa-rope"])
+    prompt = torch.randint(0, 50, (1, 10))
+    a = generate(model, prompt.expand(4, -1), 12, temperature=1.5, seed=3)
+    pool = PagedKVPool.for_model(model, 40, block_size=4)
+    b = generate_paged(model, prompt, 12, temperature=1.5, seed=3, n=4, pool=pool)
+    assert torch.equal(a.sequences, b.sequences)
+    assert len({tuple(s.tolist()) for s in b.new_tokens}) > 1  # the samples did diverge
+    tables = b.cache.block_table()
+    assert len({t[0] for t in tables}) == len({t[1] for t in tables}) == 1  # the prompt's full blocks: one copy
+    separate = 4 * -(-(10 + 11) // 4)
+    assert pool.allocator.n_used == len({blk for t in tables for blk in t}) < separate
+    b.cache.release()
+    assert pool.allocator.n_free == 40
+
+
+def test_select_reorders_rows_like_beam_search():
+    model = make_model(**VARIANTS["mha-learned"])
+    x = torch.randint(0, 50, (3, 5))
+    pool = PagedKVPool.for_model(model, 30, block_size=2)
+    cache = pool.cache([pool.new_table() for _ in range(3)])
+    with torch.no_grad():
+        model(x, cache=cache)
+        beams = cache.select([2, 2, 0])
+        cache.release()
+        y = torch.randint(0, 50, (3, 1))
+        out = model(y, cache=beams)
+        ref = model(torch.cat([x[[2, 2, 0]], y], 1))[:, -1:]
+    torch.testing.assert_close(out, ref, atol=ATOL, rtol=0)
+    beams.release()
+    assert_allocator_consistent(pool.allocator, [])
+
+
+# ------------------------------------------------------------------------------------------ prefix caching
+
+def test_prefix_cache_reuses_full_blocks_and_gives_the_same_logits():
+    model = make_model(**VARIANTS["gqa-learned-qkvbias"])
+    pool = PagedKVPool.for_model(model, 16, block_size=4, record_events=True)
+    prompt = torch.randint(0, 50, (11,)).tolist()
+    first = pool.new_table("a")
+    la = prefill(model, pool, first, prompt, prefix_cache=True)
+    assert pool.allocator.n_prefix_hits == 0
+    second = pool.new_table("b")
+    lb = prefill(model, pool, second, prompt[:9] + [7, 8], prefix_cache=True)  # shares the first 8 tokens
+    assert second.blocks[:2] == first.blocks[:2] and second.blocks[2] != first.blocks[2]
+    assert pool.allocator.n_prefix_hits == 2
+    with torch.no_grad():
+        ref = model(torch.tensor([prompt[:9] + [7, 8]]))[0, -1]
+    torch.testing.assert_close(lb, ref, atol=ATOL, rtol=0)
+    torch.testing.assert_close(la, model(torch.tensor([prompt]))[0, -1].detach(), atol=ATOL, rtol=0)
+    # freed blocks stay findable until they are reused for something else
+    pool.free(first), pool.free(second)
+    third = pool.new_table("c")
+    assert pool.match_prefix(third, prompt) == 8 and pool.allocator.refcounts[third.blocks[0]] == 1
+    pool.free(third)
+    hog = pool.new_table("hog")
+    pool.reserve(hog, 16 * 4)  # take every block: the cached prefix is evicted
+    pool.free(hog)
+    assert pool.match_prefix(pool.new_table(), prompt) == 0
+    ops = {op for op, _, _ in pool.allocator.events}
+    assert {"alloc", "hit", "free", "evict"} <= ops
+
+
+def test_prefix_never_covers_the_whole_prompt():
+    alloc = BlockAllocator(8, 4)
+    t = BlockTable()
+    alloc.reserve(t, 8)
+    t.n_tokens = 8
+    alloc.register_prefix(t, range(8))
+    u = BlockTable()
+    assert alloc.match_prefix(u, list(range(8))) == 4  # the last token must still be computed
+    with pytest.raises(ValueError, match=r"match_prefix needs an empty block table"):
+        alloc.match_prefix(u, list(range(8)))
+    with pytest.raises(ValueError, match=r"register_prefix needs the ids of all 8 cached tokens, got 3"):
+        alloc.register_prefix(t, [1, 2, 3])
+
+
+def test_a_cropped_block_is_dropped_from_the_prefix_index():
+    model = make_model()
+    pool = PagedKVPool.for_model(model, 8, 4)
+    t = pool.new_table()
+    ids = list(range(1, 10))
+    prefill(model, pool, t, ids, prefix_cache=True)  # blocks 0, 1 full and indexed
+    cache = pool.cache([t])
+    cache.crop(6)
+    with torch.no_grad():
+        model(torch.tensor([[20, 21]]), cache=cache)  # overwrites positions 6, 7 of the indexed block 1
+    u = pool.new_table()
+    assert pool.match_prefix(u, ids) == 4  # block 1 no longer claims to hold ids[:8]
+
+
+# --------------------------------------------------------------------------------- reference counts (property)
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["new", "grow", "fork", "free", "crop"]), st.integers(0, 50)),
+                min_size=1, max_size=40))
+def test_reference_counts_always_add_up(ops):
+    alloc = BlockAllocator(24, 3)
+    live = []
+    for op, arg in ops:
+        if op == "new" or not live:
+            live.append(BlockTable())
+            continue
+        t = live[arg % len(live)]
+        if op == "grow":
+            n = arg % 7 + 1
+            try:
+                alloc.reserve(t, n)
+                t.n_tokens += n
+            except PoolExhaustedError as e:
+                assert e.needed > e.free == alloc.n_free
+        elif op == "fork":
+            live.append(alloc.fork(t))
+        elif op == "free":
+            alloc.free(t)
+            live.remove(t)
+        else:
+            alloc.truncate(t, arg % (t.n_tokens + 1))
+        assert_allocator_consistent(alloc, live)
+    for t in live:
+        alloc.free(t)
+    assert alloc.n_free == 24 and alloc.refcounts == [0] * 24
+
+
+# ------------------------------------------------------------------------------------------ errors and bytes
+
+def test_pool_exhausted_is_a_clear_error_and_changes_nothing():
+    model = make_model()
+    pool = PagedKVPool.for_model(model, 3, block_size=4)
+    cache = pool.cache([pool.new_table("req-7")])
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, 10)), cache=cache)  # 3 blocks: the pool is full
+        with pytest.raises(PoolExhaustedError, match=r"KV block pool exhausted: appending 3 token\(s\) to 1 "
+                                                     r"sequence\(s\) needs 1 free block\(s\) of 4 tokens, but only 0 "
+                                                     r"of 3 are free\. Release finished sequences, preempt a running "
+                                                     r"one, let the request wait, or build a pool with more blocks "
+                                                     r"\(n_blocks >= 4 would do\)"):
+            model(torch.randint(0, 50, (1, 3)), cache=cache)
+    assert cache.seq_len == 10 and cache.block_table() == [[0, 1, 2]] and pool.allocator.n_free == 0
+    t = pool.new_table("b")
+    with pytest.raises(PoolExhaustedError, match=r"sequence 'b' needs 1 free block\(s\)") as e:
+        pool.reserve(t, 1)
+    assert (e.value.needed, e.value.free, e.value.n_blocks) == (1, 0, 3) and t.blocks == []
+    decode_step(model, pool, cache.tables, [1])  # positions 10 and 11 still fit in the last block
+    decode_step(model, pool, cache.tables, [2])
+    with pytest.raises(PoolExhaustedError, match=r"a forward pass of 1 sequence\(s\) \(1 new tokens\) needs 1 free"):
+        decode_step(model, pool, cache.tables, [3])
+    assert cache.tables[0].n_tokens == 12
+
+
+def test_construction_and_misuse_errors():
+    cfg = make_model().config
+    with pytest.raises(ValueError, match=r"n_blocks must be an integer >= 1, got 0"):
+        BlockAllocator(0)
+    with pytest.raises(ValueError, match=r"block_size must be an integer >= 1, got 2.5"):
+        PagedKVPool(cfg, 4, 2.5)
+    with pytest.raises(TypeError, match=r"built from a lib.ModelConfig"):
+        PagedKVPool({"n_layers": 2}, 4)
+    with pytest.raises(TypeError, match=r"pool must be a lib.paged.PagedKVPool, got KVCache"):
+        PagedKVCache(cfg, 1, pool=KVCache(cfg, 1, 4))
+    pool = PagedKVPool(cfg, 8, 2)
+    a, b = pool.new_table(), pool.new_table()
+    pool.reserve(a, 3)
+    a.n_tokens = 3
+    with pytest.raises(ValueError, match=r"must have the same length, got \[0, 3\]; run sequences of different "
+                                         r"lengths with lib.paged.forward_paged"):
+        pool.cache([a, b])
+    with pytest.raises(ValueError, match=r"batch_size=2 but 1 block table\(s\) were given"):
+        PagedKVCache(cfg, 2, pool=pool, tables=[a])
+    with pytest.raises(ValueError, match=r"dtype mismatch: the pool stores torch.float32, got dtype=torch.float16"):
+        PagedKVCache(cfg, 1, pool=pool, dtype=torch.float16)
+    two = pool.cache([pool.fork(a), pool.fork(a)])
+    with pytest.raises(ValueError, match=r"fork\(n\) copies a cache of one sequence; this one holds 2, use select"):
+        two.fork(2)
+    with pytest.raises(ValueError, match=r"select takes a non-empty list of rows from 0 to 1, got \[2\]"):
+        two.select([2])
+    with pytest.raises(ValueError, match=r"truncate takes a length from 0 to the table's 3 tokens, got 4"):
+        pool.allocator.truncate(a, 4)
+    with pytest.raises(ValueError, match=r"n=2 samples are drawn from one prompt; got a batch of 2 prompts"):
+        generate_paged(make_model(), torch.zeros(2, 3, dtype=torch.long), 2, n=2)
+    with pytest.raises(ValueError, match=r"the table already holds 3 tokens; the prompt has 3"):
+        prefill(make_model(), pool, a, [1, 2, 3])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_bytes_are_blocks_held(dtype):
+    cfg = ModelConfig(vocab_size=40, n_layers=3, d_model=24, n_heads=6, n_kv_heads=2, max_seq_len=32)
+    pool = PagedKVPool(cfg, 10, 4, dtype=dtype)
+    assert pool.nbytes == 10 * pool.block_nbytes == sum(t.untyped_storage().nbytes() for t in pool.k + pool.v)
+    assert pool.block_nbytes == lib.kv_cache_bytes(cfg, 4, dtype=dtype)
+    model = MiniTransformer(cfg).to(dtype).eval()
+    cache = pool.cache([pool.new_table(), pool.new_table()])
+    with torch.no_grad():
+        model(torch.randint(0, 40, (2, 6)), cache=cache)
+    assert cache.nbytes == 4 * pool.block_nbytes  # 2 sequences x 2 blocks
+    assert cache.used_bytes == lib.kv_cache_bytes(cfg, 6, batch_size=2, dtype=dtype)  # 12 of 16 slots hold tokens
+
+
+def test_private_pool_matches_kvcache_signature():
+    cfg = make_model().config
+    cache = PagedKVCache(cfg, 2, 10, block_size=4)  # the same positional arguments as lib.KVCache
+    assert cache.pool.n_blocks == 2 * 3 and cache.max_len == 10 and cache.seq_len == 0
+    with torch.no_grad():
+        make_model()(torch.randint(0, 50, (2, 10)), cache=cache)
+    with pytest.raises(ValueError, match=r"KV cache is full: it holds 10 of max_len=10 positions"):
+        make_model()(torch.randint(0, 50, (2, 1)), cache=cache)
+    cache.reset()
+    assert cache.seq_len == 0 and cache.pool.allocator.n_free == 6
+
+
+def test_paged_cache_is_not_part_of_the_model():
+    model = make_model()
+    names = set(model.state_dict())
+    generate_paged(model, torch.randint(0, 50, (1, 4)), 5)
+    assert set(model.state_dict()) == names and not list(model.buffers())
+
+
+def test_paged_cache_on_each_device(device):
+    model = make_model(**VARIANTS["gqa-rope-rmsnorm-swiglu"]).to(device)
+    prompt = torch.randint(0, 50, (2, 5), device=device)
+    a = generate(model, prompt, 8)
+    b = generate_paged(model, prompt, 8, block_size=3)
+    assert torch.equal(a.sequences, b.sequences) and b.cache.pool.k[0].device.type == device.type

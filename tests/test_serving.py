@@ -1,0 +1,252 @@
+"""The serving simulation (counts worked out by hand, invariants on every step) and real serving on the
+demo model (same tokens as lib.generate, static vs continuous batching counts)."""
+import statistics
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import lib
+from lib.serving import (POLICIES, ContiguousAllocator, ServeRequest, SimRequest, compare_policies, demo_requests,
+                         request_stream, reservation, serve, simulate, table)
+
+
+# ------------------------------------------------------------------------------------------- the stream
+
+def test_request_stream_is_seeded_bounded_and_near_its_means():
+    a, b, c = request_stream(2000, seed=1), request_stream(2000, seed=1), request_stream(2000, seed=2)
+    assert a == b and a != c
+    assert all(1 <= r.prompt_len <= 2047 and 1 <= r.output_len and r.total_len <= 2048 for r in a)
+    # log-normal with the mean put at 160 / 340 before clipping: the sample means land near them
+    assert 140 < statistics.mean(r.prompt_len for r in a) < 180
+    assert 300 < statistics.mean(r.output_len for r in a) < 380
+    # long-tailed: the median is well below the mean (exp(-sigma^2/2) = 0.61 of it for sigma = 1)
+    assert statistics.median(r.output_len for r in a) < 0.75 * statistics.mean(r.output_len for r in a)
+    assert [r.rid for r in a[:3]] == [0, 1, 2]
+
+
+def test_request_stream_errors():
+    with pytest.raises(ValueError, match=r"n must be an integer >= 1, got 0"):
+        request_stream(0)
+    with pytest.raises(ValueError, match=r"sigma must be a number > 0, got -1"):
+        request_stream(5, sigma=-1)
+    with pytest.raises(ValueError, match=r"max_len must be an integer >= 2, got 1"):
+        request_stream(5, max_len=1)
+
+
+def test_reservations():
+    r = SimRequest(0, prompt_len=100, output_len=25)
+    assert reservation(r, "max", 2048) == 2048
+    assert reservation(r, "pow2", 2048) == 100 + 32  # the output rounded up to a power of two
+    assert reservation(SimRequest(0, 100, 32), "pow2") == 132
+    assert reservation(SimRequest(0, 2000, 40), "pow2", 2048) == 2048  # never past the context
+    assert reservation(r, "oracle") == 125
+    with pytest.raises(ValueError, match=r"reservation is for the contiguous policies \('max', 'pow2', 'oracle'\), "
+                                         r"got 'paged'"):
+        reservation(r, "paged")
+
+
+# ------------------------------------------------------------------------------------- contiguous allocator
+
+def test_first_fit_and_merging():
+    a = ContiguousAllocator(10)
+    assert [a.allocate(3), a.allocate(3), a.allocate(3)] == [0, 3, 6]
+    assert a.allocate(2) is None and a.n_free == 1
+    a.free(3, 3)
+    assert a.allocate(4) is None and a.largest_hole == 3  # 4 free positions, but not in one piece
+    a.free(0, 3)
+    assert a.holes == [(0, 6), (9, 1)]
+    a.free(6, 3)
+    assert a.holes == [(0, 10)]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 12)), max_size=60))
+def test_contiguous_regions_never_overlap(ops):
+    a = ContiguousAllocator(40)
+    live = []
+    for alloc, size in ops:
+        if alloc or not live:
+            start = a.allocate(size)
+            if start is not None:
+                live.append((start, size))
+        else:
+            a.free(*live.pop(size % len(live)))
+        taken = sorted(p for s, z in live for p in range(s, s + z))
+        assert len(taken) == len(set(taken)) and all(0 <= p < 40 for p in taken)
+        assert a.n_free == 40 - len(taken)
+        assert all(h[0] + h[1] < n[0] for h, n in zip(a.holes, a.holes[1:]))  # sorted, merged holes
+
+
+# ------------------------------------------------------------------------------------------ the simulation
+
+def test_max_reservation_by_hand():
+    reqs = [SimRequest(0, 1, 2), SimRequest(1, 2, 2), SimRequest(2, 1, 1)]
+    r = simulate(reqs, "max", kv_tokens=8, max_len=4)
+    # step 0: A and B each reserve 4 positions (C waits); step 1: both decode and finish; step 2: C runs
+    assert r.steps == 3 and r.running == [2, 2, 1] and r.waiting == [1, 1, 0]
+    assert r.tokens == [5, 7, 2] and r.future == [2, 0, 0] and r.never == [1, 1, 2] and r.free == [0, 0, 4]
+    assert r.shares()["tokens"] == (5 + 7) / 16  # saturated steps only
+    assert r.shares(saturated=False)["never"] == pytest.approx((1 + 1 + 2) / 24)
+
+
+def test_paged_with_preemption_by_hand():
+    reqs = [SimRequest(0, 3, 2), SimRequest(1, 1, 3)]
+    r = simulate(reqs, "paged", kv_tokens=8, block_size=2, watermark=0.0)
+    # step 0: A takes 2 blocks (3 prompt + 1 token), B 1 block; step 1: A takes the last block, B finds none
+    # and is preempted; step 2: B comes back (recomputing its 1 token) with 2 blocks; step 3: B finishes
+    assert r.steps == 4 and r.preemptions == 1 and r.recomputed_tokens == 1
+    assert r.running == [2, 1, 1, 1] and r.waiting == [0, 1, 0, 0]
+    assert r.tokens == [6, 5, 3, 4] and r.future == [0, 0, 1, 0] and r.never == [0, 1, 0, 0]
+    assert r.free == [2, 2, 4, 4]
+
+
+@pytest.fixture(scope="module")
+def results():
+    return compare_policies(request_stream(150, seed=0), kv_tokens=8192)
+
+
+def test_every_step_accounts_for_the_whole_budget(results):
+    for res in results.values():
+        for i in range(res.steps):
+            assert res.tokens[i] + res.future[i] + res.never[i] + res.free[i] == res.kv_tokens
+            assert min(res.tokens[i], res.future[i], res.never[i], res.free[i]) >= 0
+        assert abs(sum(res.shares().values()) - 1) < 1e-12
+
+
+def test_what_each_policy_wastes(results):
+    mx, p2, orc, pg = (results[p] for p in POLICIES)
+    assert max(mx.running) == 8192 // 2048  # four max-length regions fill the budget exactly
+    assert all(f == 0 for f, w in zip(mx.free, mx.waiting) if w)
+    assert all(n == 0 for n in orc.never)  # knowing the length: no internal fragmentation...
+    assert orc.shares()["free"] > 0.05  # ...but holes between variable-size regions (external fragmentation)
+    # paged: the empty slots are only in each sequence's last block
+    assert all(f + n < 16 * r for f, n, r in zip(pg.future, pg.never, pg.running))
+    assert pg.preemptions > 0 and sum(x.preemptions for x in (mx, p2, orc)) == 0
+    shares = [x.shares()["tokens"] for x in (mx, p2, orc, pg)]
+    assert shares == sorted(shares) and shares[-1] > 0.9 and shares[0] < 0.35
+    assert pg.mean_running() > 2.5 * mx.mean_running() and pg.steps < mx.steps
+
+
+def test_every_request_is_served_completely(results):
+    """Every request in the batch at a step made exactly one token in it (prefill or decode; a preempted one
+    is out of the batch), so the batch sizes add up to the output lengths under every policy."""
+    outputs = sum(r.output_len for r in request_stream(150, seed=0))
+    for res in results.values():
+        assert res.n_requests == 150 and sum(res.running) == outputs
+        assert res.running[-1] >= 1 and res.waiting[-1] == 0
+
+
+def test_summary_and_table(results):
+    row = results["paged"].summary()
+    assert list(row) == ["policy", "tokens %", "reserved, later %", "reserved, never %", "free %",
+                         "tokens / allocated %", "mean batch", "max batch", "steps", "preemptions"]
+    assert row["tokens %"] == round(100 * results["paged"].shares()["tokens"], 1)
+    text = table([r.summary() for r in results.values()])
+    assert text.splitlines()[0].split()[:3] == ["policy", "tokens", "%"] and len(text.splitlines()) == 6
+
+
+def test_simulation_errors():
+    reqs = [SimRequest(0, 10, 10)]
+    with pytest.raises(ValueError, match=r"policy='lru' is not known; allowed: max, pow2, oracle, paged"):
+        simulate(reqs, "lru")
+    with pytest.raises(ValueError, match=r"kv_tokens=30 must be a positive multiple of block_size=16"):
+        simulate(reqs, "paged", kv_tokens=30)
+    with pytest.raises(ValueError, match=r"a request reserves 2048 positions under 'max' but the budget is only "
+                                         r"kv_tokens=1024; raise kv_tokens"):
+        simulate(reqs, "max", kv_tokens=1024)
+    with pytest.raises(ValueError, match=r"a request needs 2 blocks but the pool has only 1; raise kv_tokens"):
+        simulate(reqs, "paged", kv_tokens=16)
+    with pytest.raises(ValueError, match=r"request 0 needs 20 positions, more than max_len=16"):
+        simulate(reqs, "paged", max_len=16)
+
+
+# ------------------------------------------------------------------------------------------ real serving
+
+@pytest.fixture(scope="module")
+def chat():
+    return lib.load_demo("chat")
+
+
+@pytest.fixture(scope="module")
+def requests(chat):
+    return demo_requests(chat[1], n=12, seed=3)
+
+
+def reference(model, tok, reqs):
+    return [lib.generate(model, r.prompt, r.max_new_tokens, eos_id=tok.eos_id).new_tokens[0].tolist() for r in reqs]
+
+
+@pytest.fixture(scope="module")
+def expected(chat, requests):
+    return reference(*chat, requests)
+
+
+@pytest.mark.parametrize("policy", ["static", "continuous"])
+@pytest.mark.parametrize("kw", [dict(), dict(block_size=3), dict(block_size=2, prefix_cache=True)])
+def test_serving_gives_the_tokens_of_generate(chat, requests, expected, policy, kw):
+    model, tok = chat
+    res = serve(model, requests, policy, max_batch=4, eos_id=tok.eos_id, **kw)
+    assert [r.tokens for r in res.records] == expected
+    assert all(r.tokens[-1] == tok.eos_id for r in res.records)  # each completion ran to <eos>
+    assert res.tokens == sum(len(e) for e in expected)
+    assert res.prefills == len(requests) and res.preemptions == 0
+    prompt_tokens = sum(len(r.prompt) for r in requests)
+    if kw.get("prefix_cache"):
+        assert res.prefix_hit_blocks > 0 and res.prefill_tokens == prompt_tokens - 2 * res.prefix_hit_blocks
+    else:
+        assert res.prefix_hit_blocks == 0 and res.prefill_tokens == prompt_tokens
+
+
+def test_preemption_recomputes_and_still_gives_the_same_tokens(chat, requests, expected):
+    model, tok = chat
+    res = serve(model, requests, "continuous", max_batch=6, eos_id=tok.eos_id, block_size=4, n_blocks=12)
+    assert res.preemptions > 0 and res.prefills == len(requests) + res.preemptions
+    assert res.prefill_tokens > sum(len(r.prompt) for r in requests)  # recomputation costs prefill work
+    assert [r.tokens for r in res.records] == expected
+    assert max(res.blocks_used) <= 12
+
+
+def test_continuous_batching_keeps_the_batch_full(chat, requests):
+    model, tok = chat
+    st_, co = (serve(model, requests, p, max_batch=4, eos_id=tok.eos_id) for p in ("static", "continuous"))
+    assert st_.tokens == co.tokens
+    # every row of a forward pass gets one token: the same rows in total...
+    assert sum(st_.batch_rows) == sum(co.batch_rows) == co.tokens
+    assert sum(st_.fed_tokens) == sum(co.fed_tokens)  # ...and the same tokens fed...
+    assert co.steps < st_.steps  # ...in fewer forward passes
+    assert max(co.batch_rows) == max(st_.batch_rows) == 4
+    assert co.mean_ttft_steps() < st_.mean_ttft_steps()
+    assert sum(st_.idle_slots) > sum(co.idle_slots)
+    # static: a batch is admitted only when the previous one is done, so admissions come in groups of max_batch
+    admitted = sorted({r.admitted_step for r in st_.records})
+    assert len(admitted) == -(-len(requests) // 4)
+    # the counts are deterministic: a second run gives the same summary
+    assert serve(model, requests, "continuous", max_batch=4, eos_id=tok.eos_id).summary() == co.summary()
+    t = co.timings()
+    assert t["tokens/s"] > 0 and set(t) == {"policy", "seconds", "tokens/s", "ms per pass", "mean TTFT (ms)",
+                                            "mean latency (ms)"}
+
+
+def test_demo_requests_are_seeded_corpus_prefixes(chat):
+    tok = chat[1]
+    a, b = demo_requests(tok, 20, seed=5), demo_requests(tok, 20, seed=5)
+    assert [r.prompt for r in a] == [r.prompt for r in b]
+    assert all(r.prompt[0] == tok.bos_id and len(r.prompt) >= 2 for r in a)
+    lines = lib.train.read_corpus()
+    assert all(any(line.startswith(tok.decode(r.prompt[1:])) for line in lines) for r in a)
+
+
+def test_serving_errors(chat, requests):
+    model, tok = chat
+    with pytest.raises(ValueError, match=r"policy='dynamic' is not known; allowed: 'static', 'continuous'"):
+        serve(model, requests, "dynamic")
+    with pytest.raises(TypeError, match=r"serve takes ServeRequest objects \(see demo_requests\), got list"):
+        serve(model, [[1, 2, 3]])
+    with pytest.raises(ValueError, match=r"request 9: a prompt of 3 token\(s\) with max_new_tokens=70 does not fit "
+                                         r"the context window \(max_seq_len=64\)"):
+        serve(model, [ServeRequest(9, [1, 5, 6], 70)])
+    with pytest.raises(ValueError, match=r"a request may need 9 blocks of 4 tokens \(prompt \+ max_new_tokens\) but "
+                                         r"the pool has n_blocks=5; give n_blocks >= 9 or lower max_new_tokens"):
+        serve(model, [ServeRequest(0, [1, 5], 32)], block_size=4, n_blocks=5)
+    with pytest.raises(ValueError, match=r"max_batch must be an integer >= 1, got 0"):
+        serve(model, requests, max_batch=0)
