@@ -11,11 +11,13 @@ from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
 from .generate import GenerationResult, filter_logits, generate
 from .model import ForwardRecord, MiniTransformer
+from .paged import PagedKVCache, PagedKVPool, generate_paged
+from .speculative import SpeculativeResult, speculative_generate
 from .tokenizer import CharTokenizer, UnknownCharacterError
 from .trace import Trace, TraceStep
 
 __all__ = [
     "ModelConfig", "MiniTransformer", "ForwardRecord", "KVCache", "ConcatKVCache", "generate", "GenerationResult",
     "filter_logits", "Trace", "TraceStep", "CharTokenizer", "UnknownCharacterError", "load_demo", "load_checkpoint",
-    "save_checkpoint", "DEMOS", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
+    "save_checkpoint", "DEMOS", "PagedKVCache", "PagedKVPool", "generate_paged", "speculative_generate", "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
 ]

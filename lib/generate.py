@@ -49,7 +49,8 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
     return logits
 
 
-def _check_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, cache_kind):
+def check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, cache_kind="static"):
+    """Validate generate()'s arguments (clear errors) and return input_ids as a (B, T) tensor on the model's device."""
     c = model.config
     if isinstance(input_ids, (list, tuple)):
         if not input_ids:
@@ -100,7 +101,7 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
     sequence has stopped the loop ends, and stopped sequences are padded with ``pad_id`` (default eos_id).
     ``trace=True`` records a ``Trace`` of every step.
     """
-    input_ids = _check_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, cache_kind)
+    input_ids = check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, cache_kind)
     B, prompt_len = input_ids.shape
     device = model.device
     pad = eos_id if pad_id is None else pad_id

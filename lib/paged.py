@@ -34,7 +34,7 @@ import torch
 
 from .cache import _CacheBase, _check_dtype_device
 from .config import ModelConfig
-from .generate import GenerationResult, _check_args, filter_logits
+from .generate import GenerationResult, check_generate_args, filter_logits
 from .model import apply_rope, rope_tables
 
 
@@ -608,7 +608,7 @@ def generate_paged(model, input_ids, max_new_tokens: int, temperature: float = 0
     the n samples (copy-on-write when they diverge); the result equals ``lib.generate`` on the prompt
     repeated n times. ``pool`` lets several calls share one pool; otherwise a private one is made.
     ``result.cache`` is the PagedKVCache (release() it to give its blocks back)."""
-    input_ids = _check_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, "static")
+    input_ids = check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, "static")
     _check_pos_int("n", n)
     B, prompt_len = input_ids.shape
     if n > 1 and B != 1:

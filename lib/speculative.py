@@ -1,0 +1,503 @@
+"""Speculative decoding: a small draft model guesses k tokens, the target model checks all of them at once.
+
+Autoregressive decoding is serial: one forward pass of the (large) target model per new token. Speculative
+decoding (Leviathan et al. 2023, Chen et al. 2023) keeps the target's output but needs fewer of its passes:
+
+    one round:
+      1. the draft proposes x1..xk, one token at a time (k cheap forward passes, its own KV cache)
+      2. the target runs ONE forward pass over [pending token, x1..xk] with its KV cache: k + 1 positions,
+         so it gets its own next-token distribution p after every prefix at once
+      3. accept a prefix of the proposals, then append one token of the target's own (a correction after a
+         rejection, or a bonus token when all k were accepted): every round yields 1 .. k + 1 tokens
+      4. crop both caches back to the accepted text (``KVCache.crop``)
+
+Greedy: x_i is accepted when it equals the target's argmax, so the text is exactly what the target alone
+would write. Sampling: x_i ~ q is accepted with probability min(1, p(x_i)/q(x_i)); on rejection the target's
+token is drawn from norm(max(0, p - q)). Then every emitted token is distributed exactly as p: a draft changes
+only the speed, never the output distribution (``output_distribution`` shows it on numbers).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from .cache import KVCache
+from .generate import check_generate_args, filter_logits
+
+# ------------------------------------------------------------------------------- the acceptance rule
+
+
+def _check_pair(p: torch.Tensor, q: torch.Tensor):
+    for name, d in (("p", p), ("q", q)):
+        if not isinstance(d, torch.Tensor) or d.dim() != 1:
+            raise ValueError(f"{name} must be a 1-D tensor of probabilities over the vocabulary, got "
+                             f"{type(d).__name__ if not isinstance(d, torch.Tensor) else tuple(d.shape)}")
+        if (d < 0).any() or abs(float(d.sum()) - 1.0) > 1e-4:
+            raise ValueError(f"{name} must be a probability distribution (non-negative, summing to 1), "
+                             f"got sum {float(d.sum()):.6g}")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must be over the same vocabulary, got {p.numel()} and {q.numel()} entries")
+
+
+def acceptance_probability(p: torch.Tensor, q: torch.Tensor, x: int) -> float:
+    """min(1, p(x) / q(x)): the chance of keeping a draft token x that was drawn from q (q(x) > 0)."""
+    _check_pair(p, q)
+    if not 0 <= x < q.numel() or float(q[x]) <= 0:
+        raise ValueError(f"x={x} must be a token the draft can propose (0 <= x < {q.numel()} with q(x) > 0)")
+    return min(1.0, float(p[x]) / float(q[x]))
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)): where the target's token comes from after a rejection. It puts mass only on
+    tokens the draft proposes too rarely. If p == q there is nothing left (and no rejection ever happens):
+    then p itself is returned."""
+    _check_pair(p, q)
+    return _residual(p, q)
+
+
+def _residual(p, q):
+    r = torch.clamp(p - q, min=0)
+    total = r.sum()
+    if float(total) <= 0:
+        return p.clone()
+    return r / total
+
+
+def expected_acceptance(p: torch.Tensor, q: torch.Tensor) -> float:
+    """Probability that one draft token is accepted: sum_x q(x) min(1, p(x)/q(x)) = sum_x min(p(x), q(x))."""
+    _check_pair(p, q)
+    return float(torch.minimum(p.double(), q.double()).sum())
+
+
+def output_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Exact distribution of the token the rule emits at one position: accepted draft tokens
+    q(x) min(1, p(x)/q(x)) plus rejections (1 - acceptance) times the residual. It equals p."""
+    _check_pair(p, q)
+    p64, q64 = p.double(), q.double()
+    accepted = torch.minimum(p64, q64)  # q(x) * min(1, p(x)/q(x))
+    rejected = 1.0 - float(accepted.sum())
+    return accepted + rejected * residual_distribution(p64, q64)
+
+
+def accept_or_resample(p: torch.Tensor, q: torch.Tensor, x: int, generator: torch.Generator | None = None):
+    """One step of the rule: keep x with probability min(1, p(x)/q(x)) -> (True, x); otherwise draw a token
+    from the residual -> (False, token)."""
+    a = acceptance_probability(p, q, x)  # checks p, q and x
+    u = float(torch.rand((), generator=generator, device=p.device))
+    if u < a:
+        return True, x
+    return False, int(torch.multinomial(_residual(p, q), 1, generator=generator))
+
+
+# ----------------------------------------------------------------------------------------- a run's record
+
+
+@dataclass
+class SpeculativeRound:
+    """One draft-then-verify round (plain data: ints, floats, lists)."""
+
+    index: int
+    start: int  # sequence length before the round
+    target_fed: int  # tokens in the target's one verification pass (pending + proposals)
+    proposed: list  # the draft's tokens x1..xk (k may be smaller near max_new_tokens or after an <eos>)
+    q: list  # q(x_i): the draft's probability of each proposal (sampling distribution; temperature 1 if greedy)
+    p: list  # p(x_i): the target's probability of the same token
+    accept_prob: list  # min(1, p/q) when sampling; 1.0 / 0.0 (equals the target's argmax or not) when greedy
+    accepted: int  # how many proposals were kept (a prefix)
+    target_token: int  # the target's own token after the kept prefix
+    kind: str  # "correction" (after a rejection), "bonus" (all proposals kept) or "target" (nothing proposed)
+    emitted: list  # tokens appended this round (kept prefix + target token, cut after an <eos>)
+    draft_passes: int
+
+    @property
+    def rejected(self) -> int:
+        """Proposals that did not make it (the first rejected one and every one after it)."""
+        return len(self.proposed) - self.accepted
+
+
+@dataclass
+class SpeculativeResult:
+    sequences: torch.Tensor  # (1, prompt_len + generated): prompt followed by the new tokens, like generate()
+    prompt_len: int
+    k: int
+    sampling: dict  # temperature, top_k, top_p, seed
+    rounds: list = field(default_factory=list)  # SpeculativeRound per target pass
+    target_forwards: int = 0
+    draft_forwards: int = 0
+    target_cache: KVCache | None = None  # holds the sequence minus its last token (like generate's cache)
+    draft_cache: KVCache | None = None  # may lag a few tokens: it is fed them at its next proposal
+
+    @property
+    def new_tokens(self) -> torch.Tensor:
+        return self.sequences[:, self.prompt_len:]
+
+    @property
+    def n_new(self) -> int:
+        return self.sequences.shape[1] - self.prompt_len
+
+    @property
+    def n_proposed(self) -> int:
+        return sum(len(r.proposed) for r in self.rounds)
+
+    @property
+    def n_accepted(self) -> int:
+        return sum(r.accepted for r in self.rounds)
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Kept proposals / proposals (0.0 when nothing was proposed)."""
+        return self.n_accepted / self.n_proposed if self.n_proposed else 0.0
+
+    @property
+    def baseline_target_forwards(self) -> int:
+        """Target passes plain ``generate`` needs for the same new tokens: one per token (prefill included)."""
+        return self.n_new
+
+    @property
+    def tokens_per_target_pass(self) -> float:
+        return self.n_new / self.target_forwards
+
+    def rows(self, tokenizer=None) -> list[dict]:
+        """One dict per round, ready for a table."""
+        show = (lambda ids: tokenizer.decode(ids)) if tokenizer is not None else (lambda ids: str(list(ids)))
+        out, total = [], 0
+        for r in self.rounds:
+            total += len(r.emitted)
+            out.append({
+                "round": r.index,
+                "proposed": show(r.proposed) if r.proposed else "-",
+                "kept": f"{r.accepted}/{len(r.proposed)}",
+                "target": f"{show([r.target_token])} ({r.kind})",
+                "emitted": show(r.emitted),
+                "new so far": total,
+            })
+        return out
+
+    def table(self, tokenizer=None) -> str:
+        """The rows as an aligned text table."""
+        return text_table(self.rows(tokenizer)) if self.rounds else "(no rounds)"
+
+    def summary(self) -> str:
+        """One line: tokens, target passes (vs one per token), draft passes, acceptance."""
+        return (f"{self.n_new} new tokens in {self.target_forwards} target passes (generate: "
+                f"{self.baseline_target_forwards}) + {self.draft_forwards} draft passes; "
+                f"{self.n_accepted}/{self.n_proposed} proposals kept ({self.acceptance_rate:.1%}), "
+                f"{self.tokens_per_target_pass:.2f} tokens per target pass")
+
+
+def text_table(rows: list[dict]) -> str:
+    """A list of dicts with the same keys as an aligned text table (Chinese characters count double)."""
+    cols = list(rows[0])
+    width = {c: max(_width(c), *(_width(str(r[c])) for r in rows)) for c in cols}
+    line = lambda vals: "  ".join(_ljust(str(v), width[c]) for c, v in zip(cols, vals)).rstrip()
+    return "\n".join([line(cols), line("-" * width[c] for c in cols)] + [line(r.values()) for r in rows])
+
+
+def _width(s: str) -> int:
+    """Display width: Chinese characters take two columns in a monospace font."""
+    return sum(2 if ord(ch) > 0x2E80 else 1 for ch in s)
+
+
+def _ljust(s: str, width: int) -> str:
+    return s + " " * (width - _width(s))
+
+
+# ----------------------------------------------------------------------------------------------- the loop
+
+
+def _check_pair_of_models(target, draft, k):
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k (draft tokens proposed per round) must be an integer >= 1, got {k!r}")
+    tv, dv = target.config.vocab_size, draft.config.vocab_size
+    if tv != dv:
+        raise ValueError(f"the draft and the target must share a vocabulary (the same tokenizer): the target has "
+                         f"{tv} tokens, the draft {dv}; a draft token id must mean the same token to both")
+    if draft.device != target.device:
+        raise ValueError(f"the draft is on {draft.device} but the target is on {target.device}; "
+                         f"put both models on the same device")
+
+
+def _distribution(logits, temperature, top_k, top_p):
+    """(T, vocab) float logits -> the probabilities tokens are chosen from (temperature 1 when greedy)."""
+    if temperature == 0:
+        return torch.softmax(logits, dim=-1)
+    return torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+
+
+@torch.no_grad()
+def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int = 4, temperature: float = 0.0,
+                         top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
+                         seed: int | None = None) -> SpeculativeResult:
+    """Generate up to ``max_new_tokens`` tokens after ``input_ids`` (one sequence) with draft + target.
+
+    Same arguments as ``lib.generate`` (temperature 0 is greedy; top_k / top_p shape both p and q the same
+    way), plus ``draft`` (a model on the same vocabulary) and ``k`` (tokens it proposes per round). Greedy
+    output is identical to ``generate(target, ...)``; sampled output has the same distribution.
+    """
+    input_ids = check_generate_args(target, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, "static")
+    _check_pair_of_models(target, draft, k)
+    B, prompt_len = input_ids.shape
+    if B != 1:
+        raise ValueError(f"speculative_generate handles one sequence at a time (batch size 1), got a batch of {B}: "
+                         f"each sequence keeps a different number of draft tokens per round, so call it once "
+                         f"per prompt")
+    need = prompt_len + max_new_tokens - 1  # longest sequence either model is ever fed
+    if need > draft.config.max_seq_len:
+        raise ValueError(f"the draft's context window is too short: a prompt of {prompt_len} tokens plus "
+                         f"max_new_tokens={max_new_tokens} needs {need} positions, the draft has "
+                         f"max_seq_len={draft.config.max_seq_len}")
+    device = target.device
+    gen = None
+    if seed is not None:
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+    t_cache = KVCache(target.config, 1, need, device=device, dtype=target.dtype)
+    d_cache = KVCache(draft.config, 1, need, device=device, dtype=draft.dtype)
+    res = SpeculativeResult(sequences=input_ids, prompt_len=prompt_len, k=k,
+                            sampling=dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
+                            target_cache=t_cache, draft_cache=d_cache)
+    greedy = temperature == 0
+    dist = lambda logits: _distribution(logits, temperature, top_k, top_p)
+    seq = input_ids  # (1, n)
+    training = [m for m in (target, draft) if m.training]  # switched to eval mode for the run, then back
+    for m in training:
+        m.eval()
+    try:
+        while res.n_new < max_new_tokens:
+            start = seq.shape[1]
+            k_round = min(k, max_new_tokens - res.n_new - 1)  # a round emits at most k_round + 1 tokens
+            # 1. the draft proposes k_round tokens, feeding first whatever it has not seen yet
+            proposed, q_rows = [], []
+            fed = seq[:, d_cache.seq_len:]  # (1, pending)
+            for _ in range(k_round):
+                logits = draft(fed, cache=d_cache)[0, -1].float()  # (vocab,)
+                res.draft_forwards += 1
+                q = dist(logits[None])[0]
+                x = int(torch.argmax(logits)) if greedy else int(torch.multinomial(q, 1, generator=gen))
+                proposed.append(x)
+                q_rows.append(q)
+                if x == eos_id:
+                    break  # nothing after <eos> is worth proposing
+                fed = torch.tensor([[x]], device=device)
+            # 2. the target verifies every proposal in one pass: pending tokens + proposals
+            fed = torch.cat([seq[:, t_cache.seq_len:], torch.tensor([proposed], dtype=seq.dtype, device=device)],
+                            dim=1)  # (1, pending + len(proposed))
+            logits = target(fed, cache=t_cache)[0, -(len(proposed) + 1):].float()  # (len(proposed) + 1, vocab)
+            res.target_forwards += 1
+            p_rows = dist(logits)  # row i: the target's distribution after the prefix + x1..xi
+            # 3. keep a prefix, then one token of the target's own
+            accepted, accept_prob, token, kind = 0, [], None, "target" if not proposed else "bonus"
+            for i, x in enumerate(proposed):
+                if greedy:
+                    a = 1.0 if x == int(torch.argmax(logits[i])) else 0.0
+                    ok = a == 1.0
+                else:
+                    a = min(1.0, float(p_rows[i, x]) / float(q_rows[i][x]))
+                    ok = float(torch.rand((), generator=gen, device=device)) < a
+                accept_prob.append(a)
+                if not ok:
+                    kind = "correction"
+                    token = (int(torch.argmax(logits[i])) if greedy else
+                             int(torch.multinomial(_residual(p_rows[i], q_rows[i]), 1, generator=gen)))
+                    break
+                accepted += 1
+            if token is None:  # every proposal kept: the target's distribution after them gives a bonus token
+                token = (int(torch.argmax(logits[-1])) if greedy else
+                         int(torch.multinomial(p_rows[-1], 1, generator=gen)))
+            emitted = proposed[:accepted] + [token]
+            if eos_id is not None and eos_id in emitted:
+                emitted = emitted[:emitted.index(eos_id) + 1]
+            seq = torch.cat([seq, torch.tensor([emitted], dtype=seq.dtype, device=device)], dim=1)
+            # 4. both caches forget what is not in the text (rejected proposals); the last token stays pending
+            t_cache.crop(min(t_cache.seq_len, seq.shape[1] - 1))
+            d_cache.crop(min(d_cache.seq_len, seq.shape[1] - 1))
+            res.rounds.append(SpeculativeRound(
+                index=len(res.rounds), start=start, target_fed=fed.shape[1], proposed=proposed,
+                q=[round(float(q[x]), 6) for q, x in zip(q_rows, proposed)],
+                p=[round(float(p_rows[i, x]), 6) for i, x in enumerate(proposed)],
+                accept_prob=[round(a, 6) for a in accept_prob], accepted=accepted, target_token=token, kind=kind,
+                emitted=emitted, draft_passes=len(proposed)))
+            res.sequences = seq
+            if eos_id is not None and emitted[-1] == eos_id:
+                break
+    finally:
+        for m in training:
+            m.train()
+    return res
+
+
+def measure_acceptance(target, draft, prompts, ks=(2, 4, 6), max_new_tokens: int = 40, temperature: float = 0.0,
+                       top_k=None, top_p=None, eos_id=None, seeds=(0,)) -> list[dict]:
+    """Run every prompt (list of token-id lists) for every seed with each k; one row of totals per k:
+    new tokens, target passes (vs one per token for ``generate``), draft passes, proposals kept."""
+    if not prompts:
+        raise ValueError("prompts is empty: give at least one prompt (a list of token ids)")
+    rows = []
+    for k in ks:
+        runs = [speculative_generate(target, draft, p, max_new_tokens, k=k, temperature=temperature, top_k=top_k,
+                                     top_p=top_p, eos_id=eos_id, seed=seed) for p in prompts for seed in seeds]
+        new = sum(r.n_new for r in runs)
+        passes = sum(r.target_forwards for r in runs)
+        proposed, kept = sum(r.n_proposed for r in runs), sum(r.n_accepted for r in runs)
+        rows.append({"k": k, "runs": len(runs), "new tokens": new, "target passes": passes,
+                     "generate passes": new, "saved": f"{1 - passes / new:.1%}",
+                     "draft passes": sum(r.draft_forwards for r in runs), "kept": f"{kept}/{proposed}",
+                     "acceptance": f"{kept / proposed:.1%}" if proposed else "-",
+                     "tokens/pass": round(new / passes, 2)})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------- instruments
+
+
+@contextmanager
+def count_forward_passes(**models):
+    """Count every forward call of each named model: ``with count_forward_passes(target=m) as n: ...``;
+    afterwards ``n["target"]`` is the number of passes (a forward hook counts them, not a formula)."""
+    counts = {name: 0 for name in models}
+    handles = []
+    for name, m in models.items():
+        if not isinstance(m, torch.nn.Module):
+            raise TypeError(f"count_forward_passes({name}=...) needs a torch.nn.Module, got {type(m).__name__}")
+
+        def hook(module, inputs, output, name=name):
+            counts[name] += 1
+
+        handles.append(m.register_forward_hook(hook))
+    try:
+        yield counts
+    finally:
+        for h in handles:
+            h.remove()
+
+
+# ------------------------------------------------------------------------------ statistics: is it still p?
+
+
+@dataclass
+class ChiSquare:
+    statistic: float
+    dof: int
+    p_value: float
+    n: int  # samples
+    labels: list  # category per bin (the last may be "other": every category with a small expected count)
+    observed: list
+    expected: list
+
+    def __str__(self):
+        p = f"= {self.p_value:.3g}" if self.p_value > 0 else "< 1e-300"  # below float64's range it reads 0
+        return (f"chi-square = {self.statistic:.2f} with {self.dof} degrees of freedom over {self.n} samples, "
+                f"p-value {p}")
+
+
+def chi_square_test(observed: dict, probs: dict, min_expected: float = 5.0) -> ChiSquare:
+    """Pearson's goodness-of-fit test of counts ``observed`` (category -> count) against probabilities
+    ``probs`` (category -> p). Categories expected fewer than ``min_expected`` times are pooled into one
+    "other" bin. The p-value is the chi-square survival function, Q(dof/2, stat/2) (regularized upper
+    incomplete gamma). A small p-value (say < 0.01) says the counts do not come from ``probs``."""
+    n = sum(observed.values())
+    if n <= 0:
+        raise ValueError("chi_square_test needs at least one observation")
+    total = sum(probs.values())
+    if any(v < 0 for v in probs.values()) or abs(total - 1.0) > 1e-6:
+        raise ValueError(f"probs must be non-negative and sum to 1, got sum {total:.8g}")
+    unknown = [c for c, v in observed.items() if v > 0 and probs.get(c, 0.0) <= 0]
+    if unknown:
+        raise ValueError(f"observed categories with probability 0 under probs: {unknown[:5]} — the counts "
+                         f"cannot come from this distribution")
+    big = sorted((c for c, p in probs.items() if p * n >= min_expected), key=lambda c: -probs[c])
+    labels = list(big)
+    obs = [float(observed.get(c, 0)) for c in big]
+    exp = [probs[c] * n for c in big]
+    rest_p = 1.0 - sum(probs[c] for c in big)
+    if rest_p * n > 1e-9:
+        labels.append("other")
+        obs.append(float(n - sum(obs)))
+        exp.append(rest_p * n)
+    dof = len(labels) - 1
+    if dof < 1:
+        raise ValueError(f"only one category has an expected count >= {min_expected}: collect more samples")
+    stat = sum((o - e) ** 2 / e for o, e in zip(obs, exp))
+    p_value = float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                            torch.tensor(stat / 2, dtype=torch.float64)))
+    return ChiSquare(statistic=stat, dof=dof, p_value=p_value, n=n, labels=labels, observed=obs,
+                     expected=[round(e, 4) for e in exp])
+
+
+@torch.no_grad()
+def next_token_probs(model, input_ids, n_tokens: int = 1, temperature: float = 1.0, top_k=None, top_p=None,
+                     min_prob: float = 0.0) -> dict:
+    """Exact probabilities of the model's next ``n_tokens`` (1 or 2) tokens after ``input_ids`` under the
+    sampling transform: {(x1,): p} or {(x1, x2): p(x1) p(x2 | x1)}. Entries below ``min_prob`` are dropped
+    (their mass is what ``chi_square_test`` pools as "other")."""
+    if n_tokens not in (1, 2):
+        raise ValueError(f"n_tokens must be 1 or 2, got {n_tokens!r}")
+    if temperature <= 0:
+        raise ValueError(f"next_token_probs needs a sampling temperature > 0, got {temperature!r}")
+    ids = check_generate_args(model, input_ids, 1, temperature, top_k, top_p, None, "static")
+    if ids.shape[0] != 1:
+        raise ValueError(f"next_token_probs takes one prompt, got a batch of {ids.shape[0]}")
+    p1 = _distribution(model(ids)[0, -1:].float(), temperature, top_k, top_p)[0].double()  # (vocab,)
+    p1 = p1 / p1.sum()  # exactly normalised in float64
+    if n_tokens == 1:
+        return {(x,): float(v) for x, v in enumerate(p1.tolist()) if v > min_prob}
+    firsts = [x for x, v in enumerate(p1.tolist()) if v > 0]
+    both = torch.cat([ids.expand(len(firsts), -1), torch.tensor(firsts, device=ids.device)[:, None]], dim=1)
+    p2 = _distribution(model(both)[:, -1].float(), temperature, top_k, top_p).double()  # (n_first, vocab)
+    p2 = p2 / p2.sum(-1, keepdim=True)
+    joint = p1[firsts][:, None] * p2
+    out = {}
+    for i, x1 in enumerate(firsts):
+        for x2, v in enumerate(joint[i].tolist()):
+            if v > min_prob:
+                out[(x1, x2)] = v
+    return out
+
+
+@dataclass
+class DistributionCheck:
+    """What ``distribution_check`` found: the test, the counts, and how the runs went."""
+
+    chi: ChiSquare
+    counts: dict  # tuple of the first n_tokens new tokens -> how many runs produced it
+    runs: int
+    n_proposed: int
+    n_accepted: int
+    target_forwards: int
+    n_new: int
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.n_accepted / self.n_proposed if self.n_proposed else 0.0
+
+    def summary(self) -> str:
+        return (f"{self.runs} runs: {self.n_accepted}/{self.n_proposed} proposals kept "
+                f"({self.acceptance_rate:.1%}), {self.n_new} tokens in {self.target_forwards} target passes; "
+                f"{self.chi}")
+
+
+def distribution_check(target, draft, input_ids, runs: int = 1000, n_tokens: int = 2, k: int = 1,
+                       max_new_tokens: int | None = None, temperature: float = 1.0, top_k=None, top_p=None,
+                       seed: int = 0) -> DistributionCheck:
+    """Sample ``runs`` speculative continuations (seeds seed, seed+1, ...), count their first ``n_tokens``
+    tokens and test the counts against the target's exact probabilities (``next_token_probs``).
+    ``max_new_tokens`` defaults to k + 1: one full round, so its accept / resample / bonus paths all occur."""
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs must be a positive integer, got {runs!r}")
+    max_new = k + 1 if max_new_tokens is None else max_new_tokens
+    if max_new < n_tokens:
+        raise ValueError(f"max_new_tokens={max_new} is shorter than the n_tokens={n_tokens} being counted")
+    counts: dict = {}
+    proposed = accepted = passes = new = 0
+    for i in range(runs):
+        r = speculative_generate(target, draft, input_ids, max_new, k=k, temperature=temperature, top_k=top_k,
+                                 top_p=top_p, seed=seed + i)
+        key = tuple(r.new_tokens[0, :n_tokens].tolist())
+        counts[key] = counts.get(key, 0) + 1
+        proposed, accepted = proposed + r.n_proposed, accepted + r.n_accepted
+        passes, new = passes + r.target_forwards, new + r.n_new
+    probs = next_token_probs(target, input_ids, n_tokens, temperature, top_k, top_p)
+    return DistributionCheck(chi=chi_square_test(counts, probs), counts=counts, runs=runs, n_proposed=proposed,
+                             n_accepted=accepted, target_forwards=passes, n_new=new)

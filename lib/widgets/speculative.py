@@ -1,0 +1,310 @@
+"""Speculative decoding, round by round: which draft tokens the target kept, which it rejected, and the
+token it added itself (a correction after a rejection, a bonus when every proposal was kept).
+
+Everything is read from a ``SpeculativeResult`` (``lib.speculative.speculative_generate``); nothing here
+re-runs a model except the live explorer, when the user changes a control.
+
+Three tiers (CONTRIBUTING.md):
+1. ``plot_rounds``: a static matplotlib grid (one row per round), ``SpeculativeResult.table`` as text;
+2. ``rounds_figure``: a plotly figure with one frame per round and a slider (survives export);
+3. ``SpeculativeExplorer``: ipywidgets (prompt, k, temperature, seed) that re-run both models, drivable
+   from Python with ``set()``.
+"""
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass
+
+from ..speculative import SpeculativeResult, speculative_generate
+from ..tokenizer import UnknownCharacterError
+
+COLORS = {
+    "accepted": "#2ca02c",  # a draft token the target kept
+    "rejected": "#d62728",  # the first draft token the target refused
+    "discarded": "#c7c7c7",  # draft tokens after a rejection: dropped unchecked
+    "correction": "#ff7f0e",  # the target's own token in place of the rejected one
+    "bonus": "#1f77b4",  # the target's extra token after k kept proposals
+    "target": "#9467bd",  # the target's token in a round without proposals (the last token of the budget)
+    "cut": "#f0f0f0",  # a token computed after <eos>: not part of the text
+}
+MEANING = {
+    "accepted": "draft token kept", "rejected": "draft token rejected", "discarded": "dropped after a rejection",
+    "correction": "target's correction", "bonus": "target's bonus token", "target": "target alone",
+    "cut": "after <eos>, unused",
+}
+TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.2, 1.5)  # the live explorer's steps
+MAX_ROUNDS = 48  # rows drawn at most (an animation longer than that stops being readable)
+
+
+def token_label(tokenizer, token_id: int) -> str:
+    """A token as a cell label: the character, ␣ for the space, <eos> as written."""
+    s = tokenizer.tokens([int(token_id)])[0]
+    return "␣" if s == " " else s
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One square of the grid: a draft proposal (slot 0..k-1) or the target's token (slot k)."""
+
+    round: int
+    slot: int
+    token: int
+    label: str
+    status: str  # a key of COLORS
+    p: float | None  # target probability of the token (proposals only)
+    q: float | None  # draft probability (proposals only)
+    accept_prob: float | None  # min(1, p/q) (sampling) or 1/0 (greedy); None if never tested
+
+    @property
+    def hover(self) -> str:
+        text = f"round {self.round}: {self.label} — {MEANING[self.status]}"
+        if self.p is not None:
+            text += f"; p target {self.p:.4f}, q draft {self.q:.4f}"
+        if self.accept_prob is not None:
+            text += f", kept with probability {self.accept_prob:.4f}"
+        return text
+
+
+def round_cells(result: SpeculativeResult, tokenizer) -> list[list[Cell]]:
+    """Per round, the cells to draw: its proposals, then the target's token (plain data)."""
+    if not isinstance(result, SpeculativeResult):
+        raise TypeError(f"round_cells needs a SpeculativeResult from speculative_generate, got {type(result).__name__}")
+    rows = []
+    for r in result.rounds[:MAX_ROUNDS]:
+        cells = []
+        for i, x in enumerate(r.proposed):
+            status = "accepted" if i < r.accepted else "rejected" if i == r.accepted else "discarded"
+            if i < r.accepted and i >= len(r.emitted):
+                status = "cut"
+            cells.append(Cell(r.index, i, x, token_label(tokenizer, x), status, r.p[i], r.q[i],
+                              r.accept_prob[i] if i < len(r.accept_prob) else None))
+        used = len(r.emitted) == r.accepted + 1
+        cells.append(Cell(r.index, result.k, r.target_token, token_label(tokenizer, r.target_token),
+                          r.kind if used else "cut", None, None, None))
+        rows.append(cells)
+    return rows
+
+
+def text_after(result: SpeculativeResult, tokenizer, n_rounds: int) -> str:
+    """The text (prompt + tokens) after the first ``n_rounds`` rounds."""
+    ids = result.sequences[0, :result.prompt_len].tolist()
+    for r in result.rounds[:n_rounds]:
+        ids += r.emitted
+    return tokenizer.decode(ids)
+
+
+def describe(result: SpeculativeResult, sep: str = "; ") -> str:
+    """The run's settings and outcome (used as a title; ``sep="\n"`` for two lines)."""
+    s, r = result.sampling, result
+    rule = "greedy" if s["temperature"] == 0 else f"T={s['temperature']:g}, seed {s['seed']}"
+    return (f"k={r.k}, {rule}: {r.n_new} new tokens in {r.target_forwards} target passes "
+            f"(generate: {r.baseline_target_forwards}){sep}{r.draft_forwards} draft passes, "
+            f"{r.n_accepted}/{r.n_proposed} proposals kept ({r.acceptance_rate:.0%})")
+
+
+# -- tier 1: static matplotlib ---------------------------------------------------------------------------------
+def plot_rounds(result: SpeculativeResult, tokenizer, ax=None, title: str | None = None):
+    """Tier 1: one row per round; green kept, red rejected, grey dropped, then the target's own token
+    (orange correction, blue bonus). The right margin says how many tokens the round added."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    rows = round_cells(result, tokenizer)
+    k = result.k
+    n = len(rows)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(max(6.0, 1.5 + 0.55 * (k + 3)), 1.6 + 0.42 * max(n, 1)))
+    else:
+        fig = ax.figure
+    for row in rows:
+        for c in row:
+            x = c.slot + (0.4 if c.slot == k else 0)  # a gap before the target's column
+            y = n - 1 - c.round
+            ax.add_patch(Rectangle((x, y), 0.92, 0.84, color=COLORS[c.status], ec="white"))
+            dark = c.status in ("accepted", "rejected", "correction", "bonus", "target")
+            ax.text(x + 0.46, y + 0.42, c.label, ha="center", va="center", fontsize=9 if len(c.label) == 1 else 6,
+                    color="white" if dark else "#555")
+        r = result.rounds[row[0].round]
+        ax.text(k + 1.55, n - 1 - r.index + 0.42, f"+{len(r.emitted)}", va="center", fontsize=9)
+    ax.set_xlim(-0.1, k + 2.2)
+    ax.set_ylim(-0.2, n)
+    ax.set_yticks([n - 1 - i + 0.42 for i in range(n)], [f"round {i}" for i in range(n)], fontsize=8)
+    ax.set_xticks([i + 0.46 for i in range(k)] + [k + 0.86], [f"x{i + 1}" for i in range(k)] + ["target"], fontsize=8)
+    ax.tick_params(length=0)
+    for side in ("left", "bottom", "top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title if title is not None else describe(result, sep="\n"), fontsize=9)
+    shown = [s for s in COLORS if any(c.status == s for row in rows for c in row)]
+    ax.legend(handles=[Patch(color=COLORS[s], label=MEANING[s]) for s in shown], fontsize=7, frameon=False,
+              loc="upper center", bbox_to_anchor=(0.5, -0.02 - 0.5 / max(n, 1)), ncol=min(len(shown), 3))
+    fig.tight_layout()
+    return fig
+
+
+# -- tier 2: plotly, one frame per round -------------------------------------------------------------------------
+def rounds_figure(result: SpeculativeResult, tokenizer, title: str = "speculative decoding"):
+    """Tier 2: the same grid, revealed one round per frame (slider + play), the text so far and the pass
+    counts in the title. Fixed grid: later rounds are empty squares, so frames never re-layout."""
+    import plotly.graph_objects as go
+
+    rows = round_cells(result, tokenizer)
+    k, n = result.k, len(rows)
+    cells = [c for row in rows for c in row]
+    xs = [c.slot + (0.4 if c.slot == result.k else 0) for c in cells]
+    ys = [c.round for c in cells]
+    hover = [html.escape(c.hover) for c in cells]  # plotly reads <...> as markup: escape <s>, <eos>
+    size = 24
+
+    def state(upto: int):
+        """Colours and labels with rounds 0..upto shown, later ones blank."""
+        colors = [COLORS[c.status] if c.round <= upto else "#f7f7f7" for c in cells]
+        labels = [html.escape(c.label) if c.round <= upto else "" for c in cells]
+        return colors, labels
+
+    def heading(upto: int) -> str:
+        passes = upto + 1
+        new = sum(len(r.emitted) for r in result.rounds[:passes])
+        text = html.escape(text_after(result, tokenizer, passes))
+        return (f"{html.escape(title)} — round {upto}: {new} new tokens in {passes} target passes "
+                f"(generate: {new})<br>{text}")
+
+    colors, labels = state(n - 1)
+    trace = go.Scatter(x=xs, y=ys, mode="markers+text", text=labels, hovertext=hover, hoverinfo="text",
+                       marker=dict(symbol="square", size=size, color=colors, line=dict(color="white", width=1)),
+                       textfont=dict(color="black", size=12), showlegend=False)
+    fig = go.Figure(data=[trace])
+    frames = []
+    for i in range(n):
+        c, lab = state(i)
+        frames.append(go.Frame(name=str(i), data=[go.Scatter(marker=dict(color=c), text=lab)], traces=[0],
+                               layout=dict(title_text=heading(i))))
+    fig.frames = frames
+    legend = [go.Scatter(x=[None], y=[None], mode="markers", name=MEANING[s],
+                         marker=dict(symbol="square", size=12, color=COLORS[s]))
+              for s in COLORS if any(c.status == s for c in cells)]
+    fig.add_traces(legend)
+    fig.update_layout(
+        title_text=heading(n - 1), title_font_size=12, height=150 + 30 * n, width=560 + 40 * k,
+        margin=dict(l=70, r=20, t=70, b=40), plot_bgcolor="white",
+        xaxis=dict(range=[-0.6, k + 1.0], tickvals=list(range(k)) + [k + 0.4],
+                   ticktext=[f"x{i + 1}" for i in range(k)] + ["target"], showgrid=False, zeroline=False),
+        yaxis=dict(range=[n - 0.5, -0.5], tickvals=list(range(n)), ticktext=[f"round {i}" for i in range(n)],
+                   showgrid=False, zeroline=False),
+        legend=dict(orientation="h", y=-0.05, yanchor="top", font_size=10),
+        sliders=[dict(active=n - 1, currentvalue=dict(prefix="round: "), pad=dict(t=20),
+                      steps=[dict(label=str(i), method="animate",
+                                  args=[[str(i)], dict(mode="immediate", frame=dict(duration=0, redraw=True),
+                                                       transition=dict(duration=0))]) for i in range(n)])],
+        updatemenus=[dict(type="buttons", showactive=False, x=0, y=-0.02, xanchor="right", yanchor="top",
+                          buttons=[dict(label="▶", method="animate",
+                                        args=[None, dict(frame=dict(duration=700, redraw=True), fromcurrent=False,
+                                                         transition=dict(duration=0))])])])
+    return fig
+
+
+# -- tier 3: live ipywidgets -------------------------------------------------------------------------------------
+def rounds_html(result: SpeculativeResult, tokenizer) -> str:
+    """The rounds as coloured token chips, one line per round, under a summary (what the explorer shows)."""
+    lines = []
+    for row in round_cells(result, tokenizer):
+        chips = []
+        for c in row:
+            sep = '<span style="margin:0 6px;color:#888">|</span>' if c.slot == result.k else ""
+            deco = "text-decoration:line-through;" if c.status in ("rejected", "discarded", "cut") else ""
+            fg = "#fff" if c.status not in ("discarded", "cut") else "#555"
+            chips.append(f'{sep}<span title="{html.escape(c.hover)}" style="display:inline-block;min-width:18px;'
+                         f'padding:1px 4px;margin:1px;border-radius:3px;text-align:center;background:'
+                         f'{COLORS[c.status]};color:{fg};{deco}">{html.escape(c.label)}</span>')
+        r = result.rounds[row[0].round]
+        lines.append(f'<div><span style="display:inline-block;width:64px;color:#666">round {r.index}</span>'
+                     f'{"".join(chips)}<span style="margin-left:8px;color:#666">+{len(r.emitted)}</span></div>')
+    key = " ".join(f'<span style="background:{COLORS[s]};padding:0 4px;border-radius:3px;color:'
+                   f'{"#555" if s in ("discarded", "cut") else "#fff"}">{MEANING[s]}</span>'
+                   for s in ("accepted", "rejected", "discarded", "correction", "bonus"))
+    return (f"<div style='font-size:13px'><b>{html.escape(describe(result))}</b><br>"
+            f"text: <code>{html.escape(tokenizer.decode(result.sequences[0]))}</code>"
+            f"<div style='margin:4px 0'>{''.join(lines)}</div><div style='font-size:11px'>{key}</div></div>")
+
+
+class SpeculativeExplorer:
+    """Tier 3: prompt box, k slider, temperature steps and seed; each change re-runs draft + target once.
+
+    Drive it from Python with ``set(prompt=..., k=..., temperature=..., seed=...)``; ``result`` is the last
+    run, ``html`` what is shown, ``message`` the error text for a bad prompt (the last good run stays)."""
+
+    def __init__(self, target, draft, tokenizer, prompt: str = "<s>the", k: int = 4, temperature: float = 0.0,
+                 seed: int = 0, max_new_tokens: int = 24):
+        import ipywidgets as W
+
+        self.target, self.draft, self.tokenizer, self.max_new_tokens = target, draft, tokenizer, max_new_tokens
+        self._check(k, temperature, seed)
+        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False)
+        self.k_slider = W.IntSlider(value=k, min=1, max=8, description="k (draft)")
+        self.temperature = W.SelectionSlider(options=list(TEMPERATURES), value=float(temperature),
+                                             description="temperature")
+        self.seed = W.IntText(value=seed, description="seed")
+        self.view = W.HTML()
+        self.message = ""
+        self.last_update_seconds = 0.0
+        self.result = self._run(prompt)  # the first prompt must be valid: a bad one raises here
+        self.prompt = prompt
+        self._render()
+        for w in (self.prompt_box, self.k_slider, self.temperature, self.seed):
+            w.observe(self._on_change, names="value")
+        self.widget = W.VBox([W.HBox([self.prompt_box, self.seed]), W.HBox([self.k_slider, self.temperature]),
+                              self.view])
+
+    @staticmethod
+    def _check(k, temperature, seed):
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 8:
+            raise ValueError(f"the explorer's k slider runs from 1 to 8, got {k!r}")
+        if temperature not in TEMPERATURES:
+            raise ValueError(f"the explorer's temperature takes one of {list(TEMPERATURES)}, got {temperature!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+
+    def _run(self, prompt: str) -> SpeculativeResult:
+        ids = self.tokenizer.encode(prompt)
+        return speculative_generate(self.target, self.draft, ids, self.max_new_tokens, k=int(self.k_slider.value),
+                                    temperature=float(self.temperature.value), eos_id=self.tokenizer.eos_id,
+                                    seed=int(self.seed.value))
+
+    def _render(self):
+        error = f'<div style="color:#b00">{html.escape(self.message)}</div>' if self.message else ""
+        self.view.value = error + rounds_html(self.result, self.tokenizer)
+
+    def _on_change(self, change=None):
+        t0 = time.perf_counter()
+        text = self.prompt_box.value
+        try:
+            self.result = self._run(text)
+        except UnknownCharacterError as e:
+            self.message = (f"not in this model's vocabulary: {''.join(e.chars)!r} (it knows printable ASCII, <s>, "
+                            f"<eos> and the corpus's Chinese characters); still showing {self.prompt!r}")
+        except ValueError as e:
+            self.message = f"{e}; still showing {self.prompt!r}"
+        else:
+            self.prompt, self.message = text, ""
+        self._render()
+        self.last_update_seconds = time.perf_counter() - t0
+
+    @property
+    def html(self) -> str:
+        return self.view.value
+
+    def set(self, prompt: str | None = None, k: int | None = None, temperature: float | None = None,
+            seed: int | None = None):
+        """Change controls as a user would (the callback re-runs once per changed control)."""
+        self._check(self.k_slider.value if k is None else k,
+                    self.temperature.value if temperature is None else temperature,
+                    self.seed.value if seed is None else seed)
+        if k is not None:
+            self.k_slider.value = k
+        if temperature is not None:
+            self.temperature.value = float(temperature)
+        if seed is not None:
+            self.seed.value = seed
+        if prompt is not None:
+            self.prompt_box.value = prompt
+        return self

@@ -1,0 +1,168 @@
+"""Speculative-decoding widget: its cells are the run's decisions, its three tiers draw them, its controls work."""
+import html
+import json
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import lib  # noqa: E402
+from lib.fonts import use_cjk_font  # noqa: E402
+from lib.speculative import speculative_generate  # noqa: E402
+from lib.widgets import speculative as S  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def models():
+    target, tok = lib.load_demo("chat")
+    draft, _ = lib.load_demo("draft")
+    torch.manual_seed(0)
+    bad = lib.MiniTransformer(draft.config).eval()  # untrained: its proposals are nearly always rejected
+    return target, draft, bad, tok
+
+
+@pytest.fixture(scope="module")
+def runs(models):
+    target, draft, bad, tok = models
+    return {
+        "good": speculative_generate(target, draft, tok.encode("<s>the"), 24, k=4, eos_id=tok.eos_id),
+        "bad": speculative_generate(target, bad, tok.encode("<s>深"), 10, k=3, temperature=1.0, eos_id=tok.eos_id,
+                                    seed=1),
+        "eos": speculative_generate(target, draft, tok.encode("<s>深"), 20, k=6, eos_id=tok.eos_id),
+        "mixed": speculative_generate(target, bad, tok.encode("<s>"), 12, k=2, temperature=1.0, seed=4),
+    }
+
+
+def test_cells_are_the_runs_decisions(runs, models):
+    tok = models[-1]
+    for r in runs.values():
+        rows = S.round_cells(r, tok)
+        assert len(rows) == len(r.rounds)
+        for row, rd in zip(rows, r.rounds):
+            props, target = row[:-1], row[-1]
+            assert [c.token for c in props] == rd.proposed and target.token == rd.target_token
+            assert target.slot == r.k and [c.slot for c in props] == list(range(len(rd.proposed)))
+            statuses = [c.status for c in props]
+            assert statuses.count("accepted") == rd.accepted
+            assert statuses.count("rejected") == (1 if rd.kind == "correction" else 0)
+            assert statuses == sorted(statuses, key=["accepted", "rejected", "discarded"].index)
+            assert target.status in (rd.kind, "cut")
+            assert [c.p for c in props] == rd.p and [c.q for c in props] == rd.q
+        shown = sum(c.status in ("accepted", "correction", "bonus", "target") for row in rows for c in row)
+        assert shown == r.n_new  # every emitted token is one coloured cell
+
+
+def test_bonus_after_eos_is_marked_unused(runs, models):
+    tok = models[-1]
+    r = runs["eos"]
+    (row,) = S.round_cells(r, tok)
+    assert [c.label for c in row[:-1]] == ["度", "学", "习", "<eos>"]
+    assert [c.status for c in row] == ["accepted"] * 4 + ["cut"]
+    assert S.text_after(r, tok, 1) == "<s>深度学习<eos>" == tok.decode(r.sequences[0])
+
+
+def test_bad_draft_rounds_are_corrections(runs, models):
+    tok = models[-1]
+    r = runs["bad"]
+    assert tok.decode(r.sequences[0]) == "<s>深度学习<eos>"  # the target's text, whatever the draft said
+    rows = S.round_cells(r, tok)
+    assert all(row[-1].status == "correction" for row in rows)
+    assert [S.text_after(r, tok, i) for i in range(len(rows) + 1)] == \
+        ["<s>深", "<s>深度", "<s>深度学", "<s>深度学习", "<s>深度学习<eos>"]
+
+
+def test_static_figure(runs, models):
+    tok = models[-1]
+    use_cjk_font()
+    for name, r in runs.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a missing CJK glyph is a UserWarning
+            fig = S.plot_rounds(r, tok)
+            fig.canvas.draw()
+        ax = fig.axes[0]
+        n_cells = sum(len(row) for row in S.round_cells(r, tok))
+        assert len(ax.patches) == n_cells
+        texts = [t.get_text() for t in ax.texts]
+        for row in S.round_cells(r, tok):
+            assert all(c.label in texts for c in row)
+        assert ax.get_title().startswith(f"k={r.k}, ")
+        assert f"{r.target_forwards} target passes (generate: {r.n_new})" in ax.get_title()
+        plt.close(fig)
+
+
+def test_plotly_frames(runs, models):
+    tok = models[-1]
+    r = runs["mixed"]
+    fig = S.rounds_figure(r, tok, title="<s>, k=2")
+    rows = S.round_cells(r, tok)
+    cells = [c for row in rows for c in row]
+    assert len(fig.frames) == len(r.rounds) == len(fig.layout.sliders[0].steps)
+    last = fig.frames[-1].data[0]
+    assert list(last.marker.color) == [S.COLORS[c.status] for c in cells]
+    first = fig.frames[0].data[0]
+    assert [t for t, c in zip(first.text, cells) if c.round > 0] == [""] * sum(c.round > 0 for c in cells)
+    assert fig.frames[0].layout.title.text.startswith("&lt;s&gt;, k=2 — round 0: ")
+    assert "&lt;s&gt;" in fig.frames[-1].layout.title.text  # <s> escaped, or plotly would strike the text through
+    assert fig.frames[-1].layout.title.text == fig.layout.title.text
+    again = S.rounds_figure(r, tok, title="<s>, k=2")
+    assert json.dumps(fig.to_plotly_json(), default=str) == json.dumps(again.to_plotly_json(), default=str)
+
+
+def test_html_chips(runs, models):
+    tok = models[-1]
+    r = runs["eos"]
+    h = S.rounds_html(r, tok)
+    assert "&lt;s&gt;深度学习&lt;eos&gt;" in h and "<s>" not in h
+    assert h.count("display:inline-block;min-width") == 5
+    assert "after &lt;eos&gt;, unused" in h
+    with pytest.raises(TypeError, match=r"round_cells needs a SpeculativeResult from speculative_generate, got dict"):
+        S.round_cells({}, tok)
+
+
+def test_live_explorer_is_drivable_from_python(models):
+    target, draft, _, tok = models
+    ex = S.SpeculativeExplorer(target, draft, tok, prompt="<s>the", k=4)
+    assert ex.result.k == 4 and tok.decode(ex.result.sequences[0]).startswith("<s>the cat")
+    ex.set(k=2)
+    expected = speculative_generate(target, draft, tok.encode("<s>the"), 24, k=2, eos_id=tok.eos_id, seed=0)
+    assert ex.result.k == 2 and torch.equal(ex.result.sequences, expected.sequences)
+    assert [x.proposed for x in ex.result.rounds] == [x.proposed for x in expected.rounds]
+    assert ex.html.endswith(S.rounds_html(ex.result, tok)) and S.describe(expected).split(":")[0] in ex.html
+    ex.set(temperature=1.0, seed=3)
+    same = speculative_generate(target, draft, tok.encode("<s>the"), 24, k=2, temperature=1.0,
+                                eos_id=tok.eos_id, seed=3)
+    assert torch.equal(ex.result.sequences, same.sequences) and ex.result.sampling["seed"] == 3
+    ex.set(prompt="<s>深")
+    assert tok.decode(ex.result.sequences[0]) == "<s>深度学习<eos>" and ex.message == ""
+    before = ex.result
+    ex.set(prompt="<s>€")
+    assert ex.result is before and "not in this model's vocabulary: '€'" in ex.message
+    assert html.escape("still showing '<s>深'") in ex.html  # shown escaped: <s> is not a tag
+    ex.set(prompt="<s>机")
+    assert ex.message == "" and tok.decode(ex.result.sequences[0]) == "<s>机器学习<eos>"
+    assert ex.last_update_seconds > 0
+
+
+def test_explorer_rejects_values_its_controls_cannot_show(models):
+    target, draft, _, tok = models
+    ex = S.SpeculativeExplorer(target, draft, tok, prompt="<s>")
+    with pytest.raises(ValueError, match=r"the explorer's k slider runs from 1 to 8, got 9"):
+        ex.set(k=9)
+    with pytest.raises(ValueError, match=r"the explorer's temperature takes one of \[0.0, 0.5, 0.8, 1.0, 1.2, 1.5\], "
+                                         r"got 0.7"):
+        ex.set(temperature=0.7)
+    with pytest.raises(ValueError, match=r"seed must be an integer, got 'a'"):
+        ex.set(seed="a")
+    assert ex.result.k == 4  # nothing changed
