@@ -1,0 +1,555 @@
+"""Attention heat-map over cached keys: which earlier tokens the newest query looks at, step by step.
+
+Row s is decode step s (the newest query of that step), column j is key position j in the cache. The grid
+has a fixed size (every step and every key of the run) and keys that did not exist yet at a step are NaN,
+so the picture grows one row per step without ever re-laying out. The newest key (the one the step just
+wrote, at the query's own position) is highlighted. Everything is read from a ``Trace``
+(``Trace.attention_grid``); only the live explorer runs the model, and only when its prompt changes.
+
+Three tiers (CONTRIBUTING.md):
+
+    attention_view(trace, tokenizer, layer, head) -> AttentionView     the data every tier draws
+    plot_attention(...), plot_attention_heads(...)                      1. static matplotlib
+    attention_figure(trace, tokenizer, layer, head | "all")             2. plotly, frames + slider + picker
+    AttentionExplorer(model, tokenizer, prompt)                         3. live ipywidgets (prompt, layer,
+                                                                           head / all heads, step)
+"""
+from __future__ import annotations
+
+import html
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..trace import Trace
+
+MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
+DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
+COLORSCALE = "Blues"
+HIGHLIGHT = "#d62728"  # the newest key column
+FUTURE = "#f2f2f2"  # keys and steps that do not exist yet
+
+
+# ------------------------------------------------------------------------------------------- checks
+
+def _check_trace(trace):
+    if not isinstance(trace, Trace):
+        raise TypeError(f"expected a lib.Trace (from lib.generate(..., trace=True)), got {type(trace).__name__}")
+    if len(trace) == 0:
+        raise ValueError("the trace has no steps: generate at least one token with trace=True")
+
+
+def _check_index(value, name: str, n: int, context: str, allow_all: bool = False):
+    """``value`` if it is an int in 0..n-1 (or "all" when allowed), else a ValueError saying what is allowed;
+    ``context`` says where n comes from ("the model has 4 layers")."""
+    if allow_all and value == "all":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
+        extra = ' or "all"' if allow_all else ""
+        raise ValueError(f"{name} must be an int from 0 to {n - 1}{extra} ({context}), got {value!r}")
+    return value
+
+
+def check_layer_head(trace: Trace, layer, head, batch: int = 0, allow_all: bool = False):
+    """Raise a ValueError that says what is allowed unless layer / head / batch index this trace."""
+    _check_trace(trace)
+    _check_index(layer, "layer", trace.n_layers, f"the model has {trace.n_layers} layers")
+    _check_index(head, "head", trace.n_heads, f"the model has {trace.n_heads} query heads",
+                 allow_all=allow_all)
+    B = trace.prompt_ids.shape[0]
+    _check_index(batch, "batch", B, f"the trace holds {B} sequence(s)")
+
+
+def _check_step(step, n_steps: int) -> int:
+    if step is None:
+        return n_steps - 1
+    return _check_index(step, "step", n_steps, f"the trace has {n_steps} steps")
+
+
+def token_label(token: str) -> str:
+    """How a token is printed on an axis: a space becomes ␣ so it stays visible."""
+    return {" ": "␣", "\n": "⏎", "\t": "⇥"}.get(token, token)
+
+
+def _token_strings(ids, tokenizer) -> list[str]:
+    if tokenizer is None:
+        return [str(i) for i in ids]
+    return [token_label(t) for t in tokenizer.tokens(ids)]
+
+
+# --------------------------------------------------------------------------------------------- data
+
+@dataclass(frozen=True)
+class AttentionView:
+    """What a heat-map of one layer and head draws, all read from a Trace.
+
+    grid[s, j] is the weight step s's newest query gave key position j; NaN where key j did not exist yet.
+    Every row sums to 1 over the keys that existed at that step.
+    """
+
+    layer: int
+    head: int
+    batch: int
+    grid: torch.Tensor  # (n_steps, n_keys) float32
+    query_positions: list  # per step: position of the newest query (= the newest key, written this step)
+    query_tokens: list  # per step: that query's token
+    key_tokens: list  # per key position: its token
+
+    @property
+    def n_steps(self) -> int:
+        return self.grid.shape[0]
+
+    @property
+    def n_keys(self) -> int:
+        return self.grid.shape[1]
+
+    @property
+    def newest_key(self) -> list:
+        """Per step, the column to highlight: the key the step has just written into the cache."""
+        return list(self.query_positions)
+
+    def keys_at(self, step: int) -> int:
+        """How many keys existed at this step (the query's own key included)."""
+        return self.query_positions[_check_step(step, self.n_steps)] + 1
+
+    def row_label(self, step: int) -> str:
+        return f"{step}: {self.query_tokens[step]}"
+
+    def col_label(self, key: int) -> str:
+        return f"{key} {self.key_tokens[key]}"
+
+    def hover(self, step: int, key: int) -> str:
+        """The text shown when pointing at a cell: query token, key token, weight."""
+        _check_step(step, self.n_steps)
+        _check_index(key, "key", self.n_keys, f"the grid has {self.n_keys} key positions")
+        w = float(self.grid[step, key])
+        weight = "not in the cache yet" if math.isnan(w) else f"{w:.{DECIMALS}f}"
+        return (f"step {step}: query {self.query_tokens[step]} (pos {self.query_positions[step]}) -> "
+                f"key {self.key_tokens[key]} (pos {key}): weight {weight}")
+
+    def grid_at(self, step: int | None = None) -> torch.Tensor:
+        """The grid as it stood after ``step``: later rows are NaN (same shape, so nothing re-lays out)."""
+        step = _check_step(step, self.n_steps)
+        g = self.grid.clone()
+        g[step + 1:] = float("nan")
+        return g
+
+
+def attention_view(trace: Trace, tokenizer=None, layer: int = 0, head: int = 0, batch: int = 0) -> AttentionView:
+    """Heat-map data of one layer and query head: ``trace.attention_grid`` plus the tokens for its labels.
+    ``tokenizer=None`` labels tokens by id."""
+    check_layer_head(trace, layer, head, batch)
+    grid = trace.attention_grid(layer, head, batch)  # (n_steps, n_keys), NaN for future keys
+    tokens = trace.tokens(batch)
+    qpos = [s.positions[-1] for s in trace.steps]  # the newest query sits at the last fed position
+    key_tokens = _token_strings(tokens[:grid.shape[1]], tokenizer)
+    return AttentionView(layer=layer, head=head, batch=batch, grid=grid, query_positions=qpos,
+                         query_tokens=[key_tokens[p] for p in qpos], key_tokens=key_tokens)
+
+
+def _rounded(values) -> list:
+    """Floats for plotly: rounded, NaN as None (JSON null, drawn empty)."""
+    return [None if math.isnan(v) else round(v, DECIMALS) for v in values]
+
+
+# --------------------------------------------------------------------------- tier 1: static matplotlib
+
+def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: bool | None = None):
+    """Draw one heat-map onto a matplotlib Axes; returns the image."""
+    import matplotlib.patches as patches
+    import numpy as np
+
+    g = view.grid_at(step).numpy()
+    cmap = _matplotlib_cmap()
+    im = ax.imshow(np.ma.masked_invalid(g), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    newest = view.newest_key[step]
+    ax.add_patch(patches.Rectangle((newest - 0.5, -0.5), 1, view.n_steps, fill=False, edgecolor=HIGHLIGHT,
+                                   linewidth=2, label="newest key"))
+    if annotate is None:
+        annotate = view.n_keys <= 12
+    if annotate:
+        for s in range(step + 1):
+            for j in range(view.keys_at(s)):
+                w = g[s, j]
+                ax.text(j, s, f"{w:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if w > 0.6 else "black")
+    ax.set_xticks(range(view.n_keys))
+    ax.set_yticks(range(view.n_steps))
+    if labels:
+        ax.set_xticklabels(view.key_tokens)
+        ax.set_yticklabels([view.row_label(s) for s in range(view.n_steps)])
+        ax.set_xlabel("key position in the cache (its token)")
+        ax.set_ylabel("step: newest query")
+    else:
+        ax.set_xticklabels([])
+        ax.set_yticklabels([])
+    ax.tick_params(length=0)
+    return im
+
+
+def _matplotlib_cmap():
+    import matplotlib
+
+    return matplotlib.colormaps[COLORSCALE].with_extremes(bad=FUTURE)  # grey: keys that do not exist yet
+
+
+def plot_attention(trace: Trace, tokenizer=None, layer: int = 0, head: int = 0, step: int | None = None,
+                   batch: int = 0, ax=None):
+    """Static heat-map of one layer and head as it stood after ``step`` (default: the last step).
+    Grey cells are keys not in the cache yet; the red box is the newest key column. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    view = attention_view(trace, tokenizer, layer, head, batch)
+    step = _check_step(step, view.n_steps)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(min(2.5 + 0.45 * view.n_keys, 12), min(1.6 + 0.32 * view.n_steps, 9)))
+    else:
+        fig = ax.figure
+    im = _draw(ax, view, step)
+    fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label="attention weight")
+    ax.set_title(f"layer {layer}, head {head}: step {step}'s query {view.query_tokens[step]} "
+                 f"over {view.keys_at(step)} cached keys", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, step: int | None = None,
+                         batch: int = 0):
+    """Small multiples: every head of one layer side by side (``layer=None``: every layer, one row each).
+    Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    _check_trace(trace)
+    layers = list(range(trace.n_layers)) if layer is None else [layer]
+    for l in layers:
+        check_layer_head(trace, l, 0, batch)
+    H = trace.n_heads
+    views = [[attention_view(trace, tokenizer, l, h, batch) for h in range(H)] for l in layers]
+    v0 = views[0][0]
+    step = _check_step(step, v0.n_steps)
+    side = max(1.5, min(2.6, 0.16 * v0.n_keys + 0.7))
+    width, height = side * H + 1.4, side * len(layers) + 1.0
+    fig, axes = plt.subplots(len(layers), H, figsize=(width, height), squeeze=False)
+    # fixed margins in inches (a constrained layout would take seconds for 16 panels)
+    fig.subplots_adjust(left=0.5 / width, right=1 - 1.0 / width, bottom=0.35 / height, top=1 - 0.65 / height,
+                        wspace=0.06, hspace=0.06)
+    for i, l in enumerate(layers):
+        for h in range(H):
+            ax = axes[i][h]
+            im = _draw(ax, views[i][h], step, labels=False, annotate=False)
+            if i == 0:
+                ax.set_title(f"head {h}", fontsize=9)
+            if h == 0:
+                ax.set_ylabel(f"layer {l}", fontsize=9)
+            if i == len(layers) - 1 and v0.n_keys <= 24:  # token labels only along the edges
+                ax.set_xticklabels(v0.key_tokens, fontsize=7)
+    fig.suptitle(f"all heads, step {step}: query {v0.query_tokens[step]} over {v0.keys_at(step)} keys "
+                 f"(red: newest key)", fontsize=10, y=1 - 0.12 / height, va="top")
+    cax = fig.add_axes([1 - 0.85 / width, 0.3, 0.12 / width, 0.4])
+    fig.colorbar(im, cax=cax, label="attention weight")
+    return fig
+
+
+# ------------------------------------------------------------------- tier 2: plotly frames + slider
+
+def _plotly_colorscale() -> list:
+    """COLORSCALE spelled out as [[fraction, colour], ...], as plotly.py sends it: plotly.js reads the bare
+    name "Blues" the other way round (dark for small values)."""
+    from plotly.colors import make_colorscale, sequential
+
+    return make_colorscale(getattr(sequential, COLORSCALE))
+
+
+def _plotly_safe(text: str) -> str:
+    """plotly reads tags in labels (<s> would strike through): escape them."""
+    return html.escape(text, quote=False)
+
+
+def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch: int = 0,
+                     max_keys: int = MAX_ANIMATED_KEYS):
+    """Plotly heat-map stepped with a slider (one frame per step) and a picker for layer and head.
+
+    ``head`` is a query head, or ``"all"`` for small multiples of every head of a layer (the picker then
+    chooses the layer). The figure opens on the last step. Each panel is one heat-map of the whole run
+    (row s holds only the keys that existed at step s); a frame only moves two shapes, a grey cover over the
+    steps still to come and the box on the newest key column, so the axes never change. The picker swaps
+    the weights in (``restyle``): the payload grows as layers x heads x keys², hence ``max_keys``.
+    Hovering shows query, key and weight; under the grey cover it shows the later step it belongs to.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    check_layer_head(trace, layer, head, batch, allow_all=True)
+    base = attention_view(trace, tokenizer, layer, 0 if head == "all" else head, batch)
+    n, W = base.n_steps, base.n_keys
+    if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
+        raise ValueError(f"max_keys must be a positive int, got {max_keys!r}")
+    if W > max_keys:
+        raise ValueError(f"this trace has {W} key positions, more than max_keys={max_keys} for an animated "
+                         f"heat-map (its size grows as layers x heads x keys²); generate fewer tokens, pass "
+                         f"max_keys={W} knowingly, or use plot_attention for a static figure")
+    heads = list(range(trace.n_heads)) if head == "all" else [head]
+    ncols = min(len(heads), 4)
+    nrows = math.ceil(len(heads) / ncols)
+    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=[f"head {h}" for h in heads] if head == "all" else None,
+                        horizontal_spacing=0.04, vertical_spacing=0.12)
+    # category axes: the hover reads the query and key straight from the axis labels
+    x_labels = [_plotly_safe(base.col_label(j)) for j in range(W)]
+    y_labels = [_plotly_safe(f"step {s}: {base.query_tokens[s]}") for s in range(n)]
+    for k, h in enumerate(heads):
+        fig.add_trace(go.Heatmap(
+            z=heatmap_rows(attention_view(trace, tokenizer, layer, h, batch)), x=x_labels, y=y_labels,
+            coloraxis="coloraxis", hoverongaps=False,  # one colour scale for every panel, defined once below
+            hovertemplate="query at %{y}<br>key at position %{x}<br>weight %{z:.4f}<extra></extra>",
+            name=f"head {h}"), row=k // ncols + 1, col=k % ncols + 1)
+        suffix = "" if k == 0 else str(k + 1)
+        small = head == "all"  # small multiples: token-only tick labels, and only when they fit
+        fig.layout["xaxis" + suffix].update(type="category", range=[-0.5, W - 0.5], fixedrange=True, showgrid=False,
+                                            showticklabels=not small or W <= 16, tickangle=0 if W <= 16 else -90,
+                                            tickvals=x_labels if small else None, tickfont=dict(size=10 if small else 12),
+                                            ticktext=[_plotly_safe(t) for t in base.key_tokens] if small else None)
+        fig.layout["yaxis" + suffix].update(type="category", range=[n - 0.5, -0.5], fixedrange=True, showgrid=False,
+                                            showticklabels=k % ncols == 0)
+
+    def shapes(step):
+        """The grey cover over steps after ``step`` and the box on its newest key, in every panel."""
+        newest, out = base.newest_key[step], []
+        for k in range(len(heads)):
+            ref = dict(xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")
+            out.append(dict(type="rect", **ref, x0=-0.5, x1=W - 0.5, y0=step + 0.5, y1=n - 0.5, layer="above",
+                            fillcolor=FUTURE, line=dict(width=0)))
+            out.append(dict(type="rect", **ref, x0=newest - 0.5, x1=newest + 0.5, y0=-0.5, y1=n - 0.5,
+                            layer="above", line=dict(color=HIGHLIGHT, width=2)))
+        return out
+
+    def title(step):  # layer and head are not named here: the picker shows them, and it may change them
+        return (f"step {step}: query {_plotly_safe(base.query_tokens[step])} reads "
+                f"{base.keys_at(step)} cached key(s); red box = newest key")
+
+    fig.frames = [go.Frame(name=str(s), layout=dict(shapes=shapes(s), title=dict(text=title(s)))) for s in range(n)]
+    animate = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
+    slider = dict(active=n - 1, y=0, x=0, len=1.0, pad=dict(t=45), currentvalue=dict(prefix="step ", xanchor="right"),
+                  steps=[dict(label=str(s), method="animate", args=[[str(s)], animate]) for s in range(n)])
+    # one picker option per (layer, head) (per layer for "all"): the z of every panel
+    options = ([(l, None) for l in range(trace.n_layers)] if head == "all"
+               else [(l, h) for l in range(trace.n_layers) for h in range(trace.n_heads)])
+    buttons = []
+    for l, h in options:
+        z = [heatmap_rows(attention_view(trace, tokenizer, l, hh, batch)) for hh in (heads if h is None else [h])]
+        buttons.append(dict(label=f"layer {l}" + ("" if h is None else f" · head {h}"), method="restyle",
+                            args=[{"z": z}, list(range(len(heads)))]))
+    # the right margin holds, top to bottom: the layer / head picker, Play and Pause, the colour bar
+    picker = dict(type="dropdown", direction="down", x=1.02, xanchor="left", y=1.0, yanchor="top",
+                  active=options.index((layer, None if head == "all" else head)), buttons=buttons)
+    play = dict(type="buttons", direction="right", x=1.02, xanchor="left", y=0.84, yanchor="top", showactive=False,
+                buttons=[dict(label="▶", method="animate",
+                              args=[None, dict(frame=dict(duration=700, redraw=True), transition=dict(duration=0),
+                                               fromcurrent=True, mode="immediate")]),
+                         dict(label="❚❚", method="animate", args=[[None], animate])])
+    plot_w = ncols * 210 if head == "all" else max(260, 36 * W)
+    plot_h = nrows * 210 if head == "all" else max(200, 28 * n)
+    fig.update_layout(coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=1,
+                                     colorbar=dict(title=dict(text="weight"), thickness=12, len=0.6, x=1.02,
+                                                   xanchor="left", y=0, yanchor="bottom")),
+                      template="none", font=dict(size=12),  # no theme: a smaller file, the same picture
+                      title=dict(text=title(n - 1), font=dict(size=13), x=0, xanchor="left", xref="paper"),
+                      shapes=shapes(n - 1), sliders=[slider], updatemenus=[picker, play],
+                      width=int(min(1100, 100 + plot_w + 170)), height=int(min(950, 80 + plot_h + 110)),
+                      margin=dict(l=100, r=170, t=80, b=110), plot_bgcolor=FUTURE)
+    return fig
+
+
+def heatmap_rows(view: AttentionView) -> list:
+    """The grid as plotly z: row s holds only the keys that existed at step s (ragged rows, rounded), so
+    the empty upper triangle costs nothing in the file."""
+    return [[round(w, DECIMALS) for w in view.grid[s, :view.keys_at(s)].tolist()] for s in range(view.n_steps)]
+
+
+# ------------------------------------------------------------------------- tier 3: live ipywidgets
+
+class AttentionExplorer:
+    """Live heat-map: a prompt box that re-runs the model, layer and head pickers (or all heads), a step
+    slider. Drive it from Python with ``set(...)``; ``figure`` is the plotly figure shown now (a plain dict)
+    and ``drawn`` sums it up; display ``.widget``. ``last_update_seconds`` is the Python time of the last
+    redraw.
+
+    The figure lives in an ``ipywidgets.Output`` whose ``outputs`` are replaced on every redraw: that state is
+    the widget's own, so the browser shows exactly the last drawing, however early or late it connects."""
+
+    def __init__(self, model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 24, layer: int = 0,
+                 head=0, step: int | None = None):
+        import ipywidgets as W
+
+        self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
+        c = model.config
+        _check_index(layer, "layer", c.n_layers, f"the model has {c.n_layers} layers")
+        _check_index(head, "head", c.n_heads, f"the model has {c.n_heads} query heads", allow_all=True)
+        self.trace = None
+        self.error = None  # plain text of the last problem with the prompt (None when the last run worked)
+        self.figure = None  # the plotly figure shown now: {"data": [...], "layout": {...}}
+        self.message = W.HTML()
+        self.prompt = W.Text(value=prompt, description="prompt", continuous_update=False)
+        self.layer = W.Dropdown(options=list(range(c.n_layers)), value=layer, description="layer")
+        self.head = W.Dropdown(options=list(range(c.n_heads)) + ["all"], value=head, description="head")
+        self.step = W.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True)
+        self.output = W.Output()
+        self.last_update_seconds = 0.0
+        self._quiet = False
+        self._run(prompt)
+        if self.trace is None:  # the first prompt was not usable: say so and fall back to <s>
+            self._run("<s>", keep_message=True)
+        self._rebuild(step)
+        self.prompt.observe(lambda ch: self._on_prompt(ch["new"]), names="value")
+        for w in (self.layer, self.head, self.step):
+            w.observe(lambda ch: self.redraw(), names="value")
+        self.widget = W.VBox([W.HBox([self.prompt, self.layer, self.head]), self.step, self.message, self.output])
+
+    # -- model runs (only when the prompt changes) ---------------------------------------------------
+    def _run(self, text: str, keep_message: bool = False) -> bool:
+        from ..generate import generate
+
+        try:
+            ids = self.tokenizer.encode(text)
+            n = min(self.max_new_tokens, self.model.config.max_seq_len - len(ids) + 1)
+            if n < 1:
+                raise ValueError(f"the prompt has {len(ids)} tokens; the model's context window holds "
+                                 f"{self.model.config.max_seq_len}")
+            out = generate(self.model, ids, n, eos_id=self.tokenizer.eos_id, trace=True)
+        except ValueError as e:  # UnknownCharacterError is a ValueError, and so is an empty prompt
+            self.error = str(e)
+            self.message.value = f"<span style='color:#b00'>{html.escape(self.error)}</span>"
+            return False
+        self.error = None
+        self.trace = out.trace
+        self._views = {}  # (layer, head) -> (AttentionView, hover texts), computed once per trace
+        self._bases = {}  # number of panels -> the figure without weights, built once per trace
+        if not keep_message:
+            self.message.value = (f"generated <b>{html.escape(self.tokenizer.decode(out.new_tokens[0]))}</b> "
+                                  f"in {len(self.trace)} steps")
+        return True
+
+    def _on_prompt(self, text: str):
+        if self._run(text):
+            self._rebuild()
+
+    def _rebuild(self, step: int | None = None):
+        """A new trace: the step slider spans it and goes to ``step`` (default: the last step)."""
+        n = len(self.trace)
+        step = _check_step(step, n)
+        self._quiet = True
+        self.step.max = max(n - 1, self.step.max)  # widen first so the value is never clamped on the way
+        self.step.value = step
+        self.step.max = n - 1
+        self._quiet = False
+        self.redraw()
+
+    # -- drawing ----------------------------------------------------------------------------------------
+    def _view(self, layer: int, head: int):
+        """The view of one layer and head and its hover texts (query token, key token, weight per cell;
+        empty where the key did not exist yet), cached until the prompt changes."""
+        if (layer, head) not in self._views:
+            view = attention_view(self.trace, self.tokenizer, layer, head)
+            hover = [[view.hover(s, j) if j < view.keys_at(s) else "" for j in range(view.n_keys)]
+                     for s in range(view.n_steps)]
+            self._views[(layer, head)] = (view, hover)
+        return self._views[(layer, head)]
+
+    def _base(self, panels: int) -> dict:
+        """Axes, sizes and empty heat-maps for 1 or n_heads panels, as a plain plotly dict (written out
+        rather than built with make_subplots, which takes ~100 ms), once per trace."""
+        if panels not in self._bases:
+            view = self._view(0, 0)[0]
+            W_, n = view.n_keys, view.n_steps
+            ncols = min(panels, 4)
+            nrows = math.ceil(panels / ncols)
+            gap_x, gap_y = 0.04, 0.12
+            w, h = (1 - (ncols - 1) * gap_x) / ncols, (1 - (nrows - 1) * gap_y) / nrows
+            key_text = [_plotly_safe(t) for t in view.key_tokens]
+            row_text = [_plotly_safe(view.row_label(s)) for s in range(n)]
+            data, layout = [], {}
+            for k in range(panels):
+                r, c = divmod(k, ncols)
+                x0, y1 = c * (w + gap_x), 1 - r * (h + gap_y)
+                sx = "" if k == 0 else str(k + 1)
+                data.append({"type": "heatmap", "x": list(range(W_)), "y": list(range(n)), "xaxis": f"x{sx}",
+                             "yaxis": f"y{sx}", "coloraxis": "coloraxis", "hoverongaps": False,
+                             "hovertemplate": "%{text}<extra></extra>"})
+                layout[f"xaxis{sx}"] = {"domain": [x0, x0 + w], "anchor": f"y{sx}", "range": [-0.5, W_ - 0.5],
+                                        "tickvals": list(range(W_)), "ticktext": key_text, "fixedrange": True,
+                                        "showgrid": False, "zeroline": False,
+                                        "showticklabels": panels == 1 or W_ <= 16}
+                layout[f"yaxis{sx}"] = {"domain": [y1 - h, y1], "anchor": f"x{sx}", "range": [n - 0.5, -0.5],
+                                        "tickvals": list(range(n)), "ticktext": row_text, "fixedrange": True,
+                                        "showgrid": False, "zeroline": False, "showticklabels": c == 0}
+                if panels > 1:
+                    layout.setdefault("annotations", []).append(
+                        {"text": f"head {k}", "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
+                         "xanchor": "center", "yanchor": "bottom", "showarrow": False})
+            plot_w = ncols * 210 if panels > 1 else max(260, 36 * W_)
+            plot_h = nrows * 210 if panels > 1 else max(200, 28 * n)
+            layout.update(coloraxis={"colorscale": _plotly_colorscale(), "cmin": 0, "cmax": 1,
+                                     "colorbar": {"title": {"text": "weight"}, "thickness": 12}},
+                          plot_bgcolor=FUTURE, margin={"l": 100, "r": 40, "t": 70, "b": 50},
+                          width=int(min(1100, 140 + plot_w + 80)), height=int(min(950, 120 + plot_h)))
+            self._bases[panels] = {"data": data, "layout": layout}
+        return self._bases[panels]
+
+    def redraw(self):
+        """Draw the current layer / head / step: a new figure into the output."""
+        if self._quiet or self.trace is None:
+            return
+        t0 = time.perf_counter()
+        layer, head, step = self.layer.value, self.head.value, self.step.value
+        heads = list(range(self.trace.n_heads)) if head == "all" else [head]
+        base = self._base(len(heads))
+        views = [self._view(layer, h) for h in heads]
+        v0 = views[0][0]
+        newest, n = v0.newest_key[step], v0.n_steps
+        data = []
+        for trace, (view, hover) in zip(base["data"], views):
+            z = [_rounded(r) for r in view.grid_at(step).tolist()]  # later steps: None, drawn empty
+            data.append({**trace, "z": z, "text": hover})
+        who = f"layer {layer}, all heads" if head == "all" else f"layer {layer}, head {head}"
+        title = (f"{who} · step {step}: query {_plotly_safe(v0.query_tokens[step])} reads "
+                 f"{v0.keys_at(step)} cached key(s); red box = newest key")
+        shapes = [dict(type="rect", xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}",
+                       x0=newest - 0.5, x1=newest + 0.5, y0=-0.5, y1=n - 0.5, line=dict(color=HIGHLIGHT, width=2))
+                  for k in range(len(heads))]
+        self.figure = {"data": data, "layout": {**base["layout"], "shapes": shapes,
+                                                "title": dict(text=title, font=dict(size=13))}}
+        bundle = {"application/vnd.plotly.v1+json": {**self.figure, "config": {"displaylogo": False}},
+                  "text/plain": f"attention heat-map: {html.unescape(title)}"}
+        self.output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+        self.last_update_seconds = time.perf_counter() - t0
+
+    @property
+    def drawn(self) -> dict:
+        """What the figure shows now: layer, head, step, the z grid of each panel, the highlighted column,
+        the title, the key labels and the hover texts of the first panel."""
+        f = self.figure
+        return {"layer": self.layer.value, "head": self.head.value, "step": self.step.value,
+                "figure": "all heads" if len(f["data"]) > 1 else "one head",
+                "z": [t["z"] for t in f["data"]], "highlight": f["layout"]["shapes"][0]["x0"] + 0.5,
+                "title": f["layout"]["title"]["text"], "key_labels": list(f["layout"]["xaxis"]["ticktext"]),
+                "hover": f["data"][0]["text"]}
+
+    def set(self, prompt: str | None = None, layer=None, head=None, step=None):
+        """Change controls from Python (as a user would); bad values raise a ValueError saying what is allowed."""
+        if prompt is not None:
+            self.prompt.value = prompt
+        if layer is not None:
+            self.layer.value = _check_index(layer, "layer", self.trace.n_layers,
+                                            f"the model has {self.trace.n_layers} layers")
+        if head is not None:
+            self.head.value = _check_index(head, "head", self.trace.n_heads,
+                                           f"the model has {self.trace.n_heads} query heads", allow_all=True)
+        if step is not None:
+            self.step.value = _check_step(step, len(self.trace))
+        return self
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)

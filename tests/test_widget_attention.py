@@ -1,0 +1,351 @@
+"""The attention heat-map over cached keys: its data against the Trace, and all three tiers driven from Python."""
+import math
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.patches as mpatches  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import lib  # noqa: E402
+from lib.fonts import use_cjk_font  # noqa: E402
+from lib.widgets import attention as A  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def chat():
+    return lib.load_demo("chat")
+
+
+@pytest.fixture(scope="module")
+def run(chat):
+    """<s>模 -> 型逐字生成文本<eos>: a 2-token prompt (prefill) and 7 decode steps."""
+    model, tok = chat
+    return lib.generate(model, tok.encode("<s>模"), 20, eos_id=tok.eos_id, trace=True)
+
+
+@pytest.fixture(scope="module")
+def explorer(chat):
+    model, tok = chat
+    return A.AttentionExplorer(model, tok, "<s>", max_new_tokens=10)
+
+
+def gqa_trace(use_cache=True):
+    cfg = lib.ModelConfig(vocab_size=20, n_layers=2, d_model=24, n_heads=6, n_kv_heads=2, max_seq_len=16,
+                          positions="rope")
+    torch.manual_seed(1)
+    model = lib.MiniTransformer(cfg).eval()
+    return lib.generate(model, [1, 5, 7], 6, use_cache=use_cache, trace=True).trace
+
+
+# ------------------------------------------------------------------------------------------------ data
+
+@pytest.mark.parametrize("layer,head", [(0, 0), (1, 2), (3, 3)])
+def test_view_is_the_traces_attention_on_a_fixed_grid(run, chat, layer, head):
+    _, tok = chat
+    tr = run.trace
+    v = A.attention_view(tr, tok, layer, head)
+    assert v.grid.shape == (len(tr), tr.prompt_len + len(tr) - 1) == (8, 9)
+    assert torch.equal(torch.nan_to_num(v.grid, -1.0), torch.nan_to_num(tr.attention_grid(layer, head), -1.0))
+    for s, step in enumerate(tr.steps):
+        n = step.n_keys
+        assert torch.equal(v.grid[s, :n], step.attention[layer, 0, head])  # the weights the model used
+        assert math.isclose(float(v.grid[s, :n].sum()), 1.0, abs_tol=1e-5)  # a distribution over existing keys
+        assert (v.grid[s, :n] >= 0).all()
+        assert torch.isnan(v.grid[s, n:]).all()  # keys not in the cache yet
+        assert v.keys_at(s) == n
+
+
+def test_newest_key_is_the_key_written_this_step_and_the_querys_own(run, chat):
+    _, tok = chat
+    tr = run.trace
+    v = A.attention_view(tr, tok, 2, 1)
+    assert v.newest_key == [1, 2, 3, 4, 5, 6, 7, 8]  # prefill of <s>模 ends at position 1, then one per step
+    for s, step in enumerate(tr.steps):
+        assert v.newest_key[s] == step.n_keys - 1 == step.positions[-1]
+        assert not math.isnan(float(v.grid[s, v.newest_key[s]]))
+        if s + 1 < len(tr):
+            assert math.isnan(float(v.grid[s, v.newest_key[s] + 1]))
+
+
+def test_tokens_and_hover_text(run, chat):
+    _, tok = chat
+    v = A.attention_view(run.trace, tok, 0, 0)
+    assert v.key_tokens == ["<s>", "模", "型", "逐", "字", "生", "成", "文", "本"]
+    assert v.query_tokens == ["模", "型", "逐", "字", "生", "成", "文", "本"]
+    w = float(run.trace.steps[3].attention[0, 0, 0, 1])
+    assert v.hover(3, 1) == f"step 3: query 字 (pos 4) -> key 模 (pos 1): weight {w:.4f}"
+    assert v.hover(0, 5) == "step 0: query 模 (pos 1) -> key 生 (pos 5): weight not in the cache yet"
+    assert A.attention_view(run.trace, None, 0, 0).key_tokens[:2] == [str(tok.bos_id), str(tok.encode("模")[0])]
+
+
+def test_grid_at_hides_later_steps_without_changing_shape(run, chat):
+    v = A.attention_view(run.trace, chat[1], 1, 1)
+    g = v.grid_at(2)
+    assert g.shape == v.grid.shape
+    assert torch.equal(torch.nan_to_num(g[:3], -1.0), torch.nan_to_num(v.grid[:3], -1.0))
+    assert torch.isnan(g[3:]).all()
+    assert torch.equal(torch.nan_to_num(v.grid_at(None), -1.0), torch.nan_to_num(v.grid, -1.0))
+
+
+def test_gqa_and_uncached_traces_give_the_same_heatmap():
+    cached, uncached = gqa_trace(True), gqa_trace(False)
+    assert cached.n_heads == 6 and cached.n_kv_heads == 2
+    for head in range(6):
+        a = A.attention_view(cached, None, 1, head)
+        b = A.attention_view(uncached, None, 1, head)
+        assert a.newest_key == b.newest_key == [2, 3, 4, 5, 6, 7]
+        assert torch.allclose(torch.nan_to_num(a.grid, -1.0), torch.nan_to_num(b.grid, -1.0), atol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(layer=4), "layer must be an int from 0 to 3 (the model has 4 layers), got 4"),
+    (dict(layer=-1), "layer must be an int from 0 to 3 (the model has 4 layers), got -1"),
+    (dict(layer=True), "layer must be an int from 0 to 3 (the model has 4 layers), got True"),
+    (dict(head=4), "head must be an int from 0 to 3 (the model has 4 query heads), got 4"),
+    (dict(head="all"), "head must be an int from 0 to 3 (the model has 4 query heads), got 'all'"),
+    (dict(head=1.0), "head must be an int from 0 to 3 (the model has 4 query heads), got 1.0"),
+    (dict(batch=1), "batch must be an int from 0 to 0 (the trace holds 1 sequence(s)), got 1"),
+])
+def test_bad_layer_head_batch_say_what_is_allowed(run, chat, kwargs, message):
+    with pytest.raises(ValueError) as e:
+        A.attention_view(run.trace, chat[1], **kwargs)
+    assert str(e.value) == message
+
+
+def test_bad_trace_and_step(run, chat):
+    with pytest.raises(TypeError, match="expected a lib.Trace .* got list"):
+        A.attention_view([], chat[1])
+    empty = lib.Trace(prompt_len=1, use_cache=True, cache_kind="static", n_layers=1, n_heads=1, n_kv_heads=1,
+                      sampling={}, prompt_ids=torch.zeros(1, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="the trace has no steps"):
+        A.attention_view(empty, chat[1])
+    with pytest.raises(ValueError, match=r"step must be an int from 0 to 7 \(the trace has 8 steps\), got 8"):
+        A.plot_attention(run.trace, chat[1], step=8)
+    with pytest.raises(ValueError, match=r"key must be an int from 0 to 8 \(the grid has 9 key positions\), got 9"):
+        A.attention_view(run.trace, chat[1]).hover(0, 9)
+
+
+# ---------------------------------------------------------------------------------- tier 1: matplotlib
+
+def no_glyph_warnings(fn):
+    use_cjk_font()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" is a UserWarning
+        fig = fn()
+        fig.canvas.draw()
+    return fig
+
+
+def test_static_heatmap_draws_the_grid_up_to_the_step_and_boxes_the_newest_key(run, chat):
+    _, tok = chat
+    fig = no_glyph_warnings(lambda: A.plot_attention(run.trace, tok, 1, 2, step=4))
+    ax = fig.axes[0]
+    img = ax.get_images()[0].get_array()
+    expected = A.attention_view(run.trace, tok, 1, 2).grid_at(4)
+    assert img.shape == tuple(expected.shape)
+    assert (img.mask == torch.isnan(expected).numpy()).all()
+    assert torch.allclose(torch.tensor(img.filled(-1.0)).double(), torch.nan_to_num(expected, -1.0).double())
+    boxes = [p for p in ax.patches if isinstance(p, mpatches.Rectangle)]
+    assert len(boxes) == 1 and boxes[0].get_x() == 5 - 0.5 and boxes[0].get_width() == 1  # step 4 wrote key 5
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["<s>", "模", "型", "逐", "字", "生", "成", "文", "本"]
+    assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["0: 模", "1: 型"]
+    assert "step 4's query 生 over 6 cached keys" in ax.get_title()
+    plt.close(fig)
+
+
+def test_layer_and_head_change_what_is_drawn(run, chat):
+    _, tok = chat
+    a = no_glyph_warnings(lambda: A.plot_attention(run.trace, tok, 0, 0))
+    b = no_glyph_warnings(lambda: A.plot_attention(run.trace, tok, 2, 3))
+    ia, ib = (f.axes[0].get_images()[0].get_array().filled(-1.0) for f in (a, b))
+    assert (ia != ib).any()
+    assert torch.allclose(torch.tensor(ib).double(), torch.nan_to_num(run.trace.attention_grid(2, 3), -1.0).double())
+    plt.close("all")
+
+
+def test_small_multiples_one_panel_per_head_and_layer(run, chat):
+    _, tok = chat
+    fig = no_glyph_warnings(lambda: A.plot_attention_heads(run.trace, tok, layer=None))
+    panels = [ax for ax in fig.axes if ax.get_images()]
+    assert len(panels) == 4 * 4
+    for i, ax in enumerate(panels):
+        grid = run.trace.attention_grid(i // 4, i % 4)
+        assert torch.allclose(torch.tensor(ax.get_images()[0].get_array().filled(-1.0)).double(),
+                              torch.nan_to_num(grid, -1.0).double())
+    one = A.plot_attention_heads(run.trace, tok, layer=1, step=3)
+    assert len([ax for ax in one.axes if ax.get_images()]) == 4
+    with pytest.raises(ValueError, match="layer must be an int from 0 to 3"):
+        A.plot_attention_heads(run.trace, tok, layer=5)
+    plt.close("all")
+
+
+def test_spaces_are_visible_and_render(chat):
+    model, tok = chat
+    out = lib.generate(model, tok.encode("<s>kv"), 12, eos_id=tok.eos_id, trace=True)
+    v = A.attention_view(out.trace, tok)
+    assert v.key_tokens[:5] == ["<s>", "k", "v", "␣", "c"]  # 'kv cache ...': the space is shown as ␣
+    no_glyph_warnings(lambda: A.plot_attention(out.trace, tok))
+    plt.close("all")
+
+
+# ------------------------------------------------------------------------------------ tier 2: plotly
+
+def rows(grid):
+    """What plotly gets: per step only the keys that existed, rounded to 4 decimals."""
+    return [[round(w, 4) for w in row if not math.isnan(w)] for row in grid.tolist()]
+
+
+def test_plotly_frames_slider_and_fixed_axes(run, chat):
+    _, tok = chat
+    tr = run.trace
+    fig = A.attention_figure(tr, tok, 1, 2)
+    n, W = 8, 9
+    view = A.attention_view(tr, tok, 1, 2)
+    assert len(fig.data) == 1 and fig.data[0].type == "heatmap"
+    heat = fig.data[0]
+    assert [list(r) for r in heat.z] == rows(view.grid)  # row s: step s's weights over its keys
+    assert [len(r) for r in heat.z] == [2, 3, 4, 5, 6, 7, 8, 9]  # grows one key per step
+    assert list(heat.x) == ["0 &lt;s&gt;", "1 模", "2 型", "3 逐", "4 字", "5 生", "6 成", "7 文", "8 本"]
+    assert list(heat.y)[:2] == ["step 0: 模", "step 1: 型"]  # hover reads query and key from these labels
+    assert "query at %{y}" in heat.hovertemplate and "key at position %{x}" in heat.hovertemplate
+    assert "weight %{z:.4f}" in heat.hovertemplate
+    assert [f.name for f in fig.frames] == [str(s) for s in range(n)]
+    assert [s.label for s in fig.layout.sliders[0].steps] == [str(s) for s in range(n)]
+    assert fig.layout.sliders[0].active == n - 1  # opens on the last step
+    for s, frame in enumerate(fig.frames):
+        assert not frame.data  # a frame moves shapes only: the axes and the data never change
+        cover, box = frame.layout.shapes
+        assert (cover.y0, cover.y1, cover.x0, cover.x1) == (s + 0.5, n - 0.5, -0.5, W - 0.5)  # steps to come
+        assert (box.x0, box.x1) == (view.newest_key[s] - 0.5, view.newest_key[s] + 0.5)  # the newest key
+        assert box.line.color == A.HIGHLIGHT
+        assert f"step {s}: query {view.query_tokens[s]} reads {view.keys_at(s)} cached key(s)" in frame.layout.title.text
+    assert tuple(fig.layout.xaxis.range) == (-0.5, W - 0.5) and tuple(fig.layout.yaxis.range) == (n - 0.5, -0.5)
+    assert fig.layout.shapes == fig.frames[-1].layout.shapes
+
+
+def test_plotly_picker_swaps_in_each_layer_and_heads_weights(run, chat):
+    _, tok = chat
+    tr = run.trace
+    fig = A.attention_figure(tr, tok, 0, 1)
+    picker = fig.layout.updatemenus[0]
+    assert [b.label for b in picker.buttons][:5] == ["layer 0 · head 0", "layer 0 · head 1", "layer 0 · head 2",
+                                                     "layer 0 · head 3", "layer 1 · head 0"]
+    assert len(picker.buttons) == 16 and picker.active == 1
+    z, traces = picker.buttons[4 * 3 + 2].args  # layer 3, head 2
+    assert list(traces) == [0]
+    assert z["z"] == [rows(tr.attention_grid(3, 2))]
+    assert picker.buttons[1].args[0]["z"] == [[list(r) for r in fig.data[0].z]]  # the active option is what is shown
+
+
+def test_plotly_all_heads_small_multiples(run, chat):
+    _, tok = chat
+    fig = A.attention_figure(run.trace, tok, 2, "all")
+    assert len(fig.data) == 4  # one panel per head
+    for h in range(4):
+        assert [list(r) for r in fig.data[h].z] == rows(run.trace.attention_grid(2, h))
+    assert [a.text for a in fig.layout.annotations] == ["head 0", "head 1", "head 2", "head 3"]
+    assert len(fig.frames[0].layout.shapes) == 8  # a cover and a newest-key box per panel
+    assert {sh.xref for sh in fig.frames[0].layout.shapes} == {"x", "x2", "x3", "x4"}
+    picker = fig.layout.updatemenus[0]
+    assert [b.label for b in picker.buttons] == ["layer 0", "layer 1", "layer 2", "layer 3"] and picker.active == 2
+    assert picker.buttons[1].args[0]["z"][3] == rows(run.trace.attention_grid(1, 3))
+
+
+def test_plotly_caps_the_animated_length(chat):
+    model, tok = chat
+    out = lib.generate(model, tok.encode("<s>kv"), 30, trace=True)  # no eos: 32 key positions
+    with pytest.raises(ValueError, match="this trace has 32 key positions, more than max_keys=16"):
+        A.attention_figure(out.trace, tok, max_keys=16)
+    assert len(A.attention_figure(out.trace, tok, max_keys=32).frames) == 30
+    with pytest.raises(ValueError, match="max_keys must be a positive int, got 0"):
+        A.attention_figure(out.trace, tok, max_keys=0)
+
+
+# ---------------------------------------------------------------------------------- tier 3: ipywidgets
+
+def test_explorer_draws_the_chosen_layer_head_and_step(explorer):
+    ex = explorer
+    ex.set(layer=2, head=1, step=2)
+    d = ex.drawn
+    tr = ex.trace  # <s> -> 人工智能<eos>: 5 steps
+    assert (d["layer"], d["head"], d["step"], d["figure"]) == (2, 1, 2, "one head")
+    expected = A.attention_view(tr, ex.tokenizer, 2, 1).grid_at(2)
+    assert [list(r) for r in d["z"][0]] == [[None if math.isnan(w) else round(w, 4) for w in row]
+                                            for row in expected.tolist()]
+    assert d["highlight"] == 2 and "step 2: query 工 reads 3 cached key(s)" in d["title"]
+    assert d["key_labels"] == ["&lt;s&gt;", "人", "工", "智", "能"]
+    assert d["hover"][2][1].startswith("step 2: query 工 (pos 2) -> key 人 (pos 1): weight ")
+    assert d["hover"][1][3] == ""  # no hover where the key did not exist yet
+    ex.set(layer=0, head=3)  # the pickers change what is drawn
+    assert ex.drawn["z"][0] != d["z"][0]
+    ex.step.value = 4  # as if the user dragged the slider
+    assert ex.drawn["highlight"] == 4 and ex.drawn["z"][0][4][4] is not None
+    assert ex.last_update_seconds > 0
+
+
+def test_explorer_all_heads(explorer):
+    ex = explorer
+    ex.set(layer=1, head="all", step=3)
+    d = ex.drawn
+    assert d["figure"] == "all heads" and len(d["z"]) == 4
+    for h in range(4):
+        grid = A.attention_view(ex.trace, ex.tokenizer, 1, h).grid_at(3)
+        assert [list(r) for r in d["z"][h]] == [[None if math.isnan(w) else round(w, 4) for w in row]
+                                                for row in grid.tolist()]
+    assert len(ex.figure["layout"]["shapes"]) == 4 and ex.figure["layout"]["xaxis4"]["ticktext"][0] == "&lt;s&gt;"
+    scale = ex.figure["layout"]["coloraxis"]["colorscale"]  # spelled out: light for 0, dark for 1, as in tier 2
+    assert scale == [list(c) for c in A.attention_figure(ex.trace, ex.tokenizer).layout.coloraxis.colorscale]
+    assert scale[0] == [0.0, "rgb(247,251,255)"] and scale[-1] == [1.0, "rgb(8,48,107)"]
+    ex.set(head=0)
+    assert ex.drawn["figure"] == "one head" and len(ex.drawn["z"]) == 1
+
+
+def test_explorer_output_holds_exactly_the_figure(explorer):
+    """The browser shows the Output widget's own state: one plotly output, the figure drawn last."""
+    ex = explorer
+    ex.set(layer=2, head=3, step=1)
+    (out,) = ex.output.outputs
+    plotly_json = out["data"]["application/vnd.plotly.v1+json"]
+    assert plotly_json["data"] == ex.figure["data"] and plotly_json["layout"] == ex.figure["layout"]
+    assert out["data"]["text/plain"].startswith("attention heat-map: layer 2, head 3 · step 1: query 人")
+    import json
+    json.dumps(out)  # plain JSON all the way down: what the comm sends
+
+
+def test_explorer_prompt_reruns_and_unknown_characters_give_a_message(chat):
+    model, tok = chat
+    ex = A.AttentionExplorer(model, tok, "<s>", max_new_tokens=10, layer=1, head=2, step=1)
+    assert ex.step.value == 1 and ex.drawn["step"] == 1
+    ex.set(prompt="<s>深")
+    assert ex.tokenizer.decode(ex.trace.tokens()) == "<s>深度学习<eos>"
+    assert ex.step.max == 3 and ex.step.value == 3  # new trace: the slider spans it and shows the last step
+    assert ex.drawn["key_labels"] == ["&lt;s&gt;", "深", "度", "学", "习"]
+    assert "度学习" in ex.message.value and ex.error is None
+    before = ex.trace
+    ex.set(prompt="<s>深✓")
+    assert ex.trace is before  # the old picture stays
+    assert "not in the vocabulary" in ex.message.value and "U+2713 CHECK MARK" in ex.message.value
+    assert ex.error.startswith("1 character(s) not in the vocabulary: '✓' (U+2713 CHECK MARK).")
+    ex.set(prompt="")
+    assert "the prompt is empty" in ex.message.value and ex.trace is before
+
+
+def test_explorer_bad_values_say_what_is_allowed(chat, explorer):
+    model, tok = chat
+    with pytest.raises(ValueError, match=r"layer must be an int from 0 to 3 \(the model has 4 layers\), got 4"):
+        A.AttentionExplorer(model, tok, layer=4)
+    with pytest.raises(ValueError, match=r'head must be an int from 0 to 3 or "all" .* got 7'):
+        explorer.set(head=7)
+    with pytest.raises(ValueError, match=r"step must be an int from 0 to 4 .* got 9"):
+        explorer.set(step=9)
+
+
+def test_explorer_starts_on_a_bad_prompt_with_the_message_and_a_fallback(chat):
+    model, tok = chat
+    ex = A.AttentionExplorer(model, tok, "<s>✓", max_new_tokens=6)
+    assert "not in the vocabulary" in ex.message.value
+    assert ex.trace.tokens()[0] == tok.bos_id and ex.drawn["z"]
