@@ -307,3 +307,17 @@ def test_a_trace_steps_logits_work_too(chat, start_logits):
     torch.testing.assert_close(trace[0].logits[0], start_logits)
     assert S.sampling_bars(trace[0].logits, tok, 0.7, 4) == S.sampling_bars(start_logits, tok, 0.7, 4)
     assert S.sampling_bars(trace[1].logits, tok).labels[0] == "工"  # step 1 was fed 人
+
+
+def test_plotly_text_is_escaped_so_special_tokens_show():
+    """plotly parses <s> in labels as a strike-through tag: every label, hover and title must be escaped."""
+    import json
+
+    from lib import load_demo
+    from lib.widgets.sampling import next_token_logits, sampling_figure
+
+    model, tok = load_demo("chat")
+    fig = sampling_figure(next_token_logits(model, tok, "<s>人工智能"), tok, title="after <s>人工智能")
+    blob = json.dumps(fig.to_plotly_json(), ensure_ascii=False)
+    assert "&lt;eos&gt;" in blob and "&lt;s&gt;" in blob
+    assert "<eos>" not in blob and "<s>" not in blob

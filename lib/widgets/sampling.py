@@ -238,7 +238,8 @@ def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | N
     def main_trace(b: Bars):
         heights = [p if k else q for p, q, k in zip(b.probs, b.before, b.kept)]
         return go.Bar(x=x, y=_r(heights), marker_color=[KEPT if k else REMOVED for k in b.kept],
-                      customdata=[[lab, round(p, 4), round(q, 4)] for lab, p, q in zip(b.labels, b.probs, b.before)],
+                      customdata=[[html.escape(lab), round(p, 4), round(q, 4)]  # plotly reads <s> as markup
+                                  for lab, p, q in zip(b.labels, b.probs, b.before)],
                       hovertemplate="%{customdata[0]}: p sample %{customdata[1]}, before the cut %{customdata[2]}"
                                     "<extra></extra>", name="sampling distribution", showlegend=False)
 
@@ -247,12 +248,12 @@ def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | N
                      hovertemplate="model (T=1): %{y}<extra></extra>", name="model, T=1", showlegend=False)
     fig = go.Figure(data=[main_trace(views[start_i]), outline])
     fig.frames = [go.Frame(name=f"{t:g}", data=[main_trace(b)], traces=[0],
-                           layout=dict(title_text=f"{title} — {b.summary()}"))
+                           layout=dict(title_text=html.escape(f"{title} — {b.summary()}")))
                   for t, b in zip(temperatures, views)]
     fig.update_layout(
-        title_text=f"{title} — {views[start_i].summary()}", title_font_size=13, barmode="overlay",
+        title_text=html.escape(f"{title} — {views[start_i].summary()}"), title_font_size=13, barmode="overlay",
         height=360, margin=dict(l=50, r=20, t=50, b=40), yaxis=dict(range=[0, 1.02], title="probability"),
-        xaxis=dict(tickmode="array", tickvals=x, ticktext=first.labels),
+        xaxis=dict(tickmode="array", tickvals=x, ticktext=[html.escape(lab) for lab in first.labels]),
         sliders=[dict(active=start_i, currentvalue=dict(prefix="temperature: "), pad=dict(t=30),
                       steps=[dict(label=f"{t:g}", method="animate",
                                   args=[[f"{t:g}"], dict(mode="immediate", frame=dict(duration=0, redraw=True),
