@@ -8,8 +8,10 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.kvlab-installed
 PORT ?= 8888
+CLASSROOM_PORT ?= 8866
+NB ?= 02_autoregressive_generation
 
-.PHONY: setup lab test test-lib test-notebooks notebooks train clean
+.PHONY: setup lab test test-lib test-notebooks test-browser system-deps classroom site notebooks train clean
 
 setup: $(STAMP)
 
@@ -27,18 +29,37 @@ lab: setup
 	$(PY) -m ipykernel install --user --name kv-cache-lab --display-name "Python (KV Cache Lab)" >/dev/null
 	$(VENV)/bin/jupyter lab notebooks/00_index.ipynb --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT)
 
-# Command 2: set everything up and run the whole test suite (unit tests + strict nbval over every notebook).
+# Command 2: set everything up and run the whole test suite (unit tests, strict nbval over every notebook,
+# then every notebook in a real browser: JupyterLab, the classroom view and the static site).
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 tests --ignore=tests/browser
 	$(MAKE) --no-print-directory test-notebooks
+	$(MAKE) --no-print-directory test-browser
 
 test-lib: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 tests --ignore=tests/browser
 
 test-notebooks: setup
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
 		$(PY) -m pytest -q --nbval notebooks --nbval-current-env -p no:cacheprovider; \
 	else echo "no notebooks yet: nothing for nbval to compare"; fi
+
+# Headless Chromium (Debian's, driven by Playwright) against JupyterLab, the classroom view and the static
+# site, loopback only; screenshots go to test-artifacts/screenshots/.
+test-browser: setup system-deps
+	KVLAB_BROWSER=1 $(PY) -m pytest -q tests/browser
+
+# Debian packages the browser test needs: chromium and a CJK font (apt-get, as root or through sudo).
+system-deps:
+	bash scripts/system-deps.sh
+
+# One notebook as a code-free, large-type page with live widgets: make classroom NB=05_kv_cache_memory
+classroom: setup
+	$(PY) -m lib.classroom $(NB) --port $(CLASSROOM_PORT)
+
+# Every notebook as an HTML page in site/ that works from disk, without a kernel or network.
+site: setup
+	$(PY) -m lib.site
 
 # Re-execute every notebook and store its outputs (what nbval then compares against).
 notebooks: setup
@@ -49,4 +70,4 @@ train: setup
 	$(PY) -m lib.train all
 
 clean:
-	rm -rf $(VENV) *.egg-info site .pytest_cache
+	rm -rf $(VENV) *.egg-info site test-artifacts .pytest_cache

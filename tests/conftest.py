@@ -5,6 +5,10 @@ from lib.device import available_devices
 
 DEVICES = available_devices()  # cuda / mps when present, always cpu
 
+# The models under test are tiny: one CPU thread per test process is fastest (thread hand-offs cost more
+# than the maths) and lets pytest-xdist run one process per core without oversubscribing them.
+torch.set_num_threads(1)
+
 
 @pytest.fixture(params=DEVICES)
 def device(request):

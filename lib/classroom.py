@@ -1,0 +1,223 @@
+"""Classroom view: ``python -m lib.classroom NAME`` (``make classroom NB=NAME``) serves one notebook as a page
+for a projector: no code, large type, high contrast, the widgets live (a kernel runs behind the page).
+
+It is Voilà with a template of our own (written to a temporary folder at start): Voilà's "lab" template
+without the icon font it would fetch from a CDN (the widget manager ships the icons), plus larger type, more
+contrast, and keys for stepping: → / ← press "Step ▶" / "◀ Back" of the player nearest the middle of the
+screen, Page Down / Page Up (or j / k) jump to the next / previous heading. Nothing is loaded from the network.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+TEMPLATE = "kvlab-classroom"
+DEFAULT_PORT = 8866
+
+CSS = """
+:root {
+  --jp-content-font-size1: 22px; --jp-content-font-size0: 20px; --jp-ui-font-size1: 19px; --jp-code-font-size: 19px;
+  --jp-widgets-font-size: 19px; --jp-widgets-inline-height: 36px; --jp-widgets-inline-label-width: 150px;
+  --jp-content-font-color0: #000; --jp-content-font-color1: #000; --jp-content-font-color2: #111;
+  --jp-ui-font-color0: #000; --jp-ui-font-color1: #000; --jp-ui-font-color2: #111;
+  --jp-content-link-color: #0033aa;
+}
+body { background: #fff !important; color: #000; }
+#rendered_cells { padding: 0 3vw 6em 3vw; }
+body .jp-RenderedHTMLCommon { font-size: 22px; line-height: 1.5; max-width: 1400px; }
+body .jp-RenderedHTMLCommon h1 { font-size: 2.1em; border-bottom: 3px solid #000; padding-bottom: 0.2em; }
+body .jp-RenderedHTMLCommon h2 { font-size: 1.6em; margin-top: 1.6em; }
+body .jp-RenderedHTMLCommon h3 { font-size: 1.3em; }
+body .jp-RenderedHTMLCommon code { font-size: 0.9em; background: #eef; color: #000; }
+body .jp-OutputArea-output pre { font-size: 18px; line-height: 1.35; color: #000; }
+.jp-OutputArea-output .widget-html-content { zoom: 1.3; }  /* the widgets' own HTML uses small pixel sizes */
+.jupyter-widgets button.jupyter-button { font-weight: bold; border: 2px solid #000; }
+.jupyter-widgets button.jupyter-button.kvlab-pressed { background: #ffd54f; }
+#kvlab-keys { position: fixed; bottom: 0; left: 0; right: 0; padding: 6px 16px; background: #000; color: #fff;
+              font: 16px sans-serif; z-index: 1000; opacity: 0.85; }
+#kvlab-keys kbd { background: #fff; color: #000; border-radius: 3px; padding: 0 5px; }
+"""
+
+KEYS_JS = r"""
+(function () {
+  var STEP = "Step \u25B6", BACK = "\u25C0 Back";
+  function visibleButtons(label) {
+    return Array.prototype.filter.call(document.querySelectorAll("button.jupyter-button"), function (b) {
+      var r = b.getBoundingClientRect();
+      return b.textContent.trim() === label && r.width > 0 && r.height > 0;
+    });
+  }
+  function nearest(buttons) {  // the one closest to the middle of the screen
+    var mid = window.innerHeight / 2, best = null, dist = Infinity;
+    buttons.forEach(function (b) {
+      var r = b.getBoundingClientRect(), d = Math.abs((r.top + r.bottom) / 2 - mid);
+      if (d < dist) { dist = d; best = b; }
+    });
+    return best;
+  }
+  function press(label) {
+    var b = nearest(visibleButtons(label));
+    if (!b) return false;
+    b.click();
+    b.classList.add("kvlab-pressed");
+    setTimeout(function () { b.classList.remove("kvlab-pressed"); }, 250);
+    return true;
+  }
+  function jump(dir) {  // to the next / previous heading
+    var hs = Array.prototype.slice.call(document.querySelectorAll("#rendered_cells h1, #rendered_cells h2"));
+    var y = 5, target = null;
+    if (dir > 0) { target = hs.find(function (h) { return h.getBoundingClientRect().top > y + 5; }); }
+    else { target = hs.filter(function (h) { return h.getBoundingClientRect().top < -5; }).pop(); }
+    if (target) { target.scrollIntoView({block: "start"}); return true; }
+    return false;
+  }
+  document.addEventListener("keydown", function (e) {
+    var t = e.target;
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
+    if (t && t.closest && t.closest("input, textarea, select, [contenteditable=true], .noUi-handle")) return;
+    var done = false;
+    if (e.key === "ArrowRight") done = press(STEP);
+    else if (e.key === "ArrowLeft") done = press(BACK);
+    else if (e.key === "PageDown" || e.key === "j") done = jump(1);
+    else if (e.key === "PageUp" || e.key === "k") done = jump(-1);
+    if (done) e.preventDefault();
+  });
+  var bar = document.createElement("div");
+  bar.id = "kvlab-keys";
+  bar.innerHTML = "<kbd>\u2192</kbd> / <kbd>\u2190</kbd> step the player nearest the middle of the screen " +
+                  "&nbsp;\u00b7&nbsp; " +
+                  "<kbd>PgDn</kbd> / <kbd>PgUp</kbd> (or <kbd>j</kbd> / <kbd>k</kbd>) next / previous section";
+  document.addEventListener("DOMContentLoaded", function () { document.body.appendChild(bar); });
+})();
+"""
+
+# jupyterlab-plotly stores a PNG copy of each figure into the output's model (model.setData); Voilà's output
+# models have no setData, so that promise fails after the figure is drawn. Nothing is lost (there is no
+# notebook file to store the copy in): drop exactly that rejection instead of reporting a page error.
+PLOTLY_PNG_FIX = r"""
+window.addEventListener("unhandledrejection", function (e) {
+  var msg = String(e.reason && e.reason.message || e.reason);
+  if (/setData is not a function/.test(msg)) e.preventDefault();
+});
+"""
+
+INDEX = """{%- extends 'kvlab_voila_lab.html.j2' -%}
+{# nbconvert would import mermaid from a CDN when a page has a diagram; ours have none, and stay offline #}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block html_head_css %}
+{{ super() }}
+<style>
+""" + CSS + """
+</style>
+<script>
+""" + PLOTLY_PNG_FIX + """
+</script>
+{% endblock html_head_css %}
+{% block footer_js %}
+<script>
+""" + KEYS_JS + """
+</script>
+{% endblock footer_js %}
+"""
+
+_CDN_LINK = re.compile(r'[ \t]*<link[^>]+href="https?://[^"]*"[^>]*>\n?')
+
+
+def _voila_lab_template() -> Path:
+    import voila
+
+    candidates = [Path(sys.prefix) / "share" / "jupyter" / "voila" / "templates" / "lab" / "index.html.j2",
+                  Path(voila.__file__).resolve().parents[3] / "share" / "jupyter" / "voila" / "templates" / "lab"
+                  / "index.html.j2"]
+    for p in candidates:
+        if p.is_file():
+            return p
+    raise FileNotFoundError(f"Voilà's lab template was not found (looked in {[str(c) for c in candidates]}); "
+                            f"is voila installed in this environment ({sys.prefix})?")
+
+
+def write_template(root: Path) -> Path:
+    """Write the classroom template under ``root`` (a folder to put on JUPYTER_PATH); returns its folder.
+
+    Voilà's own lab page, minus the stylesheets it would fetch from a CDN, is the base; ours adds the
+    classroom CSS and the stepping keys."""
+    text = _voila_lab_template().read_text()
+    offline = _CDN_LINK.sub("", text)
+    remote = re.findall(r'(?:src|href)="(https?://[^"]*)"', offline)
+    if remote:
+        raise RuntimeError(f"Voilà's lab template still loads {remote} from the network; the classroom view "
+                           f"must work offline (update lib/classroom.py for this Voilà version)")
+    folder = root / "voila" / "templates" / TEMPLATE
+    (folder / "static").mkdir(parents=True, exist_ok=True)
+    (folder / "conf.json").write_text(json.dumps({"base_template": "lab"}))
+    (folder / "kvlab_voila_lab.html.j2").write_text(offline)
+    (folder / "index.html.j2").write_text(INDEX)
+    return folder
+
+
+def notebook_path(name: str) -> Path:
+    """``02_autoregressive_generation``, ``02_autoregressive_generation.ipynb`` or a path -> the notebook file."""
+    p = Path(name)
+    if p.suffix == ".ipynb" and p.is_file():
+        return p.resolve()
+    p = NOTEBOOKS / f"{p.stem if p.suffix == '.ipynb' else name}.ipynb"
+    if not p.is_file():
+        known = ", ".join(q.stem for q in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
+        raise FileNotFoundError(f"no notebook {name!r}; the notebooks are: {known}")
+    return p
+
+
+def command(target: Path, port: int = DEFAULT_PORT, open_browser: bool = False) -> list[str]:
+    """The Voilà command line serving ``target`` (a notebook, or a folder of notebooks) on 127.0.0.1:port."""
+    argv = [sys.executable, "-m", "voila", str(target), f"--template={TEMPLATE}", "--theme=light",
+            "--strip_sources=True", f"--port={port}", "--Voila.ip=127.0.0.1",
+            "--VoilaConfiguration.show_tracebacks=True"]
+    if not open_browser:
+        argv.append("--no-browser")
+    return argv
+
+
+def environment(template_root: Path) -> dict:
+    """The environment for Voilà: our template first on JUPYTER_PATH; stored outputs were made on the CPU,
+    but a classroom may use its GPU, so KVLAB_DEVICE is left as the user set it."""
+    env = dict(os.environ)
+    rest = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    env["JUPYTER_PATH"] = os.pathsep.join([str(template_root)] + rest)
+    return env
+
+
+def serve(name: str, port: int = DEFAULT_PORT, open_browser: bool = True) -> int:
+    """Serve one notebook until Ctrl-C; returns Voilà's exit status."""
+    path = notebook_path(name)
+    with tempfile.TemporaryDirectory(prefix="kvlab-classroom-") as tmp:
+        write_template(Path(tmp))
+        print(f"classroom view of {path.name}: http://127.0.0.1:{port}/  (Ctrl-C stops it)", flush=True)
+        try:
+            return subprocess.call(command(path, port, open_browser), env=environment(Path(tmp)), cwd=path.parent)
+        except KeyboardInterrupt:
+            return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lib.classroom", description=__doc__.splitlines()[0])
+    parser.add_argument("name", help="the notebook, e.g. 02_autoregressive_generation")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    args = parser.parse_args(argv)
+    try:
+        return serve(args.name, args.port, not args.no_browser)
+    except FileNotFoundError as e:
+        print(e, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

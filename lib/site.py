@@ -1,0 +1,231 @@
+"""Build the offline static site: ``python -m lib.site [--out site] [NAME ...]`` (``make site``).
+
+Every notebook becomes one HTML page made from its committed outputs (no kernel runs): prose, code, PNG
+figures (tier 1), and the plotly step-through figures (tier 2), drawn by a local copy of ``plotly.min.js`` so
+their sliders and Play buttons work in the page. A live widget (tier 3) needs a kernel; the page says so
+where one was, and how to open it. Math is typeset by a local MathJax. No page loads anything from the
+network: open ``site/index.html`` straight from disk.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import html
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+PLOTLY = "application/vnd.plotly.v1+json"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+# The nbconvert "lab" page with every CDN script replaced by local files next to the page.
+TEMPLATE = r"""{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js -%}
+<script src="plotly.min.js"></script>
+{%- endblock html_head_js -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block html_head_js_mathjax -%}
+<script type="text/x-mathjax-config">
+MathJax.Hub.Config({
+  showMathMenu: false, messageStyle: "none",
+  TeX: {extensions: ["AMSmath.js", "AMSsymbols.js", "noErrors.js", "noUndefined.js"]},
+  tex2jax: {inlineMath: [["$", "$"], ["\\(", "\\)"]], displayMath: [["$$", "$$"], ["\\[", "\\]"]],
+            processEscapes: true, processEnvironments: true},
+  "HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null,
+               // MathJax's blank test font points at about:blank, which a page opened from disk may not load
+               styles: {"@font-face": {"font-family": "MathJax_Blank", src: "local('MathJax_Blank')"}}}
+});
+</script>
+<script src="mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"></script>
+{%- endblock html_head_js_mathjax -%}
+{% block extra_css %}
+<style>
+  nav.kvlab { font-family: var(--jp-ui-font-family, sans-serif); font-size: 14px; padding: 8px 16px;
+              border-bottom: 1px solid #d0d7de; background: #f6f8fa; display: flex; gap: 24px; }
+  nav.kvlab a { color: #0b5394; }
+  .kvlab-live-note { border-left: 4px solid #e6550d; background: #fff5eb; padding: 8px 12px;
+                     font-family: var(--jp-ui-font-family, sans-serif); font-size: 14px; }
+</style>
+{% endblock extra_css %}
+{%- block body_header -%}
+{{ super() }}
+{{ resources.kvlab_nav }}
+{%- endblock body_header -%}
+"""
+
+INDEX = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>KV Cache Lab</title>
+<style>
+ body {{ font-family: sans-serif; max-width: 860px; margin: 40px auto; padding: 0 16px; color: #111;
+        line-height: 1.5; }}
+ li {{ margin: 6px 0; }} a {{ color: #0b5394; }} code {{ background: #f3f3f3; padding: 0 3px; }}
+</style></head>
+<body>
+<h1>KV Cache Lab</h1>
+<p>Every notebook as a page made from its stored outputs: no kernel, no network. The plotly figures step
+with their slider and Play button. The live widgets need a kernel: open the notebooks with <code>make lab</code>,
+or one as a classroom page with <code>make classroom NB=NAME</code>.</p>
+<ol>
+{items}
+</ol>
+</body></html>
+"""
+
+
+def notebook_paths(names=None) -> list[Path]:
+    """The notebooks to build: every ``notebooks/NN_*.ipynb``, or the ones named (with or without .ipynb)."""
+    if not names:
+        return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    paths = []
+    for n in names:
+        p = Path(n)
+        if not (p.suffix == ".ipynb" and p.exists()):
+            p = NOTEBOOKS / f"{p.stem}.ipynb"
+        if not p.is_file():
+            known = ", ".join(q.stem for q in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
+            raise FileNotFoundError(f"no notebook {n!r}; the notebooks are: {known}")
+        paths.append(p)
+    return paths
+
+
+def title_of(nb, default: str) -> str:
+    """The first Markdown heading of the notebook, without the #s (or ``default``)."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return default
+
+
+def plotly_html(figure: dict, div_id: str) -> str:
+    """A plotly figure (the mime bundle's JSON, frames included) as a div + script for a page that has
+    loaded plotly.min.js itself; the frames are added but not played until the reader presses Play."""
+    import plotly.io as pio
+
+    return pio.to_html(figure, include_plotlyjs=False, full_html=False, auto_play=False, validate=False,
+                       div_id=div_id, config={"displaylogo": False, "showSendToCloud": False})
+
+
+def live_widget_note(text_repr: str, name: str) -> str:
+    match = re.match(r"\s*([A-Za-z_]\w*)\(", text_repr or "")
+    what = f" (<code>{html.escape(match.group(1))}</code>)" if match else ""
+    return (f'<div class="kvlab-live-note">Live widget{what}: it runs the model, so it needs a Python kernel. '
+            f"Open this notebook in JupyterLab (<code>make lab</code>) or as a classroom page "
+            f"(<code>make classroom NB={html.escape(name)}</code>) to use it.</div>")
+
+
+def static_outputs(nb, name: str):
+    """A copy of ``nb`` whose outputs a page without a kernel can show: plotly figures become HTML that
+    plotly.min.js draws (with their frames), live widget views become a note saying where they work."""
+    nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for j, out in enumerate(cell.get("outputs", [])):
+            data = out.get("data")
+            if not data:
+                continue
+            if PLOTLY in data:
+                out["data"] = {"text/html": plotly_html(data[PLOTLY], f"kvlab-plot-{i}-{j}")}
+            elif WIDGET in data:
+                text = data.get("text/plain", "")
+                out["data"] = {"text/html": live_widget_note(text if isinstance(text, str) else "".join(text), name)}
+            data = out.get("data", {})
+            data.pop(WIDGET_STATE, None)
+    return nb
+
+
+def nav_html(pages: list[tuple[str, str]], k: int) -> str:
+    """Links to the index and the previous / next page, for page ``k`` of ``pages`` [(file, title)]."""
+    links = ['<a href="index.html">all notebooks</a>']
+    if k > 0:
+        links.append(f'<a href="{pages[k - 1][0]}">← {html.escape(pages[k - 1][1])}</a>')
+    if k + 1 < len(pages):
+        links.append(f'<a href="{pages[k + 1][0]}">{html.escape(pages[k + 1][1])} →</a>')
+    return '<nav class="kvlab">' + "".join(links) + "</nav>"
+
+
+# Tags that load something when the page opens (links in prose, <a href>, are not loaded and are allowed).
+_LOADS = re.compile(r"<(script|link|img|iframe|source|audio|video|embed|object)\b[^>]*?\b(src|href|data)\s*=\s*"
+                    r"[\"']?([^\"'\s>]+)", re.I)
+_CSS_URL = re.compile(r"(?:url\(\s*[\"']?|@import\s+[\"'])((?:https?:)?//[^\"')\s]+)", re.I)
+
+
+def remote_loads(page: str) -> list[str]:
+    """Every URL a page would load from the network when opened: scripts, styles, images, frames, CSS url()
+    and @import. A page of the site must have none."""
+    found = [m.group(3) for m in _LOADS.finditer(page) if re.match(r"(?:https?:)?//", m.group(3), re.I)]
+    return found + _CSS_URL.findall(page)
+
+
+def copy_assets(out: Path):
+    """plotly.min.js and MathJax 2 (HTML-CSS output, STIX web fonts) next to the pages."""
+    import jupyter_server_mathjax
+    import plotly
+
+    shutil.copy2(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", out / "plotly.min.js")
+    mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
+    target = out / "mathjax"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(mathjax, target, ignore=shutil.ignore_patterns("localization", "*.md"))
+
+
+def build(out: Path | str = ROOT / "site", names=None, verbose: bool = True) -> list[Path]:
+    """Build the site into ``out`` (created; earlier pages are replaced); returns the page files."""
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    out = Path(out)
+    paths = notebook_paths(names)
+    out.mkdir(parents=True, exist_ok=True)
+    copy_assets(out)
+    exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"kvlab_site.html.j2": TEMPLATE})],
+                            theme="light")
+    exporter.template_file = "kvlab_site.html.j2"
+    books = [(p, nbformat.read(p, as_version=4)) for p in paths]
+    pages = [(f"{p.stem}.html", title_of(nb, p.stem)) for p, nb in books]
+    written = []
+    for k, (p, nb) in enumerate(books):
+        body, _ = exporter.from_notebook_node(static_outputs(nb, p.stem), resources={
+            "metadata": {"name": pages[k][1]}, "kvlab_nav": nav_html(pages, k)})
+        remote = remote_loads(body)
+        if remote:
+            raise RuntimeError(f"{p.name}: the page would load {remote} from the network; every script and "
+                               f"style of the site must be a local file")
+        target = out / pages[k][0]
+        target.write_text(body, encoding="utf-8")
+        written.append(target)
+        if verbose:
+            print(f"{target}  {len(body) / 1e3:7.1f} kB")
+    items = "\n".join(f'<li><a href="{f}">{html.escape(t)}</a> <small>({html.escape(Path(f).stem)})</small></li>'
+                      for f, t in pages)
+    (out / "index.html").write_text(INDEX.format(items=items), encoding="utf-8")
+    if verbose:
+        print(f"{out / 'index.html'}: {len(pages)} pages; open it from disk (file://), no server needed")
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lib.site", description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="notebook names (default: every notebook)")
+    parser.add_argument("--out", default=str(ROOT / "site"), help="output folder (default: site/)")
+    args = parser.parse_args(argv)
+    try:
+        build(args.out, args.names)
+    except FileNotFoundError as e:
+        print(e, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Drive a rendered ipywidgets view the way a person would: click its buttons, move its sliders, pick in its
+dropdowns, and check that what it draws changed. Works on a Playwright locator of the widget's output, in
+JupyterLab and in the classroom view (Voilà) alike, since both render ipywidgets 8 the same way.
+
+Controls are found by their description label, as a person reads them ("step", "layer", "requests").
+"""
+from __future__ import annotations
+
+TIMEOUT_MS = 60_000  # every change goes through the kernel; the machine may be busy
+
+# What a widget draws, as one string: its HTML views and the data, title and shapes of its plotly figures.
+# The controls themselves are left out, so moving a slider alone does not count as a change.
+DRAWN_JS = """(el) => {
+  const parts = [];
+  el.querySelectorAll('.widget-html-content').forEach(h => parts.push(h.innerHTML));
+  el.querySelectorAll('.js-plotly-plot').forEach(g => {
+    const lay = g.layout || {};
+    parts.push(JSON.stringify(g.data || []) + JSON.stringify(lay.title || '') + JSON.stringify(lay.shapes || []));
+  });
+  return parts.join('\\n');
+}"""
+
+
+def drawn(widget) -> str:
+    return widget.evaluate(DRAWN_JS)
+
+
+def wait_drawn_change(page, widget, before: str, what: str, timeout_ms: int = TIMEOUT_MS):
+    handle = widget.element_handle()
+    try:
+        page.wait_for_function(f"([el, before]) => ({DRAWN_JS})(el) !== before", arg=[handle, before],
+                               timeout=timeout_ms)
+    except Exception as e:  # a Playwright TimeoutError: say what did not happen
+        raise AssertionError(f"{what}: the widget's drawing did not change within {timeout_ms / 1000:.0f} s") from e
+
+
+def control(widget, kind: str, label: str):
+    """The ipywidgets control of class ``widget-<kind>`` whose description is ``label``."""
+    loc = widget.locator(f".widget-{kind}:has(> label.widget-label:text-is({_q(label)}))")
+    assert loc.count() >= 1, f"no {kind} control labelled {label!r} in the widget"
+    return loc.first
+
+
+def _q(text: str) -> str:
+    return '"' + text.replace('"', '\\"') + '"'
+
+
+def readout(slider) -> str:
+    return slider.locator(".widget-readout").inner_text().strip()
+
+
+def wait_readout(page, slider, want: str, what: str):
+    handle = slider.locator(".widget-readout").element_handle()
+    try:
+        page.wait_for_function("([el, want]) => el.innerText.trim() === want", arg=[handle, want],
+                               timeout=TIMEOUT_MS)
+    except Exception as e:
+        raise AssertionError(f"{what}: the slider shows {readout(slider)!r}, expected {want!r}") from e
+
+
+def button(widget, text: str):
+    loc = widget.locator(f"button.jupyter-button:text-is({_q(text)})")
+    assert loc.count() >= 1, f"no button {text!r} in the widget"
+    return loc.first
+
+
+def nudge(slider) -> str:
+    """Move a slider one notch with the keyboard, as a person does after clicking its handle: to the right,
+    or to the left when it is already at its maximum. Returns the key pressed."""
+    handle = slider.locator(".noUi-handle").first
+    now, top = (float(handle.get_attribute(a)) for a in ("aria-valuenow", "aria-valuemax"))
+    key = "ArrowLeft" if now >= top else "ArrowRight"
+    handle.focus()
+    handle.press(key)
+    return key
+
+
+# -- one driver per kind of widget (see kind_of) ---------------------------------------------------------
+
+def drive_stepper(page, widget, play: bool) -> list[str]:
+    """Step / Back (and Play): the step slider moves and the drawn step changes with it."""
+    slider = widget.locator(".widget-slider").last  # the step slider is the widget's last slider
+    step_button, back_button = button(widget, "Step ▶"), button(widget, "◀ Back")
+    checks = []
+    s0 = int(readout(slider))
+    first = drawn(widget)
+    step_button.click()
+    wait_readout(page, slider, str(s0 + 1), "after Step")
+    wait_drawn_change(page, widget, first, "after Step")
+    checks.append(f"Step: {s0} -> {s0 + 1}, drawing changed")
+    back_button.click()
+    wait_readout(page, slider, str(s0), "after Back")
+    page.wait_for_function(f"([el, want]) => ({DRAWN_JS})(el) === want", arg=[widget.element_handle(), first],
+                           timeout=TIMEOUT_MS)
+    checks.append(f"Back: {s0 + 1} -> {s0}, drawing back to step {s0}")
+    if play:
+        for s in range(s0 - 1, -1, -1):  # back to the first step, so Play has steps to go through
+            back_button.click()
+            wait_readout(page, slider, str(s), "going back to step 0")
+        start = drawn(widget)
+        widget.locator(".widget-play button:has(i.fa-play)").click()  # the Play widget is jslinked to the slider
+        handle = slider.locator(".widget-readout").element_handle()
+        page.wait_for_function("([el, s]) => parseInt(el.innerText) >= s", arg=[handle, 2], timeout=TIMEOUT_MS)
+        widget.locator(".widget-play button:has(i.fa-pause)").click()
+        wait_drawn_change(page, widget, start, "after Play")
+        checks.append(f"Play from step 0: reached step {readout(slider)}, paused, drawing changed")
+    return checks
+
+
+def drive_heatmap(page, widget) -> list[str]:
+    """Pick another layer, then another head: the heat-map's title names them and its cells change."""
+    checks = []
+    for label in ("layer", "head"):
+        select = control(widget, "dropdown", label).locator("select")
+        options = [o for o in select.evaluate("s => Array.from(s.options).map(o => o.label)") if o != "all"]
+        current = select.evaluate("s => s.options[s.selectedIndex].label")
+        choice = next(o for o in options if o != current)
+        before = drawn(widget)
+        select.select_option(label=choice)
+        wait_drawn_change(page, widget, before, f"after picking {label} {choice}")
+        title = widget.locator(".js-plotly-plot .gtitle").first
+        page.wait_for_function("([el, want]) => el.textContent.includes(want)",
+                               arg=[title.element_handle(), f"{label} {choice}"], timeout=TIMEOUT_MS)
+        checks.append(f"{label} {current} -> {choice}: title {title.text_content()!r}")
+    return checks
+
+
+def drive_memory(page, widget) -> list[str]:
+    """Move the "requests" slider one notch; the budget on the page must be lib's budget for the new values."""
+    from lib.widgets.memory import fmt_bytes, memory_budget
+
+    requests = control(widget, "slider", "requests")
+    model = control(widget, "dropdown", "model").locator("select").evaluate("s => s.options[s.selectedIndex].label")
+    dtype = control(widget, "dropdown", "dtype").locator("select").evaluate("s => s.options[s.selectedIndex].label")
+    context = int(control(widget, "inline-hbox", "context").locator("input").input_value())
+    batch = int(readout(requests))
+    before = drawn(widget)
+    new = batch + (1 if nudge(requests) == "ArrowRight" else -1)
+    wait_readout(page, requests, str(new), "after moving the requests slider")
+    wait_drawn_change(page, widget, before, "after moving the requests slider")
+    b = memory_budget(model, dtype, context, new)
+    want = [f"KV cache ({b.batch} x {b.context:,} tokens)", f"{fmt_bytes(b.kv_bytes)} ({b.kv_share:.1%} of total)",
+            fmt_bytes(b.total_bytes), fmt_bytes(b.weight_bytes)]
+    text = widget.locator(".widget-html-content").last.inner_text()
+    missing = [w for w in want if w not in text]
+    assert not missing, f"memory explorer at {model} {dtype} context {context} batch {b.batch}: the page does not " \
+                        f"show lib's numbers {missing}; it shows:\n{text}"
+    return [f"requests {batch} -> {b.batch}: page shows {want[0]} = {want[1]}, total {want[2]} (lib's numbers)"]
+
+
+def drive_slider(page, widget, tries: int = 3) -> list[str]:
+    """Move the widget's sliders one notch each, in order, until what it draws changes (a slider may
+    legitimately change nothing on the current step; at least one of the first ``tries`` must)."""
+    sliders = widget.locator(".widget-slider")
+    assert sliders.count() >= 1, "the widget has no slider to move"
+    tried = []
+    for k in range(min(tries, sliders.count())):
+        slider = sliders.nth(k)
+        label = slider.locator("label.widget-label").inner_text()
+        value = readout(slider)
+        before = drawn(widget)
+        nudge(slider)
+        handle = slider.locator(".widget-readout").element_handle()
+        page.wait_for_function("([el, v]) => el.innerText.trim() !== v", arg=[handle, value], timeout=TIMEOUT_MS)
+        try:
+            wait_drawn_change(page, widget, before, f"after moving the {label!r} slider", timeout_ms=20_000)
+        except AssertionError:
+            tried.append(f"{label!r} {value} -> {readout(slider)}")
+            continue
+        return [f"slider {label!r}: {value} -> {readout(slider)}, drawing changed"]
+    raise AssertionError(f"moving the sliders {tried} changed nothing the widget draws")
+
+
+def kind_of(widget) -> str:
+    """How to drive a widget view, from the controls a person sees on it (see expected.py)."""
+    def has(selector: str) -> bool:
+        return widget.locator(selector).count() > 0
+
+    labels = set(widget.locator("label.widget-label").all_inner_texts())
+    buttons = set(t.strip() for t in widget.locator("button.jupyter-button").all_inner_texts())
+    if {"Step ▶", "◀ Back"} <= buttons:
+        return "player" if has(".widget-play") else "stepper"
+    if {"layer", "head"} <= labels and has(".widget-dropdown"):
+        return "heatmap"
+    if {"model", "dtype", "requests"} <= labels:
+        return "memory"
+    return "slider"
+
+
+def drive(page, widget, kind: str) -> list[str]:
+    """Drive one widget by its kind (``kind_of``); returns what was checked, one line per action."""
+    widget.scroll_into_view_if_needed()
+    if kind == "player":
+        return drive_stepper(page, widget, play=True)
+    if kind == "stepper":
+        return drive_stepper(page, widget, play=False)
+    if kind == "heatmap":
+        return drive_heatmap(page, widget)
+    if kind == "memory":
+        return drive_memory(page, widget)
+    if kind == "slider":
+        return drive_slider(page, widget)
+    raise ValueError(f"unknown widget kind {kind!r}; known: player, stepper, heatmap, memory, slider")
+

@@ -1,0 +1,87 @@
+"""What the browser test expects to see in each notebook, counted from the committed outputs.
+
+``EXPECTED[name]``: ``images`` (PNG outputs: the static tier), ``plotly`` (plotly figures: the step-through
+tier) and ``widgets`` (widget views: the live tier). A new or changed notebook needs its row here; print
+every row from the committed notebooks with ``.venv/bin/python tests/browser/expected.py``, or rewrite the
+table with ``... expected.py --write``.
+
+The browser test drives every widget view by what it shows (tests/browser/drive.py, ``kind_of``):
+  player    Step / Back buttons and a Play widget: press Step, Back and Play; the step and the drawing change
+  stepper   Step / Back buttons: press them; the step and the drawing change
+  heatmap   "layer" and "head" pickers: pick another layer and head; the heat-map's title and cells change
+  memory    "model", "dtype" and a "requests" slider: move the slider; the page shows lib's numbers
+  slider    anything else: move its sliders one notch until what it draws changes
+``MUST_DRIVE``: the widget kinds that must have been found and driven in a notebook (kept by hand).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+EXPECTED = {
+    "00_index": {"images": 3, "plotly": 0, "widgets": 0},
+    "01_transformer_decoder": {"images": 2, "plotly": 1, "widgets": 1},
+    "02_autoregressive_generation": {"images": 4, "plotly": 1, "widgets": 1},
+    "03_kv_cache": {"images": 6, "plotly": 4, "widgets": 2},
+    "04_worked_example": {"images": 0, "plotly": 1, "widgets": 1},
+    "05_kv_cache_memory": {"images": 2, "plotly": 1, "widgets": 1},
+    "06_misconceptions": {"images": 1, "plotly": 1, "widgets": 1},
+    "07_paged_attention": {"images": 4, "plotly": 1, "widgets": 2},
+    "08_roofline": {"images": 2, "plotly": 1, "widgets": 1},
+}
+
+MUST_DRIVE = {
+    "02_autoregressive_generation": {"player"},  # GenerationPlayer: Step, Back, Play
+    "03_kv_cache": {"heatmap"},  # AttentionExplorer: another layer and head
+    "05_kv_cache_memory": {"memory"},  # MemoryExplorer: the requests slider and lib's numbers
+    "07_paged_attention": {"stepper"},  # BlockPoolWidget: Step, Back
+}
+
+# Notebooks the classroom-view test opens (the first two that exist).
+CLASSROOM = ["02_autoregressive_generation", "05_kv_cache_memory", "03_kv_cache", "01_transformer_decoder"]
+
+PLOTLY = "application/vnd.plotly.v1+json"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def output_kind(mimes) -> str | None:
+    """"plotly", "widget", "image" or None for one output's mime types (a plotly output that also carries a
+    PNG copy, as JupyterLab stores it, is a plotly output)."""
+    if PLOTLY in mimes:
+        return "plotly"
+    if WIDGET in mimes:
+        return "widget"
+    if "image/png" in mimes:
+        return "image"
+    return None
+
+
+def counted(path: Path) -> dict:
+    """The row for one committed notebook, counted from its stored outputs."""
+    nb = json.loads(path.read_text())
+    row = {"images": 0, "plotly": 0, "widgets": 0}
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            kind = output_kind(out.get("data", {}))
+            if kind:
+                row[{"image": "images", "plotly": "plotly", "widget": "widgets"}[kind]] += 1
+    return row
+
+
+def table_source(root: Path) -> str:
+    rows = "".join(f"    {p.stem!r}: {counted(p)!r},\n" for p in sorted(root.glob("[0-9][0-9]_*.ipynb")))
+    return ("EXPECTED = {\n" + rows + "}\n").replace("'", '"')
+
+
+if __name__ == "__main__":
+    here = Path(__file__).resolve()
+    table = table_source(here.parents[2] / "notebooks")
+    if sys.argv[1:] == ["--write"]:  # replace the table above with the committed notebooks' counts
+        text = here.read_text()
+        start = text.index("EXPECTED = {\n")
+        end = text.index("}\n", start) + 2
+        here.write_text(text[:start] + table + text[end:])
+        print(f"rewrote EXPECTED in {here}")
+    else:
+        print(table, end="")

@@ -1,0 +1,216 @@
+"""Plumbing for the browser tests: servers on 127.0.0.1, the system Chromium, a loopback-only guard.
+
+Playwright for Python drives Debian's ``/usr/bin/chromium`` (``executable_path``); it never downloads a
+browser. Every request that is not to 127.0.0.1 / localhost (or a file:, data:, blob: URL) is aborted and
+recorded, and Chromium's own resolver maps every other host name to "not found" as a second fence.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+ARTIFACTS = Path(os.environ.get("KVLAB_ARTIFACTS", ROOT / "test-artifacts"))
+SCREENSHOTS = ARTIFACTS / "screenshots"
+CHROMIUM = os.environ.get("KVLAB_CHROMIUM", "/usr/bin/chromium")
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+LOCAL_SCHEMES = {"file", "data", "blob", "about", "chrome-error"}
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-default-apps", "--disable-extensions", "--no-default-browser-check",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
+]
+
+
+def notebook_names() -> list[str]:
+    """Every committed notebook, by name without .ipynb (``NN_topic``)."""
+    return sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def copy_notebooks(dest: Path) -> Path:
+    """A throw-away copy of notebooks/ (the servers may write checkpoints and outputs into it)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in NOTEBOOKS.glob("*.ipynb"):
+        shutil.copy2(p, dest / p.name)
+    return dest
+
+
+# -- servers ---------------------------------------------------------------------------------------------
+
+class Server:
+    """A Jupyter-style server started as a subprocess on 127.0.0.1:port; logs go to ``log``."""
+
+    def __init__(self, argv: list[str], port: int, log: Path, env: dict | None = None, cwd: Path | None = None,
+                 ready_path: str = "/"):
+        self.argv, self.port, self.log_path, self.ready_path = argv, port, log, ready_path
+        self.url = f"http://127.0.0.1:{port}"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                     start_new_session=True)
+
+    def wait_ready(self, timeout: float = 180.0) -> "Server":
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.argv[:4]} exited with {self.proc.returncode}; log:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(self.url + self.ready_path, timeout=5) as r:
+                    if r.status < 500:
+                        return self
+            except urllib.error.HTTPError as e:
+                if e.code < 500:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"{self.url}{self.ready_path} did not answer within {timeout:.0f} s; log:\n{self.log()}")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-6000:]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()  # our own child (its own session): SIGTERM, then SIGKILL if it hangs
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+
+
+def isolated_env(home: Path) -> dict:
+    """Environment for a server: Jupyter's config, data, runtime and lab settings in ``home`` (nothing in the
+    user's ~/.jupyter is read or written), the notebook setting that keeps every cell in the page, no news."""
+    env = dict(os.environ)
+    for key, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
+                     ("JUPYTERLAB_SETTINGS_DIR", "lab-settings"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+                     ("IPYTHONDIR", "ipython")):
+        env[key] = str(home / sub)
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    settings = home / "lab-settings"
+    _write_json(settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings",
+                {"windowingMode": "none"})  # every cell stays in the DOM, so every output can be found
+    _write_json(settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings",
+                {"fetchNews": "false", "checkForUpdates": False})
+    # The debugger's state probe races the kernel restart and logs a console error; the test needs no debugger.
+    _write_json(home / "config" / "labconfig" / "page_config.json",
+                {"disabledExtensions": {"@jupyterlab/debugger-extension": True}})
+    env["KVLAB_DEVICE"] = "cpu"  # the stored outputs were made on the CPU
+    env.pop("JUPYTER_TOKEN", None)
+    return env
+
+
+def _write_json(path: Path, data: dict):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def start_lab(root: Path, home: Path) -> Server:
+    """JupyterLab on 127.0.0.1 (free port, no token) serving ``root``, the app exposed as window.jupyterapp."""
+    port = free_port()
+    argv = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.root_dir={root}",
+            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+            "--IdentityProvider.token=", "--ServerApp.password=", "--LabApp.expose_app_in_browser=True",
+            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False", "--allow-root",
+            "--ServerApp.terminals_enabled=False"]
+    return Server(argv, port, ARTIFACTS / "logs" / "jupyterlab.log", env=isolated_env(home), cwd=root,
+                  ready_path="/api/status").wait_ready()
+
+
+# -- the browser -----------------------------------------------------------------------------------------
+
+class Guard:
+    """Records what a page did that a test must reject: requests off the machine, console errors, page errors.
+
+    ``label`` is what is being tested now (a notebook name); every record carries it."""
+
+    def __init__(self):
+        self.label = ""
+        self.offsite: list[tuple[str, str]] = []
+        self.console: list[tuple[str, str]] = []
+
+    def attach_context(self, context):
+        context.route("**/*", self._route)
+
+    def attach_page(self, page):
+        page.on("console", lambda m: self.console.append((self.label, f"console.{m.type}: {m.text} "
+                                                                      f"@ {m.location.get('url', '')}"))
+                if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.console.append((self.label, f"page error: {e}")))
+        page.on("websocket", lambda ws: None if is_local(ws.url) else self.offsite.append((self.label, ws.url)))
+
+    def _route(self, route):
+        url = route.request.url
+        if is_local(url):
+            route.continue_()
+        else:
+            self.offsite.append((self.label, url))
+            route.abort("blockedbyclient")
+
+    def errors_for(self, label: str) -> list[str]:
+        return [m for lab, m in self.console if lab == label]
+
+    def offsite_for(self, label: str) -> list[str]:
+        return [u for lab, u in self.offsite if lab == label]
+
+
+def is_local(url: str) -> bool:
+    u = urlparse(url)
+    if u.scheme in LOCAL_SCHEMES:
+        return True
+    return u.scheme in ("http", "https", "ws", "wss") and (u.hostname or "") in LOOPBACK
+
+
+def launch(playwright, guard: Guard, width: int = 1400, height: int = 1000):
+    """A fresh persistent Chromium context (its own profile in a temporary folder) with the guard attached."""
+    if not os.access(CHROMIUM, os.X_OK):
+        raise RuntimeError(f"{CHROMIUM} is missing: run scripts/system-deps.sh (installs Debian's chromium)")
+    profile = tempfile.mkdtemp(prefix="kvlab-chromium-")
+    context = playwright.chromium.launch_persistent_context(
+        profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+        viewport={"width": width, "height": height}, device_scale_factor=1, service_workers="block")
+    context.set_default_timeout(60_000)
+    guard.attach_context(context)
+    context.on("page", guard.attach_page)
+    for page in context.pages:
+        guard.attach_page(page)
+    context._kvlab_profile = profile
+    return context
+
+
+def close(context):
+    profile = getattr(context, "_kvlab_profile", None)
+    context.close()
+    if profile:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def screenshot(locator, name: str) -> Path:
+    """Screenshot of one element into the screenshots folder; returns the file."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(path), animations="disabled")
+    return path

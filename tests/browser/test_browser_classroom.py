@@ -1,0 +1,151 @@
+"""The classroom view (``python -m lib.classroom NAME``, Voilà with our template) in headless Chromium, for
+two notebooks: the page shows no code, uses large type, has every plotly figure and widget of the notebook
+drawn and working (driven as in JupyterLab), → steps the player from the keyboard, and loads nothing but
+loopback, with no console error. ``KVLAB_CLASSROOM_ALL=1`` opens every notebook instead of two.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+import kvlab_browser as kb
+from drive import button, drive, kind_of, readout, wait_readout
+from expected import CLASSROOM, EXPECTED
+
+from lib import classroom
+
+# Two notebooks by default; KVLAB_CLASSROOM_ALL=1 opens every notebook in the classroom view.
+NOTEBOOKS = (kb.notebook_names() if os.environ.get("KVLAB_CLASSROOM_ALL") == "1"
+             else [n for n in CLASSROOM if (kb.NOTEBOOKS / f"{n}.ipynb").exists()][:2])
+
+RENDERED_JS = """() => {
+  const r = document.querySelector('#rendered_cells');
+  return !!r && getComputedStyle(r).display !== 'none' && !document.querySelector('#loading');
+}"""
+
+# Top-level outputs (not the ones inside a widget), tagged data-kvlab="<kind>-<n>", counted by kind.
+OUTPUTS_JS = """() => {
+  const count = {image: 0, plotly: 0, widget: 0};
+  document.querySelectorAll('#rendered_cells .jp-OutputArea-output').forEach(o => {
+    if (o.parentElement.closest('.jp-OutputArea-output')) return;
+    let kind = null;
+    if (o.classList.contains('jp-RenderedPlotly') || o.querySelector(':scope > .js-plotly-plot')) kind = 'plotly';
+    else if (o.querySelector('.jupyter-widgets')) kind = 'widget';
+    else if (o.classList.contains('jp-RenderedImage')) kind = 'image';
+    if (!kind) return;
+    o.setAttribute('data-kvlab', `${kind}-${count[kind]}`);
+    count[kind] += 1;
+  });
+  return count;
+}"""
+
+
+def test_two_notebooks_for_the_classroom_exist():
+    assert len(NOTEBOOKS) >= 2, f"the classroom test needs two of {CLASSROOM}; found {NOTEBOOKS}"
+
+
+@pytest.fixture(scope="session")
+def voila(tmp_path_factory):
+    """The classroom server (Voilà, our template) over a temporary copy of notebooks/."""
+    base = tmp_path_factory.mktemp("classroom")
+    root = kb.copy_notebooks(base / "notebooks")
+    classroom.write_template(base / "template")
+    env = kb.isolated_env(base / "home")
+    env["JUPYTER_PATH"] = classroom.environment(base / "template")["JUPYTER_PATH"]
+    port = kb.free_port()
+    server = kb.Server(classroom.command(root, port), port, kb.ARTIFACTS / "logs" / "classroom.log", env=env,
+                       cwd=root).wait_ready()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_classroom_view(name, voila, browser, guard, clean_screenshots):
+    label = f"classroom {name}"
+    guard.label = label
+    page = browser.new_page()
+    try:
+        page.goto(f"{voila.url}/voila/render/{name}.ipynb")
+        page.wait_for_function(RENDERED_JS, timeout=300_000)  # Voilà runs every cell before it shows the page
+        text = page.locator("#rendered_cells").inner_text()
+        assert page.locator("#rendered_cells .jp-InputArea-editor").count() == 0, f"{name}: code cells are shown"
+        shown = [c for c in code_openings(name) if c in text]
+        assert not shown, f"{name}: the page shows code: {shown}"
+        assert "Error displaying widget" not in text
+        size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.jp-RenderedHTMLCommon'))"
+                             ".fontSize)")
+        assert size >= 20, f"{name}: prose is {size}px; the classroom view should use large type (>= 20px)"
+        want = EXPECTED[name]
+        page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .jupyter-widgets').length >= "
+                               f"{want['widgets']}", timeout=120_000)
+        page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .js-plotly-plot .main-svg')"
+                               f".length >= {want['plotly']}", timeout=120_000)
+        got = page.evaluate(OUTPUTS_JS)
+        assert got == {"image": want["images"], "plotly": want["plotly"], "widget": want["widgets"]}, \
+            f"{name}: the classroom page shows {got}; the notebook has {want}"
+        page.screenshot(path=str(kb.SCREENSHOTS / f"classroom-{name}-top.png"))
+        for k in range(got["plotly"]):
+            kb.screenshot(page.locator(f'[data-kvlab="plotly-{k}"]'), f"classroom-{name}-plotly-{k}")
+        notes = []
+        for k in range(got["widget"]):
+            out = page.locator(f'[data-kvlab="widget-{k}"]')
+            kind = kind_of(out)
+            kb.screenshot(out, f"classroom-{name}-widget-{k}-{kind}")
+            notes += [f"widget {k} {kind}: {line}" for line in drive(page, out, kind)]
+            if kind in ("player", "stepper"):
+                notes.append(f"widget {k} {kind}: {keyboard_step(page, out)}")
+            kb.screenshot(out, f"classroom-{name}-widget-{k}-{kind}-driven")
+        assert not guard.errors_for(label), f"{name}: console errors:\n" + "\n".join(guard.errors_for(label))
+        assert not guard.offsite_for(label), f"{name}: requests off the machine: {guard.offsite_for(label)}"
+        print(f"\n{label}: {got}" + "".join(f"\n    {n}" for n in notes))
+    finally:
+        page.close()
+
+
+def code_openings(name: str) -> list[str]:
+    """The first two lines of every code cell of two lines or more (text no prose would repeat)."""
+    nb = json.loads((kb.NOTEBOOKS / f"{name}.ipynb").read_text())
+    out = []
+    for cell in nb["cells"]:
+        lines = [ln for ln in "".join(cell["source"]).splitlines() if ln.strip()]
+        if cell["cell_type"] == "code" and len(lines) >= 2:
+            out.append("\n".join(lines[:2]))
+    return out
+
+
+def keyboard_step(page, widget) -> str:
+    """→ on the page (nothing focused) presses Step of the player nearest the middle of the screen."""
+    slider = widget.locator(".widget-slider").last
+    button(widget, "Step ▶").evaluate("b => b.scrollIntoView({block: 'center'})")
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    s = int(readout(slider))
+    top = int(float(slider.locator(".noUi-handle").get_attribute("aria-valuemax")))
+    key, want = ("ArrowLeft", s - 1) if s >= top else ("ArrowRight", s + 1)
+    page.keyboard.press(key)
+    wait_readout(page, slider, str(want), f"after pressing {key}")
+    return f"key {key}: step {s} -> {want}"
+
+
+def test_classroom_template_loads_nothing_from_the_network(tmp_path):
+    folder = classroom.write_template(tmp_path)
+    assert json.loads((folder / "conf.json").read_text()) == {"base_template": "lab"}
+    for page in folder.glob("*.j2"):
+        remote = re.findall(r'(?:src|href)="(https?://[^"]*)"', page.read_text())
+        assert remote == [], f"{page.name} loads {remote}"
+    index = (folder / "index.html.j2").read_text()
+    assert "kvlab_voila_lab.html.j2" in index and "ArrowRight" in index and "font-size: 22px" in index
+
+
+def test_classroom_serves_on_loopback_without_code(tmp_path):
+    argv = classroom.command(tmp_path / "x.ipynb", 8999)
+    assert "--Voila.ip=127.0.0.1" in argv and "--port=8999" in argv and "--strip_sources=True" in argv
+    assert "--no-browser" in argv and "--no-browser" not in classroom.command(tmp_path, 8999, open_browser=True)
+
+
+def test_classroom_rejects_an_unknown_notebook():
+    with pytest.raises(FileNotFoundError, match=r"no notebook 'nope'; the notebooks are: 0\d_"):
+        classroom.notebook_path("nope")
+    assert classroom.notebook_path("05_kv_cache_memory.ipynb") == kb.NOTEBOOKS / "05_kv_cache_memory.ipynb"

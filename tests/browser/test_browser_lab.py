@@ -1,0 +1,165 @@
+"""Every notebook in JupyterLab, in headless Chromium: restart the kernel, run all cells, then check what a
+reader would see and drive every widget once.
+
+Per notebook it asserts: every code cell ran, no error output, no "Error displaying widget", no browser
+console error, no request to anything but loopback, the expected number of PNG figures, plotly figures and
+widget views (tests/browser/expected.py), each of them drawn on the page; and each widget reacts to its
+controls (tests/browser/drive.py). Every plotly figure and widget is saved as a screenshot.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import kvlab_browser as kb
+from drive import drive, kind_of
+from expected import EXPECTED, MUST_DRIVE, counted, output_kind
+
+RUN_ALL_TIMEOUT_MS = 300_000  # one notebook; its own budget is 40 s on an idle machine
+DRIVEN: dict[str, set] = {}  # notebook -> widget kinds driven in it (for every notebook that passed)
+
+# Tag every output node of the open notebook with data-kvlab="<notebook>/c<cell>-o<output>"; list them.
+OUTPUTS_JS = """(name) => {
+  const nb = window.jupyterapp.shell.currentWidget.content, res = [];
+  nb.widgets.forEach((c, i) => {
+    if (c.model.type !== 'code') return;
+    c.outputArea.widgets.forEach((o, j) => {
+      const m = c.outputArea.model.get(j), id = `c${i}-o${j}`, js = m.toJSON();
+      o.node.setAttribute('data-kvlab', `${name}/${id}`);
+      res.push({id, cell: i, mimes: Object.keys(m.data || {}),
+                error: m.type === 'error' ? `${js.ename}: ${js.evalue}` : null});
+    });
+  });
+  return res;
+}"""
+
+NOT_RUN_JS = """() => window.jupyterapp.shell.currentWidget.content.widgets
+  .map((c, i) => (c.model.type === 'code' && c.model.sharedModel.source.trim() && c.model.executionCount === null)
+                 ? i : -1)
+  .filter(i => i >= 0)"""
+
+KERNEL_IDLE_JS = """(path) => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  if (!w || !w.context || w.context.path !== path) return false;
+  const k = w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.status === 'idle';
+}"""
+
+# Shut the kernel down and close the tab without saving (the copy's outputs are thrown away anyway).
+CLOSE_JS = """async (path) => {
+  for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
+    if (!w.context || w.context.path !== path) continue;
+    try { await w.sessionContext.shutdown(); } catch (e) {}
+    w.context.model.dirty = false;
+    w.dispose();
+  }
+}"""
+
+
+@pytest.fixture(scope="session")
+def lab_page(lab, browser, guard, clean_screenshots):
+    page = browser.new_page()
+    guard.label = "JupyterLab start-up"
+    page.goto(f"{lab.url}/lab?reset")
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.serviceManager.isReady", timeout=180_000)
+    page.evaluate("async () => { await window.jupyterapp.started; await window.jupyterapp.restored; }")
+    yield page
+    page.close()
+
+
+def test_expected_table_matches_committed_notebooks():
+    """The table of expected outputs must describe the committed notebooks (it is derived from them)."""
+    rows = {name: counted(kb.NOTEBOOKS / f"{name}.ipynb") for name in kb.notebook_names()}
+    missing = sorted(set(rows) - set(EXPECTED))
+    assert not missing, "add these rows to EXPECTED in tests/browser/expected.py (or run it with --write):\n" + \
+        "\n".join(f"    {n!r}: {rows[n]!r}," for n in missing)
+    wrong = {n: (EXPECTED[n], rows[n]) for n in rows if EXPECTED[n] != rows[n]}
+    assert not wrong, "tests/browser/expected.py no longer matches the committed outputs (table != notebook); " \
+        "run it with --write:\n" + "\n".join(f"    {n}: {t} != {r}" for n, (t, r) in wrong.items())
+
+
+def run_all(page, path: str):
+    """Open the notebook, restart its kernel and run every cell, as a person does from the Kernel menu."""
+    page.evaluate("async (path) => { await window.jupyterapp.commands.execute('docmanager:open', "
+                  "{path, factory: 'Notebook'}); }", path)
+    page.wait_for_function(KERNEL_IDLE_JS, arg=path, timeout=180_000)
+    page.evaluate("() => { window.__kvlabRun = null; window.jupyterapp.commands.execute('notebook:restart-run-all')"
+                  ".then(r => window.__kvlabRun = String(r), e => window.__kvlabRun = 'failed: ' + e); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()  # "Restart Kernel?" -> Restart
+    page.wait_for_function("() => window.__kvlabRun !== null", timeout=RUN_ALL_TIMEOUT_MS)
+    page.wait_for_function(KERNEL_IDLE_JS, arg=path, timeout=60_000)
+
+
+@pytest.mark.parametrize("name", kb.notebook_names())
+def test_notebook_in_jupyterlab(name, lab_page, guard):
+    page, path = lab_page, f"{name}.ipynb"
+    guard.label = name
+    want = EXPECTED.get(name)
+    assert want is not None, f"{name} has no row in tests/browser/expected.py; add " \
+                             f"{name!r}: {counted(kb.NOTEBOOKS / path)!r}"
+    kinds = set()
+    try:
+        run_all(page, path)
+        outputs = page.evaluate(OUTPUTS_JS, name)
+        errors = [f"cell {o['cell']}: {o['error']}" for o in outputs if o["error"]]
+        assert not errors, f"{name}: error outputs after Run All:\n" + "\n".join(errors)
+        not_run = page.evaluate(NOT_RUN_JS)
+        assert not not_run, f"{name}: code cells {not_run} did not run ({page.evaluate('window.__kvlabRun')})"
+
+        by_kind = {"image": [], "plotly": [], "widget": []}
+        for o in outputs:
+            kind = output_kind(o["mimes"])
+            if kind:
+                by_kind[kind].append(o)
+        got = {"images": len(by_kind["image"]), "plotly": len(by_kind["plotly"]), "widgets": len(by_kind["widget"])}
+        assert got == want, f"{name}: outputs in the browser {got} differ from the committed ones {want}"
+
+        def output(o):
+            return page.locator(f'[data-kvlab="{name}/{o["id"]}"]')
+
+        for o in by_kind["image"]:
+            img = output(o).locator("img").first
+            img.wait_for(state="attached")
+            assert img.evaluate("i => i.complete && i.naturalWidth > 0"), f"{name} {o['id']}: a PNG did not load"
+        for o in by_kind["plotly"]:
+            out = output(o)
+            plot = out.locator(".js-plotly-plot").first
+            plot.locator(".main-svg").first.wait_for(state="attached")
+            assert plot.evaluate("g => g.getBoundingClientRect().height > 50 && (g.data || []).length > 0"), \
+                f"{name} {o['id']}: the plotly figure has no size or no data"
+            kb.screenshot(out, f"lab-{name}-{o['id']}-plotly")
+        notes = []
+        for o in by_kind["widget"]:
+            out = output(o)
+            out.locator(".jupyter-widgets").first.wait_for()
+            assert "Error displaying widget" not in out.inner_text(), f"{name} {o['id']}: {out.inner_text()[:300]}"
+            kind = kind_of(out)
+            kb.screenshot(out, f"lab-{name}-{o['id']}-{kind}")
+            notes += [f"{o['id']} {kind}: {line}" for line in drive(page, out, kind)]
+            kinds.add(kind)
+            kb.screenshot(out, f"lab-{name}-{o['id']}-{kind}-driven")
+
+        body = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").inner_text()
+        assert "Error displaying widget" not in body, f"{name}: a widget failed to display"
+        assert not guard.errors_for(name), f"{name}: browser console errors:\n" + "\n".join(guard.errors_for(name))
+        assert not guard.offsite_for(name), f"{name}: requests off the machine: {guard.offsite_for(name)}"
+        print(f"\n{name}: {json.dumps(got)}" + "".join(f"\n    {n}" for n in notes))
+        DRIVEN[name] = kinds
+    finally:
+        page.evaluate(CLOSE_JS, path)
+
+
+def test_every_required_widget_kind_was_driven(lab_page):
+    """The player, the heat-map and the memory explorer (MUST_DRIVE) were found and driven in their notebooks."""
+    assert DRIVEN, "no notebook passed in JupyterLab"
+    for name, kinds in DRIVEN.items():
+        need = MUST_DRIVE.get(name, set())
+        assert need <= kinds, f"{name}: should show widgets of kinds {sorted(need)}, but the browser test found " \
+                              f"and drove only {sorted(kinds)}"
+
+
+def test_lab_start_up_was_clean(lab_page, guard):
+    """JupyterLab itself (before any notebook) logged no console error and reached nothing off the machine."""
+    assert not guard.errors_for("JupyterLab start-up"), guard.errors_for("JupyterLab start-up")
+    assert not guard.offsite_for("JupyterLab start-up"), guard.offsite_for("JupyterLab start-up")
