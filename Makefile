@@ -11,7 +11,7 @@ PORT ?= 8888
 CLASSROOM_PORT ?= 8866
 NB ?= 02_autoregressive_generation
 
-.PHONY: setup lab test test-lib test-notebooks test-browser system-deps classroom site notebooks train clean
+.PHONY: bench setup lab test test-lib test-notebooks test-browser system-deps classroom site notebooks train clean
 
 setup: $(STAMP)
 
@@ -20,6 +20,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check "transformers==5.24.0"  # the [hf] extra (lib.from_hf)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	$(PY) -c "import lib, torch; print('kv-cache-lab ready: torch', torch.__version__, '| devices:', lib.device.available_devices())"
 	touch $(STAMP)
@@ -64,6 +65,10 @@ site: setup
 # Re-execute every notebook and store its outputs (what nbval then compares against).
 notebooks: setup
 	$(PY) -m lib.notebooks
+
+# Decode speed, side by side: lib vs transformers on identical weights, cache vs no cache, bandwidth use.
+bench: setup
+	$(PY) -m lib.bench
 
 # Rebuild the demo weights in assets/ from assets/corpus.txt (deterministic).
 train: setup

@@ -1,0 +1,609 @@
+"""Decode benchmark: lib's generation loop against Hugging Face ``transformers``, side by side, honestly.
+
+    python -m lib.bench [--quick] [--out DIR] [--threads N] [--runs N] [--accelerator cuda] [--profile]
+
+Not a test (timings are never asserted): it prints a table and writes ``bench.json`` and ``bench.png`` into
+``--out`` (default ``bench-results/``). Everything runs in one process with the torch thread count fixed, the
+garbage collector paused while timing, a warm-up first, the contenders interleaved run by run (so a busy
+moment of the machine hits all of them alike) and the median of the runs reported.
+
+1. **Decode tokens/s** on identical GPT-2-124M-shaped random weights (``lib.PRESETS["gpt2"]``, the full 50,257
+   vocabulary), fp32 CPU, batch 1, a 4-token prompt, 200 new tokens, greedy: ``lib.generate`` with its KV cache
+   against ``transformers``' ``generate`` with its default (dynamic) cache and with its static cache, and both
+   without a cache. One transformers ``GPT2LMHeadModel`` is initialised at random and converted with
+   ``lib.from_hf``, so both hold the same numbers; every contender must produce the same tokens (checked).
+   The headline is lib's tokens/s divided by transformers'.
+2. **Cached vs uncached time per token** at context lengths 64 … 1024 (``lib.measure.time_at_positions``) with
+   log-log slopes (``lib.measure.fit_loglog_slope``): about 0 with the cache (each step reads the weights
+   once), about 1 without (each step re-runs the whole context).
+3. **Preallocated vs ``torch.cat`` cache** at long contexts: time per step, and the bytes the ``torch.cat``
+   cache copies (counted by ``ConcatKVCache.bytes_copied``, checked against ``lib.costs.kv_cache_bytes``).
+4. **Bandwidth utilisation (MBU)**: bytes one generation must read and write (weights + KV cache,
+   ``lib.roofline.pass_cost`` per step) ÷ its median time ÷ the best of several read-bandwidth samples of this
+   machine taken in the same run (``lib.roofline.measure_bandwidth_gbs``). For reference, the GB/s a one-token
+   ``F.linear`` (a matrix-vector product) reaches on the lm_head matrix.
+5. **On a CUDA device** (skipped without one): the same model in bf16, lib's decode step eager and under
+   ``torch.compile``, transformers' ``generate`` (its static cache is compiled automatically on CUDA), MBU
+   against the bandwidth measured on that device.
+
+Numbers depend on the machine and on what else runs on it: take the real figures on a quiet machine.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .cache import ConcatKVCache, KVCache
+from .costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes
+from .generate import generate
+from .measure import _steady, fit_loglog_slope, random_model, time_at_positions
+from .model import MiniTransformer
+from .roofline import fixed_threads, measure_bandwidth_gbs, pass_cost, streamed_weight_bytes
+
+PROMPT = [464, 6953, 12940, 318]  # 4 token ids (GPT-2's "The KV cache is"); random weights: only the length counts
+
+
+def prompt_ids(model) -> torch.Tensor:
+    """(1, 4) the PROMPT on the model's device (ids wrapped into a smaller vocabulary)."""
+    return torch.tensor([[t % model.config.vocab_size for t in PROMPT]], device=model.device)
+
+
+@dataclass
+class Settings:
+    """What one benchmark run measures (``FULL`` by default, ``QUICK`` with --quick)."""
+
+    new_tokens: int = 200  # section 1: tokens generated per run
+    runs: int = 5  # timed runs per cached contender (after `warmup` untimed ones); the median is reported
+    uncached_runs: int = 3  # timed runs per uncached contender (each is ~10x slower)
+    warmup: int = 1
+    lengths: tuple = (64, 128, 256, 512, 1024)  # section 2: context lengths
+    long_lengths: tuple = (256, 512, 768, 1024)  # section 3
+    position_runs: int = 3  # sections 2 and 3: timed passes over the lengths
+    bandwidth_repeats: int = 5  # each bandwidth sample is the best of this many sums over `bandwidth_bytes`
+    bandwidth_bytes: int | None = None  # None: lib.roofline's default (256 MiB on a CPU, far beyond its caches)
+    seed: int = 0
+
+
+FULL = Settings()
+QUICK = Settings(new_tokens=24, runs=2, uncached_runs=1, lengths=(64, 128, 256), long_lengths=(256, 512),
+                 position_runs=1, bandwidth_repeats=3)
+
+
+# ------------------------------------------------------------------------------------------ the models
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        return None
+    return transformers
+
+
+def twin_models(seed: int = 0):
+    """``(hf_model, lib_model)``: a GPT-2-124M-shaped ``GPT2LMHeadModel`` with seeded random weights and its
+    ``lib.from_hf`` conversion (same numbers, fp32, eval mode, attention written out as the notebooks show
+    it). Without ``transformers``: ``(None, lib.measure.random_model(PRESETS["gpt2"]))``."""
+    transformers = _transformers()
+    shape = PRESETS["gpt2"]
+    if transformers is None:
+        return None, random_model(shape, seed=seed)
+    from .hf import from_hf
+
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        cfg = transformers.GPT2Config(vocab_size=shape.vocab_size, n_positions=shape.max_seq_len,
+                                      n_embd=shape.d_model, n_layer=shape.n_layers, n_head=shape.n_heads,
+                                      bos_token_id=None, eos_token_id=None, pad_token_id=None)  # no early stop
+        hf = transformers.GPT2LMHeadModel(cfg).eval()
+    finally:
+        torch.random.set_rng_state(state)
+    model = from_hf(hf)
+    if model.config != shape:
+        raise AssertionError(f"the converted model's shape {model.config} is not lib.PRESETS['gpt2'] {shape}")
+    return hf, model
+
+
+# ---------------------------------------------------------------------------------------------- timing
+
+def _sync(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(fn, device="cpu"):
+    """(seconds, result) of one call, the device synchronised before and after."""
+    _sync(device)
+    t0 = time.perf_counter()
+    out = fn()
+    _sync(device)
+    return time.perf_counter() - t0, out
+
+
+@dataclass
+class Contender:
+    name: str
+    impl: str  # "lib" or "transformers"
+    cached: bool
+    fn: object  # () -> sequences (1, prompt + new tokens)
+    runs: int = 1  # timed runs (after the warm-up)
+    seconds: list = field(default_factory=list)
+    sequences: object = None
+    error: str = ""
+
+
+def interleaved(contenders: list, warmup: int, device="cpu") -> None:
+    """Run every contender ``warmup + c.runs`` times, one after the other within each round (so all of them
+    see the same state of the machine; one with fewer runs sits out the last rounds); keep the timed seconds
+    and the first output of each. A contender that raises is dropped with its error kept (e.g. a cache type
+    this transformers version lacks)."""
+    for r in range(warmup + max(c.runs for c in contenders)):
+        for c in contenders:
+            if c.error or r >= warmup + c.runs:
+                continue
+            try:
+                seconds, seq = _timed(c.fn, device)
+            except Exception as e:  # noqa: BLE001 - reported in the table, never hidden
+                c.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+                continue
+            if c.sequences is None:
+                c.sequences = seq.detach().cpu()
+            if r >= warmup:
+                c.seconds.append(seconds)
+
+
+def _median(xs):
+    """The median in seconds, rounded to 1 µs (finer digits are noise), or None without runs."""
+    return round(statistics.median(xs), 6) if xs else None
+
+
+def _first_difference(a, b):
+    if a.shape != b.shape:
+        return f"shapes {tuple(a.shape)} vs {tuple(b.shape)}"
+    i = int((a != b).nonzero()[0, 1])
+    return f"position {i}: {int(a[0, i])} vs {int(b[0, i])}"
+
+
+# --------------------------------------------------------------------------------- 1. decode tokens/s
+
+def generation_bytes(config, prompt_len: int, new_tokens: int, dtype=torch.float32) -> int:
+    """Bytes a cached generation moves: per forward pass of ``lib.costs.generation_steps``, the weights
+    streamed once plus the KV cache read and written (``lib.roofline.pass_cost``)."""
+    return sum(pass_cost(config, r["n_fed"], r["n_past"], 1, dtype).bytes
+               for r in generation_steps(config, prompt_len, new_tokens, use_cache=True))
+
+
+def with_sdpa(model):
+    """A copy of ``model`` whose attention takes lib's fused fast path (``attn_impl="sdpa"``, same weights)."""
+    config = model.config.replace(attn_impl="sdpa")
+    with torch.device("meta"):  # shapes only (no random init, the global random stream stays untouched)
+        fast = MiniTransformer(config)
+    fast = fast.to_empty(device=model.device).to(dtype=model.dtype)
+    if config.tie_embeddings:
+        fast.lm_head.weight = fast.tok_emb.weight  # to_empty made two tensors of the tied pair
+    fast.load_state_dict(model.state_dict())
+    return fast.eval()
+
+
+def decode_contenders(hf, model, ids, new_tokens: int, runs: int = 1, uncached_runs: int = 1) -> list:
+    """lib with its cache (attention written out, and lib's sdpa fast path) and without; transformers with its
+    dynamic cache, its static cache and without."""
+    fast = with_sdpa(model)
+    out = [Contender("lib, KV cache", "lib", True, lambda: generate(model, ids, new_tokens).sequences, runs),
+           Contender("lib, KV cache, sdpa", "lib", True, lambda: generate(fast, ids, new_tokens).sequences, runs)]
+    if hf is not None:
+        kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False)
+        out += [Contender("transformers, dynamic cache", "transformers", True,
+                          lambda: hf.generate(ids, **kw), runs),
+                Contender("transformers, static cache", "transformers", True,
+                          lambda: hf.generate(ids, cache_implementation="static", **kw), runs)]
+    out.append(Contender("lib, no cache", "lib", False,
+                         lambda: generate(model, ids, new_tokens, use_cache=False).sequences, uncached_runs))
+    if hf is not None:
+        out.append(Contender("transformers, no cache", "transformers", False,
+                             lambda: hf.generate(ids, use_cache=False, **kw), uncached_runs))
+    return out
+
+
+@torch.no_grad()
+def decode_section(hf, model, s: Settings) -> dict:
+    ids = prompt_ids(model)
+    contenders = decode_contenders(hf, model, ids, s.new_tokens, s.runs, s.uncached_runs)
+    interleaved(contenders, s.warmup)  # uncached ones in the first rounds only: fewer runs, same moments
+    reference = contenders[0].sequences
+    for c in contenders:
+        if c.sequences is not None and not torch.equal(c.sequences, reference):
+            raise AssertionError(f"{c.name} generated different tokens than lib with its cache "
+                                 f"({_first_difference(c.sequences, reference)}); the comparison is void")
+    moved = generation_bytes(model.config, len(PROMPT), s.new_tokens)
+    rows = []
+    for c in contenders:
+        med = _median(c.seconds)
+        row = {"name": c.name, "impl": c.impl, "cached": c.cached, "runs": len(c.seconds), "error": c.error,
+               "seconds": [round(x, 6) for x in c.seconds], "median_s": None, "tokens_per_s": None,
+               "ms_per_token": None, "achieved_gbs": None, "mbu": None}
+        if med is not None:
+            row.update(median_s=med, tokens_per_s=round(s.new_tokens / med, 2),
+                       ms_per_token=round(1e3 * med / s.new_tokens, 3))
+            if c.cached:  # bytes the generation must move / its time (uncached runs are compute-bound)
+                row["achieved_gbs"] = round(moved / med / 1e9, 2)
+        rows.append(row)
+    by = {r["name"]: r for r in rows}
+
+    def ratio(a, b):
+        ta, tb = by.get(a, {}).get("tokens_per_s"), by.get(b, {}).get("tokens_per_s")
+        return round(ta / tb, 3) if ta and tb else None
+
+    return {"new_tokens": s.new_tokens, "prompt_len": len(PROMPT), "bytes_per_generation": moved,
+            "same_tokens": True, "rows": rows,
+            "ratios": {"lib / transformers (dynamic cache)": ratio("lib, KV cache", "transformers, dynamic cache"),
+                       "lib sdpa / transformers (dynamic cache)": ratio("lib, KV cache, sdpa",
+                                                                        "transformers, dynamic cache"),
+                       "lib / transformers (static cache)": ratio("lib, KV cache", "transformers, static cache"),
+                       "lib / transformers (no cache)": ratio("lib, no cache", "transformers, no cache"),
+                       "lib cache speedup": ratio("lib, KV cache", "lib, no cache"),
+                       "transformers cache speedup": ratio("transformers, dynamic cache", "transformers, no cache")}}
+
+
+# ------------------------------------------------------------------- 2. cached vs uncached per token
+
+def _positions_interleaved(model, lengths, modes, runs: int, warmup: int, threads: int) -> dict:
+    """Per mode, the median over ``runs`` passes of ``lib.measure.time_at_positions`` (one pass per mode per
+    round, modes interleaved) of one step at each context length."""
+    runs_by_mode = {m: [] for m in modes}
+    for r in range(warmup + runs):
+        for m in modes:
+            secs = time_at_positions(model, list(lengths), m, repeats=1, warmup=0, threads=threads)
+            if r >= warmup:
+                runs_by_mode[m].append(secs)
+    return {m: [round(statistics.median(col), 6) for col in zip(*rs)] for m, rs in runs_by_mode.items()}
+
+
+def lengths_section(model, s: Settings, threads: int) -> dict:
+    secs = _positions_interleaved(model, s.lengths, ("static", "no cache"), s.position_runs, s.warmup, threads)
+    slopes = {m: round(fit_loglog_slope(list(s.lengths), v), 2) for m, v in secs.items()}
+    speedup = [round(u / c, 2) for u, c in zip(secs["no cache"], secs["static"])]
+    return {"lengths": list(s.lengths), "seconds": secs, "slopes": slopes, "speedup": speedup,
+            "tail_fraction": 0.5}
+
+
+# -------------------------------------------------------------- 3. preallocated vs torch.cat cache
+
+@torch.no_grad()
+def concat_bytes_copied(model, context: int, seed: int = 0) -> int:
+    """Bytes a ``ConcatKVCache`` copies in the one decode step that brings it to ``context`` positions
+    (measured: its ``bytes_copied`` before and after the step)."""
+    ids = torch.randint(0, model.config.vocab_size, (1, context), generator=torch.Generator().manual_seed(seed))
+    cache = ConcatKVCache(model.config, 1, context, dtype=model.dtype)
+    if context > 1:
+        model(ids[:, :context - 1], cache=cache)
+    before = cache.bytes_copied
+    model(ids[:, context - 1:], cache=cache)
+    return cache.bytes_copied - before
+
+
+def cache_kinds_section(model, s: Settings, threads: int) -> dict:
+    c = model.config
+    secs = _positions_interleaved(model, s.long_lengths, ("static", "concat"), s.position_runs, s.warmup, threads)
+    copied = [concat_bytes_copied(model, t, s.seed) for t in s.long_lengths]
+    expected = [kv_cache_bytes(c, t, 1, model.dtype) for t in s.long_lengths]
+    if copied != expected:
+        raise AssertionError(f"ConcatKVCache copied {copied} bytes, lib.costs.kv_cache_bytes says {expected}")
+    n = max(s.long_lengths)
+    return {"lengths": list(s.long_lengths), "seconds": secs,
+            "concat_over_static": [round(a / b, 3) for a, b in zip(secs["concat"], secs["static"])],
+            "concat_bytes_copied_per_step": copied,
+            "static_bytes_written_per_step": kv_bytes_per_token(c, model.dtype),
+            "concat_bytes_copied_generating_to": {"tokens": n,
+                                                  "bytes": sum(kv_cache_bytes(c, t, 1, model.dtype)
+                                                               for t in range(1, n + 1))}}
+
+
+# --------------------------------------------------------------------------------- 4. bandwidth (MBU)
+
+def matvec_gbs(weight: torch.Tensor, repeats: int = 20) -> float:
+    """GB/s of a one-token ``F.linear`` over ``weight`` (out, in): its bytes ÷ the best time of ``repeats``."""
+    x = torch.randn(1, weight.shape[1], dtype=weight.dtype, device=weight.device)
+    with torch.no_grad():
+        F.linear(x, weight)
+        best = min(_timed(lambda: F.linear(x, weight), weight.device)[0] for _ in range(repeats))
+    return weight.numel() * weight.element_size() / best / 1e9
+
+
+# ------------------------------------------------------------------------------------ 5. CUDA, bf16
+
+@torch.no_grad()
+def _decode_loop(step, model, ids, new_tokens: int):
+    """Greedy generation with a preallocated cache: the prefill eagerly, then ``step(token, cache)`` (the model
+    itself, or its compiled version) per new token. Same tokens as ``lib.generate``."""
+    cache = KVCache(model.config, 1, ids.shape[1] + new_tokens - 1, device=model.device, dtype=model.dtype)
+    token = model(ids, cache=cache)[:, -1].argmax(-1, keepdim=True)  # (1, 1)
+    out = [token]
+    for _ in range(new_tokens - 1):
+        token = step(token, cache=cache)[:, -1].argmax(-1, keepdim=True)
+        out.append(token)
+    return torch.cat([ids] + out, dim=1)
+
+
+def accelerator_section(hf, model, s: Settings, device: str) -> dict:
+    """lib's decode in bf16 on ``device``: lib.generate, the plain decode loop eager and compiled, and
+    transformers' generate; MBU against the bandwidth measured there. Skipped cleanly without the device
+    (or with ``device=None``)."""
+    if device is None:
+        return {"skipped": "not asked for (--accelerator none)"}
+    try:
+        from .device import resolve_device
+        dev = resolve_device(device)
+    except ValueError as e:
+        return {"skipped": str(e)}
+    bandwidth = [round(measure_bandwidth_gbs(dev, nbytes=s.bandwidth_bytes if dev.type == "cpu" else None,
+                                             repeats=s.bandwidth_repeats), 1) for _ in range(3)]
+    best_bw = max(bandwidth)
+    m = copy.deepcopy(model).to(device=dev, dtype=torch.bfloat16).eval()
+    ids = prompt_ids(m)
+    n = s.new_tokens
+    contenders = [Contender("lib.generate, bf16", "lib", True, lambda: generate(m, ids, n).sequences, s.runs),
+                  Contender("lib decode loop, eager", "lib", True, lambda: _decode_loop(m, m, ids, n), s.runs)]
+    compiled = torch.compile(m, dynamic=True)
+    with_compile = Contender("lib decode loop, torch.compile", "lib", True, lambda: _decode_loop(compiled, m, ids, n),
+                             s.runs)
+    t_compile = None
+    try:
+        t_compile = round(_timed(with_compile.fn, dev)[0], 2)  # the first call compiles
+    except Exception as e:  # noqa: BLE001 - e.g. no C++ compiler for inductor: reported, not hidden
+        with_compile.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+    contenders.append(with_compile)
+    if hf is not None:
+        h = copy.deepcopy(hf).to(device=dev, dtype=torch.bfloat16).eval()
+        kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False)
+        contenders += [Contender("transformers, dynamic cache", "transformers", True, lambda: h.generate(ids, **kw),
+                                 s.runs),
+                       Contender("transformers, static cache", "transformers", True,
+                                 lambda: h.generate(ids, cache_implementation="static", **kw), s.runs)]
+    interleaved(contenders, s.warmup, dev)
+    moved = generation_bytes(m.config, len(PROMPT), n, torch.bfloat16)
+    reference = contenders[0].sequences
+    rows = []
+    for c in contenders:
+        med = _median(c.seconds)
+        rows.append({"name": c.name, "error": c.error, "runs": len(c.seconds),
+                     "same_tokens_as_lib": None if c.sequences is None else bool(torch.equal(c.sequences, reference)),
+                     "median_s": med,
+                     "tokens_per_s": None if med is None else round(n / med, 1),
+                     "mbu": None if med is None else round(moved / med / 1e9 / best_bw, 3)})
+    from .device import describe_device
+    return {"device": describe_device(dev), "dtype": "bf16", "new_tokens": n, "bandwidth_gbs_samples": bandwidth,
+            "bandwidth_gbs": best_bw, "bytes_per_generation": moved, "compile_first_call_s": t_compile,
+            "rows": rows}
+
+
+# --------------------------------------------------------------------------------------------- report
+
+def _fmt(x, spec=""):
+    return "-" if x is None else format(x, spec)
+
+
+def report(result: dict) -> str:
+    """The benchmark as text tables."""
+    from .widgets.memory import fmt_bytes, format_table
+
+    m, d = result["machine"], result["decode"]
+    shape = (f"GPT-2-124M shape (lib.PRESETS['gpt2'], vocab {result['model']['vocab_size']:,})"
+             if result["model"]["shape"] == "gpt2" else "a custom shape")
+    lines = [f"KV Cache Lab decode benchmark ({'quick' if result['quick'] else 'full'}): {m['command']}",
+             f"machine: {m['cpu']}, {m['cpu_count']} CPUs, torch {m['torch']} with {m['threads']} thread(s), "
+             f"transformers {m['transformers'] or 'not installed'}",
+             f"model: {shape}, random weights, {result['model']['parameters']:,} parameters, fp32; streamed per step "
+             f"{fmt_bytes(result['model']['streamed_weight_bytes'])}",
+             f"read bandwidth samples {m['bandwidth_gbs_samples']} GB/s -> best {m['bandwidth_gbs']} GB/s; "
+             f"one-token F.linear on lm_head: {m['matvec_gbs']} GB/s",
+             "",
+             f"1. decode, batch 1, {d['prompt_len']}-token prompt, {d['new_tokens']} new tokens, greedy "
+             f"(median of runs; same tokens from every contender: {d['same_tokens']})"]
+    rows = [(r["name"], f"{r['runs']}", _fmt(r["median_s"], ".3f"), _fmt(r["tokens_per_s"], ".1f"),
+             _fmt(r["ms_per_token"], ".2f"), _fmt(r["achieved_gbs"], ".1f"),
+             "-" if r["mbu"] is None else f"{r['mbu']:.0%}", r["error"][:60] or "")
+            for r in d["rows"]]
+    lines.append(format_table(["contender", "runs", "median s", "tok/s", "ms/tok", "GB/s", "MBU", "note"], rows))
+    lines += [f"  {k}: " + ("- (not measured)" if v is None else f"{v:.2f}x") for k, v in d["ratios"].items()]
+    g = result["lengths"]
+    lines += ["", f"2. one step at each context length (lib, median; log-log slope over the last half: "
+              f"cached {g['slopes']['static']}, uncached {g['slopes']['no cache']})"]
+    lines.append(format_table(["context", "cached ms", "uncached ms", "speedup"],
+                              [(t, f"{1e3 * a:.2f}", f"{1e3 * b:.2f}", f"{x:.1f}x") for t, a, b, x in
+                               zip(g["lengths"], g["seconds"]["static"], g["seconds"]["no cache"], g["speedup"])]))
+    k = result["cache_kinds"]
+    lines += ["", "3. preallocated (KVCache) vs torch.cat (ConcatKVCache) cache, one decode step"]
+    lines.append(format_table(["context", "static ms", "concat ms", "concat/static", "concat copies",
+                               "static writes"],
+                              [(t, f"{1e3 * a:.2f}", f"{1e3 * b:.2f}", f"{x:.2f}", fmt_bytes(cb),
+                                fmt_bytes(k["static_bytes_written_per_step"]))
+                               for t, a, b, x, cb in zip(k["lengths"], k["seconds"]["static"], k["seconds"]["concat"],
+                                                         k["concat_over_static"], k["concat_bytes_copied_per_step"])]))
+    tot = k["concat_bytes_copied_generating_to"]
+    lines.append(f"  generating {tot['tokens']} tokens, the torch.cat cache copies {fmt_bytes(tot['bytes'])} in all")
+    lines += ["", f"4. bandwidth utilisation: bytes per generation {fmt_bytes(d['bytes_per_generation'])} "
+              f"(weights + KV, lib.roofline.pass_cost) / median time / best bandwidth {m['bandwidth_gbs']} GB/s "
+              f"-> the MBU column of table 1"]
+    a = result["accelerator"]
+    if "skipped" in a:
+        lines += ["", f"5. accelerator: skipped ({a['skipped']})"]
+    else:
+        lines += ["", f"5. {a['device']}, bf16, {a['new_tokens']} new tokens; bandwidth {a['bandwidth_gbs_samples']} "
+                  f"GB/s -> {a['bandwidth_gbs']}; torch.compile's first call {a['compile_first_call_s']} s"]
+        lines.append(format_table(["contender", "runs", "median s", "tok/s", "MBU", "same tokens", "note"],
+                                  [(r["name"], r["runs"], _fmt(r["median_s"], ".4f"), _fmt(r["tokens_per_s"], ".1f"),
+                                    "-" if r["mbu"] is None else f"{r['mbu']:.0%}", str(r["same_tokens_as_lib"]),
+                                    r["error"][:60]) for r in a["rows"]]))
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: Path) -> Path:
+    """Four panels: tokens/s, time per step vs context (log-log), static vs torch.cat, MBU."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d, g, k = result["decode"], result["lengths"], result["cache_kinds"]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    ok = [r for r in d["rows"] if r["tokens_per_s"]]
+    ax = axes[0, 0]
+    ax.barh([r["name"] for r in ok], [r["tokens_per_s"] for r in ok],
+            color=["#3182bd" if r["impl"] == "lib" else "#fd8d3c" for r in ok])
+    ax.invert_yaxis()
+    ax.set_xlabel("tokens / s (median)")
+    shape = "GPT-2-124M shape" if result["model"]["shape"] == "gpt2" else "custom shape"
+    ax.set_title(f"1. decode {d['new_tokens']} tokens, {shape}, fp32 CPU")
+    ax = axes[0, 1]
+    for mode, label in (("static", "KV cache"), ("no cache", "no cache")):
+        ax.loglog(g["lengths"], [1e3 * x for x in g["seconds"][mode]], "o-",
+                  label=f"{label} (slope {g['slopes'][mode]})")
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel("ms per step")
+    ax.set_title("2. one decode step vs context (lib)")
+    ax.legend()
+    ax = axes[1, 0]
+    for mode in ("static", "concat"):
+        ax.plot(k["lengths"], [1e3 * x for x in k["seconds"][mode]], "o-", label=f"{mode} cache: ms per step")
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel("ms per step")
+    ax2 = ax.twinx()
+    ax2.plot(k["lengths"], [b / 2 ** 20 for b in k["concat_bytes_copied_per_step"]], "s--", color="grey",
+             label="torch.cat: MiB copied per step")
+    ax2.set_ylabel("MiB copied per step")
+    ax.legend(loc="upper left")
+    ax2.legend(loc="lower right")
+    ax.set_title("3. preallocated vs torch.cat cache")
+    ax = axes[1, 1]
+    cached = [r for r in d["rows"] if r["mbu"] is not None]
+    ax.barh([r["name"] for r in cached], [100 * r["mbu"] for r in cached],
+            color=["#3182bd" if r["impl"] == "lib" else "#fd8d3c" for r in cached])
+    ax.axvline(100 * result["machine"]["matvec_gbs"] / result["machine"]["bandwidth_gbs"], color="grey", ls="--",
+               label="one-token F.linear")
+    ax.invert_yaxis()
+    ax.set_xlabel(f"% of {result['machine']['bandwidth_gbs']} GB/s read bandwidth")
+    ax.set_title("4. bandwidth utilisation (MBU)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ run
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _available_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def run(settings: Settings = FULL, threads: int | None = None, accelerator: str = "cuda", quick: bool = False,
+        command: str = "python -m lib.bench", log=print, twins=None) -> dict:
+    """Every section; returns the result dict (what bench.json holds). ``twins``: an ``(hf_model or None,
+    lib_model)`` pair to use instead of ``twin_models()`` (the tests run the whole pipeline on a tiny one)."""
+    threads = threads or _available_cpus()
+    transformers = _transformers()
+
+    def bandwidth(device="cpu"):
+        return measure_bandwidth_gbs(device, nbytes=settings.bandwidth_bytes, repeats=settings.bandwidth_repeats)
+
+    with fixed_threads(threads), torch.inference_mode():
+        log(f"threads fixed at {threads}; building the GPT-2-124M-shaped twins ...")
+        hf, model = twin_models(settings.seed) if twins is None else twins
+        samples = [bandwidth()]
+        log("1. decode tokens/s ...")
+        with _steady(threads):
+            decode = decode_section(hf, model, settings)
+        samples.append(bandwidth())
+        log("2. cached vs uncached across lengths ...")
+        lengths = lengths_section(model, settings, threads)
+        log("3. preallocated vs torch.cat ...")
+        kinds = cache_kinds_section(model, settings, threads)
+        samples.append(bandwidth())
+        best = max(samples)
+        for r in decode["rows"]:  # 4. MBU: achieved GB/s against the best bandwidth sample of the whole run
+            if r["achieved_gbs"] is not None:
+                r["mbu"] = round(decode["bytes_per_generation"] / r["median_s"] / 1e9 / best, 3)
+        matvec = matvec_gbs(model.lm_head.weight.detach())
+    log("5. accelerator ...")
+    accel = accelerator_section(hf, model, settings, accelerator)
+    return {"command": command, "quick": quick, "settings": asdict(settings),
+            "machine": {"command": command, "cpu": _cpu_name(), "cpu_count": os.cpu_count(), "threads": threads,
+                        "torch": torch.__version__, "python": platform.python_version(),
+                        "transformers": getattr(transformers, "__version__", None),
+                        "bandwidth_gbs_samples": [round(x, 1) for x in samples], "bandwidth_gbs": round(best, 1),
+                        "matvec_gbs": round(matvec, 1)},
+            "model": {"shape": "gpt2" if model.config == PRESETS["gpt2"] else "custom", "vocab_size": model.config.vocab_size, "parameters": model.num_parameters(),
+                      "streamed_weight_bytes": streamed_weight_bytes(model.config, torch.float32)},
+            "decode": decode, "lengths": lengths, "cache_kinds": kinds, "accelerator": accel}
+
+
+def profile_decode(steps: int = 20, threads: int | None = None, row_limit: int = 15) -> str:
+    """torch.profiler's table of the ops in ``steps`` cached decode steps of lib on the GPT-2 shape."""
+    from torch.profiler import ProfilerActivity, profile
+
+    threads = threads or _available_cpus()
+    with fixed_threads(threads), torch.inference_mode():
+        _, model = twin_models()
+        ids = prompt_ids(model)
+        generate(model, ids, 3)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            generate(model, ids, steps)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lib.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer tokens, lengths and runs (a minute or two)")
+    parser.add_argument("--out", default="bench-results", help="folder for bench.json and bench.png")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: every CPU available)")
+    parser.add_argument("--runs", type=int, default=None, help="timed runs per cached contender")
+    parser.add_argument("--new-tokens", type=int, default=None, help="tokens per generation in section 1")
+    parser.add_argument("--accelerator", default="cuda",
+                        help="device for section 5 (default cuda; skipped if absent; 'none' skips it)")
+    parser.add_argument("--profile", action="store_true", help="only print torch.profiler's table of lib's decode")
+    args = parser.parse_args(argv)
+    if args.profile:
+        print(profile_decode(threads=args.threads))
+        return 0
+    settings = copy.deepcopy(QUICK if args.quick else FULL)
+    for name, value in (("runs", args.runs), ("new_tokens", args.new_tokens)):
+        if value is not None:
+            if value < 1:
+                parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+            setattr(settings, name, value)
+    command = "python -m lib.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    accelerator = None if args.accelerator.lower() == "none" else args.accelerator
+    result = run(settings, args.threads, accelerator, args.quick, command.strip(),
+                 log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(result, indent=1))
+    plot(result, out / "bench.png")
+    print(report(result))
+    print(f"\nwrote {out / 'bench.json'} and {out / 'bench.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
