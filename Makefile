@@ -42,7 +42,7 @@ test-lib: setup
 
 test-notebooks: setup
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
-		$(PY) -m pytest -q --nbval notebooks --nbval-current-env -p no:cacheprovider; \
+		$(PY) -m pytest -q -n 2 --dist loadfile --nbval notebooks --nbval-current-env -p no:cacheprovider; \
 	else echo "no notebooks yet: nothing for nbval to compare"; fi
 
 # Headless Chromium (Debian's, driven by Playwright) against JupyterLab, the classroom view and the static
