@@ -49,7 +49,8 @@ from .costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes
 from .generate import generate
 from .measure import _steady, fit_loglog_slope, random_model, time_at_positions
 from .model import MiniTransformer
-from .roofline import fixed_threads, measure_bandwidth_gbs, pass_cost, streamed_weight_bytes
+from .device import fixed_threads
+from .roofline import measure_bandwidth_gbs, pass_cost, streamed_weight_bytes
 
 PROMPT = [464, 6953, 12940, 318]  # 4 token ids (GPT-2's "The KV cache is"); random weights: only the length counts
 

@@ -1,6 +1,8 @@
 """Picking where the model runs: CUDA, Apple's MPS, or the CPU."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
@@ -68,3 +70,19 @@ def resolve_dtype(dtype) -> torch.dtype:
         return DTYPES[dtype.lower()]
     raise ValueError(f"unsupported dtype {dtype!r}; allowed: torch.float32, torch.bfloat16, torch.float16 "
                      f"(or the strings {', '.join(DTYPES)})")
+
+
+@contextmanager
+def fixed_threads(threads: int | None):
+    """Run with exactly ``threads`` torch CPU threads (None: the current number), restored afterwards, also
+    after an error. Timings and benchmarks use it so they measure the same thing every time."""
+    before = torch.get_num_threads()
+    if threads is None:
+        threads = before
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer (or None for the current {before}), got {threads!r}")
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(before)

@@ -56,6 +56,7 @@ import torch
 from .config import ModelConfig
 from .costs import _count, generation_steps
 from .generate import CACHE_KINDS, generate
+from .device import fixed_threads
 from .model import MiniTransformer
 
 MODES = ("no cache", "static", "concat")
@@ -160,16 +161,15 @@ def _check_positions(model, positions) -> list[int]:
 @contextmanager
 def _steady(threads: int):
     """A fixed torch thread count and no garbage collection while timing; both restored afterwards."""
-    before, gc_was_on = torch.get_num_threads(), gc.isenabled()
-    torch.set_num_threads(threads)
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-        if gc_was_on:
-            gc.enable()
+    gc_was_on = gc.isenabled()
+    with fixed_threads(threads):
+        gc.collect()
+        gc.disable()
+        try:
+            yield
+        finally:
+            if gc_was_on:
+                gc.enable()
 
 
 def _sync(model):

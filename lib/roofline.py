@@ -39,7 +39,6 @@ import functools
 import math
 import numbers
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -49,7 +48,7 @@ from .config import ModelConfig
 from .costs import (PRESETS, _count, _dtype_name, dtype_bytes, forward_flops, kv_bytes_per_token,
                     kv_cache_bytes, param_count)
 from .demo import DEMOS, load_demo
-from .device import describe_device, resolve_device, resolve_dtype
+from .device import describe_device, fixed_threads, resolve_device, resolve_dtype
 
 MODEL_CHOICES = (*DEMOS, *PRESETS)  # names every function here accepts instead of a ModelConfig
 
@@ -278,18 +277,6 @@ REFERENCE_MACHINES: dict[str, Machine] = {
 
 
 # --------------------------------------------------------------------------- measuring this machine
-
-@contextmanager
-def fixed_threads(threads: int | None):
-    """Run with exactly ``threads`` torch threads (None: the current number), restored afterwards."""
-    before = torch.get_num_threads()
-    threads = before if threads is None else _count(threads, "threads", minimum=1)
-    torch.set_num_threads(threads)
-    try:
-        yield threads
-    finally:
-        torch.set_num_threads(before)
-
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":

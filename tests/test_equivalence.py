@@ -3,6 +3,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from helpers import randomized_model
 from lib import ConcatKVCache, KVCache, MiniTransformer, ModelConfig, generate
 
 ATOL = 1e-5
@@ -17,15 +18,7 @@ VARIANTS = {
 
 
 def make_model(seed=0, **kw):
-    torch.manual_seed(seed)
-    cfg = dict(vocab_size=50, n_layers=2, d_model=32, n_heads=4, max_seq_len=24)
-    cfg.update(kw)
-    model = MiniTransformer(ModelConfig(**cfg)).eval()
-    # re-randomise everything (default init zeroes biases and sets norms to 1, which hides bugs)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn_like(p) * 0.3)
-    return model
+    return randomized_model(seed, **kw)
 
 
 def assert_same_run(a, b):

@@ -5,6 +5,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import lib
+from helpers import randomized_model
 from lib import KVCache, MiniTransformer, ModelConfig, generate
 from lib.paged import (BlockAllocator, BlockTable, PagedKVCache, PagedKVPool, PoolExhaustedError, decode_step,
                        forward_paged, generate_paged, prefill)
@@ -21,14 +22,7 @@ VARIANTS = {
 
 
 def make_model(seed=0, **kw):
-    torch.manual_seed(seed)
-    cfg = dict(vocab_size=50, n_layers=2, d_model=32, n_heads=4, max_seq_len=40)
-    cfg.update(kw)
-    model = MiniTransformer(ModelConfig(**cfg)).eval()
-    with torch.no_grad():  # re-randomise everything: default init hides bugs (zero biases, unit norms)
-        for p in model.parameters():
-            p.copy_(torch.randn_like(p) * 0.3)
-    return model
+    return randomized_model(seed, **{"max_seq_len": 40, **kw})
 
 
 def assert_allocator_consistent(alloc: BlockAllocator, tables):

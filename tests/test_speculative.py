@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import lib
+from helpers import randomized_model
 from lib import KVCache, MiniTransformer, ModelConfig, generate
 from lib.speculative import (accept_or_resample, acceptance_probability, chi_square_test, count_forward_passes,
                              distribution_check, expected_acceptance, measure_acceptance, next_token_probs,
@@ -15,15 +16,6 @@ from lib.speculative import (accept_or_resample, acceptance_probability, chi_squ
 
 PROMPTS = ["<s>", "<s>深", "<s>hello", "<s>机器", "<s>the cat", "<s>kv", "<s>大语", "<s>注意", "<s>缓存",
            "<s>attention", "<s>模型逐"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """These models are tiny: one CPU thread is faster than several (and steady on a shared machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +28,7 @@ def demo():
 
 def random_model(seed, scale=0.3, **kw):
     """A random model (weights re-drawn with std `scale`, so its argmax is well separated)."""
-    torch.manual_seed(seed)
-    cfg = dict(vocab_size=40, n_layers=2, d_model=32, n_heads=4, max_seq_len=48)
-    cfg.update(kw)
-    m = MiniTransformer(ModelConfig(**cfg)).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.copy_(torch.randn_like(p) * scale)
-    return m
+    return randomized_model(seed, scale, **{"vocab_size": 40, "max_seq_len": 48, **kw})
 
 
 def check_rounds(r):

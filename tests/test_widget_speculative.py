@@ -16,14 +16,6 @@ from lib.speculative import speculative_generate  # noqa: E402
 from lib.widgets import speculative as S  # noqa: E402
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def models():
     target, tok = lib.load_demo("chat")
