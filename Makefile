@@ -28,7 +28,8 @@ $(STAMP): requirements.txt pyproject.toml
 # Command 1: set everything up and open JupyterLab on the notebook map.
 lab: setup
 	$(PY) -m ipykernel install --user --name kv-cache-lab --display-name "Python (KV Cache Lab)" >/dev/null
-	$(VENV)/bin/jupyter lab notebooks/00_index.ipynb --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT)
+	$(VENV)/bin/jupyter lab notebooks/00_index.ipynb --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
+		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Command 2: set everything up and run the whole test suite (unit tests, strict nbval over every notebook,
 # then every notebook in a real browser: JupyterLab, the classroom view and the static site).
