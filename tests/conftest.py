@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from lib import load_demo
 from lib.device import available_devices
 
 DEVICES = available_devices()  # cuda / mps when present, always cpu
@@ -18,3 +19,9 @@ def device(request):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="module")
+def chat():
+    """The chat demo model and its tokenizer, loaded once per test module."""
+    return load_demo("chat")

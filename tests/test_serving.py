@@ -163,11 +163,6 @@ def test_simulation_errors():
 # ------------------------------------------------------------------------------------------ real serving
 
 @pytest.fixture(scope="module")
-def chat():
-    return lib.load_demo("chat")
-
-
-@pytest.fixture(scope="module")
 def requests(chat):
     return demo_requests(chat[1], n=12, seed=3)
 

@@ -16,11 +16,6 @@ from lib.widgets import attention as A  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def chat():
-    return lib.load_demo("chat")
-
-
-@pytest.fixture(scope="module")
 def run(chat):
     """<s>模 -> 型逐字生成文本<eos>: a 2-token prompt (prefill) and 7 decode steps."""
     model, tok = chat

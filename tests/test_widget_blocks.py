@@ -15,11 +15,6 @@ from lib.widgets.blocks import (BlockPoolWidget, block_tables_text, default_mome
 
 
 @pytest.fixture(scope="module")
-def chat():
-    return lib.load_demo("chat")
-
-
-@pytest.fixture(scope="module")
 def frames(chat):
     return record_story(*chat)
 

@@ -17,11 +17,6 @@ from lib.widgets import player as P  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def chat():
-    return lib.load_demo("chat")
-
-
-@pytest.fixture(scope="module")
 def pair(chat):
     """The source's example: <s> -> 人 -> 工 -> 智 -> 能 -> <eos>, with and without the cache."""
     model, tok = chat

@@ -20,11 +20,6 @@ SETTINGS = [(1.0, None, None), (0.7, 5, None), (1.3, None, 0.5), (0.5, 10, 0.6),
 
 
 @pytest.fixture(scope="module")
-def chat():
-    return lib.load_demo("chat")
-
-
-@pytest.fixture(scope="module")
 def start_logits(chat):
     """The chat model's next-token logits after <s>: 人 0.2, 深 0.13, ten tokens at ~0.067 (the corpus's
     first characters) -- a spread-out distribution, so every rule removes something different."""
