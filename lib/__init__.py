@@ -9,6 +9,7 @@ from .config import ModelConfig
 from .costs import PRESETS, kv_cache_bytes
 from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
+from .fastdecode import FastDecoder
 from .hf import from_hf
 from .generate import GenerationResult, filter_logits, generate
 from .model import ForwardRecord, MiniTransformer
@@ -18,7 +19,7 @@ from .tokenizer import CharTokenizer, UnknownCharacterError
 from .trace import Trace, TraceStep
 
 __all__ = [
-    "ModelConfig", "from_hf", "MiniTransformer", "ForwardRecord", "KVCache", "ConcatKVCache", "generate", "GenerationResult",
+    "ModelConfig", "from_hf", "FastDecoder", "MiniTransformer", "ForwardRecord", "KVCache", "ConcatKVCache", "generate", "GenerationResult",
     "filter_logits", "Trace", "TraceStep", "CharTokenizer", "UnknownCharacterError", "load_demo", "load_checkpoint",
     "save_checkpoint", "DEMOS", "PagedKVCache", "PagedKVPool", "generate_paged", "speculative_generate", "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
 ]

@@ -133,11 +133,10 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
                 fed = seq  # no cache: the whole sequence again
             pos0 = cache.seq_len if use_cache else 0
             rec = ForwardRecord() if trace else None
-            logits = model(fed, cache=cache, record=rec)[:, -1, :].float()  # (B, vocab)
+            logits = model(fed, cache=cache, record=rec, last_only=True)[:, -1, :].float()  # (B, vocab)
             if temperature == 0:
-                probs = torch.softmax(logits, dim=-1)
                 next_ids = torch.argmax(logits, dim=-1)
-                sample_probs = probs
+                probs = sample_probs = torch.softmax(logits, dim=-1) if trace else None  # only the trace needs them
             else:
                 sample_probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
                 next_ids = torch.multinomial(sample_probs, 1, generator=gen).squeeze(1)

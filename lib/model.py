@@ -139,6 +139,10 @@ class Attention(nn.Module):
         return out
 
 
+# the FFN's non-linearity for each ModelConfig.activation but SwiGLU (which multiplies silu(gate) by up)
+NONLINEARITY = {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu}
+
+
 class FeedForward(nn.Module):
     """Two linear layers around a non-linearity, applied to every position separately (SwiGLU: three)."""
 
@@ -154,12 +158,8 @@ class FeedForward(nn.Module):
     def forward(self, x):  # (B, T, d_model) -> (B, T, d_model)
         if self.activation == "swiglu":
             h = F.silu(self.gate_proj(x)) * self.up_proj(x)
-        elif self.activation == "silu":
-            h = F.silu(self.up_proj(x))
-        elif self.activation == "gelu_tanh":
-            h = F.gelu(self.up_proj(x), approximate="tanh")
         else:
-            h = F.gelu(self.up_proj(x))
+            h = NONLINEARITY[self.activation](self.up_proj(x))
         return self.down_proj(h)  # h: (B, T, d_ff)
 
 
@@ -252,9 +252,10 @@ class MiniTransformer(nn.Module):
                 f"but this model has max_seq_len={c.max_seq_len} (positions 0..{c.max_seq_len - 1})")
         return pos0
 
-    def forward(self, input_ids, cache=None, record: ForwardRecord | None = None):
-        """Logits for every fed position, (B, T, vocab_size). With a cache, positions continue from
-        ``cache.seq_len`` and the new K/V are appended to it."""
+    def forward(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False):
+        """Logits for every fed position, (B, T, vocab_size); with ``last_only=True`` only the last one's,
+        (B, 1, vocab_size), which is all that generation needs (lm_head is then applied to one position).
+        With a cache, positions continue from ``cache.seq_len`` and the new K/V are appended to it."""
         pos0 = self._check_input(input_ids, cache)
         B, T = input_ids.shape
         h = self.tok_emb(input_ids)  # (B, T, d_model)
@@ -270,4 +271,6 @@ class MiniTransformer(nn.Module):
             h = block(h, pos0, rope, cache, record)
         if cache is not None:
             cache.advance(T)
-        return self.lm_head(self.norm_f(h))  # (B, T, vocab_size)
+        if last_only:
+            h = h[:, -1:]  # (B, 1, d_model)
+        return self.lm_head(self.norm_f(h))  # (B, T or 1, vocab_size)

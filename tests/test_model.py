@@ -97,3 +97,13 @@ def test_runs_in_every_dtype_on_every_device(device, dtype):
         out = m(x.to(device))
         assert out.dtype == dtype and torch.isfinite(out).all()
         torch.testing.assert_close(out.float().cpu(), ref(x), atol=0.05, rtol=0.05)
+
+
+def test_last_only_returns_the_last_positions_logits():
+    from helpers import randomized_model
+    model = randomized_model(n_kv_heads=2, positions="rope")
+    ids = torch.randint(0, 50, (2, 7))
+    full = model(ids)
+    last = model(ids, last_only=True)
+    assert last.shape == (2, 1, 50)
+    torch.testing.assert_close(last, full[:, -1:], atol=1e-6, rtol=0)
