@@ -191,7 +191,7 @@ def kv_equals_weights_tokens(config: ModelConfig, dtype=torch.float16) -> float:
 FLOP_TERMS = ("qkv_proj", "attn_scores", "attn_values", "out_proj", "ffn", "lm_head")
 
 
-def forward_flops(config: ModelConfig, n_new: int, n_past: int = 0) -> dict[str, int]:
+def forward_flops(config: ModelConfig, n_new: int, n_past: int = 0, last_only: bool = False) -> dict[str, int]:
     """Matmul FLOPs of one forward pass feeding ``n_new`` tokens with ``n_past`` tokens already cached.
 
     Causal: new token i (0-based) sees keys = n_past + i + 1, so Σkeys = n_new·n_past + n_new(n_new+1)/2.
@@ -201,7 +201,8 @@ def forward_flops(config: ModelConfig, n_new: int, n_past: int = 0) -> dict[str,
       attn_values  2·n_heads·head_dim·Σkeys        (weights·V)
       out_proj     2·n_new·n_heads·head_dim·d
       ffn          2·n_new·d·d_ff·(3 if swiglu else 2)
-    Once: lm_head   2·n_new·d·vocab (logits for every fed position).
+    Once: lm_head   2·n_new·d·vocab (logits for every fed position, as ``model(ids)`` returns them), or
+                    2·d·vocab with ``last_only=True`` (the last position only, as generation needs).
     Aggregates: projections = qkv + out, attention = scores + values, total = everything.
     A dense masked implementation also multiplies the future (masked) entries, n_new·(n_past + n_new) keys
     per query; that equals Σkeys only when n_new = 1 (decode). The causal count is the useful work.
@@ -209,6 +210,8 @@ def forward_flops(config: ModelConfig, n_new: int, n_past: int = 0) -> dict[str,
     c = _model_config(config, "forward_flops")
     n_new = _count(n_new, "n_new (tokens fed in this forward pass)", minimum=1)
     n_past = _count(n_past, "n_past (tokens already in the cache)")
+    if not isinstance(last_only, bool):
+        raise TypeError(f"last_only must be True or False, got {last_only!r}")
     L, d, hd, H, KV = c.n_layers, c.d_model, c.head_dim, c.n_heads, c.n_kv_heads
     keys = n_new * n_past + n_new * (n_new + 1) // 2
     f = {
@@ -217,7 +220,7 @@ def forward_flops(config: ModelConfig, n_new: int, n_past: int = 0) -> dict[str,
         "attn_values": L * 2 * H * hd * keys,
         "out_proj": L * 2 * n_new * H * hd * d,
         "ffn": L * 2 * n_new * d * c.d_ff * (3 if c.activation == "swiglu" else 2),
-        "lm_head": 2 * n_new * d * c.vocab_size,
+        "lm_head": 2 * (1 if last_only else n_new) * d * c.vocab_size,
     }
     f["projections"] = f["qkv_proj"] + f["out_proj"]
     f["attention"] = f["attn_scores"] + f["attn_values"]
@@ -245,13 +248,14 @@ def generation_steps(config: ModelConfig, prompt_len: int, n_new: int, use_cache
     Without cache: step s feeds the whole sequence so far, prompt_len + s tokens, n_past = 0.
     Each dict has step, n_fed, n_past, n_keys (context after the step), kv_computed (positions whose K, V
     are computed, per layer per sequence = n_fed), kv_read (positions read from the cache = n_past), and
-    the forward_flops terms.
+    the forward_flops terms (lm_head on the last position only: generation needs no other logits).
     """
     _model_config(config, "generation_steps")
     rows = []
     for step, (n_fed, n_past) in enumerate(_schedule(prompt_len, n_new, use_cache)):
         rows.append({"step": step, "n_fed": n_fed, "n_past": n_past, "n_keys": n_past + n_fed,
-                     "kv_computed": n_fed, "kv_read": n_past, **forward_flops(config, n_fed, n_past)})
+                     "kv_computed": n_fed, "kv_read": n_past,
+                     **forward_flops(config, n_fed, n_past, last_only=True)})
     return rows
 
 

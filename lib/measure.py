@@ -224,7 +224,7 @@ def _one_step_seconds(model, ids, t: int, cache, clock) -> float:
     fed = ids[:, t - 1:t] if cache is not None else ids[:, :t]
     _sync(model)
     t0 = clock()
-    logits = model(fed, cache=cache)[:, -1, :]  # (1, vocab)
+    logits = model(fed, cache=cache, last_only=True)[:, -1, :]  # (1, vocab): lm_head on the last position only
     torch.argmax(logits, dim=-1)
     _sync(model)
     return clock() - t0

@@ -591,7 +591,7 @@ def prefill(model, pool: PagedKVPool, table: BlockTable, token_ids, prefix_cache
     if prefix_cache and table.n_tokens == 0:
         pool.match_prefix(table, ids)
     x = torch.tensor([ids[table.n_tokens:]], dtype=torch.long, device=model.device)  # (1, T) the uncached rest
-    logits = model(x, cache=pool.cache([table]))[0, -1]
+    logits = model(x, cache=pool.cache([table]), last_only=True)[0, -1]
     if prefix_cache:
         pool.register_prefix(table, ids)
     return logits
@@ -628,7 +628,7 @@ def generate_paged(model, input_ids, max_new_tokens: int, temperature: float = 0
     try:
         for step in range(max_new_tokens):
             fed = seq if step == 0 else seq[:, -1:]
-            logits = model(fed, cache=cache)[:, -1, :].float()  # (B, vocab)
+            logits = model(fed, cache=cache, last_only=True)[:, -1, :].float()  # (B, vocab)
             if step == 0 and n > 1:  # fork after the prefill: n samples share the prompt's blocks
                 forked = cache.fork(n)
                 cache.release()

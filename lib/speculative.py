@@ -272,7 +272,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
             proposed, q_rows = [], []
             fed = seq[:, d_cache.seq_len:]  # (1, pending)
             for _ in range(k_round):
-                logits = draft(fed, cache=d_cache)[0, -1].float()  # (vocab,)
+                logits = draft(fed, cache=d_cache, last_only=True)[0, -1].float()  # (vocab,)
                 res.draft_forwards += 1
                 q = dist(logits[None])[0]
                 x = int(torch.argmax(logits)) if greedy else int(torch.multinomial(q, 1, generator=gen))

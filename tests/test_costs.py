@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from lib.config import ModelConfig
+from lib.model import MiniTransformer
 from lib.costs import (DTYPE_BYTES, FLOP_TERMS, MLA_PRESETS, PRESETS, MLAConfig, describe, dtype_bytes,
                        forward_flops, generation_flops, generation_steps, kv_bytes_per_token, kv_cache_bytes,
                        kv_computations, kv_equals_weights_tokens, param_count, total_kv_computations,
@@ -301,6 +302,27 @@ def test_forward_flops_split_is_additive(c, a, b, past):
     assert all(whole[k] == first[k] + second[k] for k in whole)
 
 
+def test_forward_flops_last_only_counts_one_lm_head_row():
+    c = PRESETS["gpt2"]
+    all_rows, last = forward_flops(c, 5, 3), forward_flops(c, 5, 3, last_only=True)
+    assert last["lm_head"] == 2 * 768 * 50257 and all_rows["lm_head"] == 5 * last["lm_head"]
+    assert all(all_rows[k] == last[k] for k in ("projections", "ffn", "attention"))
+    assert last["total"] == all_rows["total"] - 4 * last["lm_head"]
+    with pytest.raises(TypeError, match="last_only must be True or False"):
+        forward_flops(c, 5, 3, last_only="yes")
+
+
+def test_lm_head_flops_of_the_real_model_match():
+    """lib's own model under torch's FLOP counter: the lm_head matmul counts 1 row with last_only, T without."""
+    model = MiniTransformer(TINY.replace(tie_embeddings=False))
+    for last_only in (False, True):
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            model(torch.zeros(1, 6, dtype=torch.long), last_only=last_only)
+        linear = sum(v for k, v in counter.get_flop_counts()["Global"].items() if "mm" in str(k) and "bmm" not in str(k))
+        f = forward_flops(TINY, 6, 0, last_only=last_only)
+        assert linear == f["projections"] + f["ffn"] + f["lm_head"]
+
+
 def _measured(c, n_new, n_past):
     """FLOPs counted by torch while running the reference model: {linear-ish total, attention matmuls}."""
     model = RefModel(c)
@@ -341,7 +363,8 @@ def test_schedule_with_cache():
         [(0, 5, 0, 5), (1, 1, 5, 6), (2, 1, 6, 7), (3, 1, 7, 8)]
     assert [r["kv_computed"] for r in rows] == [5, 1, 1, 1] == kv_computations(5, 4, True)
     assert [r["kv_read"] for r in rows] == [0, 5, 6, 7]
-    assert all(r[k] == v for r in rows for k, v in forward_flops(TINY, r["n_fed"], r["n_past"]).items())
+    assert all(r[k] == v for r in rows
+               for k, v in forward_flops(TINY, r["n_fed"], r["n_past"], last_only=True).items())
 
 
 def test_schedule_without_cache():
@@ -399,8 +422,8 @@ def test_cache_never_costs_more_and_prefill_matches(c, p, n):
     assert all(a["total"] <= b["total"] for a, b in zip(cached, uncached))
     # same final context; the cache only removes recomputation of history
     g_c, g_u = generation_flops(c, p, n, True), generation_flops(c, p, n, False)
-    assert g_c["lm_head"] == 2 * (p + n - 1) * c.d_model * c.vocab_size
-    assert g_u["lm_head"] == 2 * (n * p + n * (n - 1) // 2) * c.d_model * c.vocab_size
+    # generation applies lm_head to the last position of every pass only, cache or not
+    assert g_c["lm_head"] == g_u["lm_head"] == 2 * n * c.d_model * c.vocab_size
 
 
 @pytest.mark.parametrize("args, exc, msg", [
