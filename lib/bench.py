@@ -10,20 +10,27 @@ moment of the machine hits all of them alike) and the median of the runs reporte
 1. **Decode tokens/s** on identical GPT-2-124M-shaped random weights (``lib.PRESETS["gpt2"]``, the full 50,257
    vocabulary), fp32 CPU, batch 1, a 4-token prompt, 200 new tokens, greedy: ``lib.generate`` with its KV cache
    against ``transformers``' ``generate`` with its default (dynamic) cache and with its static cache, and both
-   without a cache. One transformers ``GPT2LMHeadModel`` is initialised at random and converted with
+   without a cache. lib runs three ways: the plain model the notebooks show (attention written out), the
+   same with its fused ``sdpa`` attention, and ``lib.FastDecoder`` (``lib.fastdecode``: weights packed
+   transposed and split into one slice per thread, so every core streams its share of each matrix-vector
+   product). One transformers ``GPT2LMHeadModel`` is initialised at random and converted with
    ``lib.from_hf``, so both hold the same numbers; every contender must produce the same tokens (checked).
-   The headline is lib's tokens/s divided by transformers'.
+   The headline is lib's tokens/s (FastDecoder) divided by transformers' (dynamic cache); the plain
+   model's ratio is reported beside it.
 2. **Cached vs uncached time per token** at context lengths 64 … 1024 (``lib.measure.time_at_positions``) with
    log-log slopes (``lib.measure.fit_loglog_slope``): about 0 with the cache (each step reads the weights
    once), about 1 without (each step re-runs the whole context).
 3. **Preallocated vs ``torch.cat`` cache** at long contexts: time per step, and the bytes the ``torch.cat``
    cache copies (counted by ``ConcatKVCache.bytes_copied``, checked against ``lib.costs.kv_cache_bytes``).
 4. **Bandwidth utilisation (MBU)**: bytes one generation must read and write (weights + KV cache,
-   ``lib.roofline.pass_cost`` per step) ÷ its median time ÷ the best of several read-bandwidth samples of this
-   machine taken in the same run (``lib.roofline.measure_bandwidth_gbs``). For reference, the GB/s a one-token
-   ``F.linear`` (a matrix-vector product) reaches on the lm_head matrix.
-5. **On a CUDA device** (skipped without one): the same model in bf16, lib's decode step eager and under
-   ``torch.compile``, transformers' ``generate`` (its static cache is compiled automatically on CUDA), MBU
+   ``lib.roofline.pass_cost`` per step) ÷ its median time ÷ the fastest memory read seen in the run. Two
+   read kernels are sampled in every round of section 1 (between the contenders' runs, so they see the same
+   moments of a shared machine) and around the other sections: a sum over 256 MiB
+   (``lib.roofline.measure_bandwidth_gbs``) and ``FastDecoder``'s packed product over the lm_head matrix
+   (150 MiB for GPT-2). The second is often the faster one here, so leaving it out would flatter the MBU.
+   For reference, ``F.linear``'s one-token product over the same matrix, as the plain model runs it.
+5. **On a CUDA device** (skipped without one): the same model in bf16, ``lib.generate`` with the plain
+   model and with ``FastDecoder``, lib's decode step eager and under ``torch.compile``, transformers' ``generate`` (its static cache is compiled automatically on CUDA), MBU
    against the bandwidth measured on that device.
 
 Numbers depend on the machine and on what else runs on it: take the real figures on a quiet machine.
@@ -50,6 +57,7 @@ from .generate import generate
 from .measure import _steady, fit_loglog_slope, random_model, time_at_positions
 from .model import MiniTransformer
 from .device import fixed_threads
+from .fastdecode import FastDecoder, PackedLinear
 from .roofline import measure_bandwidth_gbs, pass_cost, streamed_weight_bytes
 
 PROMPT = [464, 6953, 12940, 318]  # 4 token ids (GPT-2's "The KV cache is"); random weights: only the length counts
@@ -71,7 +79,7 @@ class Settings:
     lengths: tuple = (64, 128, 256, 512, 1024)  # section 2: context lengths
     long_lengths: tuple = (256, 512, 768, 1024)  # section 3
     position_runs: int = 3  # sections 2 and 3: timed passes over the lengths
-    bandwidth_repeats: int = 5  # each bandwidth sample is the best of this many sums over `bandwidth_bytes`
+    bandwidth_repeats: int = 5  # each bandwidth sample is the best of this many reads (sums, products)
     bandwidth_bytes: int | None = None  # None: lib.roofline's default (256 MiB on a CPU, far beyond its caches)
     seed: int = 0
 
@@ -144,12 +152,15 @@ class Contender:
     error: str = ""
 
 
-def interleaved(contenders: list, warmup: int, device="cpu") -> None:
+def interleaved(contenders: list, warmup: int, device="cpu", each_round=None) -> None:
     """Run every contender ``warmup + c.runs`` times, one after the other within each round (so all of them
     see the same state of the machine; one with fewer runs sits out the last rounds); keep the timed seconds
     and the first output of each. A contender that raises is dropped with its error kept (e.g. a cache type
-    this transformers version lacks)."""
+    this transformers version lacks). ``each_round()``, if given, runs at the start of every timed round
+    (the benchmark samples the memory bandwidth there)."""
     for r in range(warmup + max(c.runs for c in contenders)):
+        if each_round is not None and r >= warmup:
+            each_round()
         for c in contenders:
             if c.error or r >= warmup + c.runs:
                 continue
@@ -197,12 +208,17 @@ def with_sdpa(model):
     return fast.eval()
 
 
-def decode_contenders(hf, model, ids, new_tokens: int, runs: int = 1, uncached_runs: int = 1) -> list:
-    """lib with its cache (attention written out, and lib's sdpa fast path) and without; transformers with its
-    dynamic cache, its static cache and without."""
-    fast = with_sdpa(model)
+def decode_contenders(hf, model, ids, new_tokens: int, runs: int = 1, uncached_runs: int = 1,
+                      shards: int | None = None) -> list:
+    """lib with its cache (attention written out; lib's sdpa attention; ``FastDecoder`` with ``shards``
+    slices, default one per torch thread) and without; transformers with its dynamic cache, its static
+    cache and without."""
+    sdpa = with_sdpa(model)
+    packed = FastDecoder(model, shards)
     out = [Contender("lib, KV cache", "lib", True, lambda: generate(model, ids, new_tokens).sequences, runs),
-           Contender("lib, KV cache, sdpa", "lib", True, lambda: generate(fast, ids, new_tokens).sequences, runs)]
+           Contender("lib, KV cache, sdpa", "lib", True, lambda: generate(sdpa, ids, new_tokens).sequences, runs),
+           Contender(f"lib, KV cache, FastDecoder ({packed.shards} shard{'s' * (packed.shards > 1)})", "lib", True,
+                     lambda: generate(packed, ids, new_tokens).sequences, runs)]
     if hf is not None:
         kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False)
         out += [Contender("transformers, dynamic cache", "transformers", True,
@@ -217,11 +233,16 @@ def decode_contenders(hf, model, ids, new_tokens: int, runs: int = 1, uncached_r
     return out
 
 
+FAST = "lib, KV cache, FastDecoder"  # the start of that contender's name (its shard count follows)
+
+
 @torch.no_grad()
-def decode_section(hf, model, s: Settings) -> dict:
+def decode_section(hf, model, s: Settings, each_round=None) -> dict:
+    """Section 1. ``each_round()``, if given, runs once per timed round (the bandwidth samples)."""
     ids = prompt_ids(model)
     contenders = decode_contenders(hf, model, ids, s.new_tokens, s.runs, s.uncached_runs)
-    interleaved(contenders, s.warmup)  # uncached ones in the first rounds only: fewer runs, same moments
+    # uncached ones in the first rounds only: fewer runs, same moments
+    interleaved(contenders, s.warmup, each_round=each_round)
     reference = contenders[0].sequences
     for c in contenders:
         if c.sequences is not None and not torch.equal(c.sequences, reference):
@@ -241,6 +262,7 @@ def decode_section(hf, model, s: Settings) -> dict:
                 row["achieved_gbs"] = round(moved / med / 1e9, 2)
         rows.append(row)
     by = {r["name"]: r for r in rows}
+    fast = next(r["name"] for r in rows if r["name"].startswith(FAST))
 
     def ratio(a, b):
         ta, tb = by.get(a, {}).get("tokens_per_s"), by.get(b, {}).get("tokens_per_s")
@@ -248,7 +270,10 @@ def decode_section(hf, model, s: Settings) -> dict:
 
     return {"new_tokens": s.new_tokens, "prompt_len": len(PROMPT), "bytes_per_generation": moved,
             "same_tokens": True, "rows": rows,
-            "ratios": {"lib / transformers (dynamic cache)": ratio("lib, KV cache", "transformers, dynamic cache"),
+            "ratios": {"lib FastDecoder / transformers (dynamic cache)": ratio(fast, "transformers, dynamic cache"),
+                       "lib FastDecoder / transformers (static cache)": ratio(fast, "transformers, static cache"),
+                       "lib FastDecoder cache speedup": ratio(fast, "lib, no cache"),
+                       "lib / transformers (dynamic cache)": ratio("lib, KV cache", "transformers, dynamic cache"),
                        "lib sdpa / transformers (dynamic cache)": ratio("lib, KV cache, sdpa",
                                                                         "transformers, dynamic cache"),
                        "lib / transformers (static cache)": ratio("lib, KV cache", "transformers, static cache"),
@@ -313,12 +338,19 @@ def cache_kinds_section(model, s: Settings, threads: int) -> dict:
 
 # --------------------------------------------------------------------------------- 4. bandwidth (MBU)
 
-def matvec_gbs(weight: torch.Tensor, repeats: int = 20) -> float:
-    """GB/s of a one-token ``F.linear`` over ``weight`` (out, in): its bytes ÷ the best time of ``repeats``."""
+def matvec_gbs(weight: torch.Tensor, repeats: int = 20, shards: int | None = None) -> float:
+    """GB/s of one one-token product over ``weight`` (out, in): its bytes ÷ the best time of ``repeats``.
+    ``shards=None``: ``F.linear``, as the plain model runs it; a number: ``FastDecoder``'s packed product
+    (``lib.fastdecode.PackedLinear``, cut into that many column slices)."""
     x = torch.randn(1, weight.shape[1], dtype=weight.dtype, device=weight.device)
+    if shards is None:
+        fn = lambda: F.linear(x, weight)  # noqa: E731
+    else:
+        packed = PackedLinear([weight], [None], shards)
+        fn = lambda: packed(x)  # noqa: E731
     with torch.no_grad():
-        F.linear(x, weight)
-        best = min(_timed(lambda: F.linear(x, weight), weight.device)[0] for _ in range(repeats))
+        fn()
+        best = min(_timed(fn, weight.device)[0] for _ in range(repeats))
     return weight.numel() * weight.element_size() / best / 1e9
 
 
@@ -329,10 +361,10 @@ def _decode_loop(step, model, ids, new_tokens: int):
     """Greedy generation with a preallocated cache: the prefill eagerly, then ``step(token, cache)`` (the model
     itself, or its compiled version) per new token. Same tokens as ``lib.generate``."""
     cache = KVCache(model.config, 1, ids.shape[1] + new_tokens - 1, device=model.device, dtype=model.dtype)
-    token = model(ids, cache=cache)[:, -1].argmax(-1, keepdim=True)  # (1, 1)
+    token = model(ids, cache=cache, last_only=True)[:, -1].argmax(-1, keepdim=True)  # (1, 1)
     out = [token]
     for _ in range(new_tokens - 1):
-        token = step(token, cache=cache)[:, -1].argmax(-1, keepdim=True)
+        token = step(token, cache=cache, last_only=True)[:, -1].argmax(-1, keepdim=True)
         out.append(token)
     return torch.cat([ids] + out, dim=1)
 
@@ -354,7 +386,10 @@ def accelerator_section(hf, model, s: Settings, device: str) -> dict:
     m = copy.deepcopy(model).to(device=dev, dtype=torch.bfloat16).eval()
     ids = prompt_ids(m)
     n = s.new_tokens
+    packed = FastDecoder(m, 1)  # one slice: a GPU runs each product on all of its cores anyway
     contenders = [Contender("lib.generate, bf16", "lib", True, lambda: generate(m, ids, n).sequences, s.runs),
+                  Contender("lib.generate, FastDecoder, bf16", "lib", True,
+                            lambda: generate(packed, ids, n).sequences, s.runs),
                   Contender("lib decode loop, eager", "lib", True, lambda: _decode_loop(m, m, ids, n), s.runs)]
     compiled = torch.compile(m, dynamic=True)
     with_compile = Contender("lib decode loop, torch.compile", "lib", True, lambda: _decode_loop(compiled, m, ids, n),
@@ -407,8 +442,10 @@ def report(result: dict) -> str:
              f"transformers {m['transformers'] or 'not installed'}",
              f"model: {shape}, random weights, {result['model']['parameters']:,} parameters, fp32; streamed per step "
              f"{fmt_bytes(result['model']['streamed_weight_bytes'])}",
-             f"read bandwidth samples {m['bandwidth_gbs_samples']} GB/s -> best {m['bandwidth_gbs']} GB/s; "
-             f"one-token F.linear on lm_head: {m['matvec_gbs']} GB/s",
+             f"memory reads, GB/s: sum over {fmt_bytes(result['settings']['bandwidth_bytes'] or 256 * 2 ** 20)} "
+             f"{m['bandwidth_gbs_samples']}; FastDecoder's product over lm_head {m['packed_product_gbs_samples']} "
+             f"-> fastest {m['bandwidth_gbs']} GB/s ({m['bandwidth_from']}); F.linear's product over lm_head "
+             f"{m['matvec_gbs']} GB/s",
              "",
              f"1. decode, batch 1, {d['prompt_len']}-token prompt, {d['new_tokens']} new tokens, greedy "
              f"(median of runs; same tokens from every contender: {d['same_tokens']})"]
@@ -435,7 +472,7 @@ def report(result: dict) -> str:
     tot = k["concat_bytes_copied_generating_to"]
     lines.append(f"  generating {tot['tokens']} tokens, the torch.cat cache copies {fmt_bytes(tot['bytes'])} in all")
     lines += ["", f"4. bandwidth utilisation: bytes per generation {fmt_bytes(d['bytes_per_generation'])} "
-              f"(weights + KV, lib.roofline.pass_cost) / median time / best bandwidth {m['bandwidth_gbs']} GB/s "
+              f"(weights + KV, lib.roofline.pass_cost) / median time / fastest read {m['bandwidth_gbs']} GB/s "
               f"-> the MBU column of table 1"]
     a = result["accelerator"]
     if "skipped" in a:
@@ -490,8 +527,10 @@ def plot(result: dict, path: Path) -> Path:
     cached = [r for r in d["rows"] if r["mbu"] is not None]
     ax.barh([r["name"] for r in cached], [100 * r["mbu"] for r in cached],
             color=["#3182bd" if r["impl"] == "lib" else "#fd8d3c" for r in cached])
-    ax.axvline(100 * result["machine"]["matvec_gbs"] / result["machine"]["bandwidth_gbs"], color="grey", ls="--",
-               label="one-token F.linear")
+    m = result["machine"]
+    ax.axvline(100 * m["matvec_gbs"] / m["bandwidth_gbs"], color="grey", ls="--", label="lm_head product: F.linear")
+    ax.axvline(100 * m["matvec_packed_gbs"] / m["bandwidth_gbs"], color="grey", ls=":",
+               label="lm_head product: FastDecoder")
     ax.invert_yaxis()
     ax.set_xlabel(f"% of {result['machine']['bandwidth_gbs']} GB/s read bandwidth")
     ax.set_title("4. bandwidth utilisation (MBU)")
@@ -525,52 +564,67 @@ def run(settings: Settings = FULL, threads: int | None = None, accelerator: str 
     threads = threads or _available_cpus()
     transformers = _transformers()
 
-    def bandwidth(device="cpu"):
-        return measure_bandwidth_gbs(device, nbytes=settings.bandwidth_bytes, repeats=settings.bandwidth_repeats)
+    def bandwidth(device="cpu"):  # GB/s to 0.1 (finer digits are noise); MBU divides by the best of them
+        return round(measure_bandwidth_gbs(device, nbytes=settings.bandwidth_bytes,
+                                           repeats=settings.bandwidth_repeats), 1)
 
     with fixed_threads(threads), torch.inference_mode():
         log(f"threads fixed at {threads}; building the GPT-2-124M-shaped twins ...")
         hf, model = twin_models(settings.seed) if twins is None else twins
-        samples = [bandwidth()]
+        lm_head = model.lm_head.weight.detach()
+        sums, products = [], []
+
+        def sample():  # one read of each kind (section 4)
+            sums.append(bandwidth())
+            products.append(round(matvec_gbs(lm_head, settings.bandwidth_repeats, shards=threads), 1))
+
+        sample()
         log("1. decode tokens/s ...")
         with _steady(threads):
-            decode = decode_section(hf, model, settings)
-        samples.append(bandwidth())
+            decode = decode_section(hf, model, settings, each_round=sample)
+        sample()
         log("2. cached vs uncached across lengths ...")
         lengths = lengths_section(model, settings, threads)
         log("3. preallocated vs torch.cat ...")
         kinds = cache_kinds_section(model, settings, threads)
-        samples.append(bandwidth())
-        best = max(samples)
-        for r in decode["rows"]:  # 4. MBU: achieved GB/s against the best bandwidth sample of the whole run
+        sample()
+        best = max(sums + products)
+        for r in decode["rows"]:  # 4. MBU: achieved GB/s against the fastest read of the whole run
             if r["achieved_gbs"] is not None:
                 r["mbu"] = round(decode["bytes_per_generation"] / r["median_s"] / 1e9 / best, 3)
-        matvec = matvec_gbs(model.lm_head.weight.detach())
+        matvec = matvec_gbs(lm_head)
     log("5. accelerator ...")
     accel = accelerator_section(hf, model, settings, accelerator)
     return {"command": command, "quick": quick, "settings": asdict(settings),
             "machine": {"command": command, "cpu": _cpu_name(), "cpu_count": os.cpu_count(), "threads": threads,
                         "torch": torch.__version__, "python": platform.python_version(),
                         "transformers": getattr(transformers, "__version__", None),
-                        "bandwidth_gbs_samples": [round(x, 1) for x in samples], "bandwidth_gbs": round(best, 1),
-                        "matvec_gbs": round(matvec, 1)},
-            "model": {"shape": "gpt2" if model.config == PRESETS["gpt2"] else "custom", "vocab_size": model.config.vocab_size, "parameters": model.num_parameters(),
+                        "bandwidth_gbs_samples": sums, "packed_product_gbs_samples": products,
+                        "bandwidth_gbs": best, "bandwidth_from": "sum" if best in sums else "packed product",
+                        "matvec_gbs": round(matvec, 1), "matvec_packed_gbs": max(products)},
+            "model": {"shape": "gpt2" if model.config == PRESETS["gpt2"] else "custom",
+                      "vocab_size": model.config.vocab_size, "parameters": model.num_parameters(),
                       "streamed_weight_bytes": streamed_weight_bytes(model.config, torch.float32)},
             "decode": decode, "lengths": lengths, "cache_kinds": kinds, "accelerator": accel}
 
 
 def profile_decode(steps: int = 20, threads: int | None = None, row_limit: int = 15) -> str:
-    """torch.profiler's table of the ops in ``steps`` cached decode steps of lib on the GPT-2 shape."""
+    """torch.profiler's tables of the ops in a generation of ``steps`` tokens (a 4-token prefill, then
+    cached decode steps) on the GPT-2 shape: the plain model, then ``FastDecoder``."""
     from torch.profiler import ProfilerActivity, profile
 
     threads = threads or _available_cpus()
+    tables = []
     with fixed_threads(threads), torch.inference_mode():
         _, model = twin_models()
         ids = prompt_ids(model)
-        generate(model, ids, 3)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            generate(model, ids, steps)
-    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit)
+        for name, m in (("the plain model (lib.model)", model), ("FastDecoder", FastDecoder(model, threads))):
+            generate(m, ids, 3)
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                generate(m, ids, steps)
+            tables.append(f"{name}, {steps} tokens, {threads} thread(s):\n"
+                          + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit))
+    return "\n\n".join(tables)
 
 
 def main(argv=None) -> int:
@@ -582,7 +636,7 @@ def main(argv=None) -> int:
     parser.add_argument("--new-tokens", type=int, default=None, help="tokens per generation in section 1")
     parser.add_argument("--accelerator", default="cuda",
                         help="device for section 5 (default cuda; skipped if absent; 'none' skips it)")
-    parser.add_argument("--profile", action="store_true", help="only print torch.profiler's table of lib's decode")
+    parser.add_argument("--profile", action="store_true", help="only print torch.profiler's tables of lib's decode (plain, FastDecoder)")
     args = parser.parse_args(argv)
     if args.profile:
         print(profile_decode(threads=args.threads))

@@ -422,12 +422,16 @@ def test_bench_runs_every_section_on_identical_twins(bench_result):
     r = bench_result
     d = r["decode"]
     names = [row["name"] for row in d["rows"]]
-    assert names == ["lib, KV cache", "lib, KV cache, sdpa", "transformers, dynamic cache",
-                     "transformers, static cache", "lib, no cache", "transformers, no cache"]
+    assert names == ["lib, KV cache", "lib, KV cache, sdpa", "lib, KV cache, FastDecoder (1 shard)",
+                     "transformers, dynamic cache", "transformers, static cache", "lib, no cache",
+                     "transformers, no cache"]
     assert d["same_tokens"] is True and all(not row["error"] for row in d["rows"])
     assert r["model"]["shape"] == "custom" and r["accelerator"] == {"skipped": "not asked for (--accelerator none)"}
     best = r["machine"]["bandwidth_gbs"]
-    assert best == max(r["machine"]["bandwidth_gbs_samples"]) and len(r["machine"]["bandwidth_gbs_samples"]) == 3
+    m = r["machine"]  # samples: before, one per timed round of section 1, after it, after section 3
+    sums, products = m["bandwidth_gbs_samples"], m["packed_product_gbs_samples"]
+    assert len(sums) == len(products) == 4 and best == max(sums + products) > 0
+    assert m["bandwidth_from"] == ("sum" if best in sums else "packed product")
     for row in d["rows"]:
         assert row["runs"] == 1 and row["median_s"] == row["seconds"][0] > 0
         assert row["tokens_per_s"] == round(6 / row["median_s"], 2)
@@ -438,6 +442,9 @@ def test_bench_runs_every_section_on_identical_twins(bench_result):
     by = {row["name"]: row for row in d["rows"]}
     assert d["ratios"]["lib cache speedup"] == round(by["lib, KV cache"]["tokens_per_s"]
                                                      / by["lib, no cache"]["tokens_per_s"], 3)
+    fast = by["lib, KV cache, FastDecoder (1 shard)"]["tokens_per_s"]
+    assert d["ratios"]["lib FastDecoder / transformers (dynamic cache)"] == round(
+        fast / by["transformers, dynamic cache"]["tokens_per_s"], 3)
 
 
 def test_bench_bytes_come_from_lib_costs(bench_result):
@@ -509,6 +516,36 @@ def test_bench_without_transformers_times_lib_alone():
     result = bench.run(tiny_settings(), threads=1, accelerator=None, twins=(None, from_hf(build("gpt2"))),
                        log=lambda m: None)
     d = result["decode"]
-    assert [row["name"] for row in d["rows"]] == ["lib, KV cache", "lib, KV cache, sdpa", "lib, no cache"]
+    assert [row["name"] for row in d["rows"]] == ["lib, KV cache", "lib, KV cache, sdpa",
+                                                  "lib, KV cache, FastDecoder (1 shard)", "lib, no cache"]
     assert d["ratios"]["lib / transformers (dynamic cache)"] is None and d["ratios"]["lib cache speedup"] > 0
+    assert d["ratios"]["lib FastDecoder / transformers (dynamic cache)"] is None
+    assert d["ratios"]["lib FastDecoder cache speedup"] > 0
     assert "lib / transformers (dynamic cache): - (not measured)" in bench.report(result)
+
+
+def test_bench_accelerator_section_runs_on_any_device(monkeypatch, bench_result):
+    """Section 5's bookkeeping on the CPU (the figures that matter come from a CUDA machine); torch.compile
+    is replaced by one that fails, as it does without a C++ compiler: the row keeps the error, the rest runs."""
+    from lib import bench
+
+    def no_compile(model, **kw):  # like torch.compile: wrapping works, the first call fails
+        def compiled(*a, **k):
+            raise RuntimeError("inductor needs a C++ compiler")
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", no_compile)
+    hf = build("gpt2")
+    with torch.inference_mode():
+        a = bench.accelerator_section(hf, from_hf(hf), tiny_settings(), "cpu")
+    assert a["dtype"] == "bf16" and len(a["bandwidth_gbs_samples"]) == 3
+    by = {row["name"]: row for row in a["rows"]}
+    assert list(by) == ["lib.generate, bf16", "lib.generate, FastDecoder, bf16", "lib decode loop, eager",
+                        "lib decode loop, torch.compile", "transformers, dynamic cache", "transformers, static cache"]
+    assert by["lib decode loop, torch.compile"]["error"] == "RuntimeError: inductor needs a C++ compiler"
+    assert a["compile_first_call_s"] is None
+    for name in ("lib.generate, FastDecoder, bf16", "lib decode loop, eager"):
+        assert by[name]["same_tokens_as_lib"] is True and by[name]["tokens_per_s"] > 0
+    text = bench.report({**bench_result, "accelerator": a})
+    assert "5. cpu (1 threads), bf16, 6 new tokens" in text and "inductor needs a C++ compiler" in text
+    assert bench.accelerator_section(hf, from_hf(hf), tiny_settings(), "cuda:7")["skipped"].startswith("device")
