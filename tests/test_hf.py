@@ -424,7 +424,7 @@ def test_bench_runs_every_section_on_identical_twins(bench_result):
     names = [row["name"] for row in d["rows"]]
     assert names == ["lib, KV cache", "lib, KV cache, sdpa", "lib, KV cache, FastDecoder (1 shard)",
                      "transformers, dynamic cache", "transformers, static cache", "lib, no cache",
-                     "transformers, no cache"]
+                     "lib, no cache, FastDecoder (1 shard)", "transformers, no cache"]
     assert d["same_tokens"] is True and all(not row["error"] for row in d["rows"])
     assert r["model"]["shape"] == "custom" and r["accelerator"] == {"skipped": "not asked for (--accelerator none)"}
     best = r["machine"]["bandwidth_gbs"]
@@ -517,10 +517,11 @@ def test_bench_without_transformers_times_lib_alone():
                        log=lambda m: None)
     d = result["decode"]
     assert [row["name"] for row in d["rows"]] == ["lib, KV cache", "lib, KV cache, sdpa",
-                                                  "lib, KV cache, FastDecoder (1 shard)", "lib, no cache"]
+                                                  "lib, KV cache, FastDecoder (1 shard)", "lib, no cache",
+                                                  "lib, no cache, FastDecoder (1 shard)"]
     assert d["ratios"]["lib / transformers (dynamic cache)"] is None and d["ratios"]["lib cache speedup"] > 0
     assert d["ratios"]["lib FastDecoder / transformers (dynamic cache)"] is None
-    assert d["ratios"]["lib FastDecoder cache speedup"] > 0
+    assert d["ratios"]["lib FastDecoder cache speedup"] > 0  # FastDecoder with and without its cache
     assert "lib / transformers (dynamic cache): - (not measured)" in bench.report(result)
 
 
