@@ -3,9 +3,10 @@
 Why it exists. A decode step feeds one token, so every linear layer is a matrix-vector product: each weight
 is read once and used for one multiply-add. The step is bound by how fast the weights come out of memory,
 not by arithmetic (notebook 08, the roofline). On the 2-core machine this project is built on, PyTorch's
-one-token ``F.linear`` (``x @ W.T`` with W stored (out, in)) streamed a GPT-2-sized model at about 16 GB/s
-with one thread and no faster with two, while a plain sum over memory reached about 28 GB/s on two cores
-(``python -m lib.bench`` measures both): one core alone cannot pull all of the bandwidth.
+one-token ``F.linear`` (``x @ W.T`` with W stored (out, in)) streams a GPT-2-sized model at about 15 GB/s
+with one thread and no faster with two, while a plain sum over memory reads 25 to 39 GB/s on two cores
+(a shared machine: it varies; ``python -m lib.bench`` measures both): one core alone cannot pull all of
+the bandwidth.
 
 What it changes, and nothing else:
 
@@ -86,6 +87,8 @@ class PackedLinear:
         if any(b is not None for b in biases):
             self.bias = torch.cat([torch.zeros(t.shape[0], dtype=w.dtype, device=w.device) if b is None
                                    else b.detach() for t, b in zip(weights, biases)])  # (out,)
+            if split == "cols":  # per slice, so that the product adds it (one op fewer per call)
+                self.slice_bias = F.pad(self.bias, (0, self.pad)).reshape(shards, 1, -1).contiguous()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         B, P = x.shape[0], self.shards
@@ -96,9 +99,9 @@ class PackedLinear:
             return x @ w if self.bias is None else torch.addmm(self.bias, x, w)
         if self.split == "cols":
             xs = x.unsqueeze(0).expand(P, B, self.in_features)  # every slice sees all of x (a view)
-            y = torch.bmm(xs, self.weight).transpose(0, 1).reshape(B, -1)  # (B, shards * n), slice after slice
-            if self.pad:
-                y = y[:, :self.out_features]
+            y = torch.bmm(xs, self.weight) if self.bias is None else torch.baddbmm(self.slice_bias, xs, self.weight)
+            y = y.transpose(0, 1).reshape(B, -1)  # (B, shards * n), slice after slice
+            return y[:, :self.out_features] if self.pad else y
         else:
             if self.pad:
                 x = F.pad(x, (0, self.pad))
@@ -194,8 +197,11 @@ class FastDecoder:
     def __call__(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False):
         """Logits (B, T, vocab_size), or (B, 1, vocab_size) with ``last_only``, as the model returns them. A
         pass that records (``record``) or a model in training mode is handed to the plain model; every other
-        pass, the prefill included, runs on the packed weights."""
-        self.check_fresh()
+        pass, the prefill included, runs on the packed weights. Whether the weights are still the packed
+        ones is checked when a sequence starts (a pass without a cache, or on an empty one), not at every
+        decode step (it walks every parameter: a tenth of a millisecond for GPT-2)."""
+        if cache is None or cache.seq_len == 0:
+            self.check_fresh()
         m = self.model
         if record is not None or m.training:
             return m(input_ids, cache=cache, record=record, last_only=last_only)

@@ -17,6 +17,7 @@ VARIANTS = {
     "mha-rope-untied-gelu_tanh": dict(n_heads=2, positions="rope", activation="gelu_tanh", tie_embeddings=False),
     "gqa-learned-qkvbias": dict(n_heads=4, n_kv_heads=2, bias=False, qkv_bias=True),
     "odd-sizes": dict(vocab_size=37, d_model=30, n_heads=3, d_ff=50),  # nothing divides by 2 or 4
+    "head_dim-not-d_model/heads-sdpa": dict(n_heads=4, n_kv_heads=2, head_dim=6, positions="rope", attn_impl="sdpa"),
 }
 
 
