@@ -215,9 +215,10 @@ def decode_contenders(hf, model, ids, new_tokens: int, runs: int = 1, uncached_r
     cache, its static cache and without. A cache speedup compares one implementation with itself."""
     sdpa = with_sdpa(model)
     packed = FastDecoder(model, shards)
+    fd = f"FastDecoder ({packed.shards} shard{'s' * (packed.shards > 1)})"
     out = [Contender("lib, KV cache", "lib", True, lambda: generate(model, ids, new_tokens).sequences, runs),
            Contender("lib, KV cache, sdpa", "lib", True, lambda: generate(sdpa, ids, new_tokens).sequences, runs),
-           Contender(f"lib, KV cache, FastDecoder ({packed.shards} shard{'s' * (packed.shards > 1)})", "lib", True,
+           Contender(f"lib, KV cache, {fd}", "lib", True,
                      lambda: generate(packed, ids, new_tokens).sequences, runs)]
     if hf is not None:
         kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False)
@@ -227,7 +228,7 @@ def decode_contenders(hf, model, ids, new_tokens: int, runs: int = 1, uncached_r
                           lambda: hf.generate(ids, cache_implementation="static", **kw), runs)]
     out += [Contender("lib, no cache", "lib", False,
                       lambda: generate(model, ids, new_tokens, use_cache=False).sequences, uncached_runs),
-            Contender(f"lib, no cache, FastDecoder ({packed.shards} shard{'s' * (packed.shards > 1)})", "lib", False,
+            Contender(f"lib, no cache, {fd}", "lib", False,
                       lambda: generate(packed, ids, new_tokens, use_cache=False).sequences, uncached_runs)]
     if hf is not None:
         out.append(Contender("transformers, no cache", "transformers", False,

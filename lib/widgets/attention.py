@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ..trace import Trace
+from . import figure_and_axes
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
 DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
@@ -199,14 +200,9 @@ def plot_attention(trace: Trace, tokenizer=None, layer: int = 0, head: int = 0, 
                    batch: int = 0, ax=None):
     """Static heat-map of one layer and head as it stood after ``step`` (default: the last step).
     Grey cells are keys not in the cache yet; the red box is the newest key column. Returns the Figure."""
-    import matplotlib.pyplot as plt
-
     view = attention_view(trace, tokenizer, layer, head, batch)
     step = _check_step(step, view.n_steps)
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(min(2.5 + 0.45 * view.n_keys, 12), min(1.6 + 0.32 * view.n_steps, 9)))
-    else:
-        fig = ax.figure
+    fig, ax = figure_and_axes(ax, (min(2.5 + 0.45 * view.n_keys, 12), min(1.6 + 0.32 * view.n_steps, 9)))
     im = _draw(ax, view, step)
     fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label="attention weight")
     ax.set_title(f"layer {layer}, head {head}: step {step}'s query {view.query_tokens[step]} "

@@ -51,10 +51,12 @@ from ..config import ModelConfig
 from ..costs import (PRESETS, _count, generation_steps, kv_cache_bytes, kv_computations,
                      kv_equals_weights_tokens, weight_bytes)
 from ..measure import cumulative, fit_loglog_slope, larger_config
+from . import figure_and_axes
 
 MODEL_CHOICES = ("chat", "larger", *PRESETS)
 MODEL_LABELS = {"chat": "chat (demo model, d_model 64)", "larger": "larger (random weights, d_model 256)"}
 CACHES = ("cache", "no cache")
+FIGSIZE = (7.5, 3.6)  # the static figures
 PARTS = ("linear", "attention", "total")
 PART_LABELS = {"linear": "projections + FFN", "attention": "attention", "total": "total"}
 SHOWS = ("both", "with cache", "without cache")
@@ -211,15 +213,6 @@ def _bytes_label(b: float) -> str:
 
 # -------------------------------------------------------------------------------- tier 1: matplotlib
 
-def _axes(ax, figsize=(7.5, 3.6)):
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        fig, ax = plt.subplots(figsize=figsize)
-        return fig, ax
-    return ax.figure, ax
-
-
 def _finish(ax, loglog: bool, xlabel: str, ylabel: str, title: str):
     if loglog:
         ax.set_xscale("log")
@@ -270,7 +263,7 @@ def plot_flops(model="chat", n: int = 64, prompt_len: int = 1, cumulative: bool 
     c = analytic_curves(model, n, prompt_len)
     view = "cumulative" if cumulative else "per_step"
     series = c["flops_cumulative"] if cumulative else c["flops"]
-    fig, ax = _axes(ax)
+    fig, ax = figure_and_axes(ax, FIGSIZE)
     for cache in CACHES:
         for part in ("linear", "attention"):
             label = f"{PART_LABELS[part]}, {'with' if cache == 'cache' else 'without'} cache"
@@ -289,7 +282,7 @@ def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, 
     m = _check_measurements(measurements)
     series = _measured_series(m, cumulative)
     view = "cumulative" if cumulative else "per_step"
-    fig, ax = _axes(ax)
+    fig, ax = figure_and_axes(ax, FIGSIZE)
     for mode, ys in series.items():
         ax.plot(m["positions"], ys, "o-", ms=3, color=COLORS["no cache" if mode == "no cache" else mode],
                 label=f"{_mode_label(mode)} (slope {m['slopes'][mode][view]:.2f})")
@@ -311,7 +304,7 @@ def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, 
 def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_size: int = 1, ax=None):
     """KV-cache bytes vs tokens (a straight line) next to the weights' bytes (flat)."""
     mem = memory_curves(model, n, dtype, batch_size)
-    fig, ax = _axes(ax)
+    fig, ax = figure_and_axes(ax, FIGSIZE)
     ax.plot(mem["positions"], mem["kv_bytes"], color=COLORS["kv"],
             label=f"KV cache, batch {mem['batch_size']}: {_bytes_label(mem['kv_bytes'][-1])} at "
                   f"{mem['positions'][-1]} tokens")

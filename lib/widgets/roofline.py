@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import roofline as rl
 from ..costs import kv_cache_bytes
+from . import figure_and_axes
 
 DEFAULT_MODELS = ("chat", "llama-2-7b", "llama-3-8b")  # the demo model, a 7B with MHA and an 8B with GQA
 BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
@@ -208,15 +209,11 @@ def plot_roofline(points: list[dict], machine: rl.Machine, ax=None, title: str |
     """Log-log roofline of ``machine`` with each point at (intensity, attainable): one colour per model,
     squares for prefill, circles for decode, each labelled with its "label" if it has one, else its batch
     size. Returns the figure."""
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     if not points:
         raise ValueError("plot_roofline needs at least one point (see roofline_points)")
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-    else:
-        fig = ax.figure
+    fig, ax = figure_and_axes(ax, (8, 4.5))
     scale, unit = _y_unit(machine)
     xs, ys = roof_line(machine, *_x_range([p["cost"].intensity for p in points], machine))
     ax.plot(xs, [y / scale for y in ys], color=ROOF_COLOUR, lw=2)
@@ -255,16 +252,11 @@ def plot_roofline(points: list[dict], machine: rl.Machine, ax=None, title: str |
 def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), contexts=None, ax=None):
     """Bytes one decode step reads, against context: the weights (flat) and the KV cache for each batch
     size (rising), with a dot where KV reads overtake the weights and a dotted line at max_seq_len."""
-    import matplotlib.pyplot as plt
-
     c = rl.model_config(model)
     contexts = [t for t in CONTEXTS if t <= 4 * c.max_seq_len] if contexts is None else list(contexts)
     if not contexts:
         raise ValueError("plot_bytes_split needs at least one context length")
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(7.5, 4))
-    else:
-        fig = ax.figure
+    fig, ax = figure_and_axes(ax, (7.5, 4))
     w = rl.streamed_weight_bytes(c, dtype) / 1e9
     ax.plot(contexts, [w] * len(contexts), color=ROOF_COLOUR, lw=2, label=f"weights ({w:.4g} GB)")
     for i, b in enumerate(batches):

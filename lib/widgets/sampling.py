@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ..generate import filter_logits
-from ..tokenizer import UnknownCharacterError
+from . import figure_and_axes, kept_prompt_message
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
 MAX_BARS = 50  # never more bars than this: past ~50 they stop being readable
@@ -182,13 +182,9 @@ def draw_tokens(logits, n: int = 20, temperature: float = 1.0, top_k: int | None
 # -- tier 1: static matplotlib ------------------------------------------------------------------------------
 def plot_bars(bars: Bars, ax=None, title: str | None = None, legend: bool = True):
     """Draw ``bars`` on ``ax`` (a new figure if None) and return the figure."""
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * len(bars.ids) + 1.5), 3.2))
-    else:
-        fig = ax.figure
+    fig, ax = figure_and_axes(ax, (max(4.0, 0.32 * len(bars.ids) + 1.5), 3.2))
     x = list(range(len(bars.ids)))
     heights = [p if k else b for p, b, k in zip(bars.probs, bars.before, bars.kept)]
     ax.bar(x, heights, color=[KEPT if k else REMOVED for k in bars.kept], width=0.8)
@@ -361,13 +357,8 @@ class SamplingExplorer:
         text = change["new"]
         try:
             self.logits = next_token_logits(self.model, self.tokenizer, text)
-        except UnknownCharacterError as e:
-            chars = "".join(e.chars)
-            self.message = (f"not in this model's vocabulary: {chars!r}. It knows printable ASCII, <s>, <eos> "
-                            f"and the corpus's Chinese characters (such as 人工智能深度学习); still showing "
-                            f"{self.prompt!r}.")
-        except ValueError as e:
-            self.message = f"{e}; still showing {self.prompt!r}."
+        except ValueError as e:  # an unknown character (UnknownCharacterError), an empty prompt
+            self.message = kept_prompt_message(e, self.prompt)
         else:
             self.prompt, self.message = text, ""
         self._update()

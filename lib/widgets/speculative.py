@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from ..speculative import SpeculativeResult, speculative_generate
-from ..tokenizer import UnknownCharacterError
+from . import figure_and_axes, kept_prompt_message
 
 COLORS = {
     "accepted": "#2ca02c",  # a draft token the target kept
@@ -107,16 +107,12 @@ def describe(result: SpeculativeResult, sep: str = "; ") -> str:
 def plot_rounds(result: SpeculativeResult, tokenizer, ax=None, title: str | None = None):
     """Tier 1: one row per round; green kept, red rejected, grey dropped, then the target's own token
     (orange correction, blue bonus). The right margin says how many tokens the round added."""
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
     rows = round_cells(result, tokenizer)
     k = result.k
     n = len(rows)
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.5 + 0.55 * (k + 3)), 1.6 + 0.42 * max(n, 1)))
-    else:
-        fig = ax.figure
+    fig, ax = figure_and_axes(ax, (max(6.0, 1.5 + 0.55 * (k + 3)), 1.6 + 0.42 * max(n, 1)))
     for row in rows:
         for c in row:
             x = c.slot + (0.4 if c.slot == k else 0)  # a gap before the target's column
@@ -279,11 +275,8 @@ class SpeculativeExplorer:
         text = self.prompt_box.value
         try:
             self.result = self._run(text)
-        except UnknownCharacterError as e:
-            self.message = (f"not in this model's vocabulary: {''.join(e.chars)!r} (it knows printable ASCII, <s>, "
-                            f"<eos> and the corpus's Chinese characters); still showing {self.prompt!r}")
-        except ValueError as e:
-            self.message = f"{e}; still showing {self.prompt!r}"
+        except ValueError as e:  # an unknown character (UnknownCharacterError), a prompt too long
+            self.message = kept_prompt_message(e, self.prompt)
         else:
             self.prompt, self.message = text, ""
         self._render()
