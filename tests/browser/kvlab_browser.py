@@ -214,3 +214,28 @@ def screenshot(locator, name: str) -> Path:
     locator.scroll_into_view_if_needed()
     locator.screenshot(path=str(path), animations="disabled")
     return path
+
+
+# -- waiting on the page's promises ------------------------------------------------------------------------
+
+_SLOTS = iter(range(1, 1 << 30))
+
+
+def settle(page, fn_js: str, arg=None, timeout_ms: int = 60_000, what: str = ""):
+    """Call the page function ``fn_js`` with ``arg`` and wait until the promise it returns settles.
+
+    Not ``page.evaluate("async () => await ...")``: V8's inspector holds the promise it awaits for Playwright
+    only weakly, and a long wait can end in "Resulting promise was garbage collected" (seen in CI while
+    JupyterLab started). Here the promise is kept on ``window`` and its outcome is polled for; a rejection
+    comes back as an AssertionError that says what was being waited for."""
+    slot = f"__kvlabSettle{next(_SLOTS)}"
+    page.evaluate(f"""(arg) => {{
+      const s = window.{slot} = {{done: false, error: null}};
+      s.promise = Promise.resolve().then(() => ({fn_js})(arg)).then(
+        () => {{ s.done = true; }},
+        e => {{ s.done = true; s.error = String((e && e.stack) || e); }});
+    }}""", arg)
+    page.wait_for_function(f"() => !!window.{slot} && window.{slot}.done", timeout=timeout_ms)
+    error = page.evaluate(f"() => window.{slot}.error")
+    page.evaluate(f"() => {{ delete window.{slot}; }}")
+    assert error is None, f"{what or fn_js}: the page's promise was rejected: {error}"

@@ -46,6 +46,18 @@ KERNEL_IDLE_JS = """(path) => {
   return !!k && k.status === 'idle';
 }"""
 
+# True once JupyterLab has started and restored its layout. A polled page function, not an awaited promise
+# (see kvlab_browser.settle): the wait hangs on window and starts again if the page reloads.
+STARTED_JS = """() => {
+  const app = window.jupyterapp;
+  if (!app || !app.serviceManager.isReady) return false;
+  if (!window.__kvlabStarted) {
+    const s = window.__kvlabStarted = {done: false};
+    s.promise = Promise.all([app.started, app.restored]).then(() => { s.done = true; });
+  }
+  return window.__kvlabStarted.done;
+}"""
+
 # Shut the kernel down and close the tab without saving (the copy's outputs are thrown away anyway).
 CLOSE_JS = """async (path) => {
   for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
@@ -61,9 +73,10 @@ CLOSE_JS = """async (path) => {
 def lab_page(lab, browser, guard, clean_screenshots):
     page = browser.new_page()
     guard.label = "JupyterLab start-up"
-    page.goto(f"{lab.url}/lab?reset")
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.serviceManager.isReady", timeout=180_000)
-    page.evaluate("async () => { await window.jupyterapp.started; await window.jupyterapp.restored; }")
+    # Plain /lab: the server's workspace folder is new and empty (isolated_env). "?reset" is not needed, and
+    # JupyterLab answers a second routing of it with a page reload, which broke the start-up wait in CI.
+    page.goto(f"{lab.url}/lab")
+    page.wait_for_function(STARTED_JS, timeout=180_000)
     yield page
     page.close()
 
@@ -81,8 +94,8 @@ def test_expected_table_matches_committed_notebooks():
 
 def run_all(page, path: str):
     """Open the notebook, restart its kernel and run every cell, as a person does from the Kernel menu."""
-    page.evaluate("async (path) => { await window.jupyterapp.commands.execute('docmanager:open', "
-                  "{path, factory: 'Notebook'}); }", path)
+    kb.settle(page, "(path) => window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'})",
+              path, timeout_ms=180_000, what=f"opening {path}")
     page.wait_for_function(KERNEL_IDLE_JS, arg=path, timeout=180_000)
     page.evaluate("() => { window.__kvlabRun = null; window.jupyterapp.commands.execute('notebook:restart-run-all')"
                   ".then(r => window.__kvlabRun = String(r), e => window.__kvlabRun = 'failed: ' + e); }")
@@ -147,7 +160,7 @@ def test_notebook_in_jupyterlab(name, lab_page, guard):
         print(f"\n{name}: {json.dumps(got)}" + "".join(f"\n    {n}" for n in notes))
         DRIVEN[name] = kinds
     finally:
-        page.evaluate(CLOSE_JS, path)
+        kb.settle(page, CLOSE_JS, path, what=f"closing {path}")
 
 
 def test_every_required_widget_kind_was_driven(lab_page):
