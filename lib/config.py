@@ -10,9 +10,11 @@ POSITIONS = ("learned", "rope")
 ATTN_IMPLS = ("manual", "sdpa")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelConfig:
-    """Shapes of a decoder-only Transformer.
+    """Shapes of a decoder-only Transformer. Frozen: a config is validated once, when it is made, and a model
+    built from it (or ``lib.PRESETS``, shared by everyone) cannot be changed under it; ``replace(...)`` makes a
+    changed, validated copy.
 
     ``n_kv_heads=None`` means ``n_heads`` (multi-head attention); fewer key/value heads than query heads
     gives grouped-query attention (GQA), exactly one gives multi-query attention (MQA).
@@ -38,6 +40,9 @@ class ModelConfig:
     attn_impl: str = "manual"  # "manual" (written out, weights visible) or "sdpa" (fused fast path)
 
     def __post_init__(self):
+        def fill(name, value):  # a default that depends on other fields (the dataclass is frozen)
+            object.__setattr__(self, name, value)
+
         def need_pos_int(name):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -46,14 +51,14 @@ class ModelConfig:
         for name in ("vocab_size", "n_layers", "d_model", "n_heads", "max_seq_len"):
             need_pos_int(name)
         if self.n_kv_heads is None:
-            self.n_kv_heads = self.n_heads
+            fill("n_kv_heads", self.n_heads)
         need_pos_int("n_kv_heads")
         if self.head_dim is None:
             if self.d_model % self.n_heads:
                 raise ValueError(
                     f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                     "choose n_heads that divides d_model (or give head_dim explicitly)")
-            self.head_dim = self.d_model // self.n_heads
+            fill("head_dim", self.d_model // self.n_heads)
         need_pos_int("head_dim")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
@@ -61,7 +66,7 @@ class ModelConfig:
                 f"head must serve a whole group of query heads (allowed n_kv_heads: "
                 f"{[d for d in range(1, self.n_heads + 1) if self.n_heads % d == 0]})")
         if self.d_ff is None:
-            self.d_ff = 4 * self.d_model
+            fill("d_ff", 4 * self.d_model)
         need_pos_int("d_ff")
         for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("positions", POSITIONS),
                               ("attn_impl", ATTN_IMPLS)):
@@ -71,7 +76,7 @@ class ModelConfig:
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"rotary positions need an even head_dim, got head_dim={self.head_dim}")
         if self.qkv_bias is None:
-            self.qkv_bias = self.bias
+            fill("qkv_bias", self.bias)
 
     @property
     def n_rep(self) -> int:
@@ -102,3 +107,14 @@ class ModelConfig:
         if unknown:
             raise ValueError(f"unknown ModelConfig fields {unknown}; known fields: {sorted(known)}")
         return cls(**d)
+
+
+def _refuse_change(self, name, *value):
+    raise dataclasses.FrozenInstanceError(
+        f"ModelConfig is frozen (validated once; models and lib.PRESETS share it): cannot change {name!r}; "
+        f"make a changed copy with config.replace({name}=...)")
+
+
+# The frozen dataclass's own refusal says only "cannot assign to field"; this one says what to do instead.
+ModelConfig.__setattr__ = _refuse_change
+ModelConfig.__delattr__ = _refuse_change

@@ -30,6 +30,22 @@ def test_config_errors(kw, msg):
         ModelConfig(**base)
 
 
+def test_config_is_frozen_and_replace_makes_a_validated_copy():
+    import dataclasses
+    from lib import PRESETS
+    gpt2 = PRESETS["gpt2"]
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot change 'n_layers'; .*config.replace\(n_layers=...\)"):
+        gpt2.n_layers = 2  # would have changed the preset for every later user in the process
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"cannot change 'd_model'"):
+        del gpt2.d_model
+    assert gpt2.n_layers == 12
+    small = gpt2.replace(n_layers=2)
+    assert (small.n_layers, gpt2.n_layers) == (2, 12) and small.d_ff == gpt2.d_ff
+    with pytest.raises(ValueError, match=r"n_heads=5 is not a multiple of n_kv_heads"):
+        gpt2.replace(n_heads=5, n_kv_heads=2, head_dim=64)  # validated again, as a new config is
+    assert len({gpt2, gpt2.replace(), small}) == 2  # hashable, equal by value
+
+
 def test_shapes_parameters_and_state_dict():
     c = ModelConfig(vocab_size=20, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2, positions="rope",
                     activation="swiglu", norm="rmsnorm", bias=False, tie_embeddings=False)
