@@ -6,6 +6,7 @@ the whole sequence again and recomputes every K and V. Both give the same tokens
 """
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass
 
@@ -49,14 +50,35 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
     return logits
 
 
+def _ids_from_lists(prompts) -> torch.Tensor:
+    """One prompt (a list of token ids) or a batch of them (a list of such lists) as a (B, T) tensor."""
+    if not prompts:
+        raise ValueError("the prompt is empty: give at least one token (e.g. the <s> token)")
+    rows = list(prompts) if isinstance(prompts[0], (list, tuple)) else [prompts]
+    for b, row in enumerate(rows):
+        where = f"prompt {b} of the batch" if len(rows) > 1 else "the prompt"
+        if not isinstance(row, (list, tuple)):
+            raise TypeError(f"a batch of prompts is a list of lists of token ids; {where} is {row!r} "
+                            f"({type(row).__name__})")
+        if not row:
+            raise ValueError(f"{where} is empty: give at least one token (e.g. the <s> token)")
+        bad = next((t for t in row if isinstance(t, bool) or not isinstance(t, numbers.Integral)), None)
+        if bad is not None:
+            raise TypeError(f"token ids are integers; {where} holds {bad!r} ({type(bad).__name__}) "
+                            f"(encode text with the tokenizer first)")
+    lengths = [len(row) for row in rows]
+    if len(set(lengths)) > 1:
+        raise ValueError(f"the prompts of one batch must have the same length (lib's attention has no padding "
+                         f"mask), got lengths {lengths}; generate them one at a time, or use lib.serving.serve, "
+                         f"which batches requests of any length")
+    return torch.tensor(rows, dtype=torch.long)
+
+
 def check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, cache_kind="static"):
     """Validate generate()'s arguments (clear errors) and return input_ids as a (B, T) tensor on the model's device."""
     c = model.config
     if isinstance(input_ids, (list, tuple)):
-        if not input_ids:
-            raise ValueError("the prompt is empty: give at least one token (e.g. the <s> token)")
-        input_ids = torch.tensor([input_ids] if isinstance(input_ids[0], int) else input_ids, dtype=torch.long)
-        input_ids = input_ids.to(model.device)
+        input_ids = _ids_from_lists(input_ids).to(model.device)
     if not isinstance(input_ids, torch.Tensor):
         raise TypeError(f"input_ids must be a list of token ids or a (batch, seq_len) tensor, "
                         f"got {type(input_ids).__name__}")

@@ -141,6 +141,28 @@ def test_bad_arguments_are_clear_errors(model):
     assert generate(model, [1, 2], 38).sequences.shape == (1, 40)  # exactly fills the window: allowed
 
 
+def test_prompt_lists_are_checked_before_torch_sees_them(model):
+    """A list prompt with ragged rows or non-integers gets lib's error, not torch.tensor's."""
+    with pytest.raises(ValueError, match=r"the prompts of one batch must have the same length .*got lengths "
+                                         r"\[3, 2\]; generate them one at a time, or use lib.serving.serve"):
+        generate(model, [[1, 2, 3], [1, 2]], 3)
+    with pytest.raises(ValueError, match=r"prompt 1 of the batch is empty"):
+        generate(model, [[1], []], 3)
+    with pytest.raises(TypeError, match=r"token ids are integers; the prompt holds 'a' \(str\) \(encode text"):
+        generate(model, [1, "a"], 3)
+    with pytest.raises(TypeError, match=r"token ids are integers; prompt 0 of the batch holds 1.5 \(float\)"):
+        generate(model, [[1.5, 2], [1, 2]], 3)
+    with pytest.raises(TypeError, match=r"the prompt holds True \(bool\)"):
+        generate(model, [True, 2], 3)
+    with pytest.raises(TypeError, match=r"list of lists of token ids; prompt 1 of the batch is 3 \(int\)"):
+        generate(model, [[1, 2], 3], 3)
+    import numpy as np
+    same = generate(model, [np.int64(1), 2, 3], 4).sequences
+    assert torch.equal(same, generate(model, [1, 2, 3], 4).sequences)  # numpy integers are token ids too
+    two = generate(model, ([1, 2, 3], (4, 5, 6)), 4).sequences  # tuples as well as lists
+    assert two.shape == (2, 7) and torch.equal(two[:1], same)
+
+
 def test_list_and_1d_prompts(model):
     a = generate(model, [1, 2, 3], 4).sequences
     b = generate(model, torch.tensor([1, 2, 3]), 4).sequences
