@@ -90,11 +90,19 @@ class ModelConfig:
         return "MQA" if self.n_kv_heads == 1 else "GQA"
 
     def replace(self, **changes) -> "ModelConfig":
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again). A field that held its default derived from
+        others is derived again when those change and it is not given: ``n_kv_heads`` of a multi-head
+        config follows ``n_heads`` (it stays MHA), ``head_dim`` follows ``d_model // n_heads``, ``d_ff``
+        follows ``4 * d_model``, ``qkv_bias`` follows ``bias``. A value set otherwise is kept."""
         d = dataclasses.asdict(self)
+        derived = {"n_kv_heads": (("n_heads",), self.n_kv_heads == self.n_heads),
+                   "head_dim": (("d_model", "n_heads"), self.head_dim == self.d_model // self.n_heads),
+                   "d_ff": (("d_model",), self.d_ff == 4 * self.d_model),
+                   "qkv_bias": (("bias",), self.qkv_bias == self.bias)}
+        for name, (sources, was_default) in derived.items():
+            if was_default and name not in changes and any(src in changes for src in sources):
+                d[name] = None
         d.update(changes)
-        if "n_heads" in changes and "head_dim" not in changes:
-            d["head_dim"] = None
         return ModelConfig(**d)
 
     def to_dict(self) -> dict:

@@ -46,6 +46,22 @@ def test_config_is_frozen_and_replace_makes_a_validated_copy():
     assert len({gpt2, gpt2.replace(), small}) == 2  # hashable, equal by value
 
 
+def test_replace_derives_again_what_was_derived_and_keeps_what_was_set():
+    base = ModelConfig(vocab_size=10, n_layers=1, d_model=64, n_heads=8)  # MHA, head_dim 8, d_ff 256
+    c = base.replace(n_heads=4)
+    assert (c.n_kv_heads, c.head_dim, c.d_ff) == (4, 16, 256)  # still MHA; head_dim follows
+    c = base.replace(d_model=32)
+    assert (c.head_dim, c.d_ff) == (4, 128)
+    gqa = base.replace(n_kv_heads=2)
+    assert gqa.replace(n_heads=4).n_kv_heads == 2  # set by hand: kept (and validated)
+    wide = ModelConfig(vocab_size=10, n_layers=1, d_model=64, n_heads=8, head_dim=16, d_ff=100)
+    assert (wide.replace(n_heads=4).head_dim, wide.replace(d_model=32).d_ff) == (16, 100)
+    assert base.replace(bias=False).qkv_bias is False
+    qwen = base.replace(bias=False, qkv_bias=True)
+    assert qwen.replace(n_layers=2).qkv_bias is True and qwen.replace(bias=True).qkv_bias is True
+    assert base.replace(n_heads=4, n_kv_heads=1).attention_kind == "MQA"  # what is given wins
+
+
 def test_shapes_parameters_and_state_dict():
     c = ModelConfig(vocab_size=20, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2, positions="rope",
                     activation="swiglu", norm="rmsnorm", bias=False, tie_embeddings=False)
