@@ -52,9 +52,7 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
 
 def _ids_from_lists(prompts) -> torch.Tensor:
     """One prompt (a list of token ids) or a batch of them (a list of such lists) as a (B, T) tensor."""
-    if not prompts:
-        raise ValueError("the prompt is empty: give at least one token (e.g. the <s> token)")
-    rows = list(prompts) if isinstance(prompts[0], (list, tuple)) else [prompts]
+    rows = list(prompts) if prompts and isinstance(prompts[0], (list, tuple)) else [prompts]
     for b, row in enumerate(rows):
         where = f"prompt {b} of the batch" if len(rows) > 1 else "the prompt"
         if not isinstance(row, (list, tuple)):
