@@ -56,7 +56,7 @@ from .costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes
 from .generate import generate
 from .measure import _steady, fit_loglog_slope, random_model, time_at_positions
 from .model import MiniTransformer
-from .device import fixed_threads
+from .device import fixed_threads, synchronize
 from .fastdecode import FastDecoder, PackedLinear
 from .roofline import measure_bandwidth_gbs, pass_cost, streamed_weight_bytes
 
@@ -126,17 +126,12 @@ def twin_models(seed: int = 0):
 
 # ---------------------------------------------------------------------------------------------- timing
 
-def _sync(device):
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _timed(fn, device="cpu"):
     """(seconds, result) of one call, the device synchronised before and after."""
-    _sync(device)
+    synchronize(device)
     t0 = time.perf_counter()
     out = fn()
-    _sync(device)
+    synchronize(device)
     return time.perf_counter() - t0, out
 
 

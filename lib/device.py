@@ -86,3 +86,13 @@ def fixed_threads(threads: int | None):
         yield threads
     finally:
         torch.set_num_threads(before)
+
+
+def synchronize(device) -> None:
+    """Wait until every kernel queued on ``device`` has finished (CUDA and MPS run asynchronously; the CPU
+    does not), so that a clock read afterwards times the work, not its launch."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()

@@ -56,7 +56,7 @@ import torch
 from .config import ModelConfig
 from .costs import _count, generation_steps
 from .generate import CACHE_KINDS, generate
-from .device import fixed_threads
+from .device import fixed_threads, synchronize
 from .model import MiniTransformer
 
 MODES = ("no cache", "static", "concat")
@@ -172,11 +172,6 @@ def _steady(threads: int):
                 gc.enable()
 
 
-def _sync(model):
-    if model.device.type == "cuda":
-        torch.cuda.synchronize(model.device)
-
-
 def _tokens(model, n: int, seed: int) -> torch.Tensor:
     """(1, n) random token ids; with random weights the text does not matter, only its length."""
     gen = torch.Generator().manual_seed(seed)
@@ -222,11 +217,11 @@ def _one_step_seconds(model, ids, t: int, cache, clock) -> float:
     """Time the step that ends at context length t: feed ids[:, t-1] on top of a cache holding t-1
     positions, or (cache=None) feed all t tokens; then pick the next token, as generate() does."""
     fed = ids[:, t - 1:t] if cache is not None else ids[:, :t]
-    _sync(model)
+    synchronize(model.device)
     t0 = clock()
     logits = model(fed, cache=cache, last_only=True)[:, -1, :]  # (1, vocab): lm_head on the last position only
     torch.argmax(logits, dim=-1)
-    _sync(model)
+    synchronize(model.device)
     return clock() - t0
 
 

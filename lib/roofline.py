@@ -48,7 +48,7 @@ from .config import ModelConfig
 from .costs import (PRESETS, _count, _dtype_name, dtype_bytes, forward_flops, kv_bytes_per_token,
                     kv_cache_bytes, param_count)
 from .demo import DEMOS, load_demo
-from .device import describe_device, fixed_threads, resolve_device, resolve_dtype
+from .device import describe_device, fixed_threads, resolve_device, resolve_dtype, synchronize
 
 MODEL_CHOICES = (*DEMOS, *PRESETS)  # names every function here accepts instead of a ModelConfig
 
@@ -278,22 +278,15 @@ REFERENCE_MACHINES: dict[str, Machine] = {
 
 # --------------------------------------------------------------------------- measuring this machine
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
 def _best_seconds(fn, device: torch.device, repeats: int) -> float:
     """Shortest wall time of ``repeats`` calls of fn() after one warm-up call (device synchronised)."""
     fn()
-    _sync(device)
+    synchronize(device)
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
-        _sync(device)
+        synchronize(device)
         best = min(best, time.perf_counter() - t0)
     return best
 
