@@ -11,9 +11,10 @@ from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
 from .fastdecode import FastDecoder
 from .hf import from_hf
-from .generate import GenerationResult, filter_logits, generate
+from .generate import GenerationResult, generate, generate_paged
 from .model import ForwardRecord, MiniTransformer
-from .paged import PagedKVCache, PagedKVPool, generate_paged
+from .paged import PagedKVCache, PagedKVPool
+from .sampling import filter_logits
 from .speculative import SpeculativeResult, speculative_generate
 from .tokenizer import CharTokenizer, UnknownCharacterError
 from .trace import Trace, TraceStep

@@ -7,18 +7,74 @@ buffer, so ``model.state_dict()`` and ``model.parameters()`` contain none of it.
   and each forward writes its new rows at position ``seq_len`` (like gpt-fast or HF's StaticCache).
 * ``ConcatKVCache`` grows with ``torch.cat``: every step allocates a new tensor and copies the whole history
   into it. It gives the same numbers, but copies O(n²) bytes over a generation, which it counts.
+* ``lib.paged.PagedKVCache`` keeps them in fixed-size blocks of a shared pool (vLLM), and lets the sequences
+  of one batch have different lengths.
 
-A forward pass calls ``update(layer, k, v)`` once per layer (returns all keys and values so far) and then
-``advance(T)`` once, which moves ``seq_len`` on by the T tokens it fed.
+The protocol a forward pass follows (the model never changes for a new kind of cache; vLLM is built so too):
+
+    feed = cache.begin(model, B, T, lengths)     # check, make room; -> Feed: positions (B, T) and the mask
+    for every layer:
+        keys, values = cache.update(layer, k, v)  # append this pass's K/V (B, n_kv_heads, T, head_dim);
+                                                  # -> every key and value so far (B, n_kv_heads, S, head_dim)
+    cache.commit()                                # the new positions count: seq_len grows by T
+    (cache.rollback() instead, if the pass failed: the cache is as it was before ``begin``)
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 from .config import ModelConfig
 
 
-def _check_dtype_device(dtype, device):
+@dataclass
+class Feed:
+    """Where the tokens of one forward pass sit, as the cache hands it to attention.
+
+    ``positions`` (B or 1, T): the absolute position of each fed token. In a ragged batch (sequences of
+    different lengths, right-padded to T) a padding slot repeats its row's last real position, so it never
+    leaves the context window; its output is thrown away. ``n_keys``: keys after this pass (S, the longest
+    row). ``lengths``: real tokens per row when they differ, else None (every row feeds all T)."""
+
+    positions: torch.Tensor
+    n_keys: int
+    lengths: list | None = None
+
+    @classmethod
+    def contiguous(cls, start: int, n_new: int, device) -> "Feed":
+        """Every sequence starts at ``start`` and feeds ``n_new`` tokens."""
+        return cls(torch.arange(start, start + n_new, device=device)[None], start + n_new)
+
+    @classmethod
+    def ragged(cls, starts: list, lengths: list, device) -> "Feed":
+        """Sequence b starts at ``starts[b]`` and feeds ``lengths[b]`` tokens (right-padded to the longest)."""
+        if len(set(starts)) == 1 and len(set(lengths)) == 1:
+            return cls.contiguous(starts[0], lengths[0], device)
+        T = max(lengths)
+        start = torch.tensor(starts, device=device)[:, None]  # (B, 1)
+        last = start + torch.tensor(lengths, device=device)[:, None] - 1  # (B, 1)
+        positions = torch.minimum(start + torch.arange(T, device=device)[None], last)  # (B, T)
+        return cls(positions, max(s + n for s, n in zip(starts, lengths)), list(lengths))
+
+    def mask(self) -> torch.Tensor | None:
+        """(B or 1, 1, T, S) bool, True where a query may see a key: key j is visible from position p when
+        j <= p (causal). None when every query sees every key (one token per sequence, equal lengths)."""
+        if self.positions.shape[1] == 1 and self.lengths is None:
+            return None
+        keys = torch.arange(self.n_keys, device=self.positions.device)
+        return (keys[None, None, :] <= self.positions[:, :, None])[:, None]  # (B, 1, T, S)
+
+    def last(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, 1, d): each sequence's last real position."""
+        if self.lengths is None:
+            return h[:, -1:]
+        rows = torch.arange(h.shape[0], device=h.device)
+        return h[rows, torch.tensor(self.lengths, device=h.device) - 1][:, None]
+
+
+def check_cache_dtype_device(dtype, device):
+    """A cache's dtype (floating point; None: torch's default) and device (None: CPU), checked."""
     dtype = torch.get_default_dtype() if dtype is None else dtype
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"a KV cache needs a floating-point torch dtype (e.g. torch.float32, torch.bfloat16, "
@@ -27,8 +83,9 @@ def _check_dtype_device(dtype, device):
     return dtype, resolve_device("cpu" if device is None else device)
 
 
-class _CacheBase:
-    """What both caches share: shapes, bookkeeping and the checks that give readable errors."""
+class CacheBase:
+    """What every cache shares: shapes, the forward-pass protocol, and the checks that give readable errors.
+    A subclass stores K and V: ``_write`` (append, return everything so far), ``_read``, ``_crop``."""
 
     def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None):
         if not isinstance(config, ModelConfig):
@@ -42,9 +99,9 @@ class _CacheBase:
         self.config = config
         self.batch_size = batch_size
         self.max_len = max_len
-        self.dtype, self.device = _check_dtype_device(dtype, device)
-        self.seq_len = 0
-        self._pending = 0  # tokens written by the layers of the forward pass in progress
+        self.dtype, self.device = check_cache_dtype_device(dtype, device)
+        self.seq_len = 0  # positions cached (every sequence holds the same number)
+        self._pending = 0  # tokens the pass in progress has written (not yet committed)
 
     # -- shapes and sizes ---------------------------------------------------------------------------
     @property
@@ -59,9 +116,14 @@ class _CacheBase:
         """Positions still free before the cache is full."""
         return self.max_len - self.seq_len
 
+    @property
+    def seq_lens(self) -> list[int]:
+        """Cached positions of every sequence (all equal here; a paged cache may hold ragged rows)."""
+        return [self.seq_len] * self.batch_size
+
     # -- the protocol a forward pass follows ----------------------------------------------------------
-    def check_compatible(self, model, batch_size: int, n_new: int):
-        """Raise a clear error unless ``model`` may append ``n_new`` tokens of ``batch_size`` sequences."""
+    def check_compatible(self, model, batch_size: int):
+        """Raise a clear error unless this cache fits ``model`` and a batch of ``batch_size`` sequences."""
         c, mc = self.config, model.config
         if (c.n_layers, c.n_kv_heads, c.head_dim) != (mc.n_layers, mc.n_kv_heads, mc.head_dim):
             raise ValueError(
@@ -76,23 +138,39 @@ class _CacheBase:
         if model.device != self.device:
             raise ValueError(f"device mismatch: the cache lives on {self.device} but the model is on "
                              f"{model.device}; make the cache with device=model.device")
+
+    def begin(self, model, batch_size: int, n_new: int, lengths=None) -> Feed:
+        """Start a forward pass that feeds ``n_new`` tokens to each of ``batch_size`` sequences (or
+        ``lengths[b]`` real tokens to sequence b, right-padded to n_new): check, make room, and say where
+        the tokens sit. Raises a clear error, changing nothing, when they do not fit."""
+        self.check_compatible(model, batch_size)
+        if lengths is not None and any(n != n_new for n in lengths):
+            raise ValueError(f"{type(self).__name__} holds sequences of one length, so every row must feed "
+                             f"the same number of tokens (got lengths {list(lengths)}); use "
+                             f"lib.paged.PagedKVCache for a ragged batch, as lib.serving.serve does")
         if self.seq_len + n_new > self.max_len:
             raise ValueError(
                 f"KV cache is full: it holds {self.seq_len} of max_len={self.max_len} positions and this forward "
                 f"would add {n_new} more; make a cache with max_len >= {self.seq_len + n_new} or reset() it")
+        self._pending = n_new
+        return Feed.contiguous(self.seq_len, n_new, self.device)
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Append this pass's K and V (B, n_kv_heads, T, head_dim) of one layer; return all keys and values
         so far, (B, n_kv_heads, seq_len + T, head_dim)."""
-        T = k.shape[2]
-        if self.seq_len + T > self.max_len:  # also guards direct use without check_compatible
-            raise ValueError(f"KV cache is full: {self.seq_len} + {T} positions exceed max_len={self.max_len}")
-        self._pending = T
+        if self.seq_len + k.shape[2] > self.max_len:  # also guards direct use without begin()
+            raise ValueError(f"KV cache is full: {self.seq_len} + {k.shape[2]} positions exceed max_len={self.max_len}")
         return self._write(layer, k, v)
 
-    def advance(self, n: int):
-        """Called once after all layers have written: the n new positions now count as cached."""
-        self.seq_len += n
+    def commit(self):
+        """Called once after every layer has written: the new positions now count as cached."""
+        self.seq_len += self._pending
+        self._pending = 0
+
+    def rollback(self):
+        """The pass failed part-way (an error, Ctrl-C): forget whatever it wrote, so the cache is exactly as
+        it was before ``begin`` and the step can simply be run again."""
+        self._crop(self.seq_len)
         self._pending = 0
 
     def crop(self, seq_len: int):
@@ -104,15 +182,31 @@ class _CacheBase:
 
     def keys(self, layer: int) -> torch.Tensor:
         """The cached keys of one layer, (B, n_kv_heads, seq_len, head_dim)."""
-        return self._read(layer, 0)
+        return self._read(self._check_layer(layer), 0)
 
     def values(self, layer: int) -> torch.Tensor:
         """The cached values of one layer, (B, n_kv_heads, seq_len, head_dim)."""
-        return self._read(layer, 1)
+        return self._read(self._check_layer(layer), 1)
 
-    def _check_layer(self, layer):
-        if not isinstance(layer, int) or not 0 <= layer < self.n_layers:
+    def _check_layer(self, layer) -> int:
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.n_layers:
             raise IndexError(f"layer must be an int from 0 to {self.n_layers - 1}, got {layer!r}")
+        return layer
+
+    def _check_rows(self, rows) -> list[int]:
+        rows = list(rows)
+        if not rows or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < self.batch_size
+                           for r in rows):
+            raise ValueError(f"rows must be a non-empty list of sequence indices from 0 to {self.batch_size - 1}, "
+                             f"got {rows!r}")
+        return rows
+
+    def fork(self, n: int) -> "CacheBase":
+        """A cache of batch_size * n sequences: every sequence repeated n times in a row (parallel sampling:
+        n continuations of one prompt share its prefill). A paged cache shares the blocks; the others copy."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"fork takes a positive integer number of copies, got {n!r}")
+        return self.select([b for b in range(self.batch_size) for _ in range(n)])
 
     def __repr__(self):
         return (f"{type(self).__name__}(layers={self.n_layers}, batch={self.batch_size}, "
@@ -120,7 +214,7 @@ class _CacheBase:
                 f"max_len={self.max_len}, dtype={self.dtype}, device={self.device}, nbytes={self.nbytes:,})")
 
 
-class KVCache(_CacheBase):
+class KVCache(CacheBase):
     """Preallocated cache: K and V tensors of shape (B, n_kv_heads, max_len, head_dim) per layer,
     allocated once; each step writes its rows in place at positions seq_len .. seq_len + T - 1."""
 
@@ -137,12 +231,14 @@ class KVCache(_CacheBase):
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # views, no copy
 
     def _read(self, layer, which):
-        self._check_layer(layer)
         return (self.k if which == 0 else self.v)[layer][:, :, :self.seq_len]
+
+    def _crop(self, seq_len):
+        pass  # positions past seq_len are simply overwritten by the next write
 
     @property
     def nbytes(self) -> int:
-        """Bytes of GPU/CPU memory the cache holds: all of it is reserved up front."""
+        """Bytes of memory the cache holds: all of it is reserved up front."""
         return sum(t.numel() * t.element_size() for t in self.k + self.v)
 
     @property
@@ -150,8 +246,16 @@ class KVCache(_CacheBase):
         """Bytes holding real tokens so far (seq_len of max_len positions)."""
         return self.nbytes * self.seq_len // self.max_len
 
-    def _crop(self, seq_len):
-        pass  # positions past seq_len are simply overwritten by the next write
+    def select(self, rows) -> "KVCache":
+        """A new cache whose sequence i is a copy of this cache's sequence rows[i]."""
+        rows = self._check_rows(rows)
+        out = KVCache(self.config, len(rows), self.max_len, self.device, self.dtype)
+        index = torch.tensor(rows, device=self.device)
+        for mine, theirs in ((self.k, out.k), (self.v, out.v)):
+            for layer, t in enumerate(mine):
+                theirs[layer][:, :, :self.seq_len] = t[index, :, :self.seq_len]
+        out.seq_len = self.seq_len
+        return out
 
     def reset(self):
         """Forget every token (the memory stays allocated, ready for the next request)."""
@@ -161,7 +265,7 @@ class KVCache(_CacheBase):
             t.zero_()
 
 
-class ConcatKVCache(_CacheBase):
+class ConcatKVCache(CacheBase):
     """Naive cache that grows by ``torch.cat``: each step allocates new tensors one step longer and copies
     all of history into them. ``bytes_copied`` counts every byte those copies move."""
 
@@ -186,12 +290,21 @@ class ConcatKVCache(_CacheBase):
         return self.k[layer], self.v[layer]
 
     def _read(self, layer, which):
-        self._check_layer(layer)
         return (self.k if which == 0 else self.v)[layer]
 
     def _crop(self, seq_len):
-        self.k = [t[:, :, :seq_len].clone() for t in self.k]
-        self.v = [t[:, :, :seq_len].clone() for t in self.v]
+        self.k = [t[:, :, :seq_len].clone() if t.shape[2] > seq_len else t for t in self.k]
+        self.v = [t[:, :, :seq_len].clone() if t.shape[2] > seq_len else t for t in self.v]
+
+    def select(self, rows) -> "ConcatKVCache":
+        """A new cache whose sequence i is a copy of this cache's sequence rows[i]."""
+        rows = self._check_rows(rows)
+        out = ConcatKVCache(self.config, len(rows), self.max_len, self.device, self.dtype)
+        index = torch.tensor(rows, device=self.device)
+        out.k = [t[index] for t in self.k]
+        out.v = [t[index] for t in self.v]
+        out.seq_len = self.seq_len
+        return out
 
     @property
     def nbytes(self) -> int:

@@ -22,8 +22,10 @@ What it changes, and nothing else:
 3. Fused projections. q, k and v are one packed weight (and SwiGLU's gate and up another), so a layer
    runs four products instead of six (seven with SwiGLU).
 
-The arithmetic is the model's own (same norms, rotary angles, attention, activations, same KV cache
-object); only the order of the additions inside each dot product differs, so logits agree to float
+It is not a second forward pass: ``FastDecoder(model)(ids, cache)`` runs ``model.forward(..., packed=fast)``,
+the model's own blocks, norms, rotary angles, attention, activations and KV cache, with only the matrix
+products (``Attention.qkv``/``o_proj``, ``FeedForward.up_proj``/``gate_up``/``down_proj``, ``lm_head``) taken
+from the packed copies. The arithmetic is the model's own; only the order of the additions inside each dot product differs, so logits agree to float
 rounding (about 1e-6) and greedy tokens are the same (``tests/test_fastdecode.py`` checks both against
 the plain model over MHA/GQA/MQA, learned/RoPE positions, LayerNorm/RMSNorm, every activation, biases,
 tied and untied heads).
@@ -47,7 +49,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .model import NONLINEARITY, ForwardRecord, MiniTransformer, apply_rope, rope_tables
+from .model import ForwardRecord, MiniTransformer
 
 
 class StaleWeightsError(RuntimeError):
@@ -64,7 +66,7 @@ class PackedLinear:
     each slice multiplies its part of ``x`` and the partial outputs are summed. Layers with a narrow output
     (attention's o_proj, the FFN's down_proj: d_model columns) use it, because the product streams faster
     when each slice keeps a wide output. A size that does not divide evenly is padded with zeros.
-    ``__call__(x)`` takes (B, in) and returns (B, out), plus the bias."""
+    ``__call__(x)`` takes (..., in) — every token flattened into one batch — and returns (..., out), plus the bias."""
 
     def __init__(self, weights: list, biases: list, shards: int, split: str = "cols"):
         if split not in ("cols", "rows"):
@@ -91,6 +93,11 @@ class PackedLinear:
                 self.slice_bias = F.pad(self.bias, (0, self.pad)).reshape(shards, 1, -1).contiguous()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        y = self._product(x.reshape(-1, self.in_features))  # (B*T, out)
+        return y.view(*lead, self.out_features)
+
+    def _product(self, x: torch.Tensor) -> torch.Tensor:
         B, P = x.shape[0], self.shards
         if P == 1:  # one slice: a plain x @ W (still the faster, transposed layout)
             w = self.weight[0]
@@ -119,10 +126,35 @@ def _packed(layers, shards, split="cols"):
     return PackedLinear([l.weight for l in layers], [l.bias for l in layers], shards, split)
 
 
+class PackedLayer:
+    """One decoder layer's products on packed weights, with the names the model's layers call
+    (``Attention.qkv``, ``o_proj``; ``FeedForward.up_proj`` or ``gate_up``, ``down_proj``): q, k and v are one
+    fused product, and so are SwiGLU's gate and up."""
+
+    def __init__(self, block, shards: int):
+        a, m = block.attn, block.mlp
+        self.sizes = [a.q_proj.out_features, a.k_proj.out_features, a.v_proj.out_features]
+        self.fused_qkv = _packed([a.q_proj, a.k_proj, a.v_proj], shards)
+        self.o_proj = _packed([a.o_proj], shards, "rows")
+        self.up_proj = _packed([m.gate_proj, m.up_proj] if m.activation == "swiglu" else [m.up_proj], shards)
+        self.down_proj = _packed([m.down_proj], shards, "rows")
+
+    def qkv(self, x):
+        return self.fused_qkv(x).split(self.sizes, dim=-1)  # q, k, v side by side in one product
+
+    def gate_up(self, x):
+        return self.up_proj(x).chunk(2, dim=-1)  # gate and up were packed side by side
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in (self.fused_qkv, self.o_proj, self.up_proj, self.down_proj))
+
+
 class FastDecoder:
-    """``model`` with a packed, split copy of its weights for single-token decode steps (see the module
-    docstring). Acts like the model for ``lib.generate``: ``config``, ``device``, ``dtype``, ``eval()``,
-    and ``__call__(input_ids, cache=None, record=None)`` -> logits (B, T, vocab_size).
+    """``model`` with a packed, split copy of its weights (see the module docstring). Acts like the model for
+    ``lib.generate``: ``config``, ``device``, ``dtype``, ``eval()``, and ``__call__(input_ids, cache=None,
+    record=None, last_only=False, lengths=None)`` -> logits, which is the model's own forward pass with
+    ``packed=self``: the same blocks, norms, attention and cache, only the matrix products swapped.
 
     shards: how many slices every weight is cut into; ``None`` means ``torch.get_num_threads()`` at the time
     of packing (one slice per core that will run the product)."""
@@ -137,16 +169,8 @@ class FastDecoder:
         self.model = model
         self.config = model.config
         self.shards = shards
-        c = model.config
         with torch.no_grad():
-            self.layers = []
-            for block in model.blocks:
-                a, m = block.attn, block.mlp
-                up = [m.gate_proj, m.up_proj] if c.activation == "swiglu" else [m.up_proj]
-                self.layers.append({"qkv": _packed([a.q_proj, a.k_proj, a.v_proj], shards),
-                                    "o": _packed([a.o_proj], shards, "rows"),
-                                    "up": _packed(up, shards),
-                                    "down": _packed([m.down_proj], shards, "rows")})
+            self.layers = [PackedLayer(block, shards) for block in model.blocks]
             self.lm_head = _packed([model.lm_head], shards)
         self._params = list(model.parameters())
         self._versions = self._weight_versions()
@@ -175,7 +199,7 @@ class FastDecoder:
     @property
     def nbytes(self) -> int:
         """Bytes of the packed copy (about the size of the weights: the price of the fast path)."""
-        return sum(p.nbytes for layer in self.layers for p in layer.values()) + self.lm_head.nbytes
+        return sum(layer.nbytes for layer in self.layers) + self.lm_head.nbytes
 
     def __repr__(self):
         return (f"FastDecoder({self.config.n_layers} layers, d_model {self.config.d_model}, shards={self.shards}, "
@@ -194,71 +218,17 @@ class FastDecoder:
             raise StaleWeightsError("the model's weights changed after this FastDecoder packed its copy of them "
                                     "(a training step, load_state_dict, .to(...)); build a new FastDecoder(model)")
 
-    def __call__(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False):
+    def __call__(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False,
+                 lengths=None):
         """Logits (B, T, vocab_size), or (B, 1, vocab_size) with ``last_only``, as the model returns them. A
-        pass that records (``record``) or a model in training mode is handed to the plain model; every other
-        pass, the prefill included, runs on the packed weights. Whether the weights are still the packed
+        pass that records (``record``) or a model in training mode runs on the model's own weights; every
+        other pass, the prefill included, on the packed ones. Whether the weights are still the packed
         ones is checked when a sequence starts (a pass without a cache, or on an empty one), not at every
         decode step (it walks every parameter: a tenth of a millisecond for GPT-2)."""
-        if cache is None or cache.seq_len == 0:
+        if cache is None or min(cache.seq_lens) == 0:
             self.check_fresh()
         m = self.model
         if record is not None or m.training:
-            return m(input_ids, cache=cache, record=record, last_only=last_only)
-        pos0 = m._check_input(input_ids, cache)  # the model's own checks and errors
+            return m(input_ids, cache=cache, record=record, last_only=last_only, lengths=lengths)
         with torch.no_grad():
-            return self._forward(input_ids, cache, pos0, last_only)
-
-    def _forward(self, input_ids, cache, pos0: int, last_only: bool = False) -> torch.Tensor:
-        """The model's forward pass on the packed weights, every token flattened into one (B*T, ·) batch."""
-        m, c = self.model, self.config
-        B, T = input_ids.shape
-        N, H, KV, hd = B * T, c.n_heads, c.n_kv_heads, c.head_dim
-        pos = torch.arange(pos0, pos0 + T, device=input_ids.device)
-        h = m.tok_emb(input_ids)  # (B, T, d_model)
-        rope = None
-        if c.positions == "learned":
-            h = h + m.pos_emb(pos)
-        else:
-            rope = rope_tables(hd, pos, c.rope_theta)
-        h = h.reshape(N, c.d_model)
-        S = pos0 + T  # keys each query may see at most
-        causal = None if T == 1 else torch.ones(T, S, dtype=torch.bool, device=h.device).tril(diagonal=S - T)
-        for block, p in zip(m.blocks, self.layers):
-            qkv = p["qkv"](block.norm1(h)).view(B, T, -1)  # (B, T, (H + 2 KV) * hd)
-            q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=2)
-            q = q.reshape(B, T, H, hd).transpose(1, 2)  # (B, H, T, hd)
-            k = k.reshape(B, T, KV, hd).transpose(1, 2)  # (B, KV, T, hd)
-            v = v.reshape(B, T, KV, hd).transpose(1, 2)
-            if rope is not None:
-                q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-            keys, values = (k, v) if cache is None else cache.update(block.attn.layer, k, v)  # (B, KV, S, hd)
-            out = _attend(q, keys, values, causal)  # (B, H, T, hd)
-            h = h + p["o"](out.transpose(1, 2).reshape(N, H * hd))
-            x = p["up"](block.norm2(h))
-            if c.activation == "swiglu":
-                gate, up = x.chunk(2, dim=1)  # gate and up were packed side by side
-                x = F.silu(gate) * up
-            else:
-                x = NONLINEARITY[c.activation](x)
-            h = h + p["down"](x)
-        if cache is not None:
-            cache.advance(T)
-        if last_only:
-            h, T = h.view(B, T, -1)[:, -1], 1  # (B, d_model)
-        return self.lm_head(m.norm_f(h)).view(B, T, -1)  # (B, T or 1, vocab_size)
-
-
-def _attend(q, keys, values, causal):
-    """Causal attention written out, the query heads grouped by the key/value head they share, so GQA and
-    MQA read the cache as it is (no repeated copy). q (B, H, T, hd), keys/values (B, KV, S, hd), causal
-    (T, S) or None for a single query, which may see every key -> (B, H, T, hd)."""
-    B, H, T, hd = q.shape
-    KV = keys.shape[1]
-    rep = H // KV
-    qg = q.reshape(B, KV, rep * T, hd)  # query head h = g * rep + r sits in group g
-    scores = (qg @ keys.transpose(-2, -1)) / math.sqrt(hd)  # (B, KV, rep * T, S)
-    if causal is not None:
-        scores = scores.masked_fill(~causal.repeat(rep, 1), float("-inf"))
-    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-    return (weights @ values).view(B, H, T, hd)
+            return m(input_ids, cache=cache, last_only=last_only, lengths=lengths, packed=self)

@@ -1,8 +1,15 @@
 """The autoregressive loop: feed tokens, take the last position's distribution, choose a token, repeat.
 
-With ``use_cache=True`` the prompt goes through the model once (prefill) and every later step feeds only
-the newest token, reading earlier keys and values from the cache. With ``use_cache=False`` every step feeds
-the whole sequence again and recomputes every K and V. Both give the same tokens.
+    cache = make_cache(...)                       # or the one you pass: KVCache, ConcatKVCache, PagedKVCache
+    logits = model(prompt, cache)                 # prefill: the whole prompt in one pass
+    loop:
+        next = choose(logits)                     # lib.sampling: greedy, temperature, top-k, top-p
+        stop at <eos>; record the step (Trace)
+        logits = model(next, cache)               # decode: only the newest token; older K/V come from the cache
+
+With ``use_cache=False`` every step feeds the whole sequence again and recomputes every K and V. Both give
+the same tokens. This is the only generation loop of the lab: the paged cache, the worked example and the
+widgets all call ``generate``.
 """
 from __future__ import annotations
 
@@ -13,10 +20,14 @@ from dataclasses import dataclass
 import torch
 
 from .cache import ConcatKVCache, KVCache
+from .device import synchronize
 from .model import ForwardRecord
+from .paged import PagedKVCache, PagedKVPool
+from .sampling import check_sampling, choose, make_generator, sampling_probs
 from .trace import Trace, TraceStep
 
-CACHE_KINDS = {"static": KVCache, "concat": ConcatKVCache}
+CACHE_KINDS = {"static": KVCache, "concat": ConcatKVCache, "paged": PagedKVCache}
+TRACE_LEVELS = (False, True, "full")
 
 
 @dataclass
@@ -32,23 +43,7 @@ class GenerationResult:
         return self.sequences[:, self.prompt_len:]
 
 
-def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-                  top_p: float | None = None) -> torch.Tensor:
-    """The sampling distribution's logits: divided by the temperature, then every token outside the top-k
-    and outside the smallest set whose probability reaches top_p set to -inf. logits: (B, vocab)."""
-    logits = logits.float() / temperature
-    if top_k is not None and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None and top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
-        # drop a token when the tokens before it already reach top_p (the first token always stays)
-        drop_sorted = (cum - torch.softmax(sorted_logits, dim=-1)) >= top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits
-
+# ------------------------------------------------------------------------------------------- the arguments
 
 def _ids_from_lists(prompts) -> torch.Tensor:
     """One prompt (a list of token ids) or a batch of them (a list of such lists) as a (B, T) tensor."""
@@ -66,13 +61,13 @@ def _ids_from_lists(prompts) -> torch.Tensor:
                             f"(encode text with the tokenizer first)")
     lengths = [len(row) for row in rows]
     if len(set(lengths)) > 1:
-        raise ValueError(f"the prompts of one batch must have the same length (lib's attention has no padding "
-                         f"mask), got lengths {lengths}; generate them one at a time, or use lib.serving.serve, "
-                         f"which batches requests of any length")
+        raise ValueError(f"the prompts of one batch must have the same length (generate keeps them in step), got "
+                         f"lengths {lengths}; generate them one at a time, or use lib.serving.serve, which batches "
+                         f"requests of any length")
     return torch.tensor(rows, dtype=torch.long)
 
 
-def check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, cache_kind="static"):
+def check_generate_args(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_p=None, eos_id=None):
     """Validate generate()'s arguments (clear errors) and return input_ids as a (B, T) tensor on the model's device."""
     c = model.config
     if isinstance(input_ids, (list, tuple)):
@@ -82,9 +77,9 @@ def check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, to
                         f"got {type(input_ids).__name__}")
     if input_ids.dim() == 1:
         input_ids = input_ids.unsqueeze(0)
-    if input_ids.dim() != 2 or input_ids.shape[1] == 0:
-        raise ValueError(f"input_ids must have shape (batch, seq_len) with seq_len >= 1, got {tuple(input_ids.shape)}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+    if input_ids.dim() != 2 or input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
+        raise ValueError(f"input_ids must have shape (batch, seq_len) with both >= 1, got {tuple(input_ids.shape)}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     prompt_len = input_ids.shape[1]
     if prompt_len > c.max_seq_len:
@@ -95,105 +90,163 @@ def check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, to
     if max_new_tokens > room:
         raise ValueError(f"a prompt of {prompt_len} tokens leaves room for at most {room} new token(s) in the "
                          f"context window (max_seq_len={c.max_seq_len}), but max_new_tokens={max_new_tokens}")
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
-    if top_p is not None and (not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
-    if eos_id is not None and not 0 <= eos_id < c.vocab_size:
-        raise ValueError(f"eos_id={eos_id} is not a token id of this model (0..{c.vocab_size - 1})")
-    if cache_kind not in CACHE_KINDS:
-        raise ValueError(f"cache_kind={cache_kind!r} is not known; allowed: {', '.join(CACHE_KINDS)}")
+    check_sampling(temperature, top_k, top_p)
+    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, numbers.Integral)
+                               or not 0 <= eos_id < c.vocab_size):
+        raise ValueError(f"eos_id={eos_id!r} is not a token id of this model (an integer from 0 to {c.vocab_size - 1})")
     return input_ids.to(model.device)
 
+
+def make_cache(model, kind: str, batch_size: int, max_len: int):
+    """A new, empty cache of ``kind`` ("static", "concat" or "paged") on the model's device and dtype."""
+    if kind not in CACHE_KINDS:
+        raise ValueError(f"cache_kind={kind!r} is not known; allowed: {', '.join(CACHE_KINDS)}")
+    return CACHE_KINDS[kind](model.config, batch_size, max_len, device=model.device, dtype=model.dtype)
+
+
+# ------------------------------------------------------------------------------------------------ the loop
 
 @torch.no_grad()
 def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temperature: float = 0.0,
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
-             seed: int | None = None, trace: bool = False, *, cache_kind: str = "static",
-             pad_id: int | None = None, trace_top_k: int = 10) -> GenerationResult:
+             seed: int | None = None, trace=False, cache=None, *, cache_kind: str = "static",
+             num_samples: int = 1, pad_id: int | None = None, trace_top_k: int = 10) -> GenerationResult:
     """Generate up to ``max_new_tokens`` tokens after ``input_ids`` ((B, T) tensor, 1-D tensor or list).
 
     temperature=0 is greedy (argmax); otherwise tokens are sampled from softmax(logits / temperature),
     optionally restricted to the top_k tokens and to the top_p probability mass, with a private random
     generator seeded by ``seed`` (same seed, same tokens). A sequence stops at ``eos_id``; once every
     sequence has stopped the loop ends, and stopped sequences are padded with ``pad_id`` (default eos_id).
-    ``trace=True`` records a ``Trace`` of every step.
+
+    ``cache``: any cache of the protocol (``KVCache``, ``ConcatKVCache``, ``lib.paged.PagedKVCache``), used as
+    it is (the prompt continues after whatever it holds); None makes one of ``cache_kind`` just large enough.
+    ``num_samples``: n continuations of every prompt (parallel sampling): the prompt is prefilled once and
+    its cache forked (a paged cache shares the prompt's blocks); ``sequences`` then has B * n rows.
+    ``trace=True`` records a ``Trace`` of every step; ``trace="full"`` also keeps every intermediate tensor
+    of every layer and a copy of the cache after each step (``TraceStep.tensors``), for the worked example.
     """
-    input_ids = check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, cache_kind)
+    input_ids = check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
+    if trace not in TRACE_LEVELS:
+        raise ValueError(f"trace must be False, True or 'full', got {trace!r}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 1:
+        raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
+    if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral)
+                               or not 0 <= pad_id < model.config.vocab_size):
+        raise ValueError(f"pad_id={pad_id!r} is not a token id of this model "
+                         f"(an integer from 0 to {model.config.vocab_size - 1})")
+    if cache is not None and not use_cache:
+        raise ValueError("cache= was given with use_cache=False; drop one of them")
     B, prompt_len = input_ids.shape
-    device = model.device
+    if use_cache and cache is None:
+        # never more room than the longest forward pass needs: the last new token is never fed back
+        cache = make_cache(model, cache_kind, B, prompt_len + max_new_tokens - 1)
+        if cache_kind == "paged" and num_samples > 1:  # a private pool with room for every sample
+            bs = cache.block_size
+            pool = PagedKVPool.for_model(model, B * num_samples * -(-cache.max_len // bs), bs)
+            cache = PagedKVCache(model.config, B, cache.max_len, pool=pool)
+    gen = make_generator(seed, model.device)
     pad = eos_id if pad_id is None else pad_id
-    gen = None
-    if seed is not None:
-        gen = torch.Generator(device=device)
-        gen.manual_seed(seed)
-    c = model.config
-    cache = None
-    if use_cache:
-        # never more room than the longest forward pass needs
-        cache = CACHE_KINDS[cache_kind](c, B, prompt_len + max_new_tokens - 1, device=device, dtype=model.dtype)
     tr = None
     if trace:
-        tr = Trace(prompt_len=prompt_len, use_cache=use_cache, cache_kind=cache_kind if use_cache else None,
-                   n_layers=c.n_layers, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads,
+        kind = {cls: name for name, cls in CACHE_KINDS.items()}.get(type(cache), type(cache).__name__)
+        tr = Trace(prompt_len=prompt_len, use_cache=use_cache, cache_kind=kind if use_cache else None,
+                   n_layers=model.config.n_layers, n_heads=model.config.n_heads, n_kv_heads=model.config.n_kv_heads,
                    sampling=dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
-                   prompt_ids=input_ids.cpu())
-    seq = input_ids
-    finished = torch.zeros(B, dtype=torch.bool, device=device)
+                   prompt_ids=input_ids.repeat_interleave(num_samples, dim=0).cpu())
+    seq, finished, forked = input_ids, None, None
     was_training = model.training
     model.eval()
     try:
         for step in range(max_new_tokens):
             t0 = time.perf_counter()
-            if use_cache:
-                fed = seq if step == 0 else seq[:, -1:]  # prefill the prompt, then only the newest token
-            else:
-                fed = seq  # no cache: the whole sequence again
+            fed = seq if step == 0 or not use_cache else seq[:, -1:]  # prefill, then only the newest token
             pos0 = cache.seq_len if use_cache else 0
-            rec = ForwardRecord() if trace else None
+            rec = ForwardRecord(capture=trace == "full") if trace else None
             logits = model(fed, cache=cache, record=rec, last_only=True)[:, -1, :].float()  # (B, vocab)
-            if temperature == 0:
-                next_ids = torch.argmax(logits, dim=-1)
-                probs = sample_probs = torch.softmax(logits, dim=-1) if trace else None  # only the trace needs them
-            else:
-                sample_probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
-                next_ids = torch.multinomial(sample_probs, 1, generator=gen).squeeze(1)
-                probs = torch.softmax(logits, dim=-1) if trace else None
-            was_finished = finished.clone()
+            if step == 0 and num_samples > 1:  # parallel sampling: n rows per prompt from here on
+                forked = cache.fork(num_samples) if use_cache else None
+                if use_cache and hasattr(cache, "release"):
+                    cache.release()  # the forks hold the prompt's blocks now
+                cache = forked if use_cache else cache
+                seq, fed, logits = (t.repeat_interleave(num_samples, dim=0) for t in (seq, fed, logits))
+                if rec is not None:
+                    rec.attention = {l: a.repeat_interleave(num_samples, dim=0) for l, a in rec.attention.items()}
+            if finished is None:
+                finished = torch.zeros(seq.shape[0], dtype=torch.bool, device=seq.device)
+            next_ids = choose(logits, temperature, top_k, top_p, gen)  # (B,)
+            was_finished = finished
             if eos_id is not None:
                 next_ids = torch.where(finished, torch.full_like(next_ids, pad), next_ids)
                 finished = finished | (next_ids == eos_id)
             seq = torch.cat([seq, next_ids[:, None]], dim=1)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            seconds = time.perf_counter() - t0
             if trace:
-                k = min(trace_top_k, c.vocab_size)
-                top = torch.topk(probs, k, dim=-1)
-                stop = torch.topk(sample_probs, k, dim=-1)
-                tr.steps.append(TraceStep(
-                    step=step,
-                    phase=("prefill" if step == 0 else "decode") if use_cache else "recompute",
-                    input_ids=fed.cpu(),
-                    positions=list(range(pos0, pos0 + fed.shape[1])),
-                    kv_computed=[rec.kv_computed[l] for l in range(c.n_layers)],
-                    kv_read=[rec.kv_read[l] for l in range(c.n_layers)],
-                    attention=torch.stack([rec.attention[l] for l in range(c.n_layers)]).float().cpu(),
-                    logits=logits.cpu(),
-                    top_ids=top.indices.cpu(), top_probs=top.values.cpu(),
-                    sample_top_ids=stop.indices.cpu(), sample_top_probs=stop.values.cpu(),
-                    chosen=next_ids.cpu(),
-                    chosen_prob=sample_probs.gather(1, next_ids[:, None]).squeeze(1).cpu(),
-                    finished=was_finished.cpu(),
-                    cache_bytes=cache.nbytes if use_cache else 0,
-                    cache_len=cache.seq_len if use_cache else 0,
-                    bytes_copied=getattr(cache, "bytes_copied", 0) if use_cache else 0,
-                    seconds=seconds,
-                ))
+                synchronize(seq.device)  # so that the step's time is its work, not its launch
+                tr.steps.append(_trace_step(step, use_cache, fed, pos0, rec, logits, next_ids, was_finished, cache,
+                                            sampling_probs(logits, temperature, top_k, top_p), trace_top_k,
+                                            time.perf_counter() - t0))
             if eos_id is not None and bool(finished.all()):
                 break
+    except BaseException:
+        if forked is not None and hasattr(forked, "release"):
+            forked.release()  # a failed call gives back the blocks of the forks it made
+        raise
     finally:
         model.train(was_training)
     return GenerationResult(sequences=seq, trace=tr, cache=cache, prompt_len=prompt_len)
+
+
+def _trace_step(step, use_cache, fed, pos0, rec, logits, chosen, finished, cache, sample_probs, top_k,
+                seconds) -> TraceStep:
+    """One TraceStep from what the pass recorded (counts from the attention layers, real cache sizes)."""
+    n_layers = len(rec.kv_computed)
+    probs = torch.softmax(logits, dim=-1)
+    k = min(top_k, logits.shape[-1])
+    top, stop = torch.topk(probs, k, dim=-1), torch.topk(sample_probs, k, dim=-1)
+    tensors = None
+    if rec.capture:  # everything the layers computed, and the cache as it stands after the step
+        tensors = {"embedding": rec.tensors["embedding"].cpu(),
+                   "layers": [{name: t.cpu() for name, t in rec.tensors[l].items()} for l in range(n_layers)]}
+        if use_cache:
+            tensors["cache_k"] = [cache.keys(l).cpu().clone() for l in range(n_layers)]
+            tensors["cache_v"] = [cache.values(l).cpu().clone() for l in range(n_layers)]
+    return TraceStep(
+        step=step, phase=("prefill" if step == 0 else "decode") if use_cache else "recompute",
+        input_ids=fed.cpu(), positions=list(range(pos0, pos0 + fed.shape[1])),
+        kv_computed=[rec.kv_computed[l] for l in range(n_layers)],
+        kv_read=[rec.kv_read[l] for l in range(n_layers)],
+        attention=torch.stack([rec.attention[l] for l in range(n_layers)]).float().cpu(),
+        logits=logits.cpu(), top_ids=top.indices.cpu(), top_probs=top.values.cpu(),
+        sample_top_ids=stop.indices.cpu(), sample_top_probs=stop.values.cpu(), chosen=chosen.cpu(),
+        chosen_prob=sample_probs.gather(1, chosen[:, None]).squeeze(1).cpu(), finished=finished.cpu(),
+        cache_bytes=cache.nbytes if use_cache else 0, cache_len=cache.seq_len if use_cache else 0,
+        bytes_copied=getattr(cache, "bytes_copied", 0) if use_cache else 0, seconds=seconds, tensors=tensors)
+
+
+def generate_paged(model, input_ids, max_new_tokens: int, temperature: float = 0.0, top_k: int | None = None,
+                   top_p: float | None = None, eos_id: int | None = None, seed: int | None = None, *,
+                   n: int = 1, block_size: int = 16, pool: PagedKVPool | None = None,
+                   pad_id: int | None = None) -> GenerationResult:
+    """``generate`` on a paged cache (``lib.paged``): same arguments, same loop, same tokens (same seed).
+
+    ``n > 1`` is parallel sampling of one prompt: the prompt is prefilled once and its blocks are shared by
+    the n samples (copy-on-write when they diverge); the result equals ``generate`` on the prompt repeated
+    n times. ``pool`` lets several calls share one pool; otherwise a private one is made. ``result.cache``
+    is the PagedKVCache (release() it to give its blocks back). A call that fails (a full pool, say) gives
+    back every block it took."""
+    input_ids = check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
+    for name, v in (("n", n), ("block_size", block_size)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    B, prompt_len = input_ids.shape
+    if n > 1 and B != 1:
+        raise ValueError(f"n={n} samples are drawn from one prompt; got a batch of {B} prompts")
+    max_len = prompt_len + max_new_tokens - 1
+    if pool is None:
+        pool = PagedKVPool.for_model(model, B * n * -(-max_len // block_size), block_size)
+    cache = PagedKVCache(model.config, B, max_len, pool=pool)
+    try:
+        return generate(model, input_ids, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                        eos_id=eos_id, seed=seed, cache=cache, num_samples=n, pad_id=pad_id)
+    except BaseException:
+        cache.release()
+        raise

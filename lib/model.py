@@ -21,6 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .cache import Feed
 from .config import ModelConfig
 
 
@@ -67,17 +68,18 @@ def make_norm(config: ModelConfig) -> nn.Module:
 
 
 def rope_tables(head_dim: int, positions: torch.Tensor, theta: float):
-    """cos and sin of the rotary angles at these positions, (T, head_dim), 'rotate half' layout (Llama / HF).
-    Computed in fp32 on the fly (cheap), so a model cast to fp16/bf16 still gets exact angles."""
+    """cos and sin of the rotary angles at ``positions`` (B or 1, T), each (B or 1, 1, T, head_dim) so they
+    broadcast over the heads; 'rotate half' layout (Llama / HF). Computed in fp32 on the fly (cheap), so a
+    model cast to fp16/bf16 still gets exact angles."""
     exponents = torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim
     inv_freq = 1.0 / (theta ** exponents)  # (head_dim/2,)
-    angles = torch.outer(positions.float(), inv_freq)  # (T, head_dim/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (T, head_dim)
+    angles = positions.float()[..., None] * inv_freq  # (B, T, head_dim/2)
+    angles = torch.cat([angles, angles], dim=-1)[:, None]  # (B, 1, T, head_dim)
     return angles.cos(), angles.sin()
 
 
 def apply_rope(x, cos, sin):
-    """Rotate pairs (x_i, x_{i+d/2}) of x (B, H, T, head_dim) by position-dependent angles (T, head_dim)."""
+    """Rotate pairs (x_i, x_{i+d/2}) of x (B, H, T, head_dim) by position-dependent angles (B, 1, T, head_dim)."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
@@ -97,45 +99,46 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(c.n_heads * c.head_dim, c.d_model, bias=c.bias)
         self.impl = c.attn_impl
 
-    def forward(self, x, pos0: int, rope=None, cache=None, record: ForwardRecord | None = None):
+    def qkv(self, x):
+        """The three projections of the fed tokens: q (B, T, n_heads * head_dim), k and v (B, T, n_kv_heads * head_dim)."""
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+
+    def forward(self, x, rope, mask, cache=None, record: ForwardRecord | None = None, packed=None):
         B, T, _ = x.shape
         hd = self.head_dim
+        w = self if packed is None else packed  # the products: this layer's nn.Linear, or FastDecoder's copies
         # 1. project only the tokens fed in this pass
-        q = self.q_proj(x).view(B, T, self.n_heads, hd).transpose(1, 2)  # (B, n_heads, T, head_dim)
-        k = self.k_proj(x).view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
-        v = self.v_proj(x).view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
+        q, k, v = w.qkv(x)
+        q = q.view(B, T, self.n_heads, hd).transpose(1, 2)  # (B, n_heads, T, head_dim)
+        k = k.view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
+        v = v.view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
         if rope is not None:  # rotary positions: rotate q and k by angles that depend on the position
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         # 2. the cache appends the new K/V and hands back every key and value so far
-        if cache is not None:
-            keys, values = cache.update(self.layer, k, v)  # (B, n_kv_heads, pos0 + T, head_dim)
-        else:
-            keys, values = k, v
-        S = keys.shape[2]
+        keys, values = (k, v) if cache is None else cache.update(self.layer, k, v)  # (B, n_kv_heads, S, head_dim)
         if record is not None:
-            record.kv_computed[self.layer] = k.shape[2]
-            record.kv_read[self.layer] = S - k.shape[2]
+            record.kv_computed[self.layer] = T
+            record.kv_read[self.layer] = keys.shape[2] - T
         # 3. each K/V head serves n_heads // n_kv_heads query heads
         rep = self.n_heads // self.n_kv_heads
         if rep > 1:
             keys = keys.repeat_interleave(rep, dim=1)  # (B, n_heads, S, head_dim)
             values = values.repeat_interleave(rep, dim=1)
-        # query i sits at absolute position pos0 + i and may look at keys 0 .. pos0 + i
-        causal = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
         if self.impl == "sdpa" and record is None:
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=None if T == 1 else causal)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             weights = None
         else:
-            # 4. written out: scores, mask, softmax, weighted sum of values
+            # 4. written out: scores, mask (query at position p sees keys 0..p), softmax, weighted sum of values
             scores = (q @ keys.transpose(-2, -1)) / math.sqrt(hd)  # (B, n_heads, T, S)
-            scores = scores.masked_fill(~causal, float("-inf"))
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
             weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # each row sums to 1
             out = weights @ values  # (B, n_heads, T, head_dim)
-        out = out.transpose(1, 2).reshape(B, T, self.n_heads * hd)  # (B, T, n_heads * head_dim)
-        out = self.o_proj(out)  # (B, T, d_model)
+        mix = out.transpose(1, 2).reshape(B, T, self.n_heads * hd)  # (B, T, n_heads * head_dim)
+        out = w.o_proj(mix)  # (B, T, d_model)
         if record is not None:
             record.attention[self.layer] = weights[:, :, -1, :].detach()  # (B, n_heads, S)
-            record.put(self.layer, q=q, k=k, v=v, attn_weights=weights, attn_out=out)
+            record.put(self.layer, q=q, k=k, v=v, attn_weights=weights, mix=mix, attn_out=out)
         return out
 
 
@@ -155,12 +158,18 @@ class FeedForward(nn.Module):
         self.up_proj = nn.Linear(c.d_model, c.d_ff, bias=c.bias)
         self.down_proj = nn.Linear(c.d_ff, c.d_model, bias=c.bias)
 
-    def forward(self, x):  # (B, T, d_model) -> (B, T, d_model)
+    def gate_up(self, x):
+        """SwiGLU's two input projections, gate and up, each (B, T, d_ff)."""
+        return self.gate_proj(x), self.up_proj(x)
+
+    def forward(self, x, packed=None):  # (B, T, d_model) -> (B, T, d_model)
+        w = self if packed is None else packed  # the products: this layer's nn.Linear, or FastDecoder's copies
         if self.activation == "swiglu":
-            h = F.silu(self.gate_proj(x)) * self.up_proj(x)
+            gate, up = w.gate_up(x)
+            h = F.silu(gate) * up
         else:
-            h = NONLINEARITY[self.activation](self.up_proj(x))
-        return self.down_proj(h)  # h: (B, T, d_ff)
+            h = NONLINEARITY[self.activation](w.up_proj(x))
+        return w.down_proj(h)  # h: (B, T, d_ff)
 
 
 class Block(nn.Module):
@@ -173,9 +182,10 @@ class Block(nn.Module):
         self.norm2 = make_norm(config)
         self.mlp = FeedForward(config)
 
-    def forward(self, h, pos0, rope=None, cache=None, record=None):
-        h = h + self.attn(self.norm1(h), pos0, rope, cache, record)
-        ffn_out = self.mlp(self.norm2(h))
+    def forward(self, h, rope, mask, cache=None, record=None, packed=None):
+        p = None if packed is None else packed.layers[self.attn.layer]
+        h = h + self.attn(self.norm1(h), rope, mask, cache, record, p)
+        ffn_out = self.mlp(self.norm2(h), p)
         h = h + ffn_out
         if record is not None:
             record.put(self.attn.layer, ffn_out=ffn_out, hidden=h)
@@ -223,54 +233,82 @@ class MiniTransformer(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def _check_input(self, input_ids, cache):
+    def check_input(self, input_ids, cache=None, lengths=None):
+        """Raise a clear error unless ``input_ids`` (B, T) can be fed (with ``cache``; ``lengths``: real tokens
+        per row of a right-padded ragged batch). Returns the lengths as a list, or None when every row feeds T."""
         c = self.config
         if not isinstance(input_ids, torch.Tensor):
             raise TypeError(f"input_ids must be a torch.Tensor of token ids, got {type(input_ids).__name__}")
         if input_ids.dim() != 2:
             hint = " (for one sequence use input_ids.unsqueeze(0))" if input_ids.dim() == 1 else ""
             raise ValueError(f"input_ids must have shape (batch, seq_len), got shape {tuple(input_ids.shape)}{hint}")
-        if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
-            raise TypeError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
+        if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8):
+            raise TypeError(f"input_ids must hold signed integer token ids (torch.long, torch.int), "
+                            f"got dtype {input_ids.dtype}")
         B, T = input_ids.shape
-        if T == 0:
-            raise ValueError("input_ids is empty: feed at least one token")
+        if B == 0 or T == 0:
+            raise ValueError(f"input_ids is empty (shape {tuple(input_ids.shape)}): feed at least one token "
+                             f"of at least one sequence")
         if input_ids.device != self.device:
             raise ValueError(f"input_ids are on {input_ids.device} but the model is on {self.device}; "
                              f"move them with input_ids.to(model.device)")
-        lo, hi = int(input_ids.min()), int(input_ids.max())
-        if lo < 0 or hi >= c.vocab_size:
-            bad = lo if lo < 0 else hi
+        lo, hi = torch.aminmax(input_ids)
+        if int(lo) < 0 or int(hi) >= c.vocab_size:
+            bad = int(lo) if int(lo) < 0 else int(hi)
             raise ValueError(f"token id {bad} is out of range: this model's ids run from 0 to {c.vocab_size - 1}")
-        pos0 = 0
-        if cache is not None:
-            cache.check_compatible(self, B, T)
-            pos0 = cache.seq_len
-        if pos0 + T > c.max_seq_len:
-            raise ValueError(
-                f"sequence too long for the context window: positions {pos0}..{pos0 + T - 1} were asked for, "
-                f"but this model has max_seq_len={c.max_seq_len} (positions 0..{c.max_seq_len - 1})")
-        return pos0
+        if lengths is not None:
+            lengths = [int(n) for n in lengths]
+            if len(lengths) != B or not all(1 <= n <= T for n in lengths):
+                raise ValueError(f"lengths must give each of the {B} row(s) its number of real tokens, from 1 to "
+                                 f"T={T}, got {lengths}")
+            if max(lengths) != T:
+                raise ValueError(f"the longest row must fill input_ids: max(lengths)={max(lengths)} but T={T}")
+            if len(set(lengths)) == 1:
+                lengths = None
+        starts = [0] * B if cache is None else cache.seq_lens
+        for b, start in enumerate(starts):
+            n = T if lengths is None else lengths[b]
+            if start + n > c.max_seq_len:
+                row = f" (row {b})" if B > 1 else ""
+                raise ValueError(
+                    f"sequence too long for the context window{row}: positions {start}..{start + n - 1} were asked "
+                    f"for, but this model has max_seq_len={c.max_seq_len} (positions 0..{c.max_seq_len - 1})")
+        return lengths
 
-    def forward(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False):
-        """Logits for every fed position, (B, T, vocab_size); with ``last_only=True`` only the last one's,
-        (B, 1, vocab_size), which is all that generation needs (lm_head is then applied to one position).
-        With a cache, positions continue from ``cache.seq_len`` and the new K/V are appended to it."""
-        pos0 = self._check_input(input_ids, cache)
+    def forward(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False,
+                lengths=None, packed=None):
+        """Logits for every fed position, (B, T, vocab_size); with ``last_only=True`` only each sequence's
+        last one, (B, 1, vocab_size), which is all that generation needs (lm_head then runs on one position).
+
+        With a cache, positions continue from what it holds and the new K/V are appended to it; a pass that
+        fails leaves the cache as it was. ``lengths``: a ragged batch, right-padded to T, where row b feeds
+        ``lengths[b]`` real tokens (its padding is never attended to; a ``PagedKVCache`` stores only the real
+        ones). ``packed``: packed copies of the weights to multiply with (``lib.FastDecoder``'s)."""
+        lengths = self.check_input(input_ids, cache, lengths)
         B, T = input_ids.shape
+        if cache is None:
+            feed = Feed.ragged([0] * B, lengths, input_ids.device) if lengths else Feed.contiguous(0, T, input_ids.device)
+        else:
+            feed = cache.begin(self, B, T, lengths)  # (B, T) positions, and the mask
         h = self.tok_emb(input_ids)  # (B, T, d_model)
         rope = None
-        pos = torch.arange(pos0, pos0 + T, device=input_ids.device)  # absolute positions of the fed tokens
         if self.config.positions == "learned":
-            h = h + self.pos_emb(pos)  # (T, d_model) broadcast over the batch
+            h = h + self.pos_emb(feed.positions)  # (B or 1, T, d_model), broadcast over the batch
         else:
-            rope = rope_tables(self.config.head_dim, pos, self.config.rope_theta)
+            rope = rope_tables(self.config.head_dim, feed.positions, self.config.rope_theta)
         if record is not None and record.capture:
             record.tensors["embedding"] = h.detach()
-        for block in self.blocks:
-            h = block(h, pos0, rope, cache, record)
+        mask = feed.mask()  # (B or 1, 1, T, S) or None
+        try:
+            for block in self.blocks:
+                h = block(h, rope, mask, cache, record, packed)
+        except BaseException:
+            if cache is not None:
+                cache.rollback()  # a failed pass (an error, Ctrl-C) leaves the cache as it was
+            raise
         if cache is not None:
-            cache.advance(T)
+            cache.commit()
         if last_only:
-            h = h[:, -1:]  # (B, 1, d_model)
-        return self.lm_head(self.norm_f(h))  # (B, T or 1, vocab_size)
+            h = feed.last(h)  # (B, 1, d_model)
+        head = self.lm_head if packed is None else packed.lm_head
+        return head(self.norm_f(h))  # (B, T or 1, vocab_size)

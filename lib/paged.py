@@ -32,10 +32,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .cache import _CacheBase, _check_dtype_device
+from .cache import CacheBase, Feed, check_cache_dtype_device
 from .config import ModelConfig
-from .generate import GenerationResult, check_generate_args, filter_logits
-from .model import apply_rope, rope_tables
 
 
 class PoolExhaustedError(RuntimeError):
@@ -169,6 +167,20 @@ class BlockAllocator:
             table.blocks.append(self._allocate(table.name))
         return copies
 
+    def unreserve(self, table: BlockTable, n_tokens: int, copies: list):
+        """Undo ``reserve``: give back the blocks it appended past ``n_tokens`` positions and put back each
+        shared block it had replaced by a copy (``copies``: what ``reserve`` returned). A forward pass that
+        fails part-way calls it, so the pool is exactly as it was before the pass."""
+        keep = -(-n_tokens // self.block_size)
+        for b in reversed(table.blocks[keep:]):
+            self._release(b)
+        del table.blocks[keep:]
+        for old, new in copies:
+            table.blocks[table.blocks.index(new)] = old
+            self.refcounts[old] += 1
+            self._release(new)
+            self.n_copies -= 1
+
     def fork(self, table: BlockTable, name: str | None = None) -> BlockTable:
         """A new table holding the same blocks (each block's count goes up by one; nothing is copied)."""
         for b in table.blocks:
@@ -241,7 +253,7 @@ class PagedKVPool:
             raise TypeError(f"a paged KV pool is built from a lib.ModelConfig, got {type(config).__name__}")
         self.config = config
         self.allocator = BlockAllocator(n_blocks, block_size, record_events)
-        self.dtype, self.device = _check_dtype_device(dtype, device)
+        self.dtype, self.device = check_cache_dtype_device(dtype, device)
         shape = (n_blocks, config.n_kv_heads, block_size, config.head_dim)
         self.k = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
         self.v = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
@@ -274,11 +286,14 @@ class PagedKVPool:
     def new_table(self, name: str | None = None) -> BlockTable:
         return BlockTable(name=name)
 
-    def reserve(self, table: BlockTable, n: int):
-        """Room for n more positions in ``table`` (copy-on-write of a shared block included)."""
-        for src, dst in self.allocator.reserve(table, n):
+    def reserve(self, table: BlockTable, n: int) -> list[tuple[int, int]]:
+        """Room for n more positions in ``table`` (copy-on-write of a shared block included: its contents are
+        copied here). Returns the (source, copy) pairs, which ``allocator.unreserve`` needs to undo it."""
+        copies = self.allocator.reserve(table, n)
+        for src, dst in copies:
             for t in self.k + self.v:
                 t[dst] = t[src]
+        return copies
 
     def fork(self, table: BlockTable, name: str | None = None) -> BlockTable:
         return self.allocator.fork(table, name)
@@ -337,11 +352,14 @@ class PagedKVPool:
                 f"dtype={self.dtype}, device={self.device}, nbytes={self.nbytes:,})")
 
 
-class PagedKVCache(_CacheBase):
-    """B sequences of equal length whose keys and values live in a ``PagedKVPool``: the same protocol as
-    ``lib.KVCache`` (``check_compatible`` / ``update`` / ``advance`` / ``seq_len``), so ``model(ids, cache=...)``
-    runs unchanged. ``update`` writes the new rows through the block tables and gathers every key and value
-    so far, (B, n_kv_heads, seq_len + T, head_dim).
+class PagedKVCache(CacheBase):
+    """B sequences whose keys and values live in a ``PagedKVPool``, with the protocol of every cache
+    (``begin`` / ``update`` / ``commit``), so ``model(ids, cache=paged_cache)`` runs unchanged. ``update`` writes
+    the new rows through the block tables and gathers every key and value so far (B, n_kv_heads, S, head_dim).
+
+    The sequences may have different lengths (their block tables do): then a pass feeds a right-padded batch
+    with ``model(ids, cache=cache, lengths=...)``, each sequence's real tokens go to its own next positions, and
+    the mask keeps every query to its own sequence's keys — the ragged batch of continuous batching.
 
     ``PagedKVCache(config, batch_size, max_len)`` builds a private pool just large enough (like ``KVCache``);
     pass ``pool=`` (and ``tables=``) to share one pool between many requests."""
@@ -354,78 +372,125 @@ class PagedKVCache(_CacheBase):
             config = pool.config if config is None else config
             if dtype is not None and dtype != pool.dtype:
                 raise ValueError(f"dtype mismatch: the pool stores {pool.dtype}, got dtype={dtype!r}")
-            if device is not None and _check_dtype_device(pool.dtype, device)[1] != pool.device:
+            if device is not None and check_cache_dtype_device(pool.dtype, device)[1] != pool.device:
                 raise ValueError(f"device mismatch: the pool lives on {pool.device}, got device={device!r}")
             device, dtype = pool.device, pool.dtype
         if config is None:
             raise TypeError("PagedKVCache needs a lib.ModelConfig (or pool=)")
         super().__init__(config, batch_size, config.max_seq_len if max_len is None else max_len, device, dtype)
         if pool is None:
+            _check_pos_int("block_size", block_size)
             pool = PagedKVPool(config, batch_size * -(-self.max_len // block_size), block_size, self.device, self.dtype)
         elif (config.n_layers, config.n_kv_heads, config.head_dim) != (
                 pool.config.n_layers, pool.config.n_kv_heads, pool.config.head_dim):
             raise ValueError("the pool was made for a different model shape; make the cache from pool.config")
         self.pool = pool
-        if tables is None:
-            tables = [pool.new_table() for _ in range(batch_size)]
-        tables = list(tables)
+        tables = [pool.new_table() for _ in range(batch_size)] if tables is None else list(tables)
         if len(tables) != batch_size:
             raise ValueError(f"batch_size={batch_size} but {len(tables)} block table(s) were given")
-        lengths = {t.n_tokens for t in tables}
-        if len(lengths) > 1:
-            raise ValueError(f"the sequences of one PagedKVCache must have the same length, got {sorted(lengths)}; "
-                             f"run sequences of different lengths with lib.paged.forward_paged")
         self.tables = tables
-        self.seq_len = tables[0].n_tokens
-        if self.seq_len > self.max_len:
-            raise ValueError(f"the block tables hold {self.seq_len} tokens, more than max_len={self.max_len}")
-        self._ready = None  # (seq_len, T, slot blocks (B, T), slot offsets (T,), table (B, nb)) of the pass in progress
+        if max(self.seq_lens) > self.max_len:
+            raise ValueError(f"the block tables hold up to {max(self.seq_lens)} tokens, more than max_len={self.max_len}")
+        self._pass = None  # the pass in progress: (lengths, undo, slot blocks, slot offsets, valid, table, S)
 
     @property
     def block_size(self) -> int:
         return self.pool.block_size
 
-    # -- the forward-pass protocol --------------------------------------------------------------------
-    def check_compatible(self, model, batch_size: int, n_new: int):
-        super().check_compatible(model, batch_size, n_new)
-        self._prepare(n_new)  # take the blocks now, before any layer runs: a full pool fails early
+    @property
+    def seq_lens(self) -> list[int]:
+        return [t.n_tokens for t in self.tables]
 
-    def _prepare(self, T: int):
-        if self._ready is not None and self._ready[:2] == (self.seq_len, T):
-            return
-        need = self.pool.allocator.blocks_needed(self.tables, T)
-        if need > self.pool.allocator.n_free:
-            a = self.pool.allocator
+    @property
+    def seq_len(self) -> int:
+        """Positions every sequence holds; an error when the sequences hold different numbers (see seq_lens)."""
+        lens = self.seq_lens
+        if len(set(lens)) > 1:
+            raise ValueError(f"the sequences of this cache hold different numbers of positions {lens}; "
+                             f"read cache.seq_lens")
+        return lens[0]
+
+    @seq_len.setter
+    def seq_len(self, value):
+        if value != 0 or hasattr(self, "tables"):  # CacheBase starts it at 0; then the block tables hold it
+            raise AttributeError("a PagedKVCache's length is what its block tables hold; use crop() or reset()")
+
+    @property
+    def free(self) -> int:
+        return self.max_len - max(self.seq_lens)
+
+    # -- the forward-pass protocol --------------------------------------------------------------------
+    def check_compatible(self, model, batch_size: int):
+        if (self.pool.dtype, self.pool.device) != (model.dtype, model.device):
+            raise ValueError(f"the pool holds {self.pool.dtype} on {self.pool.device} but the model computes in "
+                             f"{model.dtype} on {model.device}; build the pool with PagedKVPool.for_model(model, ...)")
+        super().check_compatible(model, batch_size)
+
+    def begin(self, model, batch_size: int, n_new: int, lengths=None) -> Feed:
+        """Take the blocks the new tokens need now, before any layer runs (a full pool fails early and
+        changes nothing), and find the slot of every real new token."""
+        self.check_compatible(model, batch_size)
+        lens = [n_new] * batch_size if lengths is None else [int(n) for n in lengths]
+        starts = self.seq_lens
+        for b, (start, n) in enumerate(zip(starts, lens)):
+            if start + n > self.max_len:
+                which = f"sequence {b} holds" if len(set(starts)) > 1 else "it holds"
+                raise ValueError(f"KV cache is full: {which} {start} of max_len={self.max_len} positions and this "
+                                 f"forward would add {n} more; make a cache with max_len >= {start + n} or reset() it")
+        a = self.pool.allocator
+        need = a.blocks_needed(self.tables, lens)
+        if need > a.n_free:
             raise PoolExhaustedError(need, a.n_free, a.n_blocks, a.block_size,
-                                     f"appending {T} token(s) to {len(self.tables)} sequence(s)")
-        for t in self.tables:
-            self.pool.reserve(t, T)
-        blocks = torch.stack([self.pool.slots(t, self.seq_len, T)[0] for t in self.tables])  # (B, T)
-        offsets = torch.arange(self.seq_len, self.seq_len + T, device=self.device) % self.block_size  # (T,)
-        table = self.pool.table_tensor(self.tables, self.seq_len + T)  # (B, nb) for the gathers
-        self._ready = (self.seq_len, T, blocks, offsets, table)
+                                     f"appending {sum(lens)} token(s) to {len(self.tables)} sequence(s)")
+        undo = [(t, t.n_tokens, self.pool.reserve(t, n)) for t, n in zip(self.tables, lens)]
+        bs, dev = self.block_size, self.device
+        slots = [(t.blocks[p // bs], p % bs) for t, s, n in zip(self.tables, starts, lens) for p in range(s, s + n)]
+        blocks, offsets = torch.tensor(slots, dtype=torch.long, device=dev).unbind(1)  # (N,) each: real new tokens
+        valid = None
+        if len(set(lens)) > 1:  # ragged: which (row, index) of the padded (B, T) input are real tokens
+            T = max(lens)
+            valid = (torch.arange(T, device=dev)[None] < torch.tensor(lens, device=dev)[:, None]).nonzero(as_tuple=True)
+        S = max(s + n for s, n in zip(starts, lens))
+        self._pass = (lens, undo, blocks, offsets, valid, self.pool.table_tensor(self.tables, S), S)
+        return Feed.ragged(starts, lens, dev)
 
     def _write(self, layer, k, v):
-        T = k.shape[2]
-        self._prepare(T)
-        _, _, blocks, offsets, table = self._ready
-        self.pool.write(layer, blocks, offsets, k.transpose(1, 2), v.transpose(1, 2))  # (B, T, n_kv_heads, hd)
-        return self.pool.gather(layer, table, self.seq_len + T)  # (B, n_kv_heads, seq_len + T, head_dim) each
+        _, _, blocks, offsets, valid, table, S = self._pass
+        k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, T, n_kv_heads, head_dim)
+        if valid is None:
+            k, v = k.flatten(0, 1), v.flatten(0, 1)  # (B*T, n_kv_heads, head_dim)
+        else:
+            k, v = k[valid], v[valid]  # (N, n_kv_heads, head_dim): padding is not stored
+        self.pool.write(layer, blocks, offsets, k, v)
+        return self.pool.gather(layer, table, S)  # (B, n_kv_heads, S, head_dim) each, padded past each length
 
-    def advance(self, n: int):
-        super().advance(n)
-        for t in self.tables:
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        if self._pass is None:
+            raise RuntimeError("PagedKVCache.update was called outside a forward pass; call begin() first")
+        return self._write(layer, k, v)
+
+    def commit(self):
+        for t, n in zip(self.tables, self._pass[0]):
             t.n_tokens += n
-        self._ready = None
+        self._pass = None
+
+    def rollback(self):
+        if self._pass is not None:
+            for t, n_tokens, copies in self._pass[1]:
+                self.pool.allocator.unreserve(t, n_tokens, copies)
+        self._pass = None
 
     def _read(self, layer, which):
-        self._check_layer(layer)
-        return self.pool.gather(layer, self.pool.table_tensor(self.tables, self.seq_len), self.seq_len)[which]
+        n = self.seq_len
+        return self.pool.gather(layer, self.pool.table_tensor(self.tables, n), n)[which]
 
-    def _crop(self, seq_len):
+    def crop(self, seq_len: int):
+        """Forget every position from ``seq_len`` on (the blocks past it go back to the pool)."""
+        current = self.seq_len
+        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 0 <= seq_len <= current:
+            raise ValueError(f"crop takes a length from 0 to the current seq_len={current}, got {seq_len!r}")
         for t in self.tables:
             self.pool.allocator.truncate(t, seq_len)
-        self._ready = None
 
     # -- memory ---------------------------------------------------------------------------------------
     def _held(self) -> dict:
@@ -455,30 +520,22 @@ class PagedKVCache(_CacheBase):
     def select(self, rows) -> "PagedKVCache":
         """A new cache whose sequence i shares every block of this cache's sequence rows[i] (beam search
         reorders and duplicates rows this way; parallel sampling forks one row n times). Nothing is copied."""
-        rows = list(rows)
-        if not rows or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < self.batch_size for r in rows):
-            raise ValueError(f"select takes a non-empty list of rows from 0 to {self.batch_size - 1}, got {rows!r}")
+        rows = self._check_rows(rows)
         tables = [self.pool.fork(self.tables[r], f"{self.tables[r].name or r}.{i}") for i, r in enumerate(rows)]
         return PagedKVCache(self.config, len(rows), self.max_len, pool=self.pool, tables=tables)
 
-    def fork(self, n: int) -> "PagedKVCache":
-        """n sequences that all share this single sequence's blocks (parallel sampling)."""
-        if self.batch_size != 1:
-            raise ValueError(f"fork(n) copies a cache of one sequence; this one holds {self.batch_size}, "
-                             f"use select(rows) instead")
-        _check_pos_int("n", n)
-        return self.select([0] * n)
-
     def reset(self):
         """Give every block back to the pool (a shared block only when its last holder lets go)."""
+        self.rollback()
         for t in self.tables:
             self.pool.free(t)
-        self.seq_len, self._pending, self._ready = 0, 0, None
 
     release = reset
 
     def __repr__(self):
-        return (f"PagedKVCache(batch={self.batch_size}, seq_len={self.seq_len}, block_size={self.block_size}, "
+        lens = self.seq_lens
+        held = f"seq_len={lens[0]}" if len(set(lens)) == 1 else f"seq_lens={lens}"
+        return (f"PagedKVCache(batch={self.batch_size}, {held}, block_size={self.block_size}, "
                 f"blocks={self.block_table()}, nbytes={self.nbytes:,}, pool: {self.pool.allocator.n_used}/"
                 f"{self.pool.n_blocks} blocks used)")
 
@@ -491,77 +548,23 @@ def _ids(token_ids) -> list[int]:
 
 @torch.no_grad()
 def forward_paged(model, pool: PagedKVPool, tables, new_tokens) -> torch.Tensor:
-    """One forward pass for B sequences of *different* lengths, each feeding its own new tokens at its own
+    """One forward pass for sequences of *different* lengths, each feeding its own new tokens at its own
     positions: a whole prompt for a request that joins, one token for a running one (the mixed batch of
-    continuous batching). Runs the model's own layers (embedding, norms, projections, FFN, lm_head); only
-    attention is written here: each sequence writes its new keys and values into its blocks, gathers all of
-    its keys and values through its block table, and masks what it may not see (later positions, and the
-    padding that makes the ragged batch rectangular). Returns the logits of each sequence's last new token,
-    (B, vocab_size), and advances every table by the tokens it fed."""
-    c = model.config
+    continuous batching). Nothing special happens here: the token lists are right-padded into one (B, T)
+    batch and the model runs on a ``PagedKVCache`` over the tables with ``lengths=``; the cache stores only
+    the real tokens and masks the rest. Returns each sequence's last new token's logits, (B, vocab_size),
+    and advances every table by the tokens it fed (or changes nothing, if the pass fails)."""
     tables, new_tokens = list(tables), [_ids(x) for x in new_tokens]
-    B = len(tables)
-    if B == 0:
+    if not tables:
         raise ValueError("a paged forward needs at least one sequence")
-    if len(new_tokens) != B:
-        raise ValueError(f"got {len(new_tokens)} token list(s) for {B} sequence(s); give one per sequence")
+    if len(new_tokens) != len(tables):
+        raise ValueError(f"got {len(new_tokens)} token list(s) for {len(tables)} sequence(s); give one per sequence")
     lens = [len(x) for x in new_tokens]
     if min(lens) == 0:
         raise ValueError("every sequence must feed at least one token")
-    if max(t.n_tokens + n for t, n in zip(tables, lens)) > c.max_seq_len:
-        raise ValueError(f"a sequence would pass the context window (max_seq_len={c.max_seq_len})")
-    if (pool.dtype, pool.device) != (model.dtype, model.device):
-        raise ValueError(f"the pool holds {pool.dtype} on {pool.device} but the model computes in {model.dtype} on "
-                         f"{model.device}; build the pool with PagedKVPool.for_model(model, ...)")
-    a = pool.allocator
-    need = a.blocks_needed(tables, lens)
-    if need > a.n_free:
-        raise PoolExhaustedError(need, a.n_free, a.n_blocks, a.block_size,
-                                 f"a forward pass of {B} sequence(s) ({sum(lens)} new tokens)")
-    for t, n in zip(tables, lens):
-        pool.reserve(t, n)
-    dev, hd, bs, T = model.device, c.head_dim, pool.block_size, max(lens)
-    start = torch.tensor([t.n_tokens for t in tables], device=dev)  # (B,) where each sequence's new tokens begin
-    pos = start[:, None] + torch.arange(T, device=dev)[None, :]  # (B, T) their absolute positions
-    valid = torch.arange(T, device=dev)[None, :] < torch.tensor(lens, device=dev)[:, None]  # (B, T) not padding
-    S = int((start + torch.tensor(lens, device=dev)).max())  # the longest sequence after this pass
-    vb, vi = valid.nonzero(as_tuple=True)  # (N,) the real new tokens: sequence and index
-    vpos = pos[vb, vi].tolist()
-    slot_blocks = torch.tensor([tables[b].blocks[p // bs] for b, p in zip(vb.tolist(), vpos)], device=dev)  # (N,)
-    slot_offsets = pos[vb, vi] % bs  # (N,)
-    table = pool.table_tensor(tables, S)  # (B, nb) block ids, 0-padded for the shorter sequences
-    visible = torch.arange(S, device=dev)[None, None, :] <= pos[:, :, None]  # (B, T, S) causal, per sequence
-    x = torch.tensor([ids + [0] * (T - len(ids)) for ids in new_tokens], dtype=torch.long, device=dev)  # (B, T)
-    h = model.tok_emb(x)  # (B, T, d_model)
-    rope = None
-    if c.positions == "learned":
-        h = h + model.pos_emb(pos.clamp(max=c.max_seq_len - 1))  # (padding rows clamped; their output is dropped)
-    else:
-        cos, sin = rope_tables(hd, pos.flatten(), c.rope_theta)  # (B*T, head_dim)
-        rope = cos.view(B, 1, T, hd), sin.view(B, 1, T, hd)  # one angle set per sequence and position
-    for block in model.blocks:
-        attn, layer = block.attn, block.attn.layer
-        xin = block.norm1(h)
-        q = attn.q_proj(xin).view(B, T, c.n_heads, hd).transpose(1, 2)  # (B, n_heads, T, head_dim)
-        k = attn.k_proj(xin).view(B, T, c.n_kv_heads, hd).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
-        v = attn.v_proj(xin).view(B, T, c.n_kv_heads, hd).transpose(1, 2)
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        # the real new tokens' K and V into their slots: (N, n_kv_heads, head_dim)
-        pool.write(layer, slot_blocks, slot_offsets, k.transpose(1, 2)[vb, vi], v.transpose(1, 2)[vb, vi])
-        keys, values = pool.gather(layer, table, S)  # (B, n_kv_heads, S, head_dim), padded past each length
-        if c.n_rep > 1:
-            keys, values = keys.repeat_interleave(c.n_rep, dim=1), values.repeat_interleave(c.n_rep, dim=1)
-        scores = (q @ keys.transpose(-2, -1)) / math.sqrt(hd)  # (B, n_heads, T, S)
-        scores = scores.masked_fill(~visible[:, None], float("-inf"))
-        weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-        out = (weights @ values).transpose(1, 2).reshape(B, T, c.n_heads * hd)  # (B, T, n_heads * head_dim)
-        h = h + attn.o_proj(out)
-        h = h + block.mlp(block.norm2(h))
-    for t, n in zip(tables, lens):
-        t.n_tokens += n
-    last = h[torch.arange(B, device=dev), torch.tensor(lens, device=dev) - 1]  # (B, d_model)
-    return model.lm_head(model.norm_f(last))  # (B, vocab_size)
+    T = max(lens)
+    x = torch.tensor([ids + [0] * (T - len(ids)) for ids in new_tokens], dtype=torch.long, device=model.device)
+    return model(x, cache=pool.cache(tables), lengths=lens, last_only=True)[:, -1]  # (B, vocab_size)
 
 
 @torch.no_grad()
@@ -583,70 +586,19 @@ def prefill(model, pool: PagedKVPool, table: BlockTable, token_ids, prefix_cache
     """Feed a new sequence's prompt through the model into ``table`` (empty, or already holding a prefix of
     ``token_ids``). With ``prefix_cache=True`` cached full blocks of the prompt are reused first and only the
     rest is computed; afterwards the table's full blocks are indexed for later requests.
-    Returns the last position's logits, (vocab_size,)."""
+    Returns the last position's logits, (vocab_size,). A prefill that fails gives back what it took."""
     ids = _ids(token_ids)
     if len(ids) <= table.n_tokens:
         raise ValueError(f"the table already holds {table.n_tokens} tokens; the prompt has {len(ids)}: "
                          f"nothing left to prefill")
-    if prefix_cache and table.n_tokens == 0:
+    had = table.n_tokens
+    if prefix_cache and had == 0:
         pool.match_prefix(table, ids)
-    x = torch.tensor([ids[table.n_tokens:]], dtype=torch.long, device=model.device)  # (1, T) the uncached rest
-    logits = model(x, cache=pool.cache([table]), last_only=True)[0, -1]
+    try:
+        logits = forward_paged(model, pool, [table], [ids[table.n_tokens:]])[0]
+    except BaseException:
+        pool.allocator.truncate(table, had)  # the prefix blocks it matched go back too
+        raise
     if prefix_cache:
         pool.register_prefix(table, ids)
     return logits
-
-
-@torch.no_grad()
-def generate_paged(model, input_ids, max_new_tokens: int, temperature: float = 0.0, top_k: int | None = None,
-                   top_p: float | None = None, eos_id: int | None = None, seed: int | None = None, *,
-                   n: int = 1, block_size: int = 16, pool: PagedKVPool | None = None,
-                   pad_id: int | None = None) -> GenerationResult:
-    """``lib.generate`` on a paged cache: same arguments, same tokens (with the same seed), no trace.
-
-    ``n > 1`` is parallel sampling of one prompt: the prompt is prefilled once and its blocks are shared by
-    the n samples (copy-on-write when they diverge); the result equals ``lib.generate`` on the prompt
-    repeated n times. ``pool`` lets several calls share one pool; otherwise a private one is made.
-    ``result.cache`` is the PagedKVCache (release() it to give its blocks back)."""
-    input_ids = check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, "static")
-    _check_pos_int("n", n)
-    B, prompt_len = input_ids.shape
-    if n > 1 and B != 1:
-        raise ValueError(f"n={n} samples are drawn from one prompt; got a batch of {B} prompts")
-    device, pad = model.device, (eos_id if pad_id is None else pad_id)
-    max_len = prompt_len + max_new_tokens - 1
-    if pool is None:
-        pool = PagedKVPool.for_model(model, max(B, n) * -(-max_len // block_size), block_size)
-    cache = PagedKVCache(model.config, B, max_len, pool=pool)
-    gen = None
-    if seed is not None:
-        gen = torch.Generator(device=device)
-        gen.manual_seed(seed)
-    seq = input_ids
-    was_training = model.training
-    model.eval()
-    try:
-        for step in range(max_new_tokens):
-            fed = seq if step == 0 else seq[:, -1:]
-            logits = model(fed, cache=cache, last_only=True)[:, -1, :].float()  # (B, vocab)
-            if step == 0 and n > 1:  # fork after the prefill: n samples share the prompt's blocks
-                forked = cache.fork(n)
-                cache.release()
-                cache, seq, logits = forked, seq.expand(n, -1), logits.expand(n, -1)
-                finished = torch.zeros(n, dtype=torch.bool, device=device)
-            elif step == 0:
-                finished = torch.zeros(B, dtype=torch.bool, device=device)
-            if temperature == 0:
-                next_ids = torch.argmax(logits, dim=-1)
-            else:
-                probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
-                next_ids = torch.multinomial(probs, 1, generator=gen).squeeze(1)
-            if eos_id is not None:
-                next_ids = torch.where(finished, torch.full_like(next_ids, pad), next_ids)
-                finished = finished | (next_ids == eos_id)
-            seq = torch.cat([seq, next_ids[:, None]], dim=1)
-            if eos_id is not None and bool(finished.all()):
-                break
-    finally:
-        model.train(was_training)
-    return GenerationResult(sequences=seq, trace=None, cache=cache, prompt_len=prompt_len)

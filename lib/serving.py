@@ -33,7 +33,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .device import synchronize
 from .paged import BlockAllocator, BlockTable, PagedKVPool, PoolExhaustedError, forward_paged
+from .sampling import choose
+from .text import text_table
 
 POLICIES = ("max", "pow2", "oracle", "paged")
 CONTIGUOUS = ("max", "pow2", "oracle")
@@ -314,16 +317,6 @@ def compare_policies(requests, kv_tokens: int = 16384, block_size: int = 16, max
     return {p: simulate(requests, p, kv_tokens, block_size, max_len) for p in policies}
 
 
-def table(rows: list[dict]) -> str:
-    """Dicts with the same keys as an aligned text table."""
-    if not rows:
-        return "(empty)"
-    cols = list(rows[0])
-    width = {c: max(len(str(c)), *(len(str(r[c])) for r in rows)) for c in cols}
-    line = lambda vals: "  ".join(str(v).rjust(width[c]) for c, v in zip(cols, vals))
-    return "\n".join([line(cols), line("-" * width[c] for c in cols)] + [line(r.values()) for r in rows])
-
-
 # ================================================================================= part 2: real serving
 
 @dataclass
@@ -457,7 +450,6 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
         raise ValueError(f"a request may need {biggest} blocks of {block_size} tokens (prompt + max_new_tokens) but "
                          f"the pool has n_blocks={n_blocks}; give n_blocks >= {biggest} or lower max_new_tokens")
     device = model.device
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     was_training = model.training
     model.eval()
     records = [RequestRecord(r.rid, len(r.prompt)) for r in requests]
@@ -500,8 +492,8 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
                     res.preemptions += 1
                     waiting.appendleft(victim)
             if logits is not None:
-                next_ids = torch.argmax(logits, dim=-1).tolist()
-                sync()
+                next_ids = choose(logits).tolist()  # greedy
+                synchronize(device)
                 now = time.perf_counter() - t0
             res.batch_rows.append(len(batch) if logits is not None else 0)
             res.fed_tokens.append(sum(len(s.feed) for s in batch) if logits is not None else 0)
@@ -530,7 +522,7 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
             res.steps += 1
     finally:
         model.train(was_training)
-    sync()
+    synchronize(device)
     res.seconds = time.perf_counter() - t0
     res.prefix_hit_blocks = pool.allocator.n_prefix_hits
     return res

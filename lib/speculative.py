@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 import torch
 
 from .cache import KVCache
-from .generate import check_generate_args, filter_logits
+from .generate import check_generate_args
+from .sampling import choose, draw, make_generator, residual_distribution as _residual, sampling_probs
+from .text import text_table
 
 # ------------------------------------------------------------------------------- the acceptance rule
 
@@ -54,15 +56,7 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     tokens the draft proposes too rarely. If p == q there is nothing left (and no rejection ever happens):
     then p itself is returned."""
     _check_pair(p, q)
-    return _residual(p, q)
-
-
-def _residual(p, q):
-    r = torch.clamp(p - q, min=0)
-    total = r.sum()
-    if float(total) <= 0:
-        return p.clone()
-    return r / total
+    return _residual(p, q)  # lib.sampling's rule, the one the loop below draws with
 
 
 def expected_acceptance(p: torch.Tensor, q: torch.Tensor) -> float:
@@ -88,7 +82,7 @@ def accept_or_resample(p: torch.Tensor, q: torch.Tensor, x: int, generator: torc
     u = float(torch.rand((), generator=generator, device=p.device))
     if u < a:
         return True, x
-    return False, int(torch.multinomial(_residual(p, q), 1, generator=generator))
+    return False, int(draw(_residual(p, q)[None], generator))
 
 
 # ----------------------------------------------------------------------------------------- a run's record
@@ -187,23 +181,6 @@ class SpeculativeResult:
                 f"{self.tokens_per_target_pass:.2f} tokens per target pass")
 
 
-def text_table(rows: list[dict]) -> str:
-    """A list of dicts with the same keys as an aligned text table (Chinese characters count double)."""
-    cols = list(rows[0])
-    width = {c: max(_width(c), *(_width(str(r[c])) for r in rows)) for c in cols}
-    line = lambda vals: "  ".join(_ljust(str(v), width[c]) for c, v in zip(cols, vals)).rstrip()
-    return "\n".join([line(cols), line("-" * width[c] for c in cols)] + [line(r.values()) for r in rows])
-
-
-def _width(s: str) -> int:
-    """Display width: Chinese characters take two columns in a monospace font."""
-    return sum(2 if ord(ch) > 0x2E80 else 1 for ch in s)
-
-
-def _ljust(s: str, width: int) -> str:
-    return s + " " * (width - _width(s))
-
-
 # ----------------------------------------------------------------------------------------------- the loop
 
 
@@ -219,13 +196,6 @@ def _check_pair_of_models(target, draft, k):
                          f"put both models on the same device")
 
 
-def _distribution(logits, temperature, top_k, top_p):
-    """(T, vocab) float logits -> the probabilities tokens are chosen from (temperature 1 when greedy)."""
-    if temperature == 0:
-        return torch.softmax(logits, dim=-1)
-    return torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
-
-
 @torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int = 4, temperature: float = 0.0,
                          top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
@@ -236,7 +206,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
     way), plus ``draft`` (a model on the same vocabulary) and ``k`` (tokens it proposes per round). Greedy
     output is identical to ``generate(target, ...)``; sampled output has the same distribution.
     """
-    input_ids = check_generate_args(target, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id, "static")
+    input_ids = check_generate_args(target, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
     _check_pair_of_models(target, draft, k)
     B, prompt_len = input_ids.shape
     if B != 1:
@@ -249,17 +219,15 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
                          f"max_new_tokens={max_new_tokens} needs {need} positions, the draft has "
                          f"max_seq_len={draft.config.max_seq_len}")
     device = target.device
-    gen = None
-    if seed is not None:
-        gen = torch.Generator(device=device)
-        gen.manual_seed(seed)
+    gen = make_generator(seed, device)
     t_cache = KVCache(target.config, 1, need, device=device, dtype=target.dtype)
     d_cache = KVCache(draft.config, 1, need, device=device, dtype=draft.dtype)
     res = SpeculativeResult(sequences=input_ids, prompt_len=prompt_len, k=k,
                             sampling=dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
                             target_cache=t_cache, draft_cache=d_cache)
     greedy = temperature == 0
-    dist = lambda logits: _distribution(logits, temperature, top_k, top_p)
+    dist = lambda logits: sampling_probs(logits, temperature, top_k, top_p)  # (T, vocab)
+    pick = lambda logits: int(choose(logits, temperature, top_k, top_p, gen)[0])  # logits (1, vocab)
     seq = input_ids  # (1, n)
     training = [m for m in (target, draft) if m.training]  # switched to eval mode for the run, then back
     for m in training:
@@ -275,7 +243,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
                 logits = draft(fed, cache=d_cache, last_only=True)[0, -1].float()  # (vocab,)
                 res.draft_forwards += 1
                 q = dist(logits[None])[0]
-                x = int(torch.argmax(logits)) if greedy else int(torch.multinomial(q, 1, generator=gen))
+                x = pick(logits[None])
                 proposed.append(x)
                 q_rows.append(q)
                 if x == eos_id:
@@ -299,13 +267,11 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
                 accept_prob.append(a)
                 if not ok:
                     kind = "correction"
-                    token = (int(torch.argmax(logits[i])) if greedy else
-                             int(torch.multinomial(_residual(p_rows[i], q_rows[i]), 1, generator=gen)))
+                    token = pick(logits[i:i + 1]) if greedy else int(draw(_residual(p_rows[i], q_rows[i])[None], gen))
                     break
                 accepted += 1
             if token is None:  # every proposal kept: the target's distribution after them gives a bonus token
-                token = (int(torch.argmax(logits[-1])) if greedy else
-                         int(torch.multinomial(p_rows[-1], 1, generator=gen)))
+                token = pick(logits[-1:])
             emitted = proposed[:accepted] + [token]
             if eos_id is not None and eos_id in emitted:
                 emitted = emitted[:emitted.index(eos_id) + 1]
@@ -436,16 +402,16 @@ def next_token_probs(model, input_ids, n_tokens: int = 1, temperature: float = 1
         raise ValueError(f"n_tokens must be 1 or 2, got {n_tokens!r}")
     if temperature <= 0:
         raise ValueError(f"next_token_probs needs a sampling temperature > 0, got {temperature!r}")
-    ids = check_generate_args(model, input_ids, 1, temperature, top_k, top_p, None, "static")
+    ids = check_generate_args(model, input_ids, 1, temperature, top_k, top_p)
     if ids.shape[0] != 1:
         raise ValueError(f"next_token_probs takes one prompt, got a batch of {ids.shape[0]}")
-    p1 = _distribution(model(ids)[0, -1:].float(), temperature, top_k, top_p)[0].double()  # (vocab,)
+    p1 = sampling_probs(model(ids)[0, -1:].float(), temperature, top_k, top_p)[0].double()  # (vocab,)
     p1 = p1 / p1.sum()  # exactly normalised in float64
     if n_tokens == 1:
         return {(x,): float(v) for x, v in enumerate(p1.tolist()) if v > min_prob}
     firsts = [x for x, v in enumerate(p1.tolist()) if v > 0]
     both = torch.cat([ids.expand(len(firsts), -1), torch.tensor(firsts, device=ids.device)[:, None]], dim=1)
-    p2 = _distribution(model(both)[:, -1].float(), temperature, top_k, top_p).double()  # (n_first, vocab)
+    p2 = sampling_probs(model(both)[:, -1].float(), temperature, top_k, top_p).double()  # (n_first, vocab)
     p2 = p2 / p2.sum(-1, keepdim=True)
     joint = p1[firsts][:, None] * p2
     out = {}

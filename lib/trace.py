@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .text import text_table
+
 
 @dataclass
 class TraceStep:
@@ -34,6 +36,8 @@ class TraceStep:
     cache_len: int  # positions in the cache after this step (0 without a cache)
     bytes_copied: int  # bytes moved by cache growth so far (torch.cat cache only, else 0)
     seconds: float  # wall time of this step (forward + choosing the token)
+    tensors: dict | None = None  # trace="full" only: "embedding", "layers" (per layer q, k, v, attn_weights,
+    #   mix, attn_out, ffn_out, hidden; batch first) and "cache_k" / "cache_v" (per layer, after the step)
 
     @property
     def n_fed(self) -> int:
@@ -48,7 +52,7 @@ class TraceStep:
 class Trace:
     prompt_len: int
     use_cache: bool
-    cache_kind: str | None  # "static", "concat" or None
+    cache_kind: str | None  # "static", "concat", "paged" (or the cache's class name), None without a cache
     n_layers: int
     n_heads: int
     n_kv_heads: int
@@ -115,10 +119,4 @@ class Trace:
 
     def table(self, tokenizer=None, batch: int = 0) -> str:
         """The rows as an aligned text table (K/V counts are per layer, per sequence)."""
-        rows = self.rows(tokenizer, batch)
-        if not rows:
-            return "(no steps)"
-        cols = list(rows[0])
-        width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
-        line = lambda vals: "  ".join(str(v).ljust(width[c]) for c, v in zip(cols, vals)).rstrip()
-        return "\n".join([line(cols), line("-" * width[c] for c in cols)] + [line(r.values()) for r in rows])
+        return text_table(self.rows(tokenizer, batch)) if self.steps else "(no steps)"

@@ -3,6 +3,21 @@ import torch
 
 from lib import MiniTransformer, ModelConfig
 
+ATOL = 1e-5  # fp32 CPU: cached and uncached logits agree to this (design.md)
+
+# Every switch of ModelConfig that changes what the forward pass computes, each in at least one variant;
+# the tests of every cache, of FastDecoder and of generation run over all of them.
+VARIANTS = {
+    "mha-learned-layernorm-gelu": dict(n_heads=4, n_kv_heads=4, positions="learned", norm="layernorm", activation="gelu"),
+    "gqa-rope-rmsnorm-swiglu": dict(n_heads=4, n_kv_heads=2, positions="rope", norm="rmsnorm", activation="swiglu",
+                                    bias=False),
+    "mqa-rope-layernorm-silu": dict(n_heads=4, n_kv_heads=1, positions="rope", norm="layernorm", activation="silu"),
+    "mha-rope-untied-gelu_tanh": dict(n_heads=2, positions="rope", activation="gelu_tanh", tie_embeddings=False),
+    "gqa-learned-qkvbias": dict(n_heads=4, n_kv_heads=2, bias=False, qkv_bias=True),
+    "odd-sizes": dict(vocab_size=53, d_model=30, n_heads=3, d_ff=50),  # nothing divides by 2 or 4
+    "head_dim-not-d_model/heads-sdpa": dict(n_heads=4, n_kv_heads=2, head_dim=6, positions="rope", attn_impl="sdpa"),
+}
+
 
 def randomized_model(seed=0, scale=0.3, **config) -> MiniTransformer:
     """A small model whose every parameter is re-drawn from N(0, scale²), in eval mode.
@@ -17,3 +32,8 @@ def randomized_model(seed=0, scale=0.3, **config) -> MiniTransformer:
         for p in model.parameters():
             p.copy_(torch.randn_like(p) * scale)
     return model
+
+
+def make_model(seed=0, **config) -> MiniTransformer:
+    """``randomized_model`` with a 40-token context window (room for long prompts plus generation)."""
+    return randomized_model(seed, **{"max_seq_len": 40, **config})

@@ -160,3 +160,38 @@ def test_crop_forgets_the_tail_and_decoding_continues_exactly(kind):
         torch.testing.assert_close(a.keys(layer), b.keys(layer))
     with pytest.raises(ValueError, match=r"crop takes a length from 0 to the current seq_len=9, got 10"):
         a.crop(10)
+
+
+class Interrupt(Exception):
+    pass
+
+
+@pytest.mark.parametrize("kind", ["static", "concat", "paged"])
+def test_a_pass_interrupted_part_way_leaves_the_cache_as_it_was(kind):
+    """An error (or Ctrl-C) in layer 2 of a pass: the cache rolls back what layers 0 and 1 wrote, so the
+    step can be run again and gives exactly the logits of a run that was never interrupted."""
+    from lib.paged import PagedKVCache, PagedKVPool
+    torch.manual_seed(0)
+    model = MiniTransformer(CFG).eval()
+    make = {"static": lambda: KVCache(CFG, 2, 20), "concat": lambda: ConcatKVCache(CFG, 2, 20),
+            "paged": lambda: PagedKVCache(CFG, 2, 20, pool=PagedKVPool(CFG, 12, 4))}[kind]
+    x = torch.randint(0, 40, (2, 9))
+    clean, cache = make(), make()
+    with torch.no_grad():
+        model(x[:, :5], cache=clean)
+        model(x[:, :5], cache=cache)
+        before = [cache.keys(l).clone() for l in range(CFG.n_layers)]
+        used = cache.pool.allocator.n_used if kind == "paged" else None
+
+        def boom(*_):
+            raise Interrupt("stopped in layer 2")
+
+        handle = model.blocks[2].register_forward_pre_hook(boom)
+        with pytest.raises(Interrupt):
+            model(x[:, 5:9], cache=cache)
+        handle.remove()
+        assert cache.seq_len == 5 and [cache.keys(l).shape[2] for l in range(CFG.n_layers)] == [5] * CFG.n_layers
+        assert all(torch.equal(cache.keys(l), before[l]) for l in range(CFG.n_layers))
+        if kind == "paged":
+            assert cache.pool.allocator.n_used == used  # the blocks the failed pass took went back
+        torch.testing.assert_close(model(x[:, 5:9], cache=cache), model(x[:, 5:9], cache=clean), atol=0, rtol=0)

@@ -1,24 +1,12 @@
-"""Cached and uncached generation are the same computation: same tokens, same logits, same attention."""
+"""Cached and uncached generation are the same computation: same tokens, same logits, same attention, for
+every kind of cache (contiguous, torch.cat, paged) behind the one forward pass."""
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from helpers import randomized_model
+from helpers import ATOL, VARIANTS, make_model, randomized_model
 from lib import ConcatKVCache, KVCache, MiniTransformer, ModelConfig, generate
-
-ATOL = 1e-5
-
-VARIANTS = {
-    "mha-learned-layernorm-gelu": dict(n_heads=4, n_kv_heads=4, positions="learned", norm="layernorm", activation="gelu"),
-    "gqa-rope-rmsnorm-swiglu": dict(n_heads=4, n_kv_heads=2, positions="rope", norm="rmsnorm", activation="swiglu", bias=False),
-    "mqa-rope-layernorm-silu": dict(n_heads=4, n_kv_heads=1, positions="rope", norm="layernorm", activation="silu"),
-    "mha-rope-untied-gelu_tanh": dict(n_heads=2, positions="rope", activation="gelu_tanh", tie_embeddings=False),
-    "gqa-learned-qkvbias": dict(n_heads=4, n_kv_heads=2, bias=False, qkv_bias=True),
-}
-
-
-def make_model(seed=0, **kw):
-    return randomized_model(seed, **kw)
+from lib.paged import PagedKVCache
 
 
 def assert_same_run(a, b):
@@ -30,11 +18,11 @@ def assert_same_run(a, b):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("cache_kind", ["static", "concat"])
+@pytest.mark.parametrize("cache_kind", ["static", "concat", "paged"])
 @pytest.mark.parametrize("batch", [1, 3])
 def test_cached_equals_uncached(variant, cache_kind, batch):
     model = make_model(**VARIANTS[variant])
-    prompt = torch.randint(0, 50, (batch, 5))
+    prompt = torch.randint(0, model.config.vocab_size, (batch, 5))
     a = generate(model, prompt, 12, use_cache=True, cache_kind=cache_kind, trace=True)
     b = generate(model, prompt, 12, use_cache=False, trace=True)
     assert a.sequences.shape == (batch, 17)
@@ -58,7 +46,7 @@ def test_prefill_in_chunks_equals_one_forward():
     model = make_model(**VARIANTS["gqa-rope-rmsnorm-swiglu"])
     x = torch.randint(0, 50, (2, 20))
     full = model(x)
-    for cache in (KVCache(model.config, 2, 20), ConcatKVCache(model.config, 2)):
+    for cache in (KVCache(model.config, 2, 20), ConcatKVCache(model.config, 2), PagedKVCache(model.config, 2, 20, block_size=3)):
         parts = [model(x[:, a:b], cache=cache) for a, b in ((0, 7), (7, 8), (8, 15), (15, 20))]
         torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=ATOL, rtol=0)
         assert cache.seq_len == 20
@@ -80,7 +68,7 @@ def test_fused_attention_matches_written_out():
         manual = make_model(**variant)
         fused = MiniTransformer(manual.config.replace(attn_impl="sdpa")).eval()
         fused.load_state_dict(manual.state_dict())
-        x = torch.randint(0, 50, (2, 16))
+        x = torch.randint(0, manual.config.vocab_size, (2, 16))
         torch.testing.assert_close(fused(x), manual(x), atol=ATOL, rtol=0)
         a = generate(manual, x[:, :4], 10)
         b = generate(fused, x[:, :4], 10)
@@ -98,7 +86,7 @@ def test_fused_attention_matches_written_out():
     batch=st.integers(1, 3),
     prompt_len=st.integers(1, 10),
     n_new=st.integers(1, 8),
-    cache_kind=st.sampled_from(["static", "concat"]),
+    cache_kind=st.sampled_from(["static", "concat", "paged"]),
     seed=st.integers(0, 2**16),
 )
 def test_property_cached_equals_uncached(n_layers, kv_heads_and_heads, head_dim, positions, norm, activation,

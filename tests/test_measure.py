@@ -172,7 +172,7 @@ def test_measure_positions_shape(small):
     (lambda m: time_per_step(m, 0, 3), "prompt_len must be a positive integer (>= 1), got 0"),
     (lambda m: time_per_step(m, 5, 21), "prompt_len=5 and n_new=21 do not fit the model's context window "
                                         "(max_seq_len=24): at most 20 new token(s) fit"),
-    (lambda m: time_per_step(m, 1, 3, cache_kind="paged"), "cache_kind='paged' is not known; allowed: static, concat"),
+    (lambda m: time_per_step(m, 1, 3, cache_kind="ring"), "cache_kind='ring' is not known; allowed: static, concat, paged"),
     (lambda m: time_per_step(m, 1, 3, repeats=0), "repeats must be a positive integer (>= 1), got 0"),
     (lambda m: time_per_step(m, 1, 3, reduce="mean"), "reduce='mean' is not known; allowed: min, median"),
     (lambda m: time_at_positions(m, [], "static"), "positions is empty"),

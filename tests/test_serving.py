@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 import lib
 from lib.serving import (POLICIES, ContiguousAllocator, ServeRequest, SimRequest, compare_policies, demo_requests,
-                         request_stream, reservation, serve, simulate, table)
+                         request_stream, reservation, serve, simulate)
+from lib.text import text_table
 
 
 # ------------------------------------------------------------------------------------------- the stream
@@ -141,7 +142,7 @@ def test_summary_and_table(results):
     assert list(row) == ["policy", "tokens %", "reserved, later %", "reserved, never %", "free %",
                          "tokens / allocated %", "mean batch", "max batch", "steps", "preemptions"]
     assert row["tokens %"] == round(100 * results["paged"].shares()["tokens"], 1)
-    text = table([r.summary() for r in results.values()])
+    text = text_table([r.summary() for r in results.values()])
     assert text.splitlines()[0].split()[:3] == ["policy", "tokens", "%"] and len(text.splitlines()) == 6
 
 

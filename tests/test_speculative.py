@@ -174,9 +174,9 @@ def test_clear_errors():
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match=r"k \(draft tokens proposed per round\) must be an integer >= 1, got"):
             speculative_generate(target, target, [1], 5, k=bad)
-    with pytest.raises(ValueError, match=r"temperature must be a number >= 0"):
+    with pytest.raises(ValueError, match=r"temperature must be a finite number >= 0"):
         speculative_generate(target, target, [1], 5, temperature=-0.5)
-    with pytest.raises(ValueError, match=r"eos_id=40 is not a token id of this model \(0..39\)"):
+    with pytest.raises(ValueError, match=r"eos_id=40 is not a token id of this model \(an integer from 0 to 39\)"):
         speculative_generate(target, target, [1], 5, eos_id=40)
     with pytest.raises(ValueError, match=r"the prompt is empty"):
         speculative_generate(target, target, [], 5)

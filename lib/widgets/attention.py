@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..text import token_label
 from ..trace import Trace
 from . import figure_and_axes
 
@@ -67,11 +68,6 @@ def _check_step(step, n_steps: int) -> int:
     if step is None:
         return n_steps - 1
     return _check_index(step, "step", n_steps, f"the trace has {n_steps} steps")
-
-
-def token_label(token: str) -> str:
-    """How a token is printed on an axis: a space becomes ␣ so it stays visible."""
-    return {" ": "␣", "\n": "⏎", "\t": "⇥"}.get(token, token)
 
 
 def _token_strings(ids, tokenizer) -> list[str]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..generate import filter_logits
+from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
 
 FREE_COLOR, CACHED_COLOR, SHARED_COLOR = "#f0f0f0", "#d9d9d9", "#9e9ac8"
@@ -103,15 +103,10 @@ class _Recorder:
         self.frames = []
         self.n_events = 0
         self.temperature, self.max_new = temperature, max_new_tokens
-        self.gen = torch.Generator(device=model.device)
-        self.gen.manual_seed(seed)
+        self.gen = make_generator(seed, model.device)
 
     def choose(self, logits) -> list[int]:
-        logits = logits.float().reshape(-1, logits.shape[-1])
-        if self.temperature == 0:
-            return torch.argmax(logits, dim=-1).tolist()
-        probs = torch.softmax(filter_logits(logits, self.temperature), dim=-1)
-        return torch.multinomial(probs, 1, generator=self.gen).squeeze(1).tolist()
+        return choose(logits.float().reshape(-1, logits.shape[-1]), self.temperature, generator=self.gen).tolist()
 
     def snapshot(self, kind: str, caption: str):
         a, bs = self.pool.allocator, self.pool.block_size

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import html
 import time
-import unicodedata
 from dataclasses import asdict, dataclass
 
 import ipywidgets as widgets
 
 from ..costs import kv_computations
 from ..generate import generate
+from ..text import display_width, pad
 from ..tokenizer import UnknownCharacterError
 
 # -- colours and words, shared by every tier --------------------------------------------------------------
@@ -215,15 +215,6 @@ def _cumsum(xs) -> list[int]:
 
 # -- tier 1: text table and matplotlib ---------------------------------------------------------------------
 
-def _width(text: str) -> int:
-    """Columns a string takes in a monospace font (Chinese characters take two)."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * (width - _width(text))
-
-
 def player_table(trace, tokenizer, other=None, layer: int = 0, top_k: int = 3, batch: int = 0) -> str:
     """Every step as a row of text: the sequence, each position's K/V (+ computed first time, ! recomputed,
     = read from the cache, . none yet), the top candidates, the chosen token, and the running K/V counts."""
@@ -234,11 +225,11 @@ def player_table(trace, tokenizer, other=None, layer: int = 0, top_k: int = 3, b
     rows = []
     for f in frames:
         seq = "".join(c.text for c in f.chips)
-        kv = "".join(KV_MARKS[k] * _width(c.text) for k, c in zip(f.kv, f.chips))  # one mark under each column
+        kv = "".join(KV_MARKS[k] * display_width(c.text) for k, c in zip(f.kv, f.chips))  # one mark under each column
         cands = ", ".join(f"{b.token}{'*' if b.chosen else ''} {b.prob:.4f}" for b in f.bars)
         rows.append([str(f.step), f.phase, seq, kv, cands, f.chosen, f"{f.with_cache} / {f.without_cache}"])
-    widths = [max(_width(r[j]) for r in [head] + rows) for j in range(len(head))]
-    line = lambda r: "  ".join(_pad(v, w) for v, w in zip(r, widths)).rstrip()
+    widths = [max(display_width(r[j]) for r in [head] + rows) for j in range(len(head))]
+    line = lambda r: "  ".join(pad(v, w) for v, w in zip(r, widths)).rstrip()
     legend = ("K/V: " + "   ".join(f"{KV_MARKS[k]} {KV_SHORT[k]}" for k in KV_MARKS)
               + f"   |   * chosen   |   counts per layer (layer {layer} of {f0.n_layers}); "
               f"the {'uncached' if trace.use_cache else 'cached'} count comes from "

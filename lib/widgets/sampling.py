@@ -2,7 +2,7 @@
 
 The model gives one logit per vocabulary token for the next position. Greedy decoding takes the largest;
 sampling draws from ``softmax(filter_logits(logits, temperature, top_k, top_p))``, where
-``lib.generate.filter_logits`` (the function ``generate()`` itself samples with) divides by the
+``lib.sampling.filter_logits`` (the function ``generate()`` itself samples with) divides by the
 temperature and sets every token outside the top-k / top-p set to -inf. This module draws that
 distribution as bars over the top candidates, sorted by logit: tokens that can still be drawn in colour,
 tokens removed by top-k / top-p greyed (at the height they had before the cut), and the model's own
@@ -17,13 +17,13 @@ Three tiers (CONTRIBUTING.md):
 from __future__ import annotations
 
 import html
-import math
 import time
 from dataclasses import dataclass
 
 import torch
 
-from ..generate import filter_logits
+from ..sampling import check_sampling, draw, filter_logits, make_generator
+from ..text import token_label
 from . import figure_and_axes, kept_prompt_message
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
@@ -32,18 +32,6 @@ KEPT, REMOVED, OUTLINE = "#1f77b4", "#c7c7c7", "#333333"
 
 
 # -- the numbers --------------------------------------------------------------------------------------------
-def check_sampling_args(temperature, top_k=None, top_p=None) -> None:
-    """Raise a ValueError that says what is allowed when a sampling setting is out of range."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
-            math.isfinite(temperature) and temperature >= 0):
-        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be None (no limit) or an integer >= 1, got {top_k!r}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
-                              or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None (no limit) or a number in (0, 1], got {top_p!r}")
-
-
 def _as_vector(logits) -> torch.Tensor:
     if not isinstance(logits, torch.Tensor):
         raise TypeError(f"logits must be a torch.Tensor of shape (vocab,) or (1, vocab), got {type(logits).__name__}")
@@ -55,7 +43,7 @@ def _as_vector(logits) -> torch.Tensor:
     return logits.detach().float().cpu()
 
 
-def sampling_probs(logits, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None):
+def sampling_views(logits, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None):
     """Full-vocabulary views of one sampling rule, three (vocab,) tensors:
 
     before: softmax(logits / temperature), before top-k / top-p cut anything;
@@ -63,7 +51,7 @@ def sampling_probs(logits, temperature: float = 1.0, top_k: int | None = None, t
     kept:   bool, the tokens filter_logits left finite (the rest can never be drawn).
     temperature=0 is greedy, as in ``generate``: all the probability on the argmax; top-k / top-p unused.
     """
-    check_sampling_args(temperature, top_k, top_p)
+    check_sampling(temperature, top_k, top_p)
     logits = _as_vector(logits)  # (vocab,)
     if temperature == 0:
         probs = torch.zeros_like(logits)
@@ -72,12 +60,6 @@ def sampling_probs(logits, temperature: float = 1.0, top_k: int | None = None, t
     filtered = filter_logits(logits[None], temperature, top_k, top_p)[0]  # (vocab,), -inf where cut
     before = torch.softmax(logits / temperature, dim=-1)
     return before, torch.softmax(filtered, dim=-1), torch.isfinite(filtered)
-
-
-def token_label(tokenizer, token_id: int) -> str:
-    """A token as a bar label: the character itself, a visible ␣ for the space, <eos> etc. as written."""
-    s = tokenizer.tokens([int(token_id)])[0]
-    return "␣" if s == " " else s
 
 
 @dataclass(frozen=True)
@@ -137,11 +119,11 @@ def sampling_bars(logits, tokenizer, temperature: float = 1.0, top_k: int | None
     if tokenizer.vocab_size != logits.shape[0]:
         raise ValueError(f"the logits have {logits.shape[0]} entries but the tokenizer has "
                          f"{tokenizer.vocab_size} tokens: they belong to different models")
-    before, probs, kept = sampling_probs(logits, temperature, top_k, top_p)
+    before, probs, kept = sampling_views(logits, temperature, top_k, top_p)
     model = torch.softmax(logits, dim=-1)
     n = min(n_bars, logits.shape[0])
     ids = torch.sort(logits, descending=True, stable=True).indices[:n]  # ties keep the lower id first
-    return Bars(ids=ids.tolist(), labels=[token_label(tokenizer, i) for i in ids.tolist()],
+    return Bars(ids=ids.tolist(), labels=[token_label(t) for t in tokenizer.tokens(ids.tolist())],
                 model=model[ids].tolist(), before=before[ids].tolist(), probs=probs[ids].tolist(),
                 kept=kept[ids].tolist(), temperature=float(temperature), top_k=top_k,
                 top_p=None if top_p is None else float(top_p), n_kept=int(kept.sum()),
@@ -168,15 +150,11 @@ def draw_tokens(logits, n: int = 20, temperature: float = 1.0, top_k: int | None
     equals generate's first sampled token. Same seed, same tokens."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    _, probs, _ = sampling_probs(logits, temperature, top_k, top_p)
+    _, probs, _ = sampling_views(logits, temperature, top_k, top_p)
     if temperature == 0:
         return [int(torch.argmax(probs))] * n
-    gen = torch.Generator()
-    if seed is not None:
-        gen.manual_seed(seed)
-    else:
-        gen.seed()
-    return [int(torch.multinomial(probs[None], 1, generator=gen)) for _ in range(n)]
+    gen = make_generator(seed, "cpu")  # None: torch's global random stream
+    return [int(draw(probs[None], gen)) for _ in range(n)]
 
 
 # -- tier 1: static matplotlib ------------------------------------------------------------------------------
@@ -291,7 +269,7 @@ class SamplingExplorer:
                  top_k: int | None = None, top_p: float | None = None, n_bars: int = 20):
         import ipywidgets as W
 
-        check_sampling_args(temperature, top_k, top_p)
+        check_sampling(temperature, top_k, top_p)
         self._check_slider_ranges(temperature, top_k)
         self.model, self.tokenizer, self.n_bars = model, tokenizer, n_bars
         self.logits = next_token_logits(model, tokenizer, prompt)  # the given prompt must be valid
@@ -371,7 +349,7 @@ class SamplingExplorer:
         t = self.settings()["temperature"] if temperature is None else temperature
         k = self.settings()["top_k"] if top_k == "keep" else top_k
         p = self.settings()["top_p"] if top_p == "keep" else top_p
-        check_sampling_args(t, k, p)
+        check_sampling(t, k, p)
         self._check_slider_ranges(t, k)
         if p is not None and p < self.top_p.min:
             raise ValueError(f"the explorer's top-p slider runs from {self.top_p.min} to 1, got {p!r}")
@@ -387,7 +365,7 @@ class SamplingExplorer:
         if seed is not None:
             self.seed.value = seed
         self.samples = draw_tokens(self.logits, n, seed=int(self.seed.value), **self.settings())
-        labels = [token_label(self.tokenizer, i) for i in self.samples]
+        labels = [token_label(t) for t in self.tokenizer.tokens(self.samples)]
         self.samples_box.value = (f"seed {int(self.seed.value)}, {n} draws: "
                                   f"<span style='font-size:15px'>{html.escape(' '.join(labels))}</span>")
         return labels

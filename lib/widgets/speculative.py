@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from ..speculative import SpeculativeResult, speculative_generate
+from ..text import token_label
 from . import figure_and_axes, kept_prompt_message
 
 COLORS = {
@@ -35,12 +36,6 @@ MEANING = {
 }
 TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.2, 1.5)  # the live explorer's steps
 MAX_ROUNDS = 48  # rows drawn at most (an animation longer than that stops being readable)
-
-
-def token_label(tokenizer, token_id: int) -> str:
-    """A token as a cell label: the character, ␣ for the space, <eos> as written."""
-    s = tokenizer.tokens([int(token_id)])[0]
-    return "␣" if s == " " else s
 
 
 @dataclass(frozen=True)
@@ -77,10 +72,10 @@ def round_cells(result: SpeculativeResult, tokenizer) -> list[list[Cell]]:
             status = "accepted" if i < r.accepted else "rejected" if i == r.accepted else "discarded"
             if i < r.accepted and i >= len(r.emitted):
                 status = "cut"
-            cells.append(Cell(r.index, i, x, token_label(tokenizer, x), status, r.p[i], r.q[i],
+            cells.append(Cell(r.index, i, x, token_label(tokenizer.tokens([x])[0]), status, r.p[i], r.q[i],
                               r.accept_prob[i] if i < len(r.accept_prob) else None))
         used = len(r.emitted) == r.accepted + 1
-        cells.append(Cell(r.index, result.k, r.target_token, token_label(tokenizer, r.target_token),
+        cells.append(Cell(r.index, result.k, r.target_token, token_label(tokenizer.tokens([r.target_token])[0]),
                           r.kind if used else "cut", None, None, None))
         rows.append(cells)
     return rows

@@ -1,7 +1,7 @@
 """The worked case (claim C11): every number of a small model's cached generation, step by step.
 
-``run_worked_case(model, tokenizer, "<s>")`` runs greedy generation itself, one forward pass per step with a
-``KVCache`` and a ``ForwardRecord(capture=True)``, and keeps what the layers really computed: the token fed,
+``run_worked_case(model, tokenizer, "<s>")`` runs greedy generation with ``lib.generate(..., trace="full")``,
+which keeps what the layers really computed: the token fed,
 its embeddings, per layer q, k, v, the attention weights over the cached keys, the attention and FFN
 outputs, the logits, and a snapshot of the cache after the step. Nothing here is re-derived by formula;
 ``compare_with_trace`` checks the numbers against ``lib.generate``'s own Trace.
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import html
 import time
-import unicodedata
 from dataclasses import dataclass
 
 import torch
 
-from ..cache import KVCache
+from ..generate import generate
 from ..model import ForwardRecord
+from ..text import text_table
 
 TOP = 5  # candidates shown per step
 
@@ -103,14 +103,9 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t[0].transpose(0, 1).reshape(t.shape[2], -1).float().cpu()
 
 
-def _check_count(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-@torch.no_grad()
 def run_worked_case(model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 8) -> WorkedCase:
-    """Greedy generation from ``prompt`` (text, e.g. "<s>" or "<s>深") with a KV cache, keeping every number.
+    """Greedy generation from ``prompt`` (text, e.g. "<s>" or "<s>深") with a KV cache, keeping every number:
+    ``lib.generate(..., trace="full")``, read back step by step.
 
     Step 0 feeds the whole prompt (prefill); each later step feeds the newest token only. Stops after
     ``<eos>`` or ``max_new_tokens`` tokens. One sequence (batch 1)."""
@@ -119,55 +114,29 @@ def run_worked_case(model, tokenizer, prompt: str = "<s>", max_new_tokens: int =
     ids = tokenizer.encode(prompt)  # unknown characters raise UnknownCharacterError, which lists them
     if not ids:
         raise ValueError("the prompt is empty: give at least one token, e.g. '<s>'")
-    _check_count(max_new_tokens, "max_new_tokens", 1)
-    c = model.config
-    room = c.max_seq_len - len(ids) + 1
-    if max_new_tokens > room:
-        raise ValueError(f"a prompt of {len(ids)} tokens leaves room for at most {room} new token(s) in this "
-                         f"model's context window (max_seq_len={c.max_seq_len}), but max_new_tokens={max_new_tokens}")
-    cache = KVCache(c, 1, len(ids) + max_new_tokens - 1, device=model.device, dtype=model.dtype)
-    seq = list(ids)
-    steps = []
-    was_training = model.training
-    model.eval()
-    try:
-        for step in range(max_new_tokens):
-            fed = seq if step == 0 else seq[-1:]
-            pos0 = cache.seq_len
-            positions = list(range(pos0, pos0 + len(fed)))
-            rec = ForwardRecord(capture=True)
-            x = torch.tensor([fed], dtype=torch.long, device=model.device)
-            logits = model(x, cache=cache, record=rec)[0, -1].float().cpu()  # (vocab,)
-            probs = torch.softmax(logits, dim=-1)
-            chosen = int(torch.argmax(logits))
-            layers = []
-            for l in range(c.n_layers):
-                t = rec.tensors[l]
-                keys, values = cache.keys(l), cache.values(l)  # (1, n_kv_heads, cache_len, head_dim)
-                attn = t["attn_weights"][0].float().cpu()  # (n_heads, n_fed, n_keys)
-                vals = values[0].float().cpu().repeat_interleave(c.n_heads // c.n_kv_heads, dim=0)
-                mix = (attn @ vals).transpose(0, 1).reshape(len(fed), -1)  # (n_fed, n_heads * head_dim)
-                layers.append(LayerNumbers(q=_rows(t["q"]), k=_rows(t["k"]), v=_rows(t["v"]), attn=attn, mix=mix,
-                                           attn_out=t["attn_out"][0].float().cpu(),
-                                           ffn_out=t["ffn_out"][0].float().cpu(),
-                                           hidden=t["hidden"][0].float().cpu()))
-            pos_t = torch.tensor(positions, device=model.device)
-            pos_emb = model.pos_emb.weight[pos_t].float().cpu() if c.positions == "learned" else None
-            top = torch.topk(probs, min(TOP, c.vocab_size))
-            steps.append(WorkedStep(
-                step=step, phase="prefill" if step == 0 else "decode", fed_ids=list(fed),
-                fed_tokens=[tokenizer.decode([i]) for i in fed], positions=positions,
-                tok_emb=model.tok_emb.weight[x[0]].float().cpu(), pos_emb=pos_emb,
-                embedding=rec.tensors["embedding"][0].float().cpu(), layers=layers, logits=logits, probs=probs,
-                top_ids=top.indices.tolist(), top_tokens=[tokenizer.decode([i]) for i in top.indices.tolist()],
-                chosen=chosen, chosen_token=tokenizer.decode([chosen]),
-                cache_k=[_rows(cache.keys(l)).clone() for l in range(c.n_layers)],
-                cache_v=[_rows(cache.values(l)).clone() for l in range(c.n_layers)]))
-            seq.append(chosen)
-            if chosen == tokenizer.eos_id:
-                break
-    finally:
-        model.train(was_training)
+    out = generate(model, ids, max_new_tokens, eos_id=tokenizer.eos_id, trace="full")
+    c, steps = model.config, []
+    for s in out.trace:
+        t = s.tensors
+        layers = [LayerNumbers(q=_rows(L["q"]), k=_rows(L["k"]), v=_rows(L["v"]), attn=L["attn_weights"][0].float(),
+                               mix=L["mix"][0].float(), attn_out=L["attn_out"][0].float(),
+                               ffn_out=L["ffn_out"][0].float(), hidden=L["hidden"][0].float())
+                  for L in t["layers"]]
+        fed = s.input_ids[0].tolist()
+        logits = s.logits[0]  # (vocab,)
+        probs = torch.softmax(logits, dim=-1)
+        top = torch.topk(probs, min(TOP, c.vocab_size)).indices.tolist()
+        chosen = int(s.chosen[0])
+        with torch.no_grad():  # the rows of the lookup tables that the step added together
+            tok_emb = model.tok_emb.weight[fed].float().cpu()
+            pos_emb = model.pos_emb.weight[s.positions].float().cpu() if c.positions == "learned" else None
+        steps.append(WorkedStep(
+            step=s.step, phase=s.phase, fed_ids=fed, fed_tokens=[tokenizer.decode([i]) for i in fed],
+            positions=s.positions, tok_emb=tok_emb, pos_emb=pos_emb, embedding=t["embedding"][0].float(),
+            layers=layers, logits=logits, probs=probs, top_ids=top, top_tokens=[tokenizer.decode([i]) for i in top],
+            chosen=chosen, chosen_token=tokenizer.decode([chosen]),
+            cache_k=[_rows(k) for k in t["cache_k"]], cache_v=[_rows(v) for v in t["cache_v"]]))
+    seq = out.sequences[0].tolist()
     return WorkedCase(config=c, prompt_ids=list(ids), tokens=[tokenizer.decode([i]) for i in seq], steps=steps,
                       eos_id=tokenizer.eos_id)
 
@@ -240,23 +209,6 @@ def vec(t) -> str:
     return " ".join(num(x) for x in t.tolist())
 
 
-def _width(s: str) -> int:
-    """Display width in a monospace font (Chinese characters take two columns)."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
-
-
-def _pad(s: str, w: int) -> str:
-    return s + " " * (w - _width(s))
-
-
-def format_table(header: list, rows: list) -> str:
-    """Aligned text table (columns padded for Chinese characters)."""
-    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
-    widths = [max(_width(r[i]) for r in cells) for i in range(len(header))]
-    line = lambda r: "  ".join(_pad(c, w) for c, w in zip(r, widths)).rstrip()
-    return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
-
-
 def _key_labels(case: WorkedCase, n_keys: int) -> list:
     return [f"{p}:{case.tokens[p]}" for p in range(n_keys)]
 
@@ -309,8 +261,8 @@ def step_table(case: WorkedCase, step: int) -> str:
             rows.append((label, " ".join(num(x) for x in values)))
     cand = [(f"{rank + 1}", tok, f"{float(s.logits[i]):+.4f}", f"{float(s.probs[i]):.4f}")
             for rank, (i, tok) in enumerate(zip(s.top_ids, s.top_tokens))]
-    return "\n".join([head, format_table(["quantity", "numbers"], rows), "",
-                      format_table(["rank", "next token", "logit", "probability"], cand),
+    return "\n".join([head, text_table(rows, ["quantity", "numbers"]), "",
+                      text_table(cand, ["rank", "next token", "logit", "probability"]),
                       f"chosen (greedy): {s.chosen_token}"])
 
 
@@ -333,7 +285,7 @@ def cache_table(case: WorkedCase, step: int, layer: int | None = None) -> str:
         rows = [(p, tok, " ".join(num(x) for x in k), " ".join(num(x) for x in v), "new" if is_new else "")
                 for p, tok, k, v, is_new in cache_rows(case, step, l)]
         parts.append(f"layer {l}")
-        parts.append(format_table(["pos", "token", "K", "V", "written"], rows))
+        parts.append(text_table(rows, ["pos", "token", "K", "V", "written"]))
     return "\n".join(parts)
 
 

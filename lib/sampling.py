@@ -1,0 +1,96 @@
+"""Choosing the next token: greedy, temperature, top-k, top-p — the one token chooser of the lab.
+
+The model ends every pass with logits, one number per vocabulary token, for the next position. Then:
+
+    temperature == 0:  next = argmax(logits)                                   (greedy)
+    otherwise:         probs = softmax(filter_logits(logits, T, top_k, top_p))   (sampling distribution)
+                       next  ~ probs, drawn with a seeded torch.Generator
+
+``filter_logits`` divides by the temperature and sets every token outside the top-k and outside the
+smallest set whose probability reaches top-p to -inf, so it can never be drawn. ``generate``, the paged
+cache, speculative decoding (with ``residual_distribution``, its resampling rule), the serving loop and the
+widgets all choose through this module; ``torch.multinomial`` appears nowhere else.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+
+def check_sampling(temperature, top_k=None, top_p=None) -> None:
+    """Raise a ValueError that names the setting and what is allowed, when one is out of range."""
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not (
+            math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
+        raise ValueError(f"top_k must be None (no limit) or an integer >= 1, got {top_k!r}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None (no limit) or a number in (0, 1], got {top_p!r}")
+
+
+def make_generator(seed, device) -> torch.Generator | None:
+    """A private random generator on ``device`` seeded with ``seed`` (same seed, same draws), or None
+    for ``seed=None`` (torch's global stream)."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 63:
+        raise ValueError(f"seed must be None or an integer from 0 to 2**63 - 1, got {seed!r}")
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(seed))
+    return gen
+
+
+def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                  top_p: float | None = None) -> torch.Tensor:
+    """The sampling distribution's logits, (B, vocab) float32: divided by the temperature, then every token
+    outside the top-k and outside the smallest set whose probability reaches top_p set to -inf."""
+    logits = logits.float() / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        p_sorted = torch.softmax(sorted_logits, dim=-1)
+        # drop a token when the tokens before it already reach top_p (the first token always stays)
+        drop_sorted = (p_sorted.cumsum(dim=-1) - p_sorted) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def sampling_probs(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
+                   top_p: float | None = None) -> torch.Tensor:
+    """(B, vocab) the probabilities the next token is drawn from. Greedy (temperature 0) draws nothing, so
+    it reports the model's own distribution, softmax(logits) at temperature 1 (what a trace shows and what
+    speculative decoding compares)."""
+    if temperature == 0:
+        return torch.softmax(logits.float(), dim=-1)
+    return torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+
+
+def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token id per row of ``probs`` (B, vocab) -> (B,), drawn with ``generator``."""
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
+def choose(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+           generator: torch.Generator | None = None) -> torch.Tensor:
+    """The next token of every row of ``logits`` (B, vocab) -> (B,) long: the argmax when temperature is 0,
+    otherwise one draw from ``sampling_probs``."""
+    if temperature == 0:
+        return torch.argmax(logits, dim=-1)
+    return draw(sampling_probs(logits, temperature, top_k, top_p), generator)
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)): where speculative decoding draws the target's token after it rejects a draft
+    token (p: the target's distribution, q: the draft's). Mass only on tokens the draft proposes too rarely.
+    If p == q nothing is left (and no rejection can happen): then p itself."""
+    r = torch.clamp(p - q, min=0)
+    total = r.sum(dim=-1, keepdim=True)
+    if bool((total <= 0).any()):
+        return p.clone()
+    return r / total

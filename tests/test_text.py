@@ -1,0 +1,44 @@
+"""lib.text: display widths, aligned tables, byte counts and token labels."""
+import pytest
+
+from lib.text import display_width, fmt_bytes, pad, text_table, token_label
+
+
+def test_chinese_characters_take_two_columns():
+    assert display_width("人工智能") == 8 and display_width("ab") == 2 and display_width("<eos>") == 5
+    assert display_width("深度 learning") == 13 and display_width(12) == 2
+    assert pad("深", 4) == "深  " and pad("深", 4, "right") == "  深" and pad("toolong", 3) == "toolong"
+    with pytest.raises(ValueError, match=r"align must be 'left' or 'right', got 'middle'"):
+        pad("x", 3, "middle")
+
+
+def test_tables_pad_chinese_and_right_align_numbers():
+    text = text_table([("深度", "x", 3), ("ab", "y", 12)], ["a", "b", "n"])
+    lines = text.splitlines()
+    assert lines == ["a     b   n", "----  -  --", "深度  x   3", "ab    y  12"]
+    assert all(display_width(l) == display_width(lines[1]) for l in lines[2:])  # every row as wide as the rule
+    rows = [{"step": 0, "fed": "<s>人工", "next": "智", "bytes": fmt_bytes(2048), "share": "3.5%"},
+            {"step": 10, "fed": "能", "next": "<eos>", "bytes": fmt_bytes(10), "share": "12.0%"}]
+    lines = text_table(rows).splitlines()
+    assert lines[0].split() == ["step", "fed", "next", "bytes", "share"]
+    assert lines[2] == "   0  <s>人工  智     2.00 KiB   3.5%" and lines[3] == "  10  能       <eos>      10 B  12.0%"
+    assert text_table(rows, align="left").splitlines()[2].startswith("0     <s>人工")
+    assert text_table(rows, align="lrlrl").splitlines()[3].startswith("10" + " " * 9 + "能")
+
+
+def test_table_errors_and_empty_tables():
+    assert text_table([]) == "(no rows)"
+    with pytest.raises(ValueError, match=r"text_table needs a header when the rows are sequences"):
+        text_table([(1, 2)])
+    with pytest.raises(ValueError, match=r"every row needs 2 cells \(one per header column\), got 1"):
+        text_table([(1,)], ["a", "b"])
+    with pytest.raises(ValueError, match=r"align takes 'left', 'right' or one 'l'/'r' per column \(2\), got 'x'"):
+        text_table([(1, 2)], ["a", "b"], align="x")
+
+
+def test_bytes_and_token_labels():
+    assert [fmt_bytes(n) for n in (320, 36_864, 524_288, 2 * 2 ** 30, 13_476_831_232, 3 * 2 ** 40)] == \
+        ["320 B", "36.00 KiB", "512.00 KiB", "2.00 GiB", "12.55 GiB", "3.00 TiB"]
+    with pytest.raises(TypeError, match=r"fmt_bytes takes a number of bytes, got str '12'"):
+        fmt_bytes("12")
+    assert [token_label(t) for t in (" ", "\n", "\t", "<eos>", "人")] == ["␣", "⏎", "⇥", "<eos>", "人"]
