@@ -1,7 +1,14 @@
 """KV Cache Lab's shared library: a small Transformer, its KV caches, traced generation and cost models.
 
-Flow: tokenizer -> model (+ cache) -> generate() -> Trace -> widgets / plots; ``costs`` gives the analytic
-counts, bytes and FLOPs (and the published shapes of real models) that the plots compare against.
+    tokenizer ──> model (+ cache) ──> generate() ──> Trace ──> widgets / plots
+    CharTokenizer  MiniTransformer      one loop:      every step:   lib.widgets (three tiers each)
+                   KVCache, ConcatKVCache,   prefill, decode,   K/V computed vs read,
+                   paged.PagedKVCache        sampling.choose    attention, top-k, bytes
+    costs: analytic FLOPs and bytes of every step, real models' shapes (PRESETS) ──> plots
+
+Read the core in this order: config, model, cache, sampling, generate, trace (and tokenizer).
+Around it: paged and serving (vLLM's block pool, continuous batching), speculative, fastdecode (speed),
+hf (real checkpoints), measure / roofline / bench (measuring), demo / train (the shipped weights).
 """
 from . import costs, notebook
 from .cache import ConcatKVCache, KVCache
@@ -10,8 +17,8 @@ from .costs import PRESETS, kv_cache_bytes
 from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
 from .fastdecode import FastDecoder
+from .generate import GenerationResult, generate
 from .hf import from_hf
-from .generate import GenerationResult, generate, generate_paged
 from .model import ForwardRecord, MiniTransformer
 from .paged import PagedKVCache, PagedKVPool
 from .sampling import filter_logits
@@ -20,7 +27,8 @@ from .tokenizer import CharTokenizer, UnknownCharacterError
 from .trace import Trace, TraceStep
 
 __all__ = [
-    "ModelConfig", "from_hf", "FastDecoder", "MiniTransformer", "ForwardRecord", "KVCache", "ConcatKVCache", "generate", "GenerationResult",
-    "filter_logits", "Trace", "TraceStep", "CharTokenizer", "UnknownCharacterError", "load_demo", "load_checkpoint",
-    "save_checkpoint", "DEMOS", "PagedKVCache", "PagedKVPool", "generate_paged", "speculative_generate", "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
+    "ModelConfig", "MiniTransformer", "ForwardRecord", "KVCache", "ConcatKVCache", "PagedKVCache", "PagedKVPool",
+    "generate", "GenerationResult", "filter_logits", "Trace", "TraceStep", "CharTokenizer", "UnknownCharacterError",
+    "load_demo", "load_checkpoint", "save_checkpoint", "DEMOS", "FastDecoder", "from_hf", "speculative_generate",
+    "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
 ]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import checks
 from .config import ModelConfig
 
 
@@ -85,25 +86,20 @@ def check_cache_dtype_device(dtype, device):
 
 class CacheBase:
     """What every cache shares: shapes, the forward-pass protocol, and the checks that give readable errors.
-    A subclass stores K and V: ``_write`` (append, return everything so far), ``_read``, ``_crop``."""
+    A subclass stores K and V: ``_write`` (append; return everything so far), ``kv`` (read), ``_crop``."""
 
     def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None):
         if not isinstance(config, ModelConfig):
             raise TypeError(f"a KV cache is built from a lib.ModelConfig, got {type(config).__name__}")
-        for name, v in (("batch_size", batch_size), ("max_len", max_len)):
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        batch_size, max_len = checks.integer(batch_size, "batch_size", 1), checks.integer(max_len, "max_len", 1)
         if max_len > config.max_seq_len:
             raise ValueError(f"max_len={max_len} is longer than the model's context window "
                              f"(max_seq_len={config.max_seq_len}); a cache can hold at most that many positions")
-        self.config = config
-        self.batch_size = batch_size
-        self.max_len = max_len
+        self.config, self.batch_size, self.max_len = config, batch_size, max_len
         self.dtype, self.device = check_cache_dtype_device(dtype, device)
         self.seq_len = 0  # positions cached (every sequence holds the same number)
         self._pending = 0  # tokens the pass in progress has written (not yet committed)
 
-    # -- shapes and sizes ---------------------------------------------------------------------------
     @property
     def n_layers(self) -> int:
         return self.config.n_layers
@@ -112,14 +108,14 @@ class CacheBase:
         return (self.batch_size, self.config.n_kv_heads, n_positions, self.config.head_dim)
 
     @property
-    def free(self) -> int:
-        """Positions still free before the cache is full."""
-        return self.max_len - self.seq_len
-
-    @property
     def seq_lens(self) -> list[int]:
         """Cached positions of every sequence (all equal here; a paged cache may hold ragged rows)."""
         return [self.seq_len] * self.batch_size
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the cache's K and V tensors hold right now."""
+        return sum(t.numel() * t.element_size() for t in self.k + self.v)
 
     # -- the protocol a forward pass follows ----------------------------------------------------------
     def check_compatible(self, model, batch_size: int):
@@ -132,12 +128,10 @@ class CacheBase:
         if batch_size != self.batch_size:
             raise ValueError(f"batch size mismatch: the cache holds {self.batch_size} sequence(s) but the input has "
                              f"{batch_size}; make a cache with batch_size={batch_size}")
-        if model.dtype != self.dtype:
-            raise ValueError(f"dtype mismatch: the cache stores {self.dtype} but the model computes in "
-                             f"{model.dtype}; make the cache with dtype=model.dtype")
-        if model.device != self.device:
-            raise ValueError(f"device mismatch: the cache lives on {self.device} but the model is on "
-                             f"{model.device}; make the cache with device=model.device")
+        for what, mine, theirs in (("dtype", self.dtype, model.dtype), ("device", self.device, model.device)):
+            if mine != theirs:
+                raise ValueError(f"{what} mismatch: the cache is in {mine} but the model in {theirs}; make the "
+                                 f"cache with {what}=model.{what}")
 
     def begin(self, model, batch_size: int, n_new: int, lengths=None) -> Feed:
         """Start a forward pass that feeds ``n_new`` tokens to each of ``batch_size`` sequences (or
@@ -158,14 +152,13 @@ class CacheBase:
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Append this pass's K and V (B, n_kv_heads, T, head_dim) of one layer; return all keys and values
         so far, (B, n_kv_heads, seq_len + T, head_dim)."""
-        if self.seq_len + k.shape[2] > self.max_len:  # also guards direct use without begin()
-            raise ValueError(f"KV cache is full: {self.seq_len} + {k.shape[2]} positions exceed max_len={self.max_len}")
+        if k.shape[2] != self._pending:
+            raise RuntimeError("a cache is written inside a forward pass: call begin() first (model(...) does)")
         return self._write(layer, k, v)
 
     def commit(self):
         """Called once after every layer has written: the new positions now count as cached."""
-        self.seq_len += self._pending
-        self._pending = 0
+        self.seq_len, self._pending = self.seq_len + self._pending, 0
 
     def rollback(self):
         """The pass failed part-way (an error, Ctrl-C): forget whatever it wrote, so the cache is exactly as
@@ -175,37 +168,47 @@ class CacheBase:
 
     def crop(self, seq_len: int):
         """Forget every position from ``seq_len`` on (speculative decoding drops rejected draft tokens)."""
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 0 <= seq_len <= self.seq_len:
-            raise ValueError(f"crop takes a length from 0 to the current seq_len={self.seq_len}, got {seq_len!r}")
-        self._crop(seq_len)
-        self.seq_len = seq_len
+        self._crop(checks.integer(seq_len, "crop's length", 0, self.seq_len,
+                                  allowed=f"from 0 to the current seq_len={self.seq_len}"))
+        self.seq_len = int(seq_len)
 
     def keys(self, layer: int) -> torch.Tensor:
         """The cached keys of one layer, (B, n_kv_heads, seq_len, head_dim)."""
-        return self._read(self._check_layer(layer), 0)
+        return self.kv(self._layer(layer))[0]
 
     def values(self, layer: int) -> torch.Tensor:
         """The cached values of one layer, (B, n_kv_heads, seq_len, head_dim)."""
-        return self._read(self._check_layer(layer), 1)
+        return self.kv(self._layer(layer))[1]
 
-    def _check_layer(self, layer) -> int:
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.n_layers:
-            raise IndexError(f"layer must be an int from 0 to {self.n_layers - 1}, got {layer!r}")
-        return layer
+    def _layer(self, layer) -> int:
+        if checks.as_int(layer) is None or not 0 <= layer < self.n_layers:
+            raise IndexError(f"layer must be an integer from 0 to {self.n_layers - 1}, got {layer!r}")
+        return int(layer)
+
+    def select(self, rows) -> "CacheBase":
+        """A new cache whose sequence i holds what this cache's sequence rows[i] holds (a copy here; a paged
+        cache shares the blocks instead)."""
+        rows = self._check_rows(rows)
+        out = type(self)(self.config, len(rows), self.max_len, device=self.device, dtype=self.dtype)
+        index = torch.tensor(rows, device=self.device)
+        out._pending = self.seq_len
+        for layer in range(self.n_layers):
+            k, v = self.kv(layer)
+            out._write(layer, k[index], v[index])
+        out.commit()
+        return out
 
     def _check_rows(self, rows) -> list[int]:
         rows = list(rows)
-        if not rows or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < self.batch_size
-                           for r in rows):
+        if not rows or any(checks.as_int(r) is None or not 0 <= r < self.batch_size for r in rows):
             raise ValueError(f"rows must be a non-empty list of sequence indices from 0 to {self.batch_size - 1}, "
                              f"got {rows!r}")
-        return rows
+        return [int(r) for r in rows]
 
     def fork(self, n: int) -> "CacheBase":
         """A cache of batch_size * n sequences: every sequence repeated n times in a row (parallel sampling:
-        n continuations of one prompt share its prefill). A paged cache shares the blocks; the others copy."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"fork takes a positive integer number of copies, got {n!r}")
+        n continuations of one prompt share its prefill)."""
+        n = checks.integer(n, "fork's number of copies", 1)
         return self.select([b for b in range(self.batch_size) for _ in range(n)])
 
     def __repr__(self):
@@ -220,9 +223,8 @@ class KVCache(CacheBase):
 
     def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None):
         super().__init__(config, batch_size, max_len, device, dtype)
-        shape = self.shape(max_len)
-        self.k = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
-        self.v = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
+        self.k = [torch.zeros(self.shape(max_len), dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
+        self.v = [torch.zeros_like(t) for t in self.k]
 
     def _write(self, layer, k, v):
         start, end = self.seq_len, self.seq_len + k.shape[2]
@@ -230,37 +232,20 @@ class KVCache(CacheBase):
         self.v[layer][:, :, start:end] = v
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # views, no copy
 
-    def _read(self, layer, which):
-        return (self.k if which == 0 else self.v)[layer][:, :, :self.seq_len]
+    def kv(self, layer):
+        return self.k[layer][:, :, :self.seq_len], self.v[layer][:, :, :self.seq_len]
 
     def _crop(self, seq_len):
         pass  # positions past seq_len are simply overwritten by the next write
 
     @property
-    def nbytes(self) -> int:
-        """Bytes of memory the cache holds: all of it is reserved up front."""
-        return sum(t.numel() * t.element_size() for t in self.k + self.v)
-
-    @property
     def used_bytes(self) -> int:
-        """Bytes holding real tokens so far (seq_len of max_len positions)."""
+        """Bytes holding real tokens so far (seq_len of max_len positions); ``nbytes`` is reserved up front."""
         return self.nbytes * self.seq_len // self.max_len
-
-    def select(self, rows) -> "KVCache":
-        """A new cache whose sequence i is a copy of this cache's sequence rows[i]."""
-        rows = self._check_rows(rows)
-        out = KVCache(self.config, len(rows), self.max_len, self.device, self.dtype)
-        index = torch.tensor(rows, device=self.device)
-        for mine, theirs in ((self.k, out.k), (self.v, out.v)):
-            for layer, t in enumerate(mine):
-                theirs[layer][:, :, :self.seq_len] = t[index, :, :self.seq_len]
-        out.seq_len = self.seq_len
-        return out
 
     def reset(self):
         """Forget every token (the memory stays allocated, ready for the next request)."""
-        self.seq_len = 0
-        self._pending = 0
+        self.seq_len, self._pending = 0, 0
         for t in self.k + self.v:
             t.zero_()
 
@@ -274,13 +259,9 @@ class ConcatKVCache(CacheBase):
         self.reset()
 
     def reset(self):
-        empty = self.shape(0)
-        self.k = [torch.zeros(empty, dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
-        self.v = [torch.zeros(empty, dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
-        self.seq_len = 0
-        self._pending = 0
-        self.bytes_copied = 0
-        self.allocations = 0
+        self.k = [torch.zeros(self.shape(0), dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
+        self.v = [torch.zeros_like(t) for t in self.k]
+        self.seq_len, self._pending, self.bytes_copied, self.allocations = 0, 0, 0, 0
 
     def _write(self, layer, k, v):
         self.k[layer] = torch.cat([self.k[layer], k], dim=2)  # a new, longer tensor; old one copied over
@@ -289,24 +270,9 @@ class ConcatKVCache(CacheBase):
         self.allocations += 2
         return self.k[layer], self.v[layer]
 
-    def _read(self, layer, which):
-        return (self.k if which == 0 else self.v)[layer]
+    def kv(self, layer):
+        return self.k[layer], self.v[layer]
 
     def _crop(self, seq_len):
         self.k = [t[:, :, :seq_len].clone() if t.shape[2] > seq_len else t for t in self.k]
         self.v = [t[:, :, :seq_len].clone() if t.shape[2] > seq_len else t for t in self.v]
-
-    def select(self, rows) -> "ConcatKVCache":
-        """A new cache whose sequence i is a copy of this cache's sequence rows[i]."""
-        rows = self._check_rows(rows)
-        out = ConcatKVCache(self.config, len(rows), self.max_len, self.device, self.dtype)
-        index = torch.tensor(rows, device=self.device)
-        out.k = [t[index] for t in self.k]
-        out.v = [t[index] for t in self.v]
-        out.seq_len = self.seq_len
-        return out
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the cache's tensors hold right now (grows with every token)."""
-        return sum(t.numel() * t.element_size() for t in self.k + self.v)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from . import checks
+
 NORMS = ("layernorm", "rmsnorm")
 ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "swiglu")
 POSITIONS = ("learned", "rope")
@@ -43,40 +45,33 @@ class ModelConfig:
         def fill(name, value):  # a default that depends on other fields (the dataclass is frozen)
             object.__setattr__(self, name, value)
 
-        def need_pos_int(name):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {v!r}")
-
         for name in ("vocab_size", "n_layers", "d_model", "n_heads", "max_seq_len"):
-            need_pos_int(name)
-        if self.n_kv_heads is None:
-            fill("n_kv_heads", self.n_heads)
-        need_pos_int("n_kv_heads")
+            fill(name, checks.integer(getattr(self, name), f"ModelConfig.{name}", 1))
+        fill("n_kv_heads", checks.integer(self.n_heads if self.n_kv_heads is None else self.n_kv_heads,
+                                          "ModelConfig.n_kv_heads", 1))
         if self.head_dim is None:
             if self.d_model % self.n_heads:
                 raise ValueError(
                     f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                     "choose n_heads that divides d_model (or give head_dim explicitly)")
             fill("head_dim", self.d_model // self.n_heads)
-        need_pos_int("head_dim")
+        fill("head_dim", checks.integer(self.head_dim, "ModelConfig.head_dim", 1))
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}; each key/value "
                 f"head must serve a whole group of query heads (allowed n_kv_heads: "
                 f"{[d for d in range(1, self.n_heads + 1) if self.n_heads % d == 0]})")
-        if self.d_ff is None:
-            fill("d_ff", 4 * self.d_model)
-        need_pos_int("d_ff")
+        fill("d_ff", checks.integer(4 * self.d_model if self.d_ff is None else self.d_ff, "ModelConfig.d_ff", 1))
         for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("positions", POSITIONS),
                               ("attn_impl", ATTN_IMPLS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is not supported; "
-                                 f"allowed: {', '.join(allowed)}")
+            checks.choice(getattr(self, name), f"ModelConfig.{name}", allowed)
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"rotary positions need an even head_dim, got head_dim={self.head_dim}")
-        if self.qkv_bias is None:
-            fill("qkv_bias", self.bias)
+        fill("rope_theta", checks.number(self.rope_theta, "ModelConfig.rope_theta", above=0))
+        fill("norm_eps", checks.number(self.norm_eps, "ModelConfig.norm_eps", above=0))
+        fill("qkv_bias", self.bias if self.qkv_bias is None else self.qkv_bias)
+        for name in ("bias", "qkv_bias", "tie_embeddings"):
+            checks.flag(getattr(self, name), f"ModelConfig.{name}")
 
     @property
     def n_rep(self) -> int:

@@ -13,12 +13,12 @@ widgets all call ``generate``.
 """
 from __future__ import annotations
 
-import numbers
 import time
 from dataclasses import dataclass
 
 import torch
 
+from . import checks
 from .cache import ConcatKVCache, KVCache
 from .device import synchronize
 from .model import ForwardRecord
@@ -45,42 +45,15 @@ class GenerationResult:
 
 # ------------------------------------------------------------------------------------------- the arguments
 
-def _ids_from_lists(prompts) -> torch.Tensor:
-    """One prompt (a list of token ids) or a batch of them (a list of such lists) as a (B, T) tensor."""
-    rows = list(prompts) if prompts and isinstance(prompts[0], (list, tuple)) else [prompts]
-    for b, row in enumerate(rows):
-        where = f"prompt {b} of the batch" if len(rows) > 1 else "the prompt"
-        if not isinstance(row, (list, tuple)):
-            raise TypeError(f"a batch of prompts is a list of lists of token ids; {where} is {row!r} "
-                            f"({type(row).__name__})")
-        if not row:
-            raise ValueError(f"{where} is empty: give at least one token (e.g. the <s> token)")
-        bad = next((t for t in row if isinstance(t, bool) or not isinstance(t, numbers.Integral)), None)
-        if bad is not None:
-            raise TypeError(f"token ids are integers; {where} holds {bad!r} ({type(bad).__name__}) "
-                            f"(encode text with the tokenizer first)")
-    lengths = [len(row) for row in rows]
-    if len(set(lengths)) > 1:
-        raise ValueError(f"the prompts of one batch must have the same length (generate keeps them in step), got "
-                         f"lengths {lengths}; generate them one at a time, or use lib.serving.serve, which batches "
-                         f"requests of any length")
-    return torch.tensor(rows, dtype=torch.long)
-
-
 def check_generate_args(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_p=None, eos_id=None):
     """Validate generate()'s arguments (clear errors) and return input_ids as a (B, T) tensor on the model's device."""
     c = model.config
     if isinstance(input_ids, (list, tuple)):
-        input_ids = _ids_from_lists(input_ids).to(model.device)
-    if not isinstance(input_ids, torch.Tensor):
-        raise TypeError(f"input_ids must be a list of token ids or a (batch, seq_len) tensor, "
-                        f"got {type(input_ids).__name__}")
-    if input_ids.dim() == 1:
+        input_ids = checks.prompt_tensor(input_ids).to(model.device)
+    if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 1:
         input_ids = input_ids.unsqueeze(0)
-    if input_ids.dim() != 2 or input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
-        raise ValueError(f"input_ids must have shape (batch, seq_len) with both >= 1, got {tuple(input_ids.shape)}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    checks.token_tensor(input_ids, c.vocab_size, model.device)
+    max_new_tokens = checks.integer(max_new_tokens, "max_new_tokens", 1)
     prompt_len = input_ids.shape[1]
     if prompt_len > c.max_seq_len:
         raise ValueError(f"the prompt has {prompt_len} tokens but the model's context window holds "
@@ -91,10 +64,9 @@ def check_generate_args(model, input_ids, max_new_tokens, temperature=0.0, top_k
         raise ValueError(f"a prompt of {prompt_len} tokens leaves room for at most {room} new token(s) in the "
                          f"context window (max_seq_len={c.max_seq_len}), but max_new_tokens={max_new_tokens}")
     check_sampling(temperature, top_k, top_p)
-    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, numbers.Integral)
-                               or not 0 <= eos_id < c.vocab_size):
-        raise ValueError(f"eos_id={eos_id!r} is not a token id of this model (an integer from 0 to {c.vocab_size - 1})")
-    return input_ids.to(model.device)
+    if eos_id is not None:
+        checks.token_id(eos_id, "eos_id", c.vocab_size)
+    return input_ids
 
 
 def make_cache(model, kind: str, batch_size: int, max_len: int):
@@ -121,19 +93,18 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
     ``cache``: any cache of the protocol (``KVCache``, ``ConcatKVCache``, ``lib.paged.PagedKVCache``), used as
     it is (the prompt continues after whatever it holds); None makes one of ``cache_kind`` just large enough.
     ``num_samples``: n continuations of every prompt (parallel sampling): the prompt is prefilled once and
-    its cache forked (a paged cache shares the prompt's blocks); ``sequences`` then has B * n rows.
+    its cache forked (a paged cache shares the prompt's blocks); ``sequences`` then has B * n rows and
+    ``result.cache`` holds the forks (the cache passed in is released, or left as it was if it cannot be).
+    A call that fails leaves the cache passed in as it was (a paged one gives its new blocks back).
     ``trace=True`` records a ``Trace`` of every step; ``trace="full"`` also keeps every intermediate tensor
     of every layer and a copy of the cache after each step (``TraceStep.tensors``), for the worked example.
     """
     input_ids = check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
     if trace not in TRACE_LEVELS:
         raise ValueError(f"trace must be False, True or 'full', got {trace!r}")
-    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 1:
-        raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
-    if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral)
-                               or not 0 <= pad_id < model.config.vocab_size):
-        raise ValueError(f"pad_id={pad_id!r} is not a token id of this model "
-                         f"(an integer from 0 to {model.config.vocab_size - 1})")
+    num_samples = checks.integer(num_samples, "num_samples", 1)
+    if pad_id is not None:
+        checks.token_id(pad_id, "pad_id", model.config.vocab_size)
     if cache is not None and not use_cache:
         raise ValueError("cache= was given with use_cache=False; drop one of them")
     B, prompt_len = input_ids.shape
@@ -154,6 +125,7 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
                    sampling=dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
                    prompt_ids=input_ids.repeat_interleave(num_samples, dim=0).cpu())
     seq, finished, forked = input_ids, None, None
+    start = cache.seq_len if use_cache else 0  # what a cache passed in already held
     was_training = model.training
     model.eval()
     try:
@@ -186,9 +158,11 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
                                             time.perf_counter() - t0))
             if eos_id is not None and bool(finished.all()):
                 break
-    except BaseException:
+    except BaseException:  # a failed call (a full pool, Ctrl-C) gives back what it took
         if forked is not None and hasattr(forked, "release"):
-            forked.release()  # a failed call gives back the blocks of the forks it made
+            forked.release()
+        elif use_cache and forked is None:
+            cache.crop(start)  # the cache holds again exactly what it held before the call
         raise
     finally:
         model.train(was_training)
@@ -220,33 +194,3 @@ def _trace_step(step, use_cache, fed, pos0, rec, logits, chosen, finished, cache
         chosen_prob=sample_probs.gather(1, chosen[:, None]).squeeze(1).cpu(), finished=finished.cpu(),
         cache_bytes=cache.nbytes if use_cache else 0, cache_len=cache.seq_len if use_cache else 0,
         bytes_copied=getattr(cache, "bytes_copied", 0) if use_cache else 0, seconds=seconds, tensors=tensors)
-
-
-def generate_paged(model, input_ids, max_new_tokens: int, temperature: float = 0.0, top_k: int | None = None,
-                   top_p: float | None = None, eos_id: int | None = None, seed: int | None = None, *,
-                   n: int = 1, block_size: int = 16, pool: PagedKVPool | None = None,
-                   pad_id: int | None = None) -> GenerationResult:
-    """``generate`` on a paged cache (``lib.paged``): same arguments, same loop, same tokens (same seed).
-
-    ``n > 1`` is parallel sampling of one prompt: the prompt is prefilled once and its blocks are shared by
-    the n samples (copy-on-write when they diverge); the result equals ``generate`` on the prompt repeated
-    n times. ``pool`` lets several calls share one pool; otherwise a private one is made. ``result.cache``
-    is the PagedKVCache (release() it to give its blocks back). A call that fails (a full pool, say) gives
-    back every block it took."""
-    input_ids = check_generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
-    for name, v in (("n", n), ("block_size", block_size)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    B, prompt_len = input_ids.shape
-    if n > 1 and B != 1:
-        raise ValueError(f"n={n} samples are drawn from one prompt; got a batch of {B} prompts")
-    max_len = prompt_len + max_new_tokens - 1
-    if pool is None:
-        pool = PagedKVPool.for_model(model, B * n * -(-max_len // block_size), block_size)
-    cache = PagedKVCache(model.config, B, max_len, pool=pool)
-    try:
-        return generate(model, input_ids, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                        eos_id=eos_id, seed=seed, cache=cache, num_samples=n, pad_id=pad_id)
-    except BaseException:
-        cache.release()
-        raise

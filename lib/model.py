@@ -21,6 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import checks
 from .cache import Feed
 from .config import ModelConfig
 
@@ -237,42 +238,25 @@ class MiniTransformer(nn.Module):
         """Raise a clear error unless ``input_ids`` (B, T) can be fed (with ``cache``; ``lengths``: real tokens
         per row of a right-padded ragged batch). Returns the lengths as a list, or None when every row feeds T."""
         c = self.config
-        if not isinstance(input_ids, torch.Tensor):
-            raise TypeError(f"input_ids must be a torch.Tensor of token ids, got {type(input_ids).__name__}")
-        if input_ids.dim() != 2:
-            hint = " (for one sequence use input_ids.unsqueeze(0))" if input_ids.dim() == 1 else ""
-            raise ValueError(f"input_ids must have shape (batch, seq_len), got shape {tuple(input_ids.shape)}{hint}")
-        if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8):
-            raise TypeError(f"input_ids must hold signed integer token ids (torch.long, torch.int), "
-                            f"got dtype {input_ids.dtype}")
+        checks.token_tensor(input_ids, c.vocab_size, self.device)
         B, T = input_ids.shape
-        if B == 0 or T == 0:
-            raise ValueError(f"input_ids is empty (shape {tuple(input_ids.shape)}): feed at least one token "
-                             f"of at least one sequence")
-        if input_ids.device != self.device:
-            raise ValueError(f"input_ids are on {input_ids.device} but the model is on {self.device}; "
-                             f"move them with input_ids.to(model.device)")
-        lo, hi = torch.aminmax(input_ids)
-        if int(lo) < 0 or int(hi) >= c.vocab_size:
-            bad = int(lo) if int(lo) < 0 else int(hi)
-            raise ValueError(f"token id {bad} is out of range: this model's ids run from 0 to {c.vocab_size - 1}")
         if lengths is not None:
-            lengths = [int(n) for n in lengths]
-            if len(lengths) != B or not all(1 <= n <= T for n in lengths):
+            given = list(lengths)
+            try:
+                lengths = [checks.integer(n, "lengths", 1, T) for n in given]
+            except ValueError:
+                lengths = []
+            if len(lengths) != B or max(lengths) != T:
                 raise ValueError(f"lengths must give each of the {B} row(s) its number of real tokens, from 1 to "
-                                 f"T={T}, got {lengths}")
-            if max(lengths) != T:
-                raise ValueError(f"the longest row must fill input_ids: max(lengths)={max(lengths)} but T={T}")
-            if len(set(lengths)) == 1:
-                lengths = None
-        starts = [0] * B if cache is None else cache.seq_lens
-        for b, start in enumerate(starts):
+                                 f"T={T}, the longest filling all of input_ids; got {given}")
+            lengths = None if len(set(lengths)) == 1 else lengths
+        for b, start in enumerate([0] * B if cache is None else cache.seq_lens):
             n = T if lengths is None else lengths[b]
             if start + n > c.max_seq_len:
-                row = f" (row {b})" if B > 1 else ""
                 raise ValueError(
-                    f"sequence too long for the context window{row}: positions {start}..{start + n - 1} were asked "
-                    f"for, but this model has max_seq_len={c.max_seq_len} (positions 0..{c.max_seq_len - 1})")
+                    f"sequence too long for the context window{f' (row {b})' if B > 1 else ''}: positions {start}.."
+                    f"{start + n - 1} were asked for, but this model has max_seq_len={c.max_seq_len} "
+                    f"(positions 0..{c.max_seq_len - 1})")
         return lengths
 
     def forward(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False,

@@ -415,10 +415,6 @@ class PagedKVCache(CacheBase):
         if value != 0 or hasattr(self, "tables"):  # CacheBase starts it at 0; then the block tables hold it
             raise AttributeError("a PagedKVCache's length is what its block tables hold; use crop() or reset()")
 
-    @property
-    def free(self) -> int:
-        return self.max_len - max(self.seq_lens)
-
     # -- the forward-pass protocol --------------------------------------------------------------------
     def check_compatible(self, model, batch_size: int):
         if (self.pool.dtype, self.pool.device) != (model.dtype, model.device):
@@ -480,9 +476,9 @@ class PagedKVCache(CacheBase):
                 self.pool.allocator.unreserve(t, n_tokens, copies)
         self._pass = None
 
-    def _read(self, layer, which):
+    def kv(self, layer):
         n = self.seq_len
-        return self.pool.gather(layer, self.pool.table_tensor(self.tables, n), n)[which]
+        return self.pool.gather(layer, self.pool.table_tensor(self.tables, n), n)
 
     def crop(self, seq_len: int):
         """Forget every position from ``seq_len`` on (the blocks past it go back to the pool)."""

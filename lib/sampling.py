@@ -13,22 +13,18 @@ widgets all choose through this module; ``torch.multinomial`` appears nowhere el
 """
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
+
+from . import checks
 
 
 def check_sampling(temperature, top_k=None, top_p=None) -> None:
     """Raise a ValueError that names the setting and what is allowed, when one is out of range."""
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not (
-            math.isfinite(temperature) and temperature >= 0):
-        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
-        raise ValueError(f"top_k must be None (no limit) or an integer >= 1, got {top_k!r}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
-                              or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None (no limit) or a number in (0, 1], got {top_p!r}")
+    checks.number(temperature, "temperature", 0, allowed="a finite number >= 0 (0 means greedy)")
+    if top_k is not None:
+        checks.integer(top_k, "top_k", 1, allowed="None (no limit) or an integer >= 1")
+    if top_p is not None:
+        checks.number(top_p, "top_p", maximum=1, above=0, allowed="None (no limit) or a number in (0, 1]")
 
 
 def make_generator(seed, device) -> torch.Generator | None:
@@ -36,10 +32,8 @@ def make_generator(seed, device) -> torch.Generator | None:
     for ``seed=None`` (torch's global stream)."""
     if seed is None:
         return None
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 63:
-        raise ValueError(f"seed must be None or an integer from 0 to 2**63 - 1, got {seed!r}")
     gen = torch.Generator(device=device)
-    gen.manual_seed(int(seed))
+    gen.manual_seed(checks.integer(seed, "seed", 0, 2 ** 63 - 1, allowed="None or an integer from 0 to 2**63 - 1"))
     return gen
 
 

@@ -26,7 +26,7 @@ def test_preallocated_shape_and_views():
     model = MiniTransformer(CFG).eval()
     with torch.no_grad():
         model(torch.randint(0, 40, (2, 4)), cache=cache)
-    assert cache.seq_len == 4 and cache.free == 6
+    assert cache.seq_len == 4 and cache.max_len - cache.seq_len == 6
     k = cache.keys(1)
     assert k.shape == (2, 2, 4, 4)
     assert k.data_ptr() == cache.k[1].data_ptr()  # a view into the preallocated tensor, not a copy
@@ -93,7 +93,7 @@ def test_batch_dtype_device_and_shape_mismatches_are_clear_errors():
     x = torch.randint(0, 40, (2, 3))
     with pytest.raises(ValueError, match=r"batch size mismatch: the cache holds 1 sequence\(s\) but the input has 2"):
         model(x, cache=KVCache(CFG, 1, 8))
-    with pytest.raises(ValueError, match=r"dtype mismatch: the cache stores torch.float16 but the model computes in "
+    with pytest.raises(ValueError, match=r"dtype mismatch: the cache is in torch.float16 but the model in "
                                          r"torch.float32"):
         model(x, cache=KVCache(CFG, 2, 8, dtype=torch.float16))
     other = CFG.replace(n_kv_heads=3)
@@ -109,20 +109,20 @@ def test_device_mismatch_and_missing_device_are_clear_errors():
             KVCache(CFG, 1, 4, device="cuda")
     else:
         model = MiniTransformer(CFG).eval()
-        with pytest.raises(ValueError, match=r"device mismatch: the cache lives on cuda:0 but the model is on cpu"):
+        with pytest.raises(ValueError, match=r"device mismatch: the cache is in cuda:0 but the model in cpu"):
             model(torch.randint(0, 40, (1, 3)), cache=KVCache(CFG, 1, 4, device="cuda"))
 
 
 def test_bad_construction_arguments():
     with pytest.raises(ValueError, match=r"max_len=33 is longer than the model's context window \(max_seq_len=32\)"):
         KVCache(CFG, 1, 33)
-    with pytest.raises(ValueError, match=r"batch_size must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"batch_size must be an integer >= 1, got 0"):
         KVCache(CFG, 0, 4)
     with pytest.raises(ValueError, match=r"floating-point torch dtype"):
         KVCache(CFG, 1, 4, dtype=torch.int8)
     with pytest.raises(TypeError, match=r"built from a lib.ModelConfig"):
         KVCache({"n_layers": 2}, 1, 4)
-    with pytest.raises(IndexError, match=r"layer must be an int from 0 to 2, got 3"):
+    with pytest.raises(IndexError, match=r"layer must be an integer from 0 to 2, got 3"):
         KVCache(CFG, 1, 4).keys(3)
 
 
@@ -158,7 +158,7 @@ def test_crop_forgets_the_tail_and_decoding_continues_exactly(kind):
     torch.testing.assert_close(out_a, out_b, atol=1e-6, rtol=0)
     for layer in range(CFG.n_layers):
         torch.testing.assert_close(a.keys(layer), b.keys(layer))
-    with pytest.raises(ValueError, match=r"crop takes a length from 0 to the current seq_len=9, got 10"):
+    with pytest.raises(ValueError, match=r"crop's length must be from 0 to the current seq_len=9, got 10"):
         a.crop(10)
 
 

@@ -19,7 +19,7 @@ def test_defaults_and_attention_kinds():
     (dict(norm="batchnorm"), r"ModelConfig.norm='batchnorm' is not supported; allowed: layernorm, rmsnorm"),
     (dict(activation="relu"), r"allowed: gelu, gelu_tanh, silu, swiglu"),
     (dict(positions="alibi"), r"allowed: learned, rope"),
-    (dict(n_layers=0), r"ModelConfig.n_layers must be a positive integer, got 0"),
+    (dict(n_layers=0), r"ModelConfig.n_layers must be an integer >= 1, got 0"),
     (dict(positions="rope", d_model=12, n_heads=4), r"rotary positions need an even head_dim, got head_dim=3"),
 ])
 def test_config_errors(kw, msg):
@@ -57,3 +57,27 @@ def test_replace_derives_again_what_was_derived_and_keeps_what_was_set():
     qwen = base.replace(bias=False, qkv_bias=True)
     assert qwen.replace(n_layers=2).qkv_bias is True and qwen.replace(bias=True).qkv_bias is True
     assert base.replace(n_heads=4, n_kv_heads=1).attention_kind == "MQA"  # what is given wins
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(positions="rope", rope_theta=0), r"ModelConfig.rope_theta must be a finite number > 0, got 0"),
+    (dict(norm_eps=-1), r"ModelConfig.norm_eps must be a finite number > 0, got -1"),
+    (dict(norm_eps=float("nan")), r"ModelConfig.norm_eps must be a finite number > 0, got nan"),
+    (dict(bias="no"), r"ModelConfig.bias must be True or False, got 'no'"),
+    (dict(tie_embeddings=None), r"ModelConfig.tie_embeddings must be True or False, got None"),
+    (dict(qkv_bias=1), r"ModelConfig.qkv_bias must be True or False, got 1"),
+    (dict(d_model=8.0), r"ModelConfig.d_model must be an integer >= 1, got 8.0"),
+    (dict(n_layers=True), r"ModelConfig.n_layers must be an integer >= 1, got True"),
+    (dict(attn_impl="flash"), r"ModelConfig.attn_impl='flash' is not supported; allowed: manual, sdpa"),
+])
+def test_every_field_is_validated(kw, msg):
+    """A value that would give NaN logits later (theta 0, a negative eps) or silently mean something else
+    ("no" is truthy) is refused when the config is made."""
+    with pytest.raises(ValueError, match=msg):
+        ModelConfig(**{**dict(vocab_size=10, n_layers=1, d_model=8, n_heads=2), **kw})
+
+
+def test_numpy_integers_are_integers():
+    import numpy as np
+    c = ModelConfig(vocab_size=np.int64(10), n_layers=np.int32(1), d_model=8, n_heads=2)
+    assert type(c.vocab_size) is int and c.vocab_size == 10 and c == ModelConfig(vocab_size=10, n_layers=1, d_model=8, n_heads=2)

@@ -6,9 +6,18 @@ from hypothesis import given, settings, strategies as st
 
 import lib
 from helpers import ATOL, VARIANTS, make_model, randomized_model
-from lib import KVCache, MiniTransformer, ModelConfig, generate, generate_paged
+from lib import KVCache, MiniTransformer, ModelConfig, generate
 from lib.paged import (BlockAllocator, BlockTable, PagedKVCache, PagedKVPool, PoolExhaustedError, decode_step,
                        forward_paged, prefill)
+
+
+def generate_paged(model, prompt, max_new_tokens, *, n=1, block_size=16, pool=None, **kw):
+    """lib.generate on a PagedKVCache: a private pool with room for every sample, unless pool= is given."""
+    B = 1 if isinstance(prompt, list) or prompt.dim() == 1 else prompt.shape[0]
+    if pool is None:
+        pool = PagedKVPool.for_model(model, B * n * -(-model.config.max_seq_len // block_size), block_size)
+    return generate(model, prompt, max_new_tokens, cache=PagedKVCache(model.config, B, pool=pool), num_samples=n,
+                    **kw)
 
 
 def assert_allocator_consistent(alloc: BlockAllocator, tables):
@@ -402,14 +411,14 @@ def test_construction_and_misuse_errors():
     four = two.fork(2)  # every row twice, sharing its blocks
     assert four.block_table() == [two.block_table()[0]] * 2 + [two.block_table()[1]] * 2
     four.release()
-    with pytest.raises(ValueError, match=r"fork takes a positive integer number of copies, got 0"):
+    with pytest.raises(ValueError, match=r"fork's number of copies must be an integer >= 1, got 0"):
         two.fork(0)
     with pytest.raises(ValueError, match=r"rows must be a non-empty list of sequence indices from 0 to 1, got \[2\]"):
         two.select([2])
     with pytest.raises(ValueError, match=r"truncate takes a length from 0 to the table's 3 tokens, got 4"):
         pool.allocator.truncate(a, 4)
-    with pytest.raises(ValueError, match=r"n=2 samples are drawn from one prompt; got a batch of 2 prompts"):
-        generate_paged(make_model(), torch.zeros(2, 3, dtype=torch.long), 2, n=2)
+    two_prompts = generate_paged(make_model(), torch.tensor([[1, 2, 3], [4, 5, 6]]), 2, n=2, block_size=2)
+    assert two_prompts.sequences[:, :3].tolist() == [[1, 2, 3]] * 2 + [[4, 5, 6]] * 2  # each prompt twice
     with pytest.raises(ValueError, match=r"the table already holds 3 tokens; the prompt has 3"):
         prefill(make_model(), pool, a, [1, 2, 3])
 
@@ -438,6 +447,23 @@ def test_private_pool_matches_kvcache_signature():
         make_model()(torch.randint(0, 50, (2, 1)), cache=cache)
     cache.reset()
     assert cache.seq_len == 0 and cache.pool.allocator.n_free == 6
+
+
+def test_a_failed_generate_gives_back_every_block_it_took():
+    """A shared pool too small for the whole run: PoolExhaustedError part-way, and the pool is as before
+    (the cache passed in holds again what it held), also when the prompt itself does not fit."""
+    model = make_model()
+    pool = PagedKVPool.for_model(model, 2, 4)
+    for prompt, n in (([1, 2, 3], 20), ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 2), ([1, 2, 3], 3)):
+        cache = PagedKVCache(model.config, 1, pool=pool)
+        with pytest.raises(PoolExhaustedError, match=r"KV block pool exhausted"):
+            generate(model, prompt, n, cache=cache, num_samples=3 if n == 3 else 1)
+        assert pool.allocator.n_used == 0 and cache.seq_lens == [0]
+    cache = PagedKVCache(model.config, 1, pool=pool)
+    model(torch.tensor([[1, 2, 3]]), cache=cache)  # a cache that already holds three tokens
+    with pytest.raises(PoolExhaustedError):
+        generate(model, [4, 5], 20, cache=cache)
+    assert cache.seq_len == 3 and pool.allocator.n_used == 1
 
 
 def test_paged_cache_is_not_part_of_the_model():
@@ -470,9 +496,9 @@ def test_a_ragged_batch_without_a_cache_equals_each_row_alone(variant):
             torch.testing.assert_close(full[b, :len(r)], alone, atol=ATOL, rtol=0)
             torch.testing.assert_close(last[b, 0], alone[-1], atol=ATOL, rtol=0)
     with pytest.raises(ValueError, match=r"lengths must give each of the 3 row\(s\) its number of real tokens, "
-                                         r"from 1 to T=6, got \[6, 0, 4\]"):
+                                         r"from 1 to T=6, the longest filling all of input_ids; got \[6, 0, 4\]"):
         model(x, lengths=[6, 0, 4])
-    with pytest.raises(ValueError, match=r"the longest row must fill input_ids: max\(lengths\)=5 but T=6"):
+    with pytest.raises(ValueError, match=r"the longest filling all of input_ids; got \[5, 2, 4\]"):
         model(x, lengths=[5, 2, 4])
     with pytest.raises(ValueError, match=r"KVCache holds sequences of one length, so every row must feed the same "
                                          r"number of tokens \(got lengths \[6, 2, 4\]\); use lib.paged.PagedKVCache"):

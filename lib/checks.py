@@ -1,0 +1,129 @@
+"""Argument checks, written once: every public entry point of lib checks its arguments with these, so a wrong
+value gets an error that names the argument, says what was given and what is allowed — never a traceback
+from deep inside torch, never a silent truncation (2.5 tokens is refused, not rounded).
+
+Where an integer is meant, Python ints, numpy integers and 0-d integer tensors are accepted (a value read
+from a tensor or an array is an integer too); bools are refused, and so are floats, even 2.0.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+
+def _describe(value) -> str:
+    return repr(value) if isinstance(value, (int, float, str, type(None), numbers.Number)) \
+        else f"{type(value).__name__} {value!r}"
+
+
+def as_int(value):
+    """``value`` as an int when it is an integer (int, numpy integer, 0-d integer tensor), else None."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.dtype.is_floating_point \
+            and value.dtype != torch.bool:
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    return int(value)
+
+
+def _range(minimum, maximum, kind) -> str:
+    if minimum is not None and maximum is not None:
+        return f"{kind} from {minimum} to {maximum}"
+    if minimum is not None:
+        return f"{kind} >= {minimum}"
+    return f"{kind} <= {maximum}" if maximum is not None else kind
+
+
+def integer(value, name: str, minimum: int | None = None, maximum: int | None = None, *,
+            allowed: str | None = None) -> int:
+    """``value`` as an int, or a ValueError: "<name> must be an integer >= 1, got 2.5" (``allowed``: other
+    words for what is allowed)."""
+    v = as_int(value)
+    if v is None or (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
+        raise ValueError(f"{name} must be {allowed or _range(minimum, maximum, 'an integer')}, got {_describe(value)}")
+    return v
+
+
+def number(value, name: str, minimum: float | None = None, maximum: float | None = None, *,
+           above: float | None = None, allowed: str | None = None) -> float:
+    """``value`` as a finite float within the bounds (``above``: strictly greater), or a ValueError."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        v = float(value)
+        ok = (minimum is None or v >= minimum) and (maximum is None or v <= maximum) and (above is None or v > above)
+    if not ok:
+        bounds = _range(minimum if above is None else None, maximum, "a finite number")
+        if above is not None:
+            bounds = f"a finite number > {above}" + (f" and <= {maximum}" if maximum is not None else "")
+        bounds = allowed or bounds
+        raise ValueError(f"{name} must be {bounds}, got {_describe(value)}")
+    return v
+
+
+def choice(value, name: str, allowed):
+    """``value`` if it is one of ``allowed``, else a ValueError listing them."""
+    if not isinstance(value, (str, bool, type(None), int)) or value not in allowed:
+        raise ValueError(f"{name}={value!r} is not supported; allowed: {', '.join(map(str, allowed))}")
+    return value
+
+
+def flag(value, name: str) -> bool:
+    """True or False, nothing else ("no", 1 and None are refused: they would silently mean something)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {_describe(value)}")
+    return value
+
+
+def token_id(value, name: str, vocab_size: int) -> int:
+    """A token id of a model with ``vocab_size`` tokens."""
+    v = as_int(value)
+    if v is None or not 0 <= v < vocab_size:
+        raise ValueError(f"{name}={value!r} is not a token id of this model (an integer from 0 to {vocab_size - 1})")
+    return v
+
+
+def prompt_tensor(prompts) -> torch.Tensor:
+    """One prompt (a list of token ids) or a batch of them (a list of equally long lists) as a (B, T) tensor."""
+    rows = list(prompts) if prompts and isinstance(prompts[0], (list, tuple)) else [prompts]
+    for b, row in enumerate(rows):
+        where = f"prompt {b} of the batch" if len(rows) > 1 else "the prompt"
+        if not isinstance(row, (list, tuple)):
+            raise TypeError(f"a batch of prompts is a list of lists of token ids; {where} is {row!r} "
+                            f"({type(row).__name__})")
+        if not row:
+            raise ValueError(f"{where} is empty: give at least one token (e.g. the <s> token)")
+        bad = next((t for t in row if as_int(t) is None), None)
+        if bad is not None:
+            raise TypeError(f"token ids are integers; {where} holds {bad!r} ({type(bad).__name__}) "
+                            f"(encode text with the tokenizer first)")
+    lengths = [len(row) for row in rows]
+    if len(set(lengths)) > 1:
+        raise ValueError(f"the prompts of one batch must have the same length (generate keeps them in step), got "
+                         f"lengths {lengths}; generate them one at a time, or use lib.serving.serve, which batches "
+                         f"requests of any length")
+    return torch.tensor([[as_int(t) for t in row] for row in rows], dtype=torch.long)
+
+
+def token_tensor(input_ids, vocab_size: int, device) -> None:
+    """Raise a clear error unless ``input_ids`` is a non-empty (batch, seq_len) tensor of ids of this model
+    on ``device``."""
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"input_ids must be a torch.Tensor of token ids, got {type(input_ids).__name__}")
+    if input_ids.dim() != 2:
+        hint = " (for one sequence use input_ids.unsqueeze(0))" if input_ids.dim() == 1 else ""
+        raise ValueError(f"input_ids must have shape (batch, seq_len), got shape {tuple(input_ids.shape)}{hint}")
+    if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8):
+        raise TypeError(f"input_ids must hold signed integer token ids (torch.long, torch.int), "
+                        f"got dtype {input_ids.dtype}")
+    if input_ids.numel() == 0:
+        raise ValueError(f"input_ids is empty (shape {tuple(input_ids.shape)}): feed at least one token "
+                         f"of at least one sequence")
+    if input_ids.device != device:
+        raise ValueError(f"input_ids are on {input_ids.device} but the model is on {device}; "
+                         f"move them with input_ids.to(model.device)")
+    lo, hi = (int(v) for v in torch.aminmax(input_ids))
+    if lo < 0 or hi >= vocab_size:
+        raise ValueError(f"token id {lo if lo < 0 else hi} is out of range: this model's ids run from 0 to "
+                         f"{vocab_size - 1}")
