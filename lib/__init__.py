@@ -11,7 +11,8 @@ Around it: paged and serving (vLLM's block pool, continuous batching), speculati
 hf (real checkpoints), measure / roofline / bench (measuring), demo / train (the shipped weights).
 """
 from . import costs, notebook
-from .cache import ConcatKVCache, KVCache
+from .cache import KVCache
+from .concat import ConcatKVCache
 from .config import ModelConfig
 from .costs import PRESETS, kv_cache_bytes
 from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint

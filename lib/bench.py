@@ -51,7 +51,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .cache import ConcatKVCache, KVCache
+from .cache import KVCache
+from .concat import ConcatKVCache
 from .costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes
 from .generate import generate
 from .measure import _steady, fit_loglog_slope, random_model, time_at_positions

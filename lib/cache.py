@@ -5,8 +5,7 @@ buffer, so ``model.state_dict()`` and ``model.parameters()`` contain none of it.
 
 * ``KVCache`` is preallocated: one (B, n_kv_heads, max_len, head_dim) tensor for K and one for V per layer,
   and each forward writes its new rows at position ``seq_len`` (like gpt-fast or HF's StaticCache).
-* ``ConcatKVCache`` grows with ``torch.cat``: every step allocates a new tensor and copies the whole history
-  into it. It gives the same numbers, but copies O(n²) bytes over a generation, which it counts.
+* ``lib.concat.ConcatKVCache`` grows with ``torch.cat``: the same numbers, but O(n²) bytes copied (a lesson).
 * ``lib.paged.PagedKVCache`` keeps them in fixed-size blocks of a shared pool (vLLM), and lets the sequences
   of one batch have different lengths.
 
@@ -221,6 +220,8 @@ class KVCache(CacheBase):
     """Preallocated cache: K and V tensors of shape (B, n_kv_heads, max_len, head_dim) per layer,
     allocated once; each step writes its rows in place at positions seq_len .. seq_len + T - 1."""
 
+    kind = "static"  # its name for generate(cache_kind=...) and Trace.cache_kind
+
     def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None):
         super().__init__(config, batch_size, max_len, device, dtype)
         self.k = [torch.zeros(self.shape(max_len), dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
@@ -248,31 +249,3 @@ class KVCache(CacheBase):
         self.seq_len, self._pending = 0, 0
         for t in self.k + self.v:
             t.zero_()
-
-
-class ConcatKVCache(CacheBase):
-    """Naive cache that grows by ``torch.cat``: each step allocates new tensors one step longer and copies
-    all of history into them. ``bytes_copied`` counts every byte those copies move."""
-
-    def __init__(self, config: ModelConfig, batch_size: int, max_len: int | None = None, device=None, dtype=None):
-        super().__init__(config, batch_size, config.max_seq_len if max_len is None else max_len, device, dtype)
-        self.reset()
-
-    def reset(self):
-        self.k = [torch.zeros(self.shape(0), dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
-        self.v = [torch.zeros_like(t) for t in self.k]
-        self.seq_len, self._pending, self.bytes_copied, self.allocations = 0, 0, 0, 0
-
-    def _write(self, layer, k, v):
-        self.k[layer] = torch.cat([self.k[layer], k], dim=2)  # a new, longer tensor; old one copied over
-        self.v[layer] = torch.cat([self.v[layer], v], dim=2)
-        self.bytes_copied += (self.k[layer].numel() + self.v[layer].numel()) * self.k[layer].element_size()
-        self.allocations += 2
-        return self.k[layer], self.v[layer]
-
-    def kv(self, layer):
-        return self.k[layer], self.v[layer]
-
-    def _crop(self, seq_len):
-        self.k = [t[:, :, :seq_len].clone() if t.shape[2] > seq_len else t for t in self.k]
-        self.v = [t[:, :, :seq_len].clone() if t.shape[2] > seq_len else t for t in self.v]

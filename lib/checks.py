@@ -127,3 +127,36 @@ def token_tensor(input_ids, vocab_size: int, device) -> None:
     if lo < 0 or hi >= vocab_size:
         raise ValueError(f"token id {lo if lo < 0 else hi} is out of range: this model's ids run from 0 to "
                          f"{vocab_size - 1}")
+
+
+def sampling(temperature, top_k=None, top_p=None) -> None:
+    """Raise a ValueError that names the setting and what is allowed, when one is out of range."""
+    number(temperature, "temperature", 0, allowed="a finite number >= 0 (0 means greedy)")
+    if top_k is not None:
+        integer(top_k, "top_k", 1, allowed="None (no limit) or an integer >= 1")
+    if top_p is not None:
+        number(top_p, "top_p", maximum=1, above=0, allowed="None (no limit) or a number in (0, 1]")
+
+
+def generate_args(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_p=None, eos_id=None):
+    """Validate generate()'s arguments (clear errors) and return input_ids as a (B, T) tensor on the model's device."""
+    c = model.config
+    if isinstance(input_ids, (list, tuple)):
+        input_ids = prompt_tensor(input_ids).to(model.device)
+    if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 1:
+        input_ids = input_ids.unsqueeze(0)
+    token_tensor(input_ids, c.vocab_size, model.device)
+    max_new_tokens = integer(max_new_tokens, "max_new_tokens", 1)
+    prompt_len = input_ids.shape[1]
+    if prompt_len > c.max_seq_len:
+        raise ValueError(f"the prompt has {prompt_len} tokens but the model's context window holds "
+                         f"max_seq_len={c.max_seq_len}; shorten the prompt")
+    # the last new token is never fed back, so the longest forward pass sees prompt_len + max_new_tokens - 1
+    room = c.max_seq_len - prompt_len + 1
+    if max_new_tokens > room:
+        raise ValueError(f"a prompt of {prompt_len} tokens leaves room for at most {room} new token(s) in the "
+                         f"context window (max_seq_len={c.max_seq_len}), but max_new_tokens={max_new_tokens}")
+    sampling(temperature, top_k, top_p)
+    if eos_id is not None:
+        token_id(eos_id, "eos_id", c.vocab_size)
+    return input_ids

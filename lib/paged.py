@@ -364,6 +364,8 @@ class PagedKVCache(CacheBase):
     ``PagedKVCache(config, batch_size, max_len)`` builds a private pool just large enough (like ``KVCache``);
     pass ``pool=`` (and ``tables=``) to share one pool between many requests."""
 
+    kind = "paged"  # its name for generate(cache_kind=...) and Trace.cache_kind
+
     def __init__(self, config: ModelConfig | None = None, batch_size: int = 1, max_len: int | None = None,
                  device=None, dtype=None, *, block_size: int = 16, pool: PagedKVPool | None = None, tables=None):
         if pool is not None:

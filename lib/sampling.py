@@ -18,15 +18,6 @@ import torch
 from . import checks
 
 
-def check_sampling(temperature, top_k=None, top_p=None) -> None:
-    """Raise a ValueError that names the setting and what is allowed, when one is out of range."""
-    checks.number(temperature, "temperature", 0, allowed="a finite number >= 0 (0 means greedy)")
-    if top_k is not None:
-        checks.integer(top_k, "top_k", 1, allowed="None (no limit) or an integer >= 1")
-    if top_p is not None:
-        checks.number(top_p, "top_p", maximum=1, above=0, allowed="None (no limit) or a number in (0, 1]")
-
-
 def make_generator(seed, device) -> torch.Generator | None:
     """A private random generator on ``device`` seeded with ``seed`` (same seed, same draws), or None
     for ``seed=None`` (torch's global stream)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .cache import KVCache
-from .generate import check_generate_args
+from . import checks
 from .sampling import choose, draw, make_generator, residual_distribution as _residual, sampling_probs
 from .text import text_table
 
@@ -206,7 +206,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
     way), plus ``draft`` (a model on the same vocabulary) and ``k`` (tokens it proposes per round). Greedy
     output is identical to ``generate(target, ...)``; sampled output has the same distribution.
     """
-    input_ids = check_generate_args(target, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
+    input_ids = checks.generate_args(target, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
     _check_pair_of_models(target, draft, k)
     B, prompt_len = input_ids.shape
     if B != 1:
@@ -402,7 +402,7 @@ def next_token_probs(model, input_ids, n_tokens: int = 1, temperature: float = 1
         raise ValueError(f"n_tokens must be 1 or 2, got {n_tokens!r}")
     if temperature <= 0:
         raise ValueError(f"next_token_probs needs a sampling temperature > 0, got {temperature!r}")
-    ids = check_generate_args(model, input_ids, 1, temperature, top_k, top_p)
+    ids = checks.generate_args(model, input_ids, 1, temperature, top_k, top_p)
     if ids.shape[0] != 1:
         raise ValueError(f"next_token_probs takes one prompt, got a batch of {ids.shape[0]}")
     p1 = sampling_probs(model(ids)[0, -1:].float(), temperature, top_k, top_p)[0].double()  # (vocab,)

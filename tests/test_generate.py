@@ -89,7 +89,7 @@ def test_bad_arguments_are_clear_errors(model):
         (dict(max_new_tokens=2, top_k=0), r"top_k must be None \(no limit\) or an integer >= 1, got 0"),
         (dict(max_new_tokens=2, top_p=1.5), r"top_p must be None \(no limit\) or a number in \(0, 1\], got 1.5"),
         (dict(max_new_tokens=2, eos_id=99), r"eos_id=99 is not a token id of this model \(an integer from 0 to 29\)"),
-        (dict(max_new_tokens=2, cache_kind="ring"), r"cache_kind='ring' is not known; allowed: static, concat, paged"),
+        (dict(max_new_tokens=2, cache_kind="ring"), r"cache_kind='ring' is not supported; allowed: static, concat, paged"),
     ]
     for kw, msg in cases:
         with pytest.raises(ValueError, match=msg):

@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from lib.sampling import (check_sampling, choose, draw, filter_logits, make_generator, residual_distribution,
+from lib.checks import sampling as check_sampling
+from lib.sampling import (choose, draw, filter_logits, make_generator, residual_distribution,
                           sampling_probs)
 
 

@@ -66,5 +66,5 @@ def test_full_trace_keeps_every_tensor_and_the_cache_after_each_step(model):
     for layer in range(CFG.n_layers):  # the last snapshot is the cache itself
         assert torch.equal(last["cache_v"][layer], r.cache.values(layer))
     assert r.trace[0].tensors is not None and generate(model, ids, 2, trace=True).trace[0].tensors is None
-    with pytest.raises(ValueError, match=r"trace must be False, True or 'full', got 'all'"):
+    with pytest.raises(ValueError, match=r"trace='all' is not supported; allowed: False, True, full"):
         generate(model, ids, 2, trace="all")

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..sampling import check_sampling, draw, filter_logits, make_generator
+from ..checks import sampling as check_sampling
+from ..sampling import draw, filter_logits, make_generator
 from ..text import token_label
 from . import figure_and_axes, kept_prompt_message
 
