@@ -1,13 +1,9 @@
-"""KV caches: where the keys and values of earlier tokens wait for the next decode step.
+"""KV caches: where the keys and values of earlier tokens wait for the next decode step. A cache is an
+object of its own, made per request; never a module buffer, so ``state_dict()`` holds none of it.
 
-A cache is an object of its own, created per request and thrown away afterwards; it is never a module
-buffer, so ``model.state_dict()`` and ``model.parameters()`` contain none of it.
-
-* ``KVCache`` is preallocated: one (B, n_kv_heads, max_len, head_dim) tensor for K and one for V per layer,
-  and each forward writes its new rows at position ``seq_len`` (like gpt-fast or HF's StaticCache).
-* ``lib.concat.ConcatKVCache`` grows with ``torch.cat``: the same numbers, but O(n²) bytes copied (a lesson).
-* ``lib.paged.PagedKVCache`` keeps them in fixed-size blocks of a shared pool (vLLM), and lets the sequences
-  of one batch have different lengths.
+``KVCache`` is preallocated (one (B, n_kv_heads, max_len, head_dim) tensor for K and one for V per layer,
+written in place at ``seq_len``, like gpt-fast); ``lib.concat.ConcatKVCache`` grows by ``torch.cat`` (O(n²)
+copying, a lesson); ``lib.paged.PagedKVCache`` keeps blocks of a shared pool (vLLM) and ragged batches.
 
 The protocol a forward pass follows (the model never changes for a new kind of cache; vLLM is built so too):
 
@@ -30,12 +26,10 @@ from .config import ModelConfig
 
 @dataclass
 class Feed:
-    """Where the tokens of one forward pass sit, as the cache hands it to attention.
-
-    ``positions`` (B or 1, T): the absolute position of each fed token. In a ragged batch (sequences of
-    different lengths, right-padded to T) a padding slot repeats its row's last real position, so it never
-    leaves the context window; its output is thrown away. ``n_keys``: keys after this pass (S, the longest
-    row). ``lengths``: real tokens per row when they differ, else None (every row feeds all T)."""
+    """Where the tokens of one pass sit, as the cache hands it to attention: ``positions`` (B or 1, T) of the
+    fed tokens (in a ragged, right-padded batch a padding slot repeats its row's last real position; its
+    output is thrown away), ``n_keys`` (S, the longest row after the pass) and ``lengths`` (real tokens per
+    row when they differ, else None)."""
 
     positions: torch.Tensor
     n_keys: int

@@ -84,6 +84,18 @@ def token_id(value, name: str, vocab_size: int) -> int:
     return v
 
 
+def ragged_lengths(lengths, batch: int, width: int) -> list | None:
+    """The real tokens per row of a right-padded (batch, width) input: each from 1 to width, the longest
+    filling it. None when every row is full (nothing is ragged)."""
+    given = list(lengths) if isinstance(lengths, (list, tuple)) else lengths
+    ok = isinstance(given, list) and len(given) == batch and all(as_int(n) is not None and 1 <= n <= width
+                                                                 for n in given) and max(given) == width
+    if not ok:
+        raise ValueError(f"lengths must give each of the {batch} row(s) its number of real tokens, from 1 to "
+                         f"T={width}, the longest filling all of input_ids; got {lengths!r}")
+    return None if len(set(given)) == 1 else [int(n) for n in given]
+
+
 def prompt_tensor(prompts) -> torch.Tensor:
     """One prompt (a list of token ids) or a batch of them (a list of equally long lists) as a (B, T) tensor."""
     rows = list(prompts) if prompts and isinstance(prompts[0], (list, tuple)) else [prompts]

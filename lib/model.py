@@ -29,13 +29,10 @@ from .config import ModelConfig
 @dataclass
 class ForwardRecord:
     """What one forward pass did, filled in by the attention layers themselves (instrumentation).
-
-    kv_computed[layer]: token positions whose K and V this layer computed in this pass (per sequence).
-    kv_read[layer]:     positions whose K and V it took from the cache instead.
-    attention[layer]:   the newest query's attention weights, (B, n_heads, n_keys).
-    With ``capture=True`` also every intermediate tensor per layer in ``tensors[layer]`` (q, k, v after
-    rotary, full attention weights, attention output, FFN output, hidden state after the block).
-    """
+    kv_computed[layer] / kv_read[layer]: positions whose K/V this layer computed / took from the cache (per
+    sequence); attention[layer]: the newest query's weights (B, n_heads, n_keys). ``capture=True`` also keeps
+    every intermediate tensor per layer in ``tensors[layer]`` (q, k, v after rotary, attention weights, mix,
+    attention output, FFN output, hidden state) and ``tensors["embedding"]``."""
 
     capture: bool = False
     kv_computed: dict = field(default_factory=dict)
@@ -43,7 +40,7 @@ class ForwardRecord:
     attention: dict = field(default_factory=dict)
     tensors: dict = field(default_factory=dict)
 
-    def put(self, layer: int, **tensors):
+    def put(self, layer, **tensors):
         if self.capture:
             self.tensors.setdefault(layer, {}).update({k: v.detach() for k, v in tensors.items()})
 
@@ -240,16 +237,7 @@ class MiniTransformer(nn.Module):
         c = self.config
         checks.token_tensor(input_ids, c.vocab_size, self.device)
         B, T = input_ids.shape
-        if lengths is not None:
-            given = list(lengths)
-            try:
-                lengths = [checks.integer(n, "lengths", 1, T) for n in given]
-            except ValueError:
-                lengths = []
-            if len(lengths) != B or max(lengths) != T:
-                raise ValueError(f"lengths must give each of the {B} row(s) its number of real tokens, from 1 to "
-                                 f"T={T}, the longest filling all of input_ids; got {given}")
-            lengths = None if len(set(lengths)) == 1 else lengths
+        lengths = None if lengths is None else checks.ragged_lengths(lengths, B, T)
         for b, start in enumerate([0] * B if cache is None else cache.seq_lens):
             n = T if lengths is None else lengths[b]
             if start + n > c.max_seq_len:
@@ -271,19 +259,19 @@ class MiniTransformer(nn.Module):
         lengths = self.check_input(input_ids, cache, lengths)
         B, T = input_ids.shape
         if cache is None:
-            feed = Feed.ragged([0] * B, lengths, input_ids.device) if lengths else Feed.contiguous(0, T, input_ids.device)
+            feed = Feed.ragged([0] * B, lengths or [T] * B, input_ids.device)
         else:
             feed = cache.begin(self, B, T, lengths)  # (B, T) positions, and the mask
-        h = self.tok_emb(input_ids)  # (B, T, d_model)
-        rope = None
-        if self.config.positions == "learned":
-            h = h + self.pos_emb(feed.positions)  # (B or 1, T, d_model), broadcast over the batch
-        else:
-            rope = rope_tables(self.config.head_dim, feed.positions, self.config.rope_theta)
-        if record is not None and record.capture:
-            record.tensors["embedding"] = h.detach()
-        mask = feed.mask()  # (B or 1, 1, T, S) or None
         try:
+            h = self.tok_emb(input_ids)  # (B, T, d_model)
+            rope = None
+            if self.config.positions == "learned":
+                h = h + self.pos_emb(feed.positions)  # (B or 1, T, d_model), broadcast over the batch
+            else:
+                rope = rope_tables(self.config.head_dim, feed.positions, self.config.rope_theta)
+            if record is not None and record.capture:
+                record.tensors["embedding"] = h.detach()
+            mask = feed.mask()  # (B or 1, 1, T, S) or None
             for block in self.blocks:
                 h = block(h, rope, mask, cache, record, packed)
         except BaseException:

@@ -6,10 +6,8 @@ The model ends every pass with logits, one number per vocabulary token, for the 
     otherwise:         probs = softmax(filter_logits(logits, T, top_k, top_p))   (sampling distribution)
                        next  ~ probs, drawn with a seeded torch.Generator
 
-``filter_logits`` divides by the temperature and sets every token outside the top-k and outside the
-smallest set whose probability reaches top-p to -inf, so it can never be drawn. ``generate``, the paged
-cache, speculative decoding (with ``residual_distribution``, its resampling rule), the serving loop and the
-widgets all choose through this module; ``torch.multinomial`` appears nowhere else.
+Every loop and widget of the lab chooses through this module (speculative decoding adds its residual
+rule, ``residual_distribution``); ``torch.multinomial`` appears nowhere else.
 """
 from __future__ import annotations
 

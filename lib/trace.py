@@ -63,8 +63,7 @@ class Trace:
     @classmethod
     def start(cls, config, prompt_ids, cache, sampling: dict) -> "Trace":
         """An empty Trace for a run of a model with ``config`` on ``cache`` (None: no cache)."""
-        kind = getattr(cache, "kind", None) if cache is not None else None
-        return cls(prompt_len=prompt_ids.shape[1], use_cache=cache is not None, cache_kind=kind,
+        return cls(prompt_len=prompt_ids.shape[1], use_cache=cache is not None, cache_kind=getattr(cache, "kind", None),
                    n_layers=config.n_layers, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
                    sampling=sampling, prompt_ids=prompt_ids.cpu())
 
@@ -114,9 +113,6 @@ class Trace:
         layers = range(self.n_layers) if layer is None else [layer]
         return sum(s.kv_computed[l] for s in self.steps for l in layers)
 
-    def total_seconds(self) -> float:
-        return sum(s.seconds for s in self.steps)
-
     # -- views for plots ---------------------------------------------------------------------------------
     def attention_grid(self, layer: int = 0, head: int = 0, batch: int = 0) -> torch.Tensor:
         """(n_steps, n_keys_max) float32: row s is step s's newest query over keys 0..; NaN where a key did
@@ -133,21 +129,12 @@ class Trace:
 
     def rows(self, tokenizer=None, batch: int = 0) -> list[dict]:
         """One dict per step, ready for a table: what was fed, what was computed and read, what came out."""
-        show = (lambda ids: tokenizer.decode(ids)) if tokenizer is not None else (lambda ids: str(ids))
-        out = []
-        for s in self.steps:
-            out.append({
-                "step": s.step,
-                "phase": s.phase,
-                "fed": show(s.input_ids[batch].tolist()),
-                "positions": f"{s.positions[0]}..{s.positions[-1]}" if len(s.positions) > 1 else str(s.positions[0]),
-                "kv_computed": s.kv_computed[0],
-                "kv_read": s.kv_read[0],
-                "next": show([int(s.chosen[batch])]),
-                "p(next)": round(float(s.chosen_prob[batch]), 4),
-                "cache_bytes": s.cache_bytes,
-            })
-        return out
+        show = tokenizer.decode if tokenizer is not None else str
+        return [{"step": s.step, "phase": s.phase, "fed": show(s.input_ids[batch].tolist()),
+                 "positions": f"{s.positions[0]}..{s.positions[-1]}" if s.n_fed > 1 else str(s.positions[0]),
+                 "kv_computed": s.kv_computed[0], "kv_read": s.kv_read[0], "next": show([int(s.chosen[batch])]),
+                 "p(next)": round(float(s.chosen_prob[batch]), 4), "cache_bytes": s.cache_bytes}
+                for s in self.steps]
 
     def table(self, tokenizer=None, batch: int = 0) -> str:
         """The rows as an aligned text table (K/V counts are per layer, per sequence)."""
