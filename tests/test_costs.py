@@ -579,7 +579,8 @@ def test_resolver_names_and_configs():
         assert resolve_model(name) == (name, lib.load_demo(name)[0].config) == (name, demo_config(name))
         assert resolve_model(demo_config(name))[0] == name  # a config is named after the model it equals
     assert resolve_model(PRESETS["gpt2"])[0] == "gpt2" and resolve_model(TINY) == ("custom", TINY)
-    assert resolve_model("mine", extra={"mine": TINY}) == ("mine", TINY) and resolve_model(TINY, extra={"m": TINY})[0] == "m"
+    assert resolve_model("mine", extra={"mine": TINY}) == ("mine", TINY)
+    assert resolve_model(TINY, extra={"m": TINY})[0] == "m"
     assert resolve_model("deepseek-v3", allow_mla=True) == ("deepseek-v3", MLA_PRESETS["deepseek-v3"])
     assert resolve_model(MLA_PRESETS["deepseek-v2"], allow_mla=True)[0] == "deepseek-v2"
 

@@ -99,7 +99,8 @@ class MemoryBudget:
 
 def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: int = 1) -> MemoryBudget:
     """The memory of serving ``batch`` requests of ``context`` tokens with ``model`` (a preset name or a
-    ModelConfig; ``lib.costs.resolve_model``) in ``dtype`` (a name of ``lib.device.DTYPES``, weights and cache alike)."""
+    ModelConfig; ``lib.costs.resolve_model``) in ``dtype`` (a name of ``lib.device.DTYPES``, weights and cache
+    alike)."""
     name, config = resolve_model(model)
     dtype = dtype_name(dtype)
     context = check_count(context, "context (tokens per request)", minimum=1)
@@ -161,8 +162,8 @@ def kv_per_token_rows(dtype="fp16", variants: bool = True, mla: bool = True) -> 
 
 def kv_per_token_table(dtype="fp16", **kw) -> str:
     rows = kv_per_token_rows(dtype, **kw)
-    return format_table(["model", "kind", "layers", "cached per token per layer", "values", f"bytes ({dtype_name(dtype)})",
-                         "size", "smaller than MHA by"],
+    return format_table(["model", "kind", "layers", "cached per token per layer", "values",
+                         f"bytes ({dtype_name(dtype)})", "size", "smaller than MHA by"],
                         [(r["model"], r["kind"], r["layers"], r["cached per layer"], f"{r['values']:,}",
                           f"{r['bytes']:,}", fmt_bytes(r["bytes"]), f"{r['vs MHA']:.1f}x") for r in rows])
 

@@ -303,7 +303,8 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
     ax.set_yscale("log")
     ax.set_xlabel("context per sequence (positions the new token attends to)")
     ax.set_ylabel("GB read per decode step")
-    ax.set_title(f"{_name(model)} in {costs.dtype_name(dtype)}: weights read vs KV-cache reads per decode step", fontsize=10)
+    ax.set_title(f"{_name(model)} in {costs.dtype_name(dtype)}: weights read vs KV-cache reads per decode step",
+                 fontsize=10)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     return fig
 
