@@ -23,7 +23,7 @@ moment of the machine hits all of them alike) and the median of the runs reporte
 3. **Preallocated vs ``torch.cat`` cache** at long contexts: time per step, and the bytes the ``torch.cat``
    cache copies (counted by ``ConcatKVCache.bytes_copied``, checked against ``lib.costs.kv_cache_bytes``).
 4. **Bandwidth utilisation (MBU)**: bytes one generation must read and write (weights + KV cache,
-   ``lib.roofline.pass_cost`` per step) ÷ its median time ÷ the fastest memory read seen in the run. Two
+   ``lib.costs.pass_cost`` per step) ÷ its median time ÷ the fastest memory read seen in the run. Two
    read kernels are sampled in every round of section 1 (between the contenders' runs, so they see the same
    moments of a shared machine) and around the other sections: a sum over 256 MiB
    (``lib.roofline.measure_bandwidth_gbs``) and ``FastDecoder``'s packed product over the lm_head matrix
@@ -53,13 +53,13 @@ import torch.nn.functional as F
 
 from .cache import KVCache
 from .concat import ConcatKVCache
-from .costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes
+from .costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes, pass_cost, streamed_weight_bytes
 from .generate import generate
 from .measure import _steady, fit_loglog_slope, random_model, time_at_positions
 from .model import MiniTransformer
 from .device import fixed_threads, synchronize
 from .fastdecode import FastDecoder, PackedLinear
-from .roofline import measure_bandwidth_gbs, pass_cost, streamed_weight_bytes
+from .roofline import measure_bandwidth_gbs
 
 PROMPT = [464, 6953, 12940, 318]  # 4 token ids (GPT-2's "The KV cache is"); random weights: only the length counts
 
@@ -187,7 +187,7 @@ def _first_difference(a, b):
 
 def generation_bytes(config, prompt_len: int, new_tokens: int, dtype=torch.float32) -> int:
     """Bytes a cached generation moves: per forward pass of ``lib.costs.generation_steps``, the weights
-    streamed once plus the KV cache read and written (``lib.roofline.pass_cost``)."""
+    streamed once plus the KV cache read and written (``lib.costs.pass_cost``)."""
     return sum(pass_cost(config, r["n_fed"], r["n_past"], 1, dtype).bytes
                for r in generation_steps(config, prompt_len, new_tokens, use_cache=True))
 
@@ -472,7 +472,7 @@ def report(result: dict) -> str:
     tot = k["concat_bytes_copied_generating_to"]
     lines.append(f"  generating {tot['tokens']} tokens, the torch.cat cache copies {fmt_bytes(tot['bytes'])} in all")
     lines += ["", f"4. bandwidth utilisation: bytes per generation {fmt_bytes(d['bytes_per_generation'])} "
-              f"(weights + KV, lib.roofline.pass_cost) / median time / fastest read {m['bandwidth_gbs']} GB/s "
+              f"(weights + KV, lib.costs.pass_cost) / median time / fastest read {m['bandwidth_gbs']} GB/s "
               f"-> the MBU column of table 1"]
     a = result["accelerator"]
     if "skipped" in a:

@@ -1,67 +1,59 @@
-"""Analytic costs of a decoder-only Transformer: parameters, bytes, KV-cache size and FLOPs.
+"""The one cost model of a decoder-only Transformer: parameters, memory, and what each forward pass costs.
 
-Everything here is arithmetic on shapes; no model is built. The formulas mirror ``lib.MiniTransformer``
+Everything here is arithmetic on shapes; no model is built or run. The formulas mirror ``lib.MiniTransformer``
 exactly (``param_count(cfg) == sum(p.numel() for p in MiniTransformer(cfg).parameters())``) and the step
-schedule of ``lib.generate`` (one forward pass per new token).
+schedule of ``lib.generate`` (one forward pass per new token). Every cost in the lab (the widgets' tables,
+``lib.roofline``, the benchmark's bytes) is one of these functions, so it is counted one way only:
 
-FLOP convention: one multiply-add = 2 FLOPs, and only matrix multiplications are counted. Norms, softmax,
-activations, rotary embeddings, residual adds and sampling are ignored: they are O(T·d) per layer, small
-next to the O(T·d²) projections and the O(T·t·d) attention.
+* **Context**: the positions the newest token attends to, itself included, i.e. the cache length *after*
+  the step: ``n_past + n_new`` (``n_past + 1`` at decode; at most ``max_seq_len``). A prefill of a T-token
+  prompt has context T.
+* **One forward pass** (``step_cost``) is counted per operator, FLOPs and bytes side by side (``OPERATORS``):
+  the weight products (``qkv_proj``, ``out_proj``, ``ffn``, ``lm_head``) read their weights; the norms read
+  theirs and are not counted as FLOPs; attention (``attn_scores`` = Q·Kᵀ, ``attn_values`` = weights·V) reads
+  the K and V of every position of the context, once per sequence (every key it attends to, the one just
+  written included, as vLLM's kernels read it back from the cache); ``kv_write`` stores the K and V of the
+  ``n_new`` new positions. A decode step at context t therefore reads t tokens of K/V and writes 1. The
+  totals of a ``StepCost`` are the sums of its operators.
+* **FLOPs**: matrix multiplications only, one multiply-add = 2 FLOPs, times the batch. Norms, softmax,
+  activations, rotary embeddings, residual adds and sampling are O(T·d) per layer, small next to the
+  O(T·d²) projections and the O(T·t·d) attention. A generation step computes logits for its last position
+  only (``last_only=True``, as ``lib.generate`` does); ``forward_flops`` counts ``model(ids)``, which
+  computes them for every fed position unless told otherwise.
+* **Weights, two quantities**: ``weight_bytes`` is what is *stored* ("weights in memory": every parameter,
+  a tied embedding once); ``streamed_weight_bytes`` is what one pass *reads* ("weights read per step",
+  shared by the whole batch): every parameter except the lookup tables a pass only gathers a few rows from
+  (a learned position table, an untied token embedding). A tied embedding is read whole by ``lm_head``.
+* **Two crossovers**, accordingly: ``kv_memory_crossover_tokens`` (cached tokens whose KV cache takes as much
+  memory as the weights) and ``kv_read_crossover_tokens`` (cached tokens whose K/V a decode step reads in as
+  many bytes as it reads weights). The second comes earlier by exactly the lookup tables' size: 500 tokens
+  for Llama-2-7B, whose untied 32,000 × 4,096 embedding holds as many bytes as 500 tokens of its KV cache.
+* Not counted as bytes: activations (gathered embedding rows, hidden states, attention scores, logits). A
+  fused kernel keeps most of them on chip, so an intensity here is what an ideal implementation reaches.
+
+Models are given as a ``lib.ModelConfig`` or by name (``resolve_model``): a demo model ("chat", "draft",
+"tiny") or a ``PRESETS`` key; ``MLAConfig`` / ``MLA_PRESETS`` where only the KV cache is asked for. Number
+formats come from ``lib.device.DTYPES`` (``dtype_info``).
 """
 from __future__ import annotations
 
 import math
+import numbers
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 import torch
 
-from lib.config import ModelConfig
-
-# ----------------------------------------------------------------------------------------------- dtypes
-
-DTYPE_BYTES: dict[str, float] = {"fp64": 8, "fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
-_ALIASES = {"float64": "fp64", "double": "fp64", "float32": "fp32", "float": "fp32", "float16": "fp16",
-            "half": "fp16", "bfloat16": "bf16"}
-_TORCH_NAMES = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
-                torch.int8: "int8", torch.uint8: "int8"}
-for _attr, _name in (("float8_e4m3fn", "fp8"), ("float8_e5m2", "fp8"), ("float8_e4m3fnuz", "fp8"),
-                     ("float8_e5m2fnuz", "fp8"), ("int4", "int4"), ("uint4", "int4")):
-    if isinstance(getattr(torch, _attr, None), torch.dtype):  # newer dtypes only exist in newer torch
-        _TORCH_NAMES[getattr(torch, _attr)] = _name
-_ALLOWED_DTYPES = (f"strings {', '.join(DTYPE_BYTES)} (or float32/float16/bfloat16/half), "
-                   "or a torch dtype such as torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.int8")
-
-
-def _dtype_name(dtype) -> str:
-    """The canonical short name ("fp16", "int4", ...) of a string or torch dtype."""
-    if isinstance(dtype, torch.dtype):
-        name = _TORCH_NAMES.get(dtype)
-    elif isinstance(dtype, str):
-        name = _ALIASES.get(dtype.lower(), dtype.lower())
-        name = name if name in DTYPE_BYTES else None
-    else:
-        raise TypeError(f"dtype must be a string or a torch.dtype, got {type(dtype).__name__} {dtype!r}; "
-                        f"allowed: {_ALLOWED_DTYPES}")
-    if name is None:
-        raise ValueError(f"unknown dtype {dtype!r}; allowed: {_ALLOWED_DTYPES}")
-    return name
-
-
-def _dtype_bits(dtype) -> int:
-    return int(DTYPE_BYTES[_dtype_name(dtype)] * 8)
-
-
-def dtype_bytes(dtype) -> float:
-    """Bytes per stored number: fp32 4, fp16/bf16 2, fp8/int8 1, int4 0.5 (two values per byte)."""
-    bits = _dtype_bits(dtype)
-    return bits // 8 if bits % 8 == 0 else bits / 8
-
+from .config import ModelConfig
+from .demo import DEMOS, demo_config
+from .device import dtype_bytes, dtype_info, dtype_name  # noqa: F401  (dtype_bytes: lib.costs.dtype_bytes)
 
 # ------------------------------------------------------------------------------------------- validation
 
-def _count(value, name: str, minimum: int = 0) -> int:
-    """An integer >= minimum (bools and floats are refused: 2.0 tokens is a bug, not a count)."""
+
+def check_count(value, name: str, minimum: int = 0) -> int:
+    """``value`` as an int >= minimum; bools and floats are refused (2.0 tokens is a bug, not a count)."""
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, got the bool {value!r}")
     try:
@@ -74,46 +66,18 @@ def _count(value, name: str, minimum: int = 0) -> int:
     return value
 
 
-def _model_config(config, fn: str, allow_mla: bool = False) -> ModelConfig:
-    if isinstance(config, ModelConfig) or (allow_mla and isinstance(config, MLAConfig)):
-        return config
-    wanted = "a ModelConfig or MLAConfig (e.g. PRESETS['gpt2'], MLA_PRESETS['deepseek-v3'])" if allow_mla \
-        else "a ModelConfig (e.g. PRESETS['gpt2'])"
-    extra = "; an MLAConfig only describes the KV cache, so it works with kv_bytes_per_token, " \
-        "kv_cache_bytes and describe" if isinstance(config, MLAConfig) else ""
-    raise TypeError(f"{fn}() needs {wanted}, got {type(config).__name__}{extra}")
+def check_positive(value, name: str) -> float:
+    """``value`` as a float > 0 and finite (FLOP/byte, GFLOP/s, GB/s, ...)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive number, got {type(value).__name__} {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
+    return float(value)
 
 
-# ----------------------------------------------------------------------------------- parameters, bytes
-
-def param_count(config: ModelConfig) -> int:
-    """Number of parameters of ``MiniTransformer(config)``, tied weights counted once.
-
-    embeddings  vocab·d (+ max_seq_len·d for learned positions)
-    per layer   2 norms + q,k,v,o projections + FFN (2 matrices, or 3 for SwiGLU)
-    final norm, and lm_head vocab·d unless it is tied to the token embedding.
-    """
-    c = _model_config(config, "param_count")
-    d, hd, ff = c.d_model, c.head_dim, c.d_ff
-    norm = 2 * d if c.norm == "layernorm" else d  # LayerNorm: weight + bias; RMSNorm: weight only
-
-    def linear(n_in, n_out, bias):
-        return n_in * n_out + (n_out if bias else 0)
-
-    attn = (linear(d, c.n_heads * hd, c.qkv_bias) + 2 * linear(d, c.n_kv_heads * hd, c.qkv_bias)
-            + linear(c.n_heads * hd, d, c.bias))
-    n_up = 2 if c.activation == "swiglu" else 1  # SwiGLU has a gate and an up projection
-    ffn = n_up * linear(d, ff, c.bias) + linear(ff, d, c.bias)
-    total = c.vocab_size * d + (c.max_seq_len * d if c.positions == "learned" else 0)
-    total += c.n_layers * (2 * norm + attn + ffn) + norm
-    if not c.tie_embeddings:
-        total += c.vocab_size * d  # a separate lm_head matrix
-    return total
-
-
-def weight_bytes(config: ModelConfig, dtype=torch.float16) -> int:
-    """Bytes to store the weights: param_count × bytes per value (rounded up for 4-bit types)."""
-    return math.ceil(param_count(config) * _dtype_bits(dtype) / 8)
+def _bytes(values: int, dtype) -> int:
+    """Bytes of ``values`` numbers in ``dtype``, rounded up to a whole byte (two int4 values share one)."""
+    return math.ceil(values * dtype_info(dtype).bits / 8)
 
 
 # ------------------------------------------------------------------------------------------ MLA (DeepSeek)
@@ -138,7 +102,7 @@ class MLAConfig:
     def __post_init__(self):
         for name in ("n_layers", "kv_lora_rank", "qk_rope_head_dim", "n_heads", "qk_nope_head_dim",
                      "v_head_dim", "d_model"):
-            _count(getattr(self, name), f"MLAConfig.{name}", minimum=1)
+            check_count(getattr(self, name), f"MLAConfig.{name}", minimum=1)
 
     @property
     def cached_values_per_layer(self) -> int:
@@ -149,133 +113,6 @@ class MLAConfig:
     def mha_values_per_layer(self) -> int:
         """What full per-head K (nope + rope dims) and V would cache instead, for comparison."""
         return self.n_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim)
-
-
-# ----------------------------------------------------------------------------------------------- KV cache
-
-def _kv_values_per_token(config, fn: str) -> int:
-    """Numbers cached per token of one sequence, all layers together."""
-    c = _model_config(config, fn, allow_mla=True)
-    if isinstance(c, MLAConfig):
-        return c.n_layers * c.cached_values_per_layer
-    return 2 * c.n_layers * c.n_kv_heads * c.head_dim
-
-
-def kv_bytes_per_token(config, dtype=torch.float16) -> int:
-    """KV-cache bytes for one token of one sequence.
-
-    ModelConfig: 2 (K and V) × n_layers × n_kv_heads × head_dim × bytes — GQA/MQA shrink it via n_kv_heads.
-    MLAConfig:   n_layers × (kv_lora_rank + qk_rope_head_dim) × bytes.
-    """
-    return math.ceil(_kv_values_per_token(config, "kv_bytes_per_token") * _dtype_bits(dtype) / 8)
-
-
-def kv_cache_bytes(config, n_tokens: int, batch_size: int = 1, dtype=torch.float16) -> int:
-    """KV-cache bytes for ``batch_size`` sequences of ``n_tokens`` each: per-token bytes × n_tokens × batch.
-
-    The cache grows linearly in both context length and batch size, and does not depend on d_ff or vocab.
-    """
-    values = _kv_values_per_token(config, "kv_cache_bytes")
-    n_tokens = _count(n_tokens, "n_tokens")
-    batch_size = _count(batch_size, "batch_size")
-    return math.ceil(values * n_tokens * batch_size * _dtype_bits(dtype) / 8)
-
-
-def kv_equals_weights_tokens(config: ModelConfig, dtype=torch.float16) -> float:
-    """Cached tokens (summed over the batch: batch × context) at which KV-cache bytes equal weight bytes."""
-    return weight_bytes(config, dtype) / kv_bytes_per_token(config, dtype)
-
-
-# ------------------------------------------------------------------------------------------------- FLOPs
-
-FLOP_TERMS = ("qkv_proj", "attn_scores", "attn_values", "out_proj", "ffn", "lm_head")
-
-
-def forward_flops(config: ModelConfig, n_new: int, n_past: int = 0, last_only: bool = False) -> dict[str, int]:
-    """Matmul FLOPs of one forward pass feeding ``n_new`` tokens with ``n_past`` tokens already cached.
-
-    Causal: new token i (0-based) sees keys = n_past + i + 1, so Σkeys = n_new·n_past + n_new(n_new+1)/2.
-    Per layer (× n_layers):
-      qkv_proj     2·n_new·d·(n_heads + 2·n_kv_heads)·head_dim
-      attn_scores  2·n_heads·head_dim·Σkeys        (Q·Kᵀ; every query head, even under GQA)
-      attn_values  2·n_heads·head_dim·Σkeys        (weights·V)
-      out_proj     2·n_new·n_heads·head_dim·d
-      ffn          2·n_new·d·d_ff·(3 if swiglu else 2)
-    Once: lm_head   2·n_new·d·vocab (logits for every fed position, as ``model(ids)`` returns them), or
-                    2·d·vocab with ``last_only=True`` (the last position only, as generation needs).
-    Aggregates: projections = qkv + out, attention = scores + values, total = everything.
-    A dense masked implementation also multiplies the future (masked) entries, n_new·(n_past + n_new) keys
-    per query; that equals Σkeys only when n_new = 1 (decode). The causal count is the useful work.
-    """
-    c = _model_config(config, "forward_flops")
-    n_new = _count(n_new, "n_new (tokens fed in this forward pass)", minimum=1)
-    n_past = _count(n_past, "n_past (tokens already in the cache)")
-    if not isinstance(last_only, bool):
-        raise TypeError(f"last_only must be True or False, got {last_only!r}")
-    L, d, hd, H, KV = c.n_layers, c.d_model, c.head_dim, c.n_heads, c.n_kv_heads
-    keys = n_new * n_past + n_new * (n_new + 1) // 2
-    f = {
-        "qkv_proj": L * 2 * n_new * d * (H + 2 * KV) * hd,
-        "attn_scores": L * 2 * H * hd * keys,
-        "attn_values": L * 2 * H * hd * keys,
-        "out_proj": L * 2 * n_new * H * hd * d,
-        "ffn": L * 2 * n_new * d * c.d_ff * (3 if c.activation == "swiglu" else 2),
-        "lm_head": 2 * (1 if last_only else n_new) * d * c.vocab_size,
-    }
-    f["projections"] = f["qkv_proj"] + f["out_proj"]
-    f["attention"] = f["attn_scores"] + f["attn_values"]
-    f["total"] = sum(f[k] for k in FLOP_TERMS)
-    return f
-
-
-# ------------------------------------------------------------------------------------ generation schedule
-
-def _schedule(prompt_len, n_new, use_cache) -> list[tuple[int, int]]:
-    """(n_fed, n_past) for each of the n_new forward passes of lib.generate."""
-    prompt_len = _count(prompt_len, "prompt_len", minimum=1)
-    n_new = _count(n_new, "n_new (tokens to generate)", minimum=1)  # lib.generate also needs >= 1
-    if not isinstance(use_cache, bool):
-        raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
-    if use_cache:  # step 0 = prefill of the whole prompt; then one token per step on top of the cache
-        return [(prompt_len, 0) if s == 0 else (1, prompt_len + s - 1) for s in range(n_new)]
-    return [(prompt_len + s, 0) for s in range(n_new)]  # no cache: re-feed everything generated so far
-
-
-def generation_steps(config: ModelConfig, prompt_len: int, n_new: int, use_cache: bool) -> list[dict]:
-    """Per forward pass of generating ``n_new`` tokens from a ``prompt_len``-token prompt.
-
-    With cache:    step 0 feeds the prompt (prefill); step s ≥ 1 feeds 1 token, n_past = prompt_len + s − 1.
-    Without cache: step s feeds the whole sequence so far, prompt_len + s tokens, n_past = 0.
-    Each dict has step, n_fed, n_past, n_keys (context after the step), kv_computed (positions whose K, V
-    are computed, per layer per sequence = n_fed), kv_read (positions read from the cache = n_past), and
-    the forward_flops terms (lm_head on the last position only: generation needs no other logits).
-    """
-    _model_config(config, "generation_steps")
-    rows = []
-    for step, (n_fed, n_past) in enumerate(_schedule(prompt_len, n_new, use_cache)):
-        rows.append({"step": step, "n_fed": n_fed, "n_past": n_past, "n_keys": n_past + n_fed,
-                     "kv_computed": n_fed, "kv_read": n_past,
-                     **forward_flops(config, n_fed, n_past, last_only=True)})
-    return rows
-
-
-def kv_computations(prompt_len: int, n_new: int, use_cache: bool) -> list[int]:
-    """K/V vectors computed per step (per layer, per sequence): [prompt_len, 1, 1, ...] with the cache,
-    [prompt_len, prompt_len+1, ...] without."""
-    return [n_fed for n_fed, _ in _schedule(prompt_len, n_new, use_cache)]
-
-
-def total_kv_computations(prompt_len: int, n_new: int, use_cache: bool) -> int:
-    """Sum of kv_computations: prompt_len + n_new − 1 with the cache (= n for a 1-token prompt),
-    n_new·prompt_len + n_new(n_new−1)/2 without (= n(n+1)/2 for a 1-token prompt)."""
-    return sum(kv_computations(prompt_len, n_new, use_cache))
-
-
-def generation_flops(config: ModelConfig, prompt_len: int, n_new: int, use_cache: bool) -> dict[str, int]:
-    """forward_flops terms summed over every step of generation_steps."""
-    rows = generation_steps(config, prompt_len, n_new, use_cache)
-    keys = (*FLOP_TERMS, "projections", "attention", "total")
-    return {k: sum(r[k] for r in rows) for k in keys}
 
 
 # ----------------------------------------------------------------------------------------------- presets
@@ -310,6 +147,421 @@ MLA_PRESETS: dict[str, MLAConfig] = {
     "deepseek-v3": MLAConfig(n_layers=61, kv_lora_rank=512, qk_rope_head_dim=64, d_model=7168),
 }
 
+# ------------------------------------------------------------------------------------------- model names
+
+MODEL_NAMES = (*DEMOS, *PRESETS)  # the names every function here accepts instead of a ModelConfig
+_MLA_USES = "kv_bytes_per_token, kv_cache_bytes and describe"
+
+
+def _name_of(config, extra: dict) -> str:
+    """The name a config is known by (an extra name, a preset, a demo model), else "custom"."""
+    if isinstance(config, MLAConfig):
+        return next((k for k, v in MLA_PRESETS.items() if v == config), "custom")
+    for k, v in {**extra, **PRESETS}.items():
+        if v == config:
+            return k
+    for k in DEMOS:
+        try:
+            if demo_config(k) == config:
+                return k
+        except FileNotFoundError:  # a demo's weights not built yet: it cannot be this config's name
+            pass
+    return "custom"
+
+
+def resolve_model(model, *, allow_mla: bool = False, extra: dict | None = None) -> tuple[str, ModelConfig]:
+    """(name, config) of a model given as a ``lib.ModelConfig`` (named after the preset or demo model it equals,
+    else "custom") or by name: a demo model ("chat", "draft", "tiny": its config read from the checkpoint's
+    metadata, no weights loaded) or a ``PRESETS`` key. ``allow_mla``: also an ``MLAConfig`` or an
+    ``MLA_PRESETS`` key (for the KV cache only). ``extra``: more {name: ModelConfig} a caller offers
+    (the cost-curve widget's "larger")."""
+    extra = {} if extra is None else extra
+    names = (*extra, *MODEL_NAMES, *(MLA_PRESETS if allow_mla else ()))
+    if isinstance(model, ModelConfig) or (allow_mla and isinstance(model, MLAConfig)):
+        return _name_of(model, extra), model
+    if isinstance(model, MLAConfig):
+        raise TypeError(f"an MLAConfig describes only the KV cache of multi-head latent attention (lib.costs does "
+                        f"not model its weights or FLOPs), so it works with {_MLA_USES}; this needs a "
+                        f"lib.ModelConfig or one of: {', '.join(names)}")
+    if isinstance(model, str):
+        if model in extra:
+            return model, extra[model]
+        if model in PRESETS:
+            return model, PRESETS[model]
+        if model in DEMOS:
+            return model, demo_config(model)
+        if model in MLA_PRESETS:
+            if allow_mla:
+                return model, MLA_PRESETS[model]
+            raise ValueError(f"{model!r} is an MLA preset: lib.costs models only its KV cache, not its weights or "
+                             f"FLOPs, so it works with {_MLA_USES}; here choose one of: {', '.join(names)}")
+        raise ValueError(f"unknown model {model!r}; allowed: a lib.ModelConfig or one of: {', '.join(names)}")
+    raise TypeError(f"model must be a lib.ModelConfig or a name ({', '.join(names)}), got {type(model).__name__}")
+
+
+def model_config(model, *, allow_mla: bool = False, extra: dict | None = None) -> ModelConfig:
+    """The config of a model given as a config or a name (``resolve_model`` without the name)."""
+    return resolve_model(model, allow_mla=allow_mla, extra=extra)[1]
+
+
+# ----------------------------------------------------------------------------------- parameters, bytes
+
+def _parameters(c: ModelConfig) -> dict[str, int]:
+    """Parameters of ``MiniTransformer(c)`` by group; ``lm_head`` is 0 when it is tied to ``tok_emb``.
+
+    embeddings  tok_emb vocab·d, pos_emb max_seq_len·d (learned positions only)
+    per layer   q,k,v projections (+ biases), o projection, FFN (2 matrices, or 3 for SwiGLU), 2 norms
+    once        the final norm, and lm_head vocab·d unless it is tied to the token embedding.
+    """
+    d, hd, ff, L = c.d_model, c.head_dim, c.d_ff, c.n_layers
+    norm = 2 * d if c.norm == "layernorm" else d  # LayerNorm: weight + bias; RMSNorm: weight only
+
+    def linear(n_in, n_out, bias):
+        return n_in * n_out + (n_out if bias else 0)
+
+    n_up = 2 if c.activation == "swiglu" else 1  # SwiGLU has a gate and an up projection
+    return {
+        "tok_emb": c.vocab_size * d,
+        "pos_emb": c.max_seq_len * d if c.positions == "learned" else 0,
+        "qkv_proj": L * (linear(d, c.n_heads * hd, c.qkv_bias) + 2 * linear(d, c.n_kv_heads * hd, c.qkv_bias)),
+        "out_proj": L * linear(c.n_heads * hd, d, c.bias),
+        "ffn": L * (n_up * linear(d, ff, c.bias) + linear(ff, d, c.bias)),
+        "norms": (2 * L + 1) * norm,
+        "lm_head": 0 if c.tie_embeddings else c.vocab_size * d,
+    }
+
+
+def param_count(model) -> int:
+    """Number of parameters of ``MiniTransformer(config)``, tied weights counted once."""
+    return sum(_parameters(model_config(model)).values())
+
+
+def weight_bytes(model, dtype=torch.float16) -> int:
+    """**Weights in memory**: bytes to store every parameter (a tied embedding once), param_count × bytes
+    per value (rounded up for 4-bit types)."""
+    return _bytes(param_count(model), dtype)
+
+
+def _streamed_values(c: ModelConfig) -> dict[str, int]:
+    """Weight values each operator of a pass reads: its own parameters; ``lm_head`` the vocab × d matrix it
+    multiplies by (the token embedding itself when tied). The lookup tables are only gathered from."""
+    p = _parameters(c)
+    return {op: p[op] for op in ("qkv_proj", "out_proj", "ffn", "norms")} | {"lm_head": c.vocab_size * c.d_model}
+
+
+def streamed_weight_bytes(model, dtype=torch.float16) -> int:
+    """**Weights read per step**: the bytes of weights one forward pass streams from memory, once for the whole
+    batch. Every parameter except the lookup tables a pass only gathers rows from (the learned position table,
+    an untied token embedding); less than ``weight_bytes`` by those tables. Equals
+    ``step_cost(...).streamed_weight_bytes`` at any context and batch."""
+    return sum(_bytes(v, dtype) for v in _streamed_values(model_config(model)).values())
+
+
+# ----------------------------------------------------------------------------------------------- KV cache
+
+def kv_values_per_token(model) -> int:
+    """Numbers cached per token of one sequence, all layers together: 2 (K and V) × n_layers × n_kv_heads ×
+    head_dim, or n_layers × (kv_lora_rank + qk_rope_head_dim) for MLA."""
+    c = model_config(model, allow_mla=True)
+    if isinstance(c, MLAConfig):
+        return c.n_layers * c.cached_values_per_layer
+    return 2 * c.n_layers * c.n_kv_heads * c.head_dim
+
+
+def kv_bytes_per_token(config, dtype=torch.float16) -> int:
+    """KV-cache bytes for one token of one sequence.
+
+    ModelConfig: 2 (K and V) × n_layers × n_kv_heads × head_dim × bytes — GQA/MQA shrink it via n_kv_heads.
+    MLAConfig:   n_layers × (kv_lora_rank + qk_rope_head_dim) × bytes.
+    """
+    return _bytes(kv_values_per_token(config), dtype)
+
+
+def kv_cache_bytes(config, n_tokens: int, batch_size: int = 1, dtype=torch.float16) -> int:
+    """KV-cache bytes for ``batch_size`` sequences of ``n_tokens`` each: per-token bytes × n_tokens × batch.
+
+    The cache grows linearly in both context length and batch size, and does not depend on d_ff or vocab.
+    """
+    values = kv_values_per_token(config)
+    n_tokens = check_count(n_tokens, "n_tokens")
+    batch_size = check_count(batch_size, "batch_size")
+    return _bytes(values * n_tokens * batch_size, dtype)
+
+
+# ------------------------------------------------------------------------------ one forward pass (step)
+
+OPERATORS = ("norms", "qkv_proj", "kv_write", "attn_scores", "attn_values", "out_proj", "ffn", "lm_head")
+FLOP_TERMS = ("qkv_proj", "attn_scores", "attn_values", "out_proj", "ffn", "lm_head")  # operators with FLOPs
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """What one operator of a forward pass costs, whole batch: FLOPs, and the bytes it reads and writes."""
+
+    flops: int = 0
+    streamed_weight_bytes: int = 0  # weights read, once for the whole batch
+    kv_read_bytes: int = 0  # cached keys (attn_scores) or values (attn_values) read
+    kv_write_bytes: int = 0  # keys and values stored (kv_write)
+
+    @property
+    def bytes(self) -> int:
+        return self.streamed_weight_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """What one forward pass costs, per operator (``by_operator``, keys ``OPERATORS``) and in total, whole batch.
+
+    ``context`` = n_past + n_new, the positions the newest token attends to (itself included)."""
+
+    phase: str  # "decode": one new token per sequence on top of a cache; else "prefill"
+    batch: int
+    n_new: int  # tokens fed per sequence
+    n_past: int  # tokens cached per sequence before the pass
+    dtype: str  # weights and KV cache stored in this dtype ("fp16", "bf16", ...)
+    by_operator: dict = field(hash=False)  # {operator: OpCost}, in OPERATORS order
+
+    def _sum(self, what: str) -> int:
+        return sum(getattr(op, what) for op in self.by_operator.values())
+
+    @property
+    def context(self) -> int:
+        """Positions the newest token attends to, itself included: the cache length after the pass."""
+        return self.n_past + self.n_new
+
+    @property
+    def flops(self) -> int:
+        return self._sum("flops")
+
+    @property
+    def streamed_weight_bytes(self) -> int:
+        """Weights read by the pass (``lib.costs.streamed_weight_bytes``), once for the whole batch."""
+        return self._sum("streamed_weight_bytes")
+
+    @property
+    def kv_read_bytes(self) -> int:
+        """K and V of every position of the context, per sequence: kv_cache_bytes(context, batch)."""
+        return self._sum("kv_read_bytes")
+
+    @property
+    def kv_write_bytes(self) -> int:
+        """K and V of the new positions: kv_cache_bytes(n_new, batch)."""
+        return self._sum("kv_write_bytes")
+
+    @property
+    def bytes(self) -> int:
+        """All bytes moved: weights read + KV read + KV write."""
+        return self._sum("bytes")
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per byte."""
+        return self.flops / self.bytes
+
+    @property
+    def kv_read_share(self) -> float:
+        """Share of all bytes that are KV-cache reads."""
+        return self.kv_read_bytes / self.bytes
+
+    @property
+    def tokens(self) -> int:
+        """Tokens processed by the pass, whole batch: batch × n_new."""
+        return self.batch * self.n_new
+
+
+def step_cost(model, context: int, n_new: int = 1, batch: int = 1, dtype=torch.float16,
+              last_only: bool = True) -> StepCost:
+    """What one forward pass costs, per operator: ``batch`` sequences each feed ``n_new`` tokens, and the
+    newest attends to ``context`` positions (itself included; ``n_past = context - n_new`` were cached).
+
+    Per operator (L layers, B sequences, H query / KV key-value heads of head_dim hd, Σkeys = the keys the new
+    queries see, causally: n_new·n_past + n_new(n_new+1)/2):
+      norms        0 FLOPs;                          reads the norm weights
+      qkv_proj     2·B·n_new·d·(H + 2·KV)·hd·L;     reads W_q, W_k, W_v (+ biases)
+      kv_write     0 FLOPs;                          writes K, V of n_new positions per sequence
+      attn_scores  2·B·H·hd·Σkeys·L (Q·Kᵀ);          reads K of the context's positions per sequence
+      attn_values  2·B·H·hd·Σkeys·L (weights·V);     reads V of the context's positions per sequence
+      out_proj     2·B·n_new·H·hd·d·L;              reads W_o (+ bias)
+      ffn          2·B·n_new·d·d_ff·(3 if swiglu else 2)·L; reads the FFN matrices (+ biases)
+      lm_head      2·B·rows·d·vocab, rows = 1 with ``last_only`` (as generation needs) else n_new;
+                   reads the vocab × d output matrix (the token embedding itself when tied)
+    Weights are read once for the whole batch; K/V are per sequence. Every query head multiplies, even under
+    GQA, so FLOPs use H and bytes use KV. A dense masked implementation also multiplies the masked future
+    entries, n_new·context keys per query; that equals Σkeys only when n_new = 1 (decode).
+    """
+    c = model_config(model)
+    context = check_count(context, "context (positions the newest token attends to, itself included)", minimum=1)
+    n_new = check_count(n_new, "n_new (tokens fed per sequence in this pass)", minimum=1)
+    batch = check_count(batch, "batch", minimum=1)
+    if n_new > context:
+        raise ValueError(f"n_new={n_new} is more than context={context}: the context counts the cached positions "
+                         f"and the new ones, so it is at least n_new")
+    if not isinstance(last_only, bool):
+        raise TypeError(f"last_only must be True or False, got {last_only!r}")
+    n_past = context - n_new
+    L, d, hd, H, KV = c.n_layers, c.d_model, c.head_dim, c.n_heads, c.n_kv_heads
+    keys = n_new * n_past + n_new * (n_new + 1) // 2
+    w = {op: _bytes(v, dtype) for op, v in _streamed_values(c).items()}
+    kv_read = kv_cache_bytes(c, context, batch, dtype)  # K and V: the first half keys, the rest values
+    ops = {
+        "norms": OpCost(streamed_weight_bytes=w["norms"]),
+        "qkv_proj": OpCost(batch * L * 2 * n_new * d * (H + 2 * KV) * hd, w["qkv_proj"]),
+        "kv_write": OpCost(kv_write_bytes=kv_cache_bytes(c, n_new, batch, dtype)),
+        "attn_scores": OpCost(batch * L * 2 * H * hd * keys, kv_read_bytes=kv_read // 2),
+        "attn_values": OpCost(batch * L * 2 * H * hd * keys, kv_read_bytes=kv_read - kv_read // 2),
+        "out_proj": OpCost(batch * L * 2 * n_new * H * hd * d, w["out_proj"]),
+        "ffn": OpCost(batch * L * 2 * n_new * d * c.d_ff * (3 if c.activation == "swiglu" else 2), w["ffn"]),
+        "lm_head": OpCost(batch * 2 * (1 if last_only else n_new) * d * c.vocab_size, w["lm_head"]),
+    }
+    return StepCost(phase="decode" if n_new == 1 and n_past > 0 else "prefill", batch=batch, n_new=n_new,
+                    n_past=n_past, dtype=dtype_name(dtype), by_operator=ops)
+
+
+def pass_cost(model, n_new: int, n_past: int = 0, batch: int = 1, dtype=torch.float16,
+              last_only: bool = True) -> StepCost:
+    """``step_cost`` for a pass given as (tokens fed, tokens already cached), as a Trace or
+    ``generation_steps`` records it: context = n_past + n_new."""
+    n_new = check_count(n_new, "n_new (tokens fed per sequence in this pass)", minimum=1)
+    n_past = check_count(n_past, "n_past (tokens already cached per sequence)")
+    return step_cost(model, n_past + n_new, n_new, batch, dtype, last_only)
+
+
+def prefill_cost(model, prompt_len: int, batch: int = 1, dtype=torch.float16) -> StepCost:
+    """The prefill: the whole ``prompt_len``-token prompt of every sequence in one pass, empty cache
+    (context = prompt_len; logits for the last position only, as generation needs)."""
+    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
+    return step_cost(model, prompt_len, prompt_len, batch, dtype)
+
+
+def decode_cost(model, context: int, batch: int = 1, dtype=torch.float16) -> StepCost:
+    """One decode step: one new token per sequence attending to ``context`` positions, itself included
+    (``context - 1`` cached before the step). It reads ``context`` tokens of K/V per sequence and writes 1."""
+    return step_cost(model, context, 1, batch, dtype)
+
+
+def forward_flops(config, n_new: int, n_past: int = 0, last_only: bool = False) -> dict[str, int]:
+    """Matmul FLOPs of one forward pass feeding ``n_new`` tokens with ``n_past`` tokens already cached, batch 1,
+    per operator of ``step_cost`` (keys ``FLOP_TERMS``), plus projections = qkv + out, attention = scores +
+    values, total = everything. ``last_only=False`` (the default) counts lm_head for every fed position, as
+    ``model(ids)`` returns them; ``True`` for the last position only, as generation needs."""
+    n_new = check_count(n_new, "n_new (tokens fed per sequence in this pass)", minimum=1)
+    n_past = check_count(n_past, "n_past (tokens already cached per sequence)")
+    ops = step_cost(config, n_past + n_new, n_new, 1, "fp32", last_only).by_operator
+    f = {k: ops[k].flops for k in FLOP_TERMS}
+    f["projections"] = f["qkv_proj"] + f["out_proj"]
+    f["attention"] = f["attn_scores"] + f["attn_values"]
+    f["total"] = sum(f[k] for k in FLOP_TERMS)
+    return f
+
+
+# ---------------------------------------------------------------------------- KV cache vs the weights
+
+def kv_memory_crossover_tokens(model, dtype=torch.float16) -> float:
+    """**KV cache memory = weight memory** at this many cached tokens, summed over the batch (batch × context):
+    ``weight_bytes / kv_bytes_per_token``. About 25,705 for Llama-2-7B."""
+    return weight_bytes(model, dtype) / kv_bytes_per_token(model_config(model), dtype)
+
+
+def kv_read_crossover_tokens(model, dtype=torch.float16) -> float:
+    """**KV bytes read = weight bytes read** by one decode step at this many cached tokens, summed over the batch
+    (batch × context): ``streamed_weight_bytes / kv_bytes_per_token``. About 25,205 for Llama-2-7B: earlier than
+    the memory crossover, because the lookup tables are stored but not read. It depends only on the shapes:
+    the bytes per value cancel (up to int4's rounding)."""
+    return streamed_weight_bytes(model, dtype) / kv_bytes_per_token(model_config(model), dtype)
+
+
+def crossover_context(model, batch: int = 1, dtype=torch.float16) -> int:
+    """Smallest context at which a decode step with ``batch`` sequences reads more KV bytes than weight bytes
+    (batch × context × kv_per_token > streamed weights). May exceed the model's max_seq_len."""
+    c = model_config(model)
+    batch = check_count(batch, "batch", minimum=1)
+    return streamed_weight_bytes(c, dtype) // (batch * kv_bytes_per_token(c, dtype)) + 1
+
+
+def crossover_batch(model, context: int, dtype=torch.float16) -> int:
+    """Smallest batch at which a decode step at ``context`` reads more KV bytes than weight bytes."""
+    c = model_config(model)
+    context = check_count(context, "context (positions the newest token attends to, itself included)", minimum=1)
+    return streamed_weight_bytes(c, dtype) // (context * kv_bytes_per_token(c, dtype)) + 1
+
+
+# --------------------------------------------------------------------------- decode and the batch size
+
+def decode_intensity_limit(model, context: int, dtype=torch.float16) -> float:
+    """Decode intensity as batch → ∞ at ``context``: FLOPs per sequence / KV bytes per sequence (read
+    ``context`` tokens, write 1). The weights are shared by the batch, the KV cache is not, so batching can
+    push decode up to here and no further."""
+    one = decode_cost(model, context, 1, dtype)
+    return one.flops / (one.kv_read_bytes + one.kv_write_bytes)
+
+
+def decode_batch_for_intensity(model, context: int, target: float, dtype=torch.float16) -> int | None:
+    """Smallest batch at which a decode step at ``context`` reaches arithmetic intensity ``target``
+    (e.g. a machine's ridge point), or None when no batch does (target >= decode_intensity_limit).
+
+    Exact: with F the FLOPs per sequence, W the weight bytes read and k the KV bytes per sequence,
+    B·F / (W + B·k) >= target  <=>  B·(F − target·k) >= target·W, solved in rational arithmetic."""
+    one = decode_cost(model, context, 1, dtype)
+    target = Fraction(check_positive(target, "target intensity (FLOP/byte)"))
+    room = one.flops - target * (one.kv_read_bytes + one.kv_write_bytes)
+    if room <= 0:
+        return None
+    return math.ceil(target * one.streamed_weight_bytes / room)
+
+
+# ------------------------------------------------------------------------------------ generation schedule
+
+def _schedule(prompt_len, n_new, use_cache) -> list[tuple[int, int]]:
+    """(n_fed, n_past) for each of the n_new forward passes of lib.generate."""
+    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
+    n_new = check_count(n_new, "n_new (tokens to generate)", minimum=1)  # lib.generate also needs >= 1
+    if not isinstance(use_cache, bool):
+        raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
+    if use_cache:  # step 0 = prefill of the whole prompt; then one token per step on top of the cache
+        return [(prompt_len, 0) if s == 0 else (1, prompt_len + s - 1) for s in range(n_new)]
+    return [(prompt_len + s, 0) for s in range(n_new)]  # no cache: re-feed everything generated so far
+
+
+def generation_steps(config, prompt_len: int, n_new: int, use_cache: bool) -> list[dict]:
+    """Per forward pass of generating ``n_new`` tokens from a ``prompt_len``-token prompt.
+
+    With cache:    step 0 feeds the prompt (prefill); step s ≥ 1 feeds 1 token, n_past = prompt_len + s − 1.
+    Without cache: step s feeds the whole sequence so far, prompt_len + s tokens, n_past = 0.
+    Each dict has step, n_fed, n_past, n_keys (the context: positions the newest token attends to, itself
+    included), kv_computed (positions whose K, V are computed, per layer per sequence = n_fed), kv_read
+    (positions whose K, V were computed by earlier steps and are reused from the cache = n_past; the
+    attention reads kv_read + kv_computed = n_keys positions), and the forward_flops terms (lm_head on the
+    last position only: generation needs no other logits).
+    """
+    c = model_config(config)
+    rows = []
+    for step, (n_fed, n_past) in enumerate(_schedule(prompt_len, n_new, use_cache)):
+        rows.append({"step": step, "n_fed": n_fed, "n_past": n_past, "n_keys": n_past + n_fed,
+                     "kv_computed": n_fed, "kv_read": n_past,
+                     **forward_flops(c, n_fed, n_past, last_only=True)})
+    return rows
+
+
+def kv_computations(prompt_len: int, n_new: int, use_cache: bool) -> list[int]:
+    """K/V vectors computed per step (per layer, per sequence): [prompt_len, 1, 1, ...] with the cache,
+    [prompt_len, prompt_len+1, ...] without."""
+    return [n_fed for n_fed, _ in _schedule(prompt_len, n_new, use_cache)]
+
+
+def total_kv_computations(prompt_len: int, n_new: int, use_cache: bool) -> int:
+    """Sum of kv_computations: prompt_len + n_new − 1 with the cache (= n for a 1-token prompt),
+    n_new·prompt_len + n_new(n_new−1)/2 without (= n(n+1)/2 for a 1-token prompt)."""
+    return sum(kv_computations(prompt_len, n_new, use_cache))
+
+
+def generation_flops(config, prompt_len: int, n_new: int, use_cache: bool) -> dict[str, int]:
+    """forward_flops terms summed over every step of generation_steps."""
+    rows = generation_steps(config, prompt_len, n_new, use_cache)
+    keys = (*FLOP_TERMS, "projections", "attention", "total")
+    return {k: sum(r[k] for r in rows) for k in keys}
+
+
+# ----------------------------------------------------------------------------------------------- describe
 
 def _human(n: float, units, base: int, sep: str = "") -> str:
     for unit in units[:-1]:
@@ -320,15 +572,14 @@ def _human(n: float, units, base: int, sep: str = "") -> str:
 
 
 def describe(config, name: str | None = None, dtype=torch.float16) -> str:
-    """One line: name (looked up in the presets if not given), shapes, attention kind, params, KV per token."""
-    _model_config(config, "describe", allow_mla=True)
+    """One line: name (looked up in the presets and demo models if not given), shapes, attention kind, params,
+    KV per token."""
+    found, config = resolve_model(config, allow_mla=True)
     if name is not None and not isinstance(name, str):
         raise TypeError(f"describe(name=...) must be a string or None, got {type(name).__name__}")
-    if name is None:
-        presets = {**PRESETS, **MLA_PRESETS}
-        name = next((k for k, v in presets.items() if type(v) is type(config) and v == config), "custom")
+    name = found if name is None else name
     kv = (f"{_human(kv_bytes_per_token(config, dtype), ('B', 'KiB', 'MiB', 'GiB'), 1024, ' ')}"
-          f"/token in {_dtype_name(dtype)}")
+          f"/token in {dtype_name(dtype)}")
     if isinstance(config, MLAConfig):
         return (f"{name}: {config.n_layers} layers, d_model {config.d_model}, {config.n_heads} heads with "
                 f"MLA (caches {config.kv_lora_rank} latent + {config.qk_rope_head_dim} rope values per layer); "

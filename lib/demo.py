@@ -6,6 +6,7 @@ file was made.
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -97,6 +98,16 @@ def load_demo(name: str = "chat", device=None, dtype=None):
         raise FileNotFoundError(f"the demo weights {path} are missing; rebuild them with `python -m lib.train {name}`")
     model, tokenizer, _ = load_checkpoint(path, device=device, dtype=dtype)
     return model, tokenizer
+
+
+@functools.lru_cache(maxsize=None)
+def demo_config(name: str) -> ModelConfig:
+    """The ``ModelConfig`` of a shipped demo model, read from its file's metadata only (no weights loaded), once."""
+    path = demo_path(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"the demo weights {path} are missing; rebuild them with `python -m lib.train {name}`")
+    with safe_open(str(path), framework="pt") as f:
+        return ModelConfig.from_dict(json.loads((f.metadata() or {})["config"]))
 
 
 def demo_info(name: str) -> dict:

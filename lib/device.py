@@ -1,12 +1,83 @@
-"""Picking where the model runs: CUDA, Apple's MPS, or the CPU."""
+"""Picking where the model runs (CUDA, Apple's MPS, or the CPU) and in which number format (lib's one dtype table)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 
-DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-          "fp16": torch.float16, "float16": torch.float16}
+# ------------------------------------------------------------------------------------------ number formats
+
+
+@dataclass(frozen=True)
+class DType:
+    """One number format: its canonical short name, its size, the other names and torch dtypes that mean it,
+    and whether lib's model can compute in it (the others only describe how weights or a cache are stored)."""
+
+    name: str  # canonical: "fp32", "bf16", "int4", ...
+    bits: int  # per value: 32, 16, 8, 4
+    torch_dtypes: tuple  # torch dtypes stored in this format (the first one is the one lib computes in)
+    aliases: tuple = ()  # other strings that mean it ("float32", "half", ...), lower case
+    computes: bool = False  # lib.MiniTransformer runs in it (fp32, bf16, fp16)
+
+    @property
+    def bytes(self) -> float:
+        """Bytes per value: 4, 2, 1, or 0.5 for int4 (two values per byte)."""
+        return self.bits // 8 if self.bits % 8 == 0 else self.bits / 8
+
+    @property
+    def torch_dtype(self) -> torch.dtype | None:
+        """The torch dtype lib computes in, or None when torch has none for this format."""
+        return self.torch_dtypes[0] if self.torch_dtypes else None
+
+
+def _torch(*names: str) -> tuple:
+    """The torch dtypes of these names that this torch build has (float8 and int4 exist only in newer ones)."""
+    return tuple(getattr(torch, n) for n in names if isinstance(getattr(torch, n, None), torch.dtype))
+
+
+# The one table of number formats: device.resolve_dtype, lib.costs and the widgets all read it.
+DTYPES: dict[str, DType] = {d.name: d for d in (
+    DType("fp64", 64, _torch("float64"), ("float64", "double")),
+    DType("fp32", 32, _torch("float32"), ("float32", "float"), computes=True),
+    DType("bf16", 16, _torch("bfloat16"), ("bfloat16",), computes=True),
+    DType("fp16", 16, _torch("float16"), ("float16", "half"), computes=True),
+    DType("fp8", 8, _torch("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")),
+    DType("int8", 8, _torch("int8", "uint8")),
+    DType("int4", 4, _torch("int4", "uint4")),
+)}
+_BY_NAME = {alias: d for d in DTYPES.values() for alias in (d.name, *d.aliases)}
+_BY_TORCH = {t: d for d in DTYPES.values() for t in d.torch_dtypes}
+COMPUTE_DTYPES = tuple(d.torch_dtype for d in DTYPES.values() if d.computes)  # what lib's model runs in
+
+
+def _allowed() -> str:
+    names = ", ".join(f"{d.name}" + (f" ({'/'.join(d.aliases)})" if d.aliases else "") for d in DTYPES.values())
+    return f"{names}, or a torch dtype of one of them (e.g. torch.float16, torch.float8_e4m3fn, torch.int8)"
+
+
+def dtype_info(dtype) -> DType:
+    """The table row of a number format, given as a name ("fp16", "float16", "half"; any case) or a torch dtype."""
+    if isinstance(dtype, torch.dtype):
+        info = _BY_TORCH.get(dtype)
+    elif isinstance(dtype, str):
+        info = _BY_NAME.get(dtype.lower())
+    else:
+        raise TypeError(f"dtype must be a string or a torch.dtype, got {type(dtype).__name__} {dtype!r}; "
+                        f"allowed: {_allowed()}")
+    if info is None:
+        raise ValueError(f"unknown dtype {dtype!r}; allowed: {_allowed()}")
+    return info
+
+
+def dtype_name(dtype) -> str:
+    """The canonical short name: dtype_name(torch.bfloat16) == dtype_name("bfloat16") == "bf16"."""
+    return dtype_info(dtype).name
+
+
+def dtype_bytes(dtype) -> float:
+    """Bytes per stored value: fp32 4, fp16/bf16 2, fp8/int8 1, int4 0.5 (two values per byte)."""
+    return dtype_info(dtype).bytes
 
 
 def available_devices() -> list[str]:
@@ -63,13 +134,17 @@ def pick_device(prefer=None, verbose: bool = True) -> torch.device:
 
 
 def resolve_dtype(dtype) -> torch.dtype:
-    """torch.float32 / "fp32", torch.bfloat16 / "bf16", torch.float16 / "fp16" -> a torch dtype."""
-    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
-        return dtype
-    if isinstance(dtype, str) and dtype.lower() in DTYPES:
-        return DTYPES[dtype.lower()]
-    raise ValueError(f"unsupported dtype {dtype!r}; allowed: torch.float32, torch.bfloat16, torch.float16 "
-                     f"(or the strings {', '.join(DTYPES)})")
+    """A dtype lib's model computes in -> its torch dtype: torch.float32 / "fp32" / "float32", torch.bfloat16 /
+    "bf16", torch.float16 / "fp16" / "half". Formats lib only counts bytes for (fp8, int8, int4, fp64) are refused."""
+    try:
+        info = dtype_info(dtype)
+    except (TypeError, ValueError):
+        info = None
+    if info is None or not info.computes:
+        names = ", ".join(alias for d in DTYPES.values() if d.computes for alias in (d.name, *d.aliases))
+        raise ValueError(f"unsupported dtype {dtype!r}; allowed: {', '.join(map(str, COMPUTE_DTYPES))} "
+                         f"(or the strings {names}): lib's model computes in these only")
+    return info.torch_dtype
 
 
 @contextmanager

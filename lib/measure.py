@@ -54,7 +54,8 @@ import numpy as np
 import torch
 
 from .config import ModelConfig
-from .costs import _count, generation_steps
+from .costs import check_count as _count  # called _count throughout this module
+from .costs import generation_steps
 from .generate import CACHE_KINDS, generate
 from .device import fixed_threads, synchronize
 from .model import MiniTransformer

@@ -1,5 +1,10 @@
-"""Tests of lib.costs: published figures, formulas checked against torch, the generation schedule, errors."""
+"""Tests of lib.costs (and lib.device's dtype table): published figures, formulas checked against torch, the
+one step-cost function per operator, the context convention, the two crossovers, the generation schedule,
+the model-name resolver, errors."""
+import ast
 import math
+from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,12 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
+import lib
 from lib.config import ModelConfig
 from lib.model import MiniTransformer
-from lib.costs import (DTYPE_BYTES, FLOP_TERMS, MLA_PRESETS, PRESETS, MLAConfig, describe, dtype_bytes,
-                       forward_flops, generation_flops, generation_steps, kv_bytes_per_token, kv_cache_bytes,
-                       kv_computations, kv_equals_weights_tokens, param_count, total_kv_computations,
-                       weight_bytes)
+from lib.costs import (FLOP_TERMS, MLA_PRESETS, MODEL_NAMES, OPERATORS, PRESETS, MLAConfig, StepCost, check_count,
+                       check_positive, crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
+                       decode_intensity_limit, describe, dtype_bytes, forward_flops, generation_flops,
+                       generation_steps, kv_bytes_per_token, kv_cache_bytes, kv_computations,
+                       kv_memory_crossover_tokens, kv_read_crossover_tokens, kv_values_per_token, model_config,
+                       param_count, pass_cost, prefill_cost, resolve_model, step_cost, streamed_weight_bytes,
+                       total_kv_computations, weight_bytes)
+from lib.demo import DEMOS, demo_config
+from lib.device import COMPUTE_DTYPES, DTYPES, dtype_info, dtype_name, resolve_dtype
+from lib.roofline import DEFAULT_GPU
 
 TINY = ModelConfig(vocab_size=50, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2, d_ff=24,
                    max_seq_len=64, positions="rope", norm="rmsnorm", activation="swiglu")
@@ -100,15 +112,59 @@ def test_dtype_bytes(dtype, expected):
 
 
 def test_dtype_table_and_int4():
-    assert {k: DTYPE_BYTES[k] for k in ("fp32", "fp16", "bf16", "fp8", "int8", "int4")} == \
-        {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+    assert list(DTYPES) == ["fp64", "fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+    assert {k: d.bytes for k, d in DTYPES.items()} == \
+        {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
     if hasattr(torch, "int4"):  # torch reports itemsize 1 for sub-byte dtypes; we count half a byte
         assert dtype_bytes(torch.int4) == 0.5
+    assert COMPUTE_DTYPES == (torch.float32, torch.bfloat16, torch.float16)
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_dtype_table_round_trips(name):
+    """Every name, alias (any case) and torch dtype of a row leads back to that row; lib computes in exactly
+    the rows marked so, and resolve_dtype refuses the others saying what it accepts."""
+    d = DTYPES[name]
+    assert dtype_info(name) is d and d.bits == d.bytes * 8
+    for alias in (name, *d.aliases):
+        assert dtype_name(alias) == dtype_name(alias.upper()) == name
+    for t in d.torch_dtypes:
+        assert dtype_name(t) == name
+        if t.itemsize * 8 >= d.bits:  # torch stores int4 in whole bytes; the table counts half a byte
+            assert t.itemsize * 8 == d.bits or d.bits < 8
+    if d.computes:
+        assert resolve_dtype(name) is d.torch_dtype and dtype_name(resolve_dtype(name)) == name
+        assert all(resolve_dtype(a) is d.torch_dtype for a in d.aliases)
+        assert lib.MiniTransformer(ModelConfig(vocab_size=5, n_layers=1, d_model=4, n_heads=1)).to(
+            resolve_dtype(name)).tok_emb.weight.dtype is d.torch_dtype
+    else:
+        with pytest.raises(ValueError, match=rf"unsupported dtype '{name}'; allowed: torch.float32, torch.bfloat16, "
+                                             r"torch.float16 \(or the strings fp32, float32, float, bf16"):
+            resolve_dtype(name)
+
+
+def test_dtype_names_are_unique_and_only_in_the_table():
+    """One table: no alias or torch dtype in two rows, and no other module of lib spells an alias
+    ("half", "bfloat16", ...) as a string: they all ask lib.device.dtype_info."""
+    aliases = [a for d in DTYPES.values() for a in (d.name, *d.aliases)]
+    torch_dtypes = [t for d in DTYPES.values() for t in d.torch_dtypes]
+    assert len(aliases) == len(set(aliases)) and len(torch_dtypes) == len(set(torch_dtypes))
+    spelled = {a for d in DTYPES.values() for a in d.aliases if a != "float"}  # "float" is also an English word
+    root = Path(lib.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "device.py" and path.parent == root:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in spelled:
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.value!r}")
+    assert not found, f"dtype aliases spelled outside lib/device.py (use lib.device.dtype_info): {found}"
 
 
 @pytest.mark.parametrize("bad", ["fp7", "float8", "", torch.bool, torch.complex64])
 def test_unknown_dtype_lists_allowed(bad):
-    with pytest.raises(ValueError, match=r"unknown dtype .*allowed: .*fp32, fp16, bf16, fp8, int8, int4"):
+    with pytest.raises(ValueError, match=r"unknown dtype .*; allowed: fp64 \(float64/double\), fp32 \(float32/float\), "
+                                         r"bf16 \(bfloat16\), fp16 \(float16/half\), fp8, int8, int4, or a torch dtype"):
         dtype_bytes(bad)
 
 
@@ -223,8 +279,12 @@ def test_mla():
     assert v3.mha_values_per_layer == 128 * (128 + 64 + 128)  # ~71x what MLA caches
     with pytest.raises(ValueError, match=r"MLAConfig.kv_lora_rank must be a positive integer \(>= 1\), got 0"):
         MLAConfig(n_layers=1, kv_lora_rank=0, qk_rope_head_dim=64)
-    with pytest.raises(TypeError, match=r"param_count\(\) needs a ModelConfig.*MLAConfig only describes"):
+    with pytest.raises(TypeError, match=r"an MLAConfig describes only the KV cache .* so it works with "
+                                        r"kv_bytes_per_token, kv_cache_bytes and describe; this needs a lib.ModelConfig"):
         param_count(v3)
+    with pytest.raises(ValueError, match=r"'deepseek-v3' is an MLA preset: lib.costs models only its KV cache"):
+        weight_bytes("deepseek-v3")
+    assert kv_bytes_per_token("deepseek-v3", "bf16") == 70_272 and describe("deepseek-v3").startswith("deepseek-v3: ")
 
 
 @settings(max_examples=50, deadline=None)
@@ -233,7 +293,8 @@ def test_kv_cache_bytes_is_linear(c, n_tokens, batch, dtype):
     got = kv_cache_bytes(c, n_tokens, batch_size=batch, dtype=dtype)
     assert isinstance(got, int)
     assert got == kv_bytes_per_token(c, dtype) * n_tokens * batch
-    assert got == 2 * c.n_layers * c.n_kv_heads * c.head_dim * n_tokens * batch * DTYPE_BYTES[dtype]
+    assert got == 2 * c.n_layers * c.n_kv_heads * c.head_dim * n_tokens * batch * DTYPES[dtype].bytes
+    assert kv_values_per_token(c) == 2 * c.n_layers * c.n_kv_heads * c.head_dim
 
 
 @settings(max_examples=50, deadline=None)
@@ -242,11 +303,12 @@ def test_kv_independent_of_ffn_and_vocab(c):
     assert kv_bytes_per_token(c) == kv_bytes_per_token(c.replace(d_ff=c.d_ff + 7, vocab_size=c.vocab_size + 3))
 
 
-def test_kv_equals_weights_crossover():
+def test_kv_memory_crossover():
     c = PRESETS["llama-2-7b"]
-    x = kv_equals_weights_tokens(c)
-    assert x == pytest.approx(6_738_415_616 * 2 / 524_288)  # ~25.7k tokens, e.g. batch 8 x 3.2k context
+    x = kv_memory_crossover_tokens(c)
+    assert x == 6_738_415_616 * 2 / 524_288 == 25_705.015625  # ~25.7k tokens, e.g. batch 8 x 3.2k context
     assert kv_cache_bytes(c, math.floor(x)) < weight_bytes(c) <= kv_cache_bytes(c, math.ceil(x))
+    assert kv_memory_crossover_tokens("llama-2-7b", "int4") == x  # the bytes per value cancel
 
 
 @pytest.mark.parametrize("args, exc, msg", [
@@ -265,13 +327,25 @@ def test_kv_cache_bytes_zero_is_zero():
     assert kv_cache_bytes(PRESETS["gpt2"], 0) == 0 == kv_cache_bytes(PRESETS["gpt2"], 5, batch_size=0)
 
 
-@pytest.mark.parametrize("fn", [param_count, weight_bytes, kv_bytes_per_token, describe,
-                                lambda c: kv_cache_bytes(c, 1), lambda c: forward_flops(c, 1),
-                                lambda c: generation_steps(c, 1, 1, True)])
-@pytest.mark.parametrize("bad", [None, {"vocab_size": 10}, "gpt2"])
+COST_FUNCTIONS = [param_count, weight_bytes, streamed_weight_bytes, kv_bytes_per_token, describe,
+                  lambda c: kv_cache_bytes(c, 1), lambda c: forward_flops(c, 1), lambda c: decode_cost(c, 2),
+                  lambda c: generation_steps(c, 1, 1, True), kv_memory_crossover_tokens, kv_read_crossover_tokens]
+
+
+@pytest.mark.parametrize("fn", COST_FUNCTIONS)
+@pytest.mark.parametrize("bad", [None, {"vocab_size": 10}, 7])
 def test_non_config_rejected(fn, bad):
-    with pytest.raises(TypeError, match=r"needs a ModelConfig.*got"):
+    with pytest.raises(TypeError, match=r"model must be a lib.ModelConfig or a name \(chat, draft, tiny, gpt2, "
+                                        rf".*\), got {type(bad).__name__}"):
         fn(bad)
+
+
+@pytest.mark.parametrize("fn", COST_FUNCTIONS)
+def test_every_cost_function_takes_a_name(fn):
+    assert fn("llama-2-7b") == fn(PRESETS["llama-2-7b"]) and fn("tiny") == fn(demo_config("tiny"))
+    with pytest.raises(ValueError, match=r"unknown model 'llama-9b'; allowed: a lib.ModelConfig or one of: chat, "
+                                         r"draft, tiny, gpt2, gpt2-medium, llama-2-7b"):
+        fn("llama-9b")
 
 
 # ------------------------------------------------------------------------------------------------- FLOPs
@@ -346,8 +420,8 @@ def test_forward_flops_match_torch_flop_counter(c, n_new, n_past):
 
 
 @pytest.mark.parametrize("args, exc, msg", [
-    ((0,), ValueError, r"n_new \(tokens fed in this forward pass\) must be a positive integer \(>= 1\), got 0"),
-    ((3, -1), ValueError, r"n_past \(tokens already in the cache\) must be an integer >= 0, got -1"),
+    ((0,), ValueError, r"n_new \(tokens fed per sequence in this pass\) must be a positive integer \(>= 1\), got 0"),
+    ((3, -1), ValueError, r"n_past \(tokens already cached per sequence\) must be an integer >= 0, got -1"),
     ((2.0,), TypeError, r"n_new .* must be an integer, got float"),
 ])
 def test_forward_flops_errors(args, exc, msg):
@@ -493,3 +567,296 @@ def test_describe():
     assert "(MQA)" in describe(TINY.replace(n_kv_heads=1))
     with pytest.raises(TypeError, match=r"name=.*must be a string or None"):
         describe(TINY, name=3)
+
+
+# ------------------------------------------------------------------------------------ the model resolver
+
+def test_resolver_names_and_configs():
+    assert MODEL_NAMES == (*DEMOS, *PRESETS) == ("chat", "draft", "tiny", *PRESETS)
+    assert resolve_model("llama-2-7b") == ("llama-2-7b", PRESETS["llama-2-7b"])
+    assert model_config("llama-2-7b") is PRESETS["llama-2-7b"]
+    for name in DEMOS:  # read from the checkpoint's metadata, no weights: the config load_demo builds
+        assert resolve_model(name) == (name, lib.load_demo(name)[0].config) == (name, demo_config(name))
+        assert resolve_model(demo_config(name))[0] == name  # a config is named after the model it equals
+    assert resolve_model(PRESETS["gpt2"])[0] == "gpt2" and resolve_model(TINY) == ("custom", TINY)
+    assert resolve_model("mine", extra={"mine": TINY}) == ("mine", TINY)
+    assert resolve_model(TINY, extra={"m": TINY})[0] == "m"
+    assert resolve_model("deepseek-v3", allow_mla=True) == ("deepseek-v3", MLA_PRESETS["deepseek-v3"])
+    assert resolve_model(MLA_PRESETS["deepseek-v2"], allow_mla=True)[0] == "deepseek-v2"
+
+
+@pytest.mark.parametrize("call, exc, msg", [
+    (lambda: resolve_model("gpt-5"), ValueError,
+     "unknown model 'gpt-5'; allowed: a lib.ModelConfig or one of: chat, draft, tiny, gpt2, gpt2-medium, llama-2-7b, "
+     "llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-7b"),
+    (lambda: resolve_model("gpt-5", extra={"larger": TINY}), ValueError, "one of: larger, chat, draft, tiny, gpt2,"),
+    (lambda: resolve_model("gpt-5", allow_mla=True), ValueError, "qwen2.5-7b, deepseek-v2, deepseek-v3"),
+    (lambda: resolve_model(7), TypeError, "model must be a lib.ModelConfig or a name (chat, draft, tiny, gpt2"),
+    (lambda: resolve_model("deepseek-v3"), ValueError,
+     "'deepseek-v3' is an MLA preset: lib.costs models only its KV cache, not its weights or FLOPs, so it works "
+     "with kv_bytes_per_token, kv_cache_bytes and describe; here choose one of: chat, draft, tiny, gpt2"),
+    (lambda: resolve_model(MLA_PRESETS["deepseek-v3"]), TypeError, "an MLAConfig describes only the KV cache"),
+    (lambda: demo_config("huge"), ValueError, "unknown demo model 'huge'; available: chat, draft, tiny"),
+])
+def test_resolver_errors_list_the_allowed_names(call, exc, msg):
+    with pytest.raises(exc) as e:
+        call()
+    assert msg in str(e.value)
+
+
+# -------------------------------------------------------------------- one step: per operator, one convention
+
+# 1 layer, d_model 4, 1 head, d_ff 8, vocab 10, 16 learned positions, tied: small enough to count by hand.
+# parameters: embeddings 10·4 + positions 16·4 = 104; layer: 2 LayerNorms 2·8 = 16, q/k/v/o 4·(4·4 + 4) = 80,
+# FFN (4·8 + 8) + (8·4 + 4) = 76 -> 172; final norm 8; lm_head tied. Total 284 (1136 bytes in fp32).
+# A pass reads all of them but the position table (16·4 = 64, only gathered): 220 -> 880 bytes in fp32.
+HAND = ModelConfig(vocab_size=10, n_layers=1, d_model=4, n_heads=1, d_ff=8, max_seq_len=16)
+HAND_W32, HAND_KV32 = 880, 2 * 1 * 1 * 4 * 4  # weights read per step; K and V of one token, 32 bytes
+
+
+def test_hand_counted_config():
+    assert param_count(HAND) == 284 and weight_bytes(HAND, "fp32") == 1136
+    assert streamed_weight_bytes(HAND, "fp32") == HAND_W32 and kv_bytes_per_token(HAND, "fp32") == HAND_KV32
+
+
+def test_decode_step_by_hand_per_operator():
+    # decode at context 4: the new token attends to 4 positions (3 cached + itself).
+    # qkv 2·4·(1+2)·4 = 96, scores 2·4·4 = 32, values 32, out 2·4·4 = 32, FFN 2·4·8·2 = 128, lm_head 2·4·10 = 80
+    c = decode_cost(HAND, context=4, batch=1, dtype="fp32")
+    assert (c.phase, c.batch, c.n_new, c.n_past, c.context, c.dtype) == ("decode", 1, 1, 3, 4, "fp32")
+    ops = c.by_operator
+    assert list(ops) == list(OPERATORS)
+    assert {k: op.flops for k, op in ops.items()} == {"norms": 0, "qkv_proj": 96, "kv_write": 0, "attn_scores": 32,
+                                                     "attn_values": 32, "out_proj": 32, "ffn": 128, "lm_head": 80}
+    assert {k: op.streamed_weight_bytes for k, op in ops.items()} == {
+        "norms": 4 * 24, "qkv_proj": 4 * 60, "kv_write": 0, "attn_scores": 0, "attn_values": 0, "out_proj": 4 * 20,
+        "ffn": 4 * 76, "lm_head": 4 * 40}  # lm_head reads the tied 10 x 4 token table whole
+    # context 4 read, 1 written: K in the scores, V in the weighted sum, 16 bytes per token each
+    assert (ops["attn_scores"].kv_read_bytes, ops["attn_values"].kv_read_bytes, ops["kv_write"].kv_write_bytes) == \
+        (4 * 16, 4 * 16, 32)
+    assert (c.flops, c.streamed_weight_bytes, c.kv_read_bytes, c.kv_write_bytes, c.bytes) == (400, 880, 128, 32, 1040)
+    assert c.intensity == 400 / 1040 and c.kv_read_share == 128 / 1040 and c.tokens == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(configs(), st.integers(1, 40), st.integers(0, 40), st.integers(1, 6),
+       st.sampled_from(["fp32", "bf16", "fp8", "int4"]), st.booleans())
+def test_step_totals_are_the_sums_of_the_operators(c, n_new, n_past, batch, dtype, last_only):
+    s = step_cost(c, n_past + n_new, n_new, batch, dtype, last_only)
+    ops = s.by_operator.values()
+    assert s.flops == sum(op.flops for op in ops) and s.bytes == sum(op.bytes for op in ops)
+    assert s.bytes == s.streamed_weight_bytes + s.kv_read_bytes + s.kv_write_bytes
+    assert s.streamed_weight_bytes == sum(op.streamed_weight_bytes for op in ops) == streamed_weight_bytes(c, dtype)
+    assert s.kv_read_bytes == kv_cache_bytes(c, n_past + n_new, batch, dtype)  # the whole context, per sequence
+    assert s.kv_write_bytes == kv_cache_bytes(c, n_new, batch, dtype)  # the new positions
+    f = forward_flops(c, n_new, n_past, last_only=last_only)
+    assert all(s.by_operator[k].flops == batch * f[k] for k in FLOP_TERMS) and s.flops == batch * f["total"]
+    assert s == pass_cost(c, n_new, n_past, batch, dtype, last_only)
+
+
+@settings(max_examples=50, deadline=None)
+@given(configs(), st.sampled_from(["fp64", "fp32", "bf16", "fp8"]))
+def test_weights_read_are_the_stored_weights_minus_the_lookup_tables(c, dtype):
+    lookup = (c.max_seq_len * c.d_model if c.positions == "learned" else 0) + \
+        (0 if c.tie_embeddings else c.vocab_size * c.d_model)
+    assert streamed_weight_bytes(c, dtype) == weight_bytes(c, dtype) - lookup * DTYPES[dtype].bytes
+    assert kv_memory_crossover_tokens(c, dtype) - kv_read_crossover_tokens(c, dtype) == \
+        pytest.approx(lookup * DTYPES[dtype].bytes / kv_bytes_per_token(c, dtype))
+
+
+@settings(max_examples=40, deadline=None)
+@given(configs(), st.integers(1, 60), st.integers(1, 5))
+def test_decode_at_context_t_reads_t_tokens_and_writes_one(c, t, batch):
+    d = decode_cost(c, t, batch, "fp32")
+    per_token = kv_bytes_per_token(c, "fp32")
+    assert (d.n_new, d.n_past, d.context) == (1, t - 1, t)
+    assert d.kv_read_bytes == batch * t * per_token and d.kv_write_bytes == batch * per_token
+    # the attention multiplies over exactly those t keys, for every query head
+    assert d.by_operator["attn_scores"].flops == batch * 2 * c.n_layers * c.n_heads * c.head_dim * t
+    assert d == pass_cost(c, 1, t - 1, batch, "fp32") == step_cost(c, t, 1, batch, "fp32")
+    p = prefill_cost(c, t, batch, "fp32")  # a prefill of t tokens: context t, reads and writes t tokens
+    assert (p.context, p.kv_read_bytes, p.kv_write_bytes) == (t, batch * t * per_token, batch * t * per_token)
+
+
+@pytest.mark.parametrize("prompt", ["<s>", "<s>深度"])
+def test_context_is_the_cache_length_after_the_step_of_a_real_run(prompt):
+    """The convention against lib.generate: each traced step's context is the positions its query attended to
+    and the cache length after the step; the step reads those positions' K/V and writes the new ones."""
+    model, tok = lib.load_demo("tiny")
+    trace = lib.generate(model, tok.encode(prompt), 6, trace=True).trace
+    for s in trace:
+        cost = pass_cost("tiny", s.n_fed, s.kv_read[0], 1, "fp32")
+        assert cost.context == s.n_keys == s.cache_len == s.kv_read[0] + s.kv_computed[0]
+        assert cost.kv_read_bytes == lib.kv_cache_bytes(model.config, s.cache_len, 1, torch.float32)
+        assert cost.kv_write_bytes == lib.kv_cache_bytes(model.config, s.n_fed, 1, torch.float32)
+
+
+def test_step_cost_reuses_lib_costs_for_real_shapes():
+    for name in ("llama-2-7b", "llama-3-8b", "qwen2.5-7b"):
+        cfg = PRESETS[name]
+        c = pass_cost(name, n_new=5, n_past=100, batch=3, dtype="bf16")
+        assert c.flops == 3 * forward_flops(cfg, 5, 100, last_only=True)["total"]
+        # untied embedding (vocab × d) only gathered; RoPE, so no position table
+        assert c.streamed_weight_bytes == weight_bytes(cfg, "bf16") - 2 * cfg.vocab_size * cfg.d_model
+        assert c.kv_read_bytes == lib.kv_cache_bytes(cfg, 105, 3, "bf16")
+        assert c.kv_write_bytes == lib.kv_cache_bytes(cfg, 5, 3, "bf16")
+        assert c.phase == "prefill"  # several tokens fed: a chunk of prefill on top of a cached prefix
+
+
+def test_prefill_by_hand_with_a_batch():
+    # prompt of 4 tokens: causal keys 1+2+3+4 = 10. Per sequence: qkv 2·4·4·3·4 = 384, scores 2·4·10 = 80,
+    # values 80, out 2·4·4·4 = 128, FFN 2·4·4·8·2 = 512, lm_head for the last position 2·4·10 = 80 -> 1264
+    c = prefill_cost(HAND, prompt_len=4, batch=2, dtype="fp32")
+    assert (c.phase, c.n_new, c.n_past, c.context) == ("prefill", 4, 0, 4)
+    assert c.flops == 2 * (384 + 80 + 80 + 128 + 512 + 80) == 2528
+    assert (c.streamed_weight_bytes, c.kv_read_bytes, c.kv_write_bytes) == (880, 2 * 4 * 32, 2 * 4 * 32)
+    assert c.intensity == 2528 / 1392 and c.tokens == 8
+    every_row = step_cost(HAND, 4, 4, 2, "fp32", last_only=False)  # model(ids): logits for every position
+    assert every_row.flops == c.flops + 2 * 3 * 80 and every_row.bytes == c.bytes
+
+
+def test_dtype_halves_the_bytes_not_the_flops():
+    c32, c16 = decode_cost(HAND, 4, 1, "fp32"), decode_cost(HAND, 4, 1, torch.bfloat16)
+    assert c16.flops == c32.flops and c16.bytes * 2 == c32.bytes and c16.dtype == "bf16"
+    assert c16.intensity == pytest.approx(2 * c32.intensity)
+
+
+def test_batch_one_decode_is_about_one_flop_per_byte_in_16_bit():
+    # 2 FLOPs per weight (one multiply-add) over 2 bytes per weight: C11's "memory-bound" at batch 1
+    for name in ("llama-2-7b", "llama-3-8b", "mistral-7b", "qwen2.5-7b"):
+        c = decode_cost(name, 512, 1, "fp16")
+        assert 0.9 < c.intensity < 1.1
+        assert c.kv_read_share < 0.05  # ... and mostly reading the weights, not the KV cache
+
+
+def test_one_token_on_an_empty_cache_is_a_prefill():
+    assert pass_cost(HAND, 1, 0).phase == prefill_cost(HAND, 1).phase == "prefill"  # the prompt "<s>"
+    assert pass_cost(HAND, 1, 1).phase == decode_cost(HAND, 2).phase == "decode"
+
+
+def test_streamed_weights_leave_out_only_the_lookup_tables():
+    chat = model_config("chat")  # tied embedding (read whole by lm_head), learned positions
+    assert streamed_weight_bytes("chat", "fp32") == 4 * (param_count(chat) - chat.max_seq_len * chat.d_model)
+    tiny = model_config("tiny")  # untied: the token embedding is a lookup table too
+    assert not tiny.tie_embeddings
+    assert streamed_weight_bytes(tiny, "fp32") == 4 * (1608 - 16 * 4 - 131 * 4) == 4080
+    gpt2 = PRESETS["gpt2"]
+    assert streamed_weight_bytes(gpt2, "int4") == -(-(param_count(gpt2) - 1024 * 768) // 2)
+    assert streamed_weight_bytes("llama-2-7b") == 13_214_687_232 < weight_bytes("llama-2-7b") == 13_476_831_232
+    with pytest.raises(ValueError, match="unknown dtype 'fp5'"):
+        streamed_weight_bytes(gpt2, "fp5")
+
+
+@pytest.mark.parametrize("call, exc, msg", [
+    (lambda: decode_cost(HAND, 0), ValueError,
+     r"context \(positions the newest token attends to, itself included\) must be a positive integer \(>= 1\), got 0"),
+    (lambda: prefill_cost(HAND, 0), ValueError, "prompt_len must be a positive integer"),
+    (lambda: decode_cost(HAND, 3, batch=0), ValueError, "batch must be a positive integer"),
+    (lambda: decode_cost(HAND, 3, batch=2.0), TypeError, "batch must be an integer, got float 2.0"),
+    (lambda: pass_cost(HAND, 1, -1), ValueError, r"n_past \(tokens already cached per sequence\) must be an integer "
+                                                 r">= 0, got -1"),
+    (lambda: step_cost(HAND, 3, 5), ValueError, "n_new=5 is more than context=3: the context counts the cached "
+                                                "positions and the new ones"),
+    (lambda: step_cost(HAND, 3, last_only=1), TypeError, "last_only must be True or False, got 1"),
+    (lambda: decode_cost(HAND, 3, dtype="fp12"), ValueError, "unknown dtype 'fp12'; allowed"),
+    (lambda: check_count(3.0, "n"), TypeError, "n must be an integer, got float 3.0"),
+    (lambda: check_positive(float("nan"), "x"), ValueError, "x must be a positive, finite number, got nan"),
+])
+def test_bad_counts_and_dtypes_say_what_is_allowed(call, exc, msg):
+    with pytest.raises(exc, match=msg):
+        call()
+
+
+# ------------------------------------------------------------------- KV cache vs the weights: two crossovers
+
+def test_read_crossover_by_hand():
+    # weights read 880 B, KV 32 B per token: equal at 27.5 tokens; 27 read 864 B (< 880), 28 read 896 B (>)
+    assert kv_read_crossover_tokens(HAND, "fp32") == 27.5
+    read = lambda t: decode_cost(HAND, t, 1, "fp32").kv_read_bytes
+    assert read(27) < HAND_W32 < read(28)
+    assert crossover_context(HAND, batch=1, dtype="fp32") == 28
+    assert crossover_context(HAND, batch=4, dtype="fp32") == 7  # 4 × 7 = 28
+    assert crossover_context(HAND, batch=5, dtype="fp32") == 6  # 5 × 5 = 25 is not enough
+    assert crossover_batch(HAND, context=10, dtype="fp32") == 3
+    assert crossover_context(HAND, batch=100, dtype="fp32") == 1
+    # the bytes per value cancel: the same crossover in every dtype (int4 rounds each operator up to whole bytes)
+    for dtype in ("fp16", "bf16", "fp8", "int8"):
+        assert kv_read_crossover_tokens(HAND, dtype) == 27.5 and crossover_context(HAND, 1, dtype) == 28
+
+
+def test_the_two_crossovers_for_the_presets():
+    for name, cfg in PRESETS.items():
+        read, memory = kv_read_crossover_tokens(cfg, "fp16"), kv_memory_crossover_tokens(cfg, "fp16")
+        assert read == streamed_weight_bytes(cfg, "fp16") / kv_bytes_per_token(cfg, "fp16")
+        assert crossover_context(cfg, 1, "fp16") == math.floor(read) + 1
+        # the lookup tables are stored but not read: an earlier crossover than the memory one (C13)
+        assert read < memory, name
+    # llama-2-7b: the untied 32,000 x 4,096 embedding table is exactly 500 tokens' worth of its KV cache
+    assert (kv_memory_crossover_tokens("llama-2-7b"), kv_read_crossover_tokens("llama-2-7b")) == (25_705.015625,
+                                                                                                 25_205.015625)
+    assert crossover_context("llama-2-7b", 1, "fp16") == 25206 > PRESETS["llama-2-7b"].max_seq_len
+    assert crossover_context("llama-2-7b", 64, "fp16") == 394
+
+
+@settings(max_examples=60, deadline=None)
+@given(layers=st.integers(1, 4), heads=st.sampled_from([(4, 4), (4, 2), (4, 1), (2, 1)]),
+       head_dim=st.sampled_from([2, 4, 8]), vocab=st.integers(5, 300), batch=st.integers(1, 40),
+       dtype=st.sampled_from(["fp32", "fp16", "fp8", "int4"]))
+def test_crossover_is_exact(layers, heads, head_dim, vocab, batch, dtype):
+    n_heads, n_kv = heads
+    cfg = ModelConfig(vocab_size=vocab, n_layers=layers, d_model=n_heads * head_dim, n_heads=n_heads,
+                      n_kv_heads=n_kv, max_seq_len=32)
+    t = crossover_context(cfg, batch, dtype)
+    w = streamed_weight_bytes(cfg, dtype)
+    assert decode_cost(cfg, t, batch, dtype).kv_read_bytes > w
+    if t > 1:
+        assert decode_cost(cfg, t - 1, batch, dtype).kv_read_bytes <= w
+    b = crossover_batch(cfg, t, dtype)
+    assert b <= batch and decode_cost(cfg, t, b, dtype).kv_read_bytes > w
+    if b > 1:
+        assert decode_cost(cfg, t, b - 1, dtype).kv_read_bytes <= w
+
+
+# ----------------------------------------------------------------------------- decode and the batch size
+
+def test_decode_limit_and_batch_for_intensity_by_hand():
+    # context 4: F = 400 FLOPs per sequence, W = 880 B, k = 4 tokens read + 1 written = 160 B per sequence
+    assert decode_intensity_limit(HAND, 4, "fp32") == 400 / 160
+    # B·400 / (880 + 160·B) >= 2  <=>  80·B >= 1760  <=>  B >= 22
+    assert decode_batch_for_intensity(HAND, 4, 2, "fp32") == 22
+    assert decode_cost(HAND, 4, 22, "fp32").intensity >= 2 > decode_cost(HAND, 4, 21, "fp32").intensity
+    assert decode_batch_for_intensity(HAND, 4, 0.1, "fp32") == 1
+    assert decode_batch_for_intensity(HAND, 4, 400 / 160, "fp32") is None  # the limit itself is never reached
+    assert decode_batch_for_intensity(HAND, 4, 4, "fp32") is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(["llama-2-7b", "llama-3-8b", "qwen2.5-7b", "gpt2"]), context=st.integers(1, 4096),
+       target=st.floats(1.5, 400))
+def test_batch_for_intensity_is_the_smallest(name, context, target):
+    b = decode_batch_for_intensity(name, context, target, "bf16")
+    exact = lambda batch: Fraction(decode_cost(name, context, batch, "bf16").flops,
+                                   decode_cost(name, context, batch, "bf16").bytes)
+    if b is None:
+        assert decode_intensity_limit(name, context, "bf16") <= target * (1 + 1e-12)
+    else:
+        assert exact(b) >= Fraction(target)
+        assert b == 1 or exact(b - 1) < Fraction(target)
+
+
+def test_batching_raises_decode_intensity_toward_the_limit():
+    xs = [decode_cost("llama-3-8b", 2048, b, "bf16").intensity for b in (1, 4, 16, 64, 256, 1024)]
+    assert xs == sorted(xs)
+    assert xs[-1] < decode_intensity_limit("llama-3-8b", 2048, "bf16")
+    # MHA (llama-2-7b) reads 4× the KV bytes of GQA with 8 KV heads (llama-3-8b): a far lower ceiling
+    assert decode_intensity_limit("llama-2-7b", 2048) < decode_intensity_limit("llama-3-8b", 2048) / 3
+    ridge = DEFAULT_GPU.ridge  # the H100 SXM's, 295.3 FLOP/byte
+    assert decode_batch_for_intensity("llama-3-8b", 2048, ridge, "bf16") is None
+    assert decode_batch_for_intensity("llama-3-8b", 128, ridge, "bf16") == 440
+
+
+def test_target_intensity_errors():
+    with pytest.raises(ValueError, match="target intensity .* must be a positive, finite number, got 0"):
+        decode_batch_for_intensity(HAND, 3, 0)
+    with pytest.raises(TypeError, match="target intensity .* must be a positive number, got str"):
+        decode_batch_for_intensity(HAND, 3, "200")

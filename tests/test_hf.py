@@ -449,7 +449,7 @@ def test_bench_runs_every_section_on_identical_twins(bench_result):
 
 def test_bench_bytes_come_from_lib_costs(bench_result):
     from lib.bench import generation_bytes
-    from lib.roofline import pass_cost
+    from lib.costs import pass_cost
 
     r = bench_result
     config = from_hf(build("gpt2")).config

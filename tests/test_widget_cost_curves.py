@@ -37,7 +37,7 @@ def _close_figures():
                                                   ("gpt2", 50, 7)])
 def test_analytic_curves_equal_lib_costs(model, n, prompt_len):
     c = cc.analytic_curves(model, n, prompt_len)
-    config = cc.model_config(model)[1]
+    config = cc.resolve(model)[1]
     assert c["name"] == model and c["config"] == config and c["n"] == n
     for cache in ("cache", "no cache"):
         use = cache == "cache"
@@ -86,22 +86,25 @@ def test_memory_curves_equal_lib_costs():
     assert m["kv_bytes"] == [lib.kv_cache_bytes(cfg, t, 4, torch.bfloat16) for t in m["positions"]]
     assert m["kv_bytes"][-1] == 100 * 4 * 2 * 32 * 4096 * 2  # 2 (K, V) x layers x d_model x 2 bytes
     assert m["weight_bytes"] == costs.weight_bytes(cfg, torch.bfloat16)
-    assert m["crossover_tokens"] == round(costs.kv_equals_weights_tokens(cfg, torch.bfloat16) / 4, 1)
+    assert m["memory_crossover_context"] == round(costs.kv_memory_crossover_tokens(cfg, torch.bfloat16) / 4, 1)
     assert cc.memory_curves("chat")["positions"][-1] == CHAT.max_seq_len  # default: the whole window
-    assert (m["dtype"], m["batch_size"]) == ("bfloat16", 4)
+    assert (m["dtype"], m["batch_size"]) == ("bf16", 4)
 
 
-def test_model_config():
-    assert cc.model_config("chat") == ("chat", CHAT)
-    assert cc.model_config(CHAT) == ("chat", CHAT)
-    assert cc.model_config("larger") == ("larger", larger_config())
-    assert cc.model_config(lib.PRESETS["gpt2"]) == ("gpt2", lib.PRESETS["gpt2"])
-    assert cc.model_config(CHAT.replace(n_layers=1))[0] == "custom"
+def test_resolve_is_lib_costs_resolver_plus_larger():
+    assert cc.resolve("chat") == ("chat", CHAT) == costs.resolve_model("chat")
+    assert cc.resolve(CHAT) == ("chat", CHAT)
+    assert cc.resolve("larger") == ("larger", larger_config())
+    assert cc.resolve(larger_config()) == ("larger", larger_config())
+    assert cc.resolve(lib.PRESETS["gpt2"]) == ("gpt2", lib.PRESETS["gpt2"])
+    assert cc.resolve("tiny") == costs.resolve_model("tiny")  # every name lib.costs knows
+    assert cc.resolve(CHAT.replace(n_layers=1))[0] == "custom"
     assert set(cc.MODEL_CHOICES) == {"chat", "larger", *lib.PRESETS}
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: cc.model_config("gpt-5"), "unknown model 'gpt-5'; choose one of: chat, larger, gpt2"),
+    (lambda: cc.resolve("gpt-5"), "unknown model 'gpt-5'; allowed: a lib.ModelConfig or one of: larger, chat, draft, "
+                                  "tiny, gpt2"),
     (lambda: cc.analytic_curves("chat", 0), "n (tokens to generate) must be a positive integer (>= 1), got 0"),
     (lambda: cc.analytic_curves("chat", 65), "n=65 does not fit chat's context window: max_seq_len=64 and a 1-token "
                                              "prompt leave room for n from 1 to 64"),
@@ -127,8 +130,8 @@ def test_errors(call, message):
 
 
 def test_model_type_error():
-    with pytest.raises(TypeError, match="model must be a name .* or a lib.ModelConfig, got int"):
-        cc.model_config(7)
+    with pytest.raises(TypeError, match=r"model must be a lib.ModelConfig or a name \(larger, chat, .*\), got int"):
+        cc.resolve(7)
 
 
 # ------------------------------------------------------------------------------------------- tier 1
@@ -193,6 +196,7 @@ def test_plotly_cost_curves():
     assert list(by_name["projections + FFN, with cache"].y) == c["flops"]["cache"]["linear"]
     assert list(by_name["K/V, without cache"].y) == c["kv"]["no cache"]
     assert list(by_name["KV cache bytes"].y) == cc.memory_curves("chat", 40)["kv_bytes"]
+    assert list(by_name["weights in memory"].y) == [costs.weight_bytes("chat")] * 2  # stored, not read per step
     view_menu, scale_menu = fig.layout.updatemenus
     per_step, cum = view_menu.buttons
     assert (per_step.label, cum.label) == ("per step", "cumulative")
@@ -243,6 +247,7 @@ def test_explorer_draws_lib_costs_numbers(explorer):
     assert xs == c["positions"] and ys == c["flops"]["no cache"]["attention"]
     assert d["traces"]["K/V, with cache"][1] == c["kv"]["cache"]
     assert d["traces"]["KV cache bytes"][1] == cc.memory_curves("chat", 20)["kv_bytes"]
+    assert d["traces"]["weights in memory"][1] == [costs.weight_bytes("chat")] * 2
     assert d["labels"]["attention, without cache"] == "attention, without cache"
     assert explorer.state == {"model": "chat", "n": 20, "show": "both", "view": "per step", "loglog": False}
     assert "K/V computed 20 with cache vs 210 without (10.5x)" in explorer.summary

@@ -1,4 +1,5 @@
-"""The memory explorer (C10, C13) and decode traffic (C11): every number is lib.costs's, views and errors."""
+"""The memory explorer (C10, C13): every number is lib.costs's (weights in memory, KV cache, the memory
+crossover), views and errors. What a decode step reads is lib.costs.step_cost (test_costs.py, test_roofline.py)."""
 import math
 import re
 
@@ -12,15 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lib
-from lib.costs import (MLA_PRESETS, PRESETS, forward_flops, kv_bytes_per_token, kv_cache_bytes,
-                       kv_equals_weights_tokens, param_count, weight_bytes)
+from lib.costs import (MLA_PRESETS, PRESETS, kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tokens,
+                       kv_read_crossover_tokens, param_count, weight_bytes)
+from lib.device import DTYPES
 from lib.widgets import memory as M
 
 GIB = 2 ** 30
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
-@pytest.mark.parametrize("dtype", M.DTYPES)
+@pytest.mark.parametrize("dtype", list(DTYPES))
 def test_budget_numbers_are_lib_costs(name, dtype):
     c = PRESETS[name]
     ctx = min(4096, c.max_seq_len)
@@ -30,8 +32,8 @@ def test_budget_numbers_are_lib_costs(name, dtype):
     assert b.kv_bytes_per_token == kv_bytes_per_token(c, dtype)
     assert b.kv_bytes == kv_cache_bytes(c, ctx, 8, dtype)
     assert b.total_bytes == b.weight_bytes + b.kv_bytes
-    assert b.crossover_tokens == kv_equals_weights_tokens(c, dtype)
-    assert b.crossover_context == b.crossover_tokens / 8
+    assert b.memory_crossover_tokens == kv_memory_crossover_tokens(c, dtype)
+    assert b.memory_crossover_context == b.memory_crossover_tokens / 8
 
 
 @pytest.mark.parametrize("name, kib", [("llama-2-7b", 512), ("llama-3-8b", 128), ("gpt2", 36)])
@@ -89,7 +91,7 @@ def test_weights_that_do_not_fit():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(list(PRESETS)), st.sampled_from(M.DTYPES), st.integers(1, 1024), st.integers(1, 512))
+@given(st.sampled_from(list(PRESETS)), st.sampled_from(list(DTYPES)), st.integers(1, 1024), st.integers(1, 512))
 def test_gpu_rows_consistent(name, dtype, ctx, batch):
     b = M.memory_budget(name, dtype, ctx, batch)
     for r, g in zip(b.gpu_rows(), M.GPU_GIB):
@@ -98,10 +100,12 @@ def test_gpu_rows_consistent(name, dtype, ctx, batch):
         assert r["fits"] <= (r["requests that fit"] >= batch)  # fitting implies that many requests fit
 
 
-def test_crossover_is_where_kv_reaches_the_weights():
+def test_memory_crossover_is_where_kv_memory_reaches_the_weights():
     b = M.memory_budget("llama-2-7b", "fp16", 4096, 8)
-    assert b.crossover_tokens == pytest.approx(6_738_415_616 * 2 / 524_288)
-    ctx = b.crossover_context  # ~3.2k tokens per request at batch 8
+    assert b.memory_crossover_tokens == pytest.approx(6_738_415_616 * 2 / 524_288)
+    # what a step reads crosses earlier: the 32,000 x 4,096 token table is stored, not read (500 tokens' worth)
+    assert b.memory_crossover_tokens - kv_read_crossover_tokens("llama-2-7b", "fp16") == 500
+    ctx = b.memory_crossover_context  # ~3.2k tokens per request at batch 8
     assert M.memory_budget("llama-2-7b", "fp16", math.floor(ctx), 8).kv_bytes < b.weight_bytes
     assert M.memory_budget("llama-2-7b", "fp16", math.ceil(ctx), 8).kv_bytes >= b.weight_bytes
 
@@ -110,22 +114,24 @@ def test_memory_table_text():
     text = M.memory_table(M.memory_budget("llama-2-7b", "fp16", 4096, 1))
     assert "llama-2-7b in fp16: 6,738,415,616 parameters; 1 request(s) x 4,096 tokens" in text
     assert "KV cache                   2.00 GiB   (13.7% of the total)" in text
-    assert "KV cache = weights at batch x context = 25,705 tokens" in text
+    assert "  weights in memory         12.55 GiB" in text
+    assert "KV cache memory = weight memory at batch x context = 25,705 tokens" in text
     assert " 80 GiB  yes             67.45 GiB" in text
 
 
 @pytest.mark.parametrize("kw, exc, msg", [
-    (dict(model="llama-9"), ValueError, r"unknown model preset 'llama-9'; choose one of: gpt2, gpt2-medium"),
-    (dict(model="deepseek-v3"), ValueError, r"'deepseek-v3' is an MLA preset: .* kv_per_token_rows\(\)"),
-    (dict(model=7), TypeError, r"model must be a preset name .* got int"),
-    (dict(context=-1), ValueError, r"context \(tokens per request\) must be an integer >= 1, got -1"),
-    (dict(context=0), ValueError, r"must be an integer >= 1, got 0"),
+    (dict(model="llama-9"), ValueError, r"unknown model 'llama-9'; allowed: a lib.ModelConfig or one of: chat, draft, "
+                                        r"tiny, gpt2, gpt2-medium"),
+    (dict(model="deepseek-v3"), ValueError, r"'deepseek-v3' is an MLA preset: lib.costs models only its KV cache"),
+    (dict(model=7), TypeError, r"model must be a lib.ModelConfig or a name \(chat, .*\), got int"),
+    (dict(context=-1), ValueError, r"context \(tokens per request\) must be a positive integer \(>= 1\), got -1"),
+    (dict(context=0), ValueError, r"must be a positive integer \(>= 1\), got 0"),
     (dict(context=4096.0), TypeError, r"context \(tokens per request\) must be an integer, got float 4096.0"),
     (dict(context=5000), ValueError, r"context=5000 is longer than llama-2-7b's context window "
                                      r"\(max_seq_len=4096\); choose 1..4096"),
-    (dict(batch=0), ValueError, r"batch \(concurrent requests\) must be an integer >= 1, got 0"),
-    (dict(dtype="fp7"), ValueError, r"unknown dtype 'fp7'; allowed: fp32, bf16, fp16, fp8, int4"),
-    (dict(dtype=torch.int32), ValueError, r"unknown dtype torch.int32; allowed: fp32, bf16, fp16, fp8, int4"),
+    (dict(batch=0), ValueError, r"batch \(concurrent requests\) must be a positive integer \(>= 1\), got 0"),
+    (dict(dtype="fp7"), ValueError, r"unknown dtype 'fp7'; allowed: fp64 \(float64/double\), fp32"),
+    (dict(dtype=torch.int32), ValueError, r"unknown dtype torch.int32; allowed: fp64"),
 ])
 def test_budget_errors(kw, exc, msg):
     with pytest.raises(exc, match=msg):
@@ -133,15 +139,18 @@ def test_budget_errors(kw, exc, msg):
 
 
 def test_dtype_aliases():
-    assert [M.check_dtype(d) for d in ("FP16", "float16", "half", torch.bfloat16, torch.float32, "int4")] == \
-        ["fp16", "fp16", "fp16", "bf16", "fp32", "int4"]
+    """The budget takes any name or torch dtype of lib.device.DTYPES and keeps the canonical name."""
+    assert [M.memory_budget("gpt2", d, 1, 1).dtype for d in ("FP16", "float16", "half", torch.bfloat16,
+                                                            torch.float32, "int4", torch.int8)] == \
+        ["fp16", "fp16", "fp16", "bf16", "fp32", "int4", "int8"]
 
 
 def test_config_instead_of_name():
     b = M.memory_budget(PRESETS["mistral-7b"], "fp16", 1000, 2)
     assert b.model == "mistral-7b"
     tiny = lib.load_demo("tiny")[0].config
-    assert M.memory_budget(tiny, "fp32", 5, 1).model == "custom"
+    assert M.memory_budget(tiny, "fp32", 5, 1).model == "tiny" == M.memory_budget("tiny", "fp32", 5, 1).model
+    assert M.memory_budget(tiny.replace(n_layers=3), "fp32", 5, 1).model == "custom"
 
 
 def test_fmt_bytes():
@@ -171,15 +180,18 @@ def test_memory_frames_and_figure():
         for x, kv, tot in zip(xs, f["kv_gib"], f["total_gib"]):
             b = M.memory_budget("llama-2-7b", "fp16", x, f["batch"])
             assert kv == float(f"{b.kv_bytes / GIB:.5g}") and tot == float(f"{b.total_bytes / GIB:.5g}")
-        assert f["crossover_context"] == float(f"{kv_equals_weights_tokens(PRESETS['llama-2-7b']) / f['batch']:.5g}")
+        assert f["memory_crossover_context"] == float(
+            f"{kv_memory_crossover_tokens(PRESETS['llama-2-7b']) / f['batch']:.5g}")
     fig = M.memory_figure("llama-2-7b", "fp16", batches=(1, 8, 64))
     assert [fr.name for fr in fig.frames] == ["1", "8", "64"]
     assert [s["label"] for s in fig.layout.sliders[0].steps] == ["1", "8", "64"]
     assert list(fig.frames[1].data[0].y) == frames[1]["kv_gib"] and list(fig.frames[1].traces) == [0, 1, 2]
     assert len(fig.data) == 3 + 1 + len(M.GPU_GIB)
     assert len(fig.frames[0].data[2].x) == 0  # crossover at batch 1 (25.7k tokens) is past the 4k window
-    assert list(fig.frames[1].data[2].x) == [frames[1]["crossover_context"]] * 2
-    assert "KV cache = weights at 3,213 tokens per request" in fig.frames[1].layout.title.text
+    assert list(fig.frames[1].data[2].x) == [frames[1]["memory_crossover_context"]] * 2
+    assert "KV cache memory = weight memory at 3,213 tokens per request" in fig.frames[1].layout.title.text
+    assert [t.name for t in fig.data[:4]] == ["KV cache", "weights + KV", "KV memory = weight memory",
+                                               "weights in memory"]
 
 
 def test_context_grid_includes_a_window_that_is_not_a_power_of_two():
@@ -204,7 +216,9 @@ def test_static_plots_render_chinese_free_and_warning_free(recwarn):
 def test_explorer_python_api():
     e = M.MemoryExplorer("llama-2-7b", "fp16", 4096, 1)
     assert e.budget == M.memory_budget("llama-2-7b", "fp16", 4096, 1)
-    assert "12.55 GiB" in e.html and e.view.value == e.html
+    assert "weights in memory</td><td>12.55 GiB" in e.html and e.view.value == e.html
+    assert "KV cache memory = weight memory at</td><td>25,705 tokens = 25,705 per request at batch 1" in e.html
+    assert e.dtype_box.options == tuple(DTYPES)
     e.set(batch=32)
     assert e.budget.kv_bytes == kv_cache_bytes(PRESETS["llama-2-7b"], 4096, 32) and e.batch_box.value == 32
     assert "64.00 GiB" in e.html and "does not fit" in e.html  # 12.55 + 64 GiB > 24, 40 GiB
@@ -216,9 +230,9 @@ def test_explorer_python_api():
     e.context_box.value = 8192
     assert (e.budget.model, e.budget.context, e.budget.batch) == ("llama-3-8b", 8192, 32)
     before = e.budget
-    with pytest.raises(ValueError, match=r"unknown model preset 'nope'"):
+    with pytest.raises(ValueError, match=r"unknown model 'nope'; allowed"):
         e.set(model="nope")
-    with pytest.raises(ValueError, match=r"context \(tokens per request\) must be an integer >= 1, got -5"):
+    with pytest.raises(ValueError, match=r"context \(tokens per request\) must be a positive integer \(>= 1\), got -5"):
         e.set(context=-5)
     assert e.budget == before and e.model_box.value == "llama-3-8b"
     assert e.last_update_ms >= 0
@@ -231,54 +245,3 @@ def test_budget_html_bars():
     w24 = b.weight_bytes / (24 * GIB) * 100
     assert f"width:{w24:.1f}%;background:#2563eb" in h
     assert f"{b.max_requests(80):,} requests of 4,096 tokens fit" in h
-
-
-# ------------------------------------------------------------------------------ decode traffic (C11)
-
-
-def test_decode_traffic_numbers():
-    c = PRESETS["llama-2-7b"]
-    r = M.decode_traffic("llama-2-7b", 4096, 32, "fp16")
-    assert r["flops"] == forward_flops(c, 1, 4095)["total"] * 32
-    assert r["kv_bytes"] == kv_cache_bytes(c, 4096, 32, "fp16")
-    # every matrix once, but only 32 rows of the (untied) 32000 x 4096 token table
-    assert r["weight_bytes"] == weight_bytes(c, "fp16") - (32000 - 32) * 4096 * 2
-    assert r["intensity"] == r["flops"] / (r["weight_bytes"] + r["kv_bytes"])
-    assert r["bound"] == "memory"
-    one = M.decode_traffic("llama-2-7b", 1, 1, "fp16")
-    assert 0.99 < one["intensity"] < 1.01  # ~2 FLOPs per 2-byte weight: one FLOP per byte
-
-
-def test_decode_traffic_tied_and_learned_positions():
-    gpt2 = PRESETS["gpt2"]  # tied lm_head reads the whole token table; learned positions: one row per sequence
-    r = M.decode_traffic("gpt2", 10, 4, "fp32")
-    assert r["weight_bytes"] == 4 * (param_count(gpt2) - (1024 - 4) * 768)
-    tiny = lib.load_demo("tiny")[0].config  # untied, learned positions: 131 x 4 token table, 16 x 4 positions
-    t = M.decode_traffic(tiny, 5, 1, "fp32", name="tiny")
-    assert t["model"] == "tiny"
-    assert t["weight_bytes"] == 4 * (param_count(tiny) - 130 * 4 - 15 * 4)
-    assert t["kv_bytes"] == 2 * 2 * 1 * 4 * 5 * 4
-
-
-def test_ridge_point_and_batching_raises_intensity():
-    assert M.ridge_point() == pytest.approx(989.4e12 / 3.35e12)
-    xs = [M.decode_traffic("llama-3-8b", 1024, b)["intensity"] for b in (1, 8, 64)]
-    assert xs == sorted(xs)
-
-
-@pytest.mark.parametrize("args, exc, msg", [
-    (("llama-2-7b", 0), ValueError, r"context \(positions attended, the new token included\) must be an integer >= 1"),
-    (("llama-2-7b", 5000), ValueError, r"context=5000 is longer than the model's context window \(max_seq_len=4096\)"),
-    (("llama-2-7b", 10, 0), ValueError, r"batch_size must be an integer >= 1, got 0"),
-    (("llama-2-7b", 10, 1, "fp64"), ValueError, r"unknown dtype 'fp64'"),
-    (("nope", 10), ValueError, r"unknown model preset 'nope'"),
-])
-def test_decode_traffic_errors(args, exc, msg):
-    with pytest.raises(exc, match=msg):
-        M.decode_traffic(*args)
-
-
-def test_traffic_table_text():
-    text = M.traffic_table([M.decode_traffic("llama-2-7b", 1, 1)])
-    line = text.splitlines()[2]
-    assert line.split()[:4] == ["llama-2-7b", "fp16", "1", "1"] and "12.31 GiB" in line and "1.00" in line

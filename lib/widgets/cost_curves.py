@@ -6,11 +6,12 @@ Per generation step at context length t (the step attends to t keys), one layer 
 so per step the linear layers go from O(t) to O(1) and attention from O(t²) to O(t); summed over n steps,
 K/V computations and linear FLOPs go from O(n²) to O(n), attention FLOPs from O(n³) to O(n²). Every number
 drawn here comes from ``lib.costs`` (``kv_computations``, ``generation_steps``, ``kv_cache_bytes``,
-``weight_bytes``); measured times come from ``lib.measure``.
+``weight_bytes``, ``kv_memory_crossover_tokens``); measured times come from ``lib.measure``. Models are
+resolved by ``lib.costs.resolve_model``, which here also knows "larger" (``lib.measure.larger_config()``).
 
 Data (plain dicts):
-    MODEL_CHOICES                                   ("chat", "larger", *lib.PRESETS): names the pickers accept
-    model_config(model) -> (name, ModelConfig)      a name from MODEL_CHOICES or a ModelConfig
+    MODEL_CHOICES                                   ("chat", "larger", *lib.PRESETS): the picker's names
+    resolve(model) -> (name, ModelConfig)           lib.costs.resolve_model, "larger" included
     analytic_curves(model, n, prompt_len=1) -> dict
         {"name", "config", "prompt_len", "n", "positions": [prompt_len .. prompt_len+n-1] (keys attended per step),
          "kv" / "kv_cumulative": {"cache": [...], "no cache": [...]}   K/V vectors computed (per layer, per seq),
@@ -19,8 +20,9 @@ Data (plain dicts):
          "slopes": {"per_step" | "cumulative": {"cache" | "no cache": {"kv", "linear", "attention", "total"}}}}
              (log-log slopes over the last half; None when n < 3)
     memory_curves(model, n=None, dtype=torch.float16, batch_size=1) -> dict
-        {"name", "dtype", "batch_size", "positions": [1..n], "kv_bytes": [...], "weight_bytes": int,
-         "crossover_tokens": float (context length per sequence at which the KV cache equals the weights)}
+        {"name", "dtype", "batch_size", "positions": [1..n], "kv_bytes": [...], "weight_bytes": int (weights in
+         memory), "memory_crossover_context": float (context length per sequence at which KV cache memory
+         equals weight memory)}
 
 Tier 1, static matplotlib (each returns the Figure; ``ax=`` draws into an existing axes):
     plot_kv_counts(n=16, prompt_len=1)
@@ -48,8 +50,9 @@ import time
 import torch
 
 from ..config import ModelConfig
-from ..costs import (PRESETS, _count, generation_steps, kv_cache_bytes, kv_computations,
-                     kv_equals_weights_tokens, weight_bytes)
+from ..costs import (PRESETS, check_count, generation_steps, kv_cache_bytes, kv_computations,
+                     kv_memory_crossover_tokens, resolve_model, weight_bytes)
+from ..device import dtype_name
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes
 
@@ -75,34 +78,18 @@ MS_DIGITS = 4  # measured milliseconds go into figures rounded to 0.1 µs
 # ---------------------------------------------------------------------------------------------- data
 
 @functools.lru_cache(maxsize=None)
-def _chat_config() -> ModelConfig:
-    from ..demo import load_demo
-    return load_demo("chat")[0].config
+def _larger() -> dict:
+    return {"larger": larger_config()}
 
 
-def model_config(model) -> tuple[str, ModelConfig]:
-    """A name from MODEL_CHOICES ("chat", "larger" or a lib.PRESETS key) or a ModelConfig -> (name, config)."""
-    if isinstance(model, ModelConfig):
-        if model == _chat_config():
-            return "chat", model
-        if model == larger_config():
-            return "larger", model
-        return next((k for k, v in PRESETS.items() if v == model), "custom"), model
-    if isinstance(model, str):
-        if model == "chat":
-            return "chat", _chat_config()
-        if model == "larger":
-            return "larger", larger_config()
-        if model in PRESETS:
-            return model, PRESETS[model]
-        raise ValueError(f"unknown model {model!r}; choose one of: {', '.join(MODEL_CHOICES)} (or pass a "
-                         f"lib.ModelConfig)")
-    raise TypeError(f"model must be a name ({', '.join(MODEL_CHOICES)}) or a lib.ModelConfig, "
-                    f"got {type(model).__name__}")
+def resolve(model) -> tuple[str, ModelConfig]:
+    """(name, config) of a model: ``lib.costs.resolve_model``, which here also knows "larger" (random weights,
+    ``lib.measure.larger_config()``)."""
+    return resolve_model(model, extra=_larger())
 
 
 def _check_n(n, prompt_len: int, config: ModelConfig, name: str) -> int:
-    n = _count(n, "n (tokens to generate)", minimum=1)
+    n = check_count(n, "n (tokens to generate)", minimum=1)
     room = config.max_seq_len - prompt_len + 1
     if n > room:
         raise ValueError(f"n={n} does not fit {name}'s context window: max_seq_len={config.max_seq_len} and a "
@@ -127,8 +114,8 @@ def _slope(xs, ys):
 def analytic_curves(model="chat", n: int = 64, prompt_len: int = 1) -> dict:
     """Per-step and cumulative K/V computations and FLOPs of generating n tokens, with and without a cache,
     straight from ``lib.costs.generation_steps`` (see the module docstring for the keys)."""
-    name, config = model_config(model)
-    prompt_len = _count(prompt_len, "prompt_len", minimum=1)
+    name, config = resolve(model)
+    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
     n = _check_n(n, prompt_len, config, name)
     out = {"name": name, "config": config, "prompt_len": prompt_len, "n": n, "positions": None,
            "kv": {}, "kv_cumulative": {}, "flops": {}, "flops_cumulative": {},
@@ -157,17 +144,17 @@ def analytic_curves(model="chat", n: int = 64, prompt_len: int = 1) -> dict:
 
 
 def memory_curves(model="chat", n: int | None = None, dtype=torch.float16, batch_size: int = 1) -> dict:
-    """KV-cache bytes after 1..n tokens (``lib.costs.kv_cache_bytes``) next to the weights' bytes
+    """KV-cache bytes after 1..n tokens (``lib.costs.kv_cache_bytes``) next to the weights in memory
     (``lib.costs.weight_bytes``). n=None: the model's whole context window (at most N_MAX)."""
-    name, config = model_config(model)
-    batch_size = _count(batch_size, "batch_size", minimum=1)
+    name, config = resolve(model)
+    batch_size = check_count(batch_size, "batch_size", minimum=1)
     n = min(config.max_seq_len, N_MAX) if n is None else _check_n(n, 1, config, name)
     positions = list(range(1, n + 1))
-    return {"name": name, "dtype": str(dtype).replace("torch.", ""), "batch_size": batch_size,
+    return {"name": name, "dtype": dtype_name(dtype), "batch_size": batch_size,
             "positions": positions,
             "kv_bytes": [kv_cache_bytes(config, t, batch_size, dtype) for t in positions],
             "weight_bytes": weight_bytes(config, dtype),
-            "crossover_tokens": round(kv_equals_weights_tokens(config, dtype) / batch_size, 1)}
+            "memory_crossover_context": round(kv_memory_crossover_tokens(config, dtype) / batch_size, 1)}
 
 
 def _check_measurements(m) -> dict:
@@ -233,8 +220,8 @@ def plot_kv_counts(n: int = 16, prompt_len: int = 1):
     n vs n(n+1)/2 for a 1-token prompt (``lib.costs.kv_computations``). Returns the Figure."""
     import matplotlib.pyplot as plt
 
-    prompt_len = _count(prompt_len, "prompt_len", minimum=1)
-    n = _count(n, "n (tokens to generate)", minimum=1)
+    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
+    n = check_count(n, "n (tokens to generate)", minimum=1)
     pos = list(range(prompt_len, prompt_len + n))
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
     for cache in CACHES:
@@ -302,14 +289,14 @@ def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, 
 
 
 def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_size: int = 1, ax=None):
-    """KV-cache bytes vs tokens (a straight line) next to the weights' bytes (flat)."""
+    """KV-cache bytes vs tokens (a straight line) next to the weights in memory (flat)."""
     mem = memory_curves(model, n, dtype, batch_size)
     fig, ax = figure_and_axes(ax, FIGSIZE)
     ax.plot(mem["positions"], mem["kv_bytes"], color=COLORS["kv"],
             label=f"KV cache, batch {mem['batch_size']}: {_bytes_label(mem['kv_bytes'][-1])} at "
                   f"{mem['positions'][-1]} tokens")
     ax.axhline(mem["weight_bytes"], color=COLORS["weights"], ls="--",
-               label=f"weights: {_bytes_label(mem['weight_bytes'])}")
+               label=f"weights in memory: {_bytes_label(mem['weight_bytes'])}")
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
     top = max(mem["weight_bytes"], mem["kv_bytes"][-1]) * 1.05
@@ -319,7 +306,8 @@ def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_s
     ax.yaxis.set_major_formatter(FuncFormatter(lambda b, _: _bytes_label(b)))
     ax.set_ylim(0, top)
     _finish(ax, False, "tokens per sequence", f"bytes ({mem['dtype']})",
-            f"{mem['name']}: the cache equals the weights at {mem['crossover_tokens']:,.0f} tokens per sequence")
+            f"{mem['name']}: KV cache memory = weight memory at {mem['memory_crossover_context']:,.0f} tokens "
+            f"per sequence")
     fig.tight_layout()
     return fig
 
@@ -388,7 +376,7 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1):
                       row=1, col=col)
     fig.add_trace(go.Scatter(x=mem["positions"], y=mem["kv_bytes"], name="KV cache bytes", mode="lines",
                              line=dict(color=COLORS["kv"])), row=1, col=3)
-    fig.add_trace(go.Scatter(x=[1, mem["positions"][-1]], y=[mem["weight_bytes"]] * 2, name="weight bytes",
+    fig.add_trace(go.Scatter(x=[1, mem["positions"][-1]], y=[mem["weight_bytes"]] * 2, name="weights in memory",
                              mode="lines", line=dict(color=COLORS["weights"], dash="dash")), row=1, col=3)
     idx = list(range(len(specs)))
     view_menu = dict(type="buttons", direction="right", x=0.0, y=1.25, xanchor="left", showactive=True,
@@ -452,8 +440,8 @@ class CostCurvesExplorer:
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
 
-        name, config = model_config(model)
-        if not isinstance(model, str) and name not in MODEL_CHOICES:
+        name, config = resolve(model)
+        if name not in MODEL_CHOICES:
             raise ValueError(f"the explorer's picker holds named models only; choose one of: "
                              f"{', '.join(MODEL_CHOICES)}")
         self._check_choice(show, SHOWS, "show")
@@ -476,7 +464,7 @@ class CostCurvesExplorer:
             for part in ("linear", "attention"):
                 self._add(go, f"{PART_LABELS[part]}, {self._with(cache)} cache", COLORS[cache], DASH[part], 2)
         self._add(go, "KV cache bytes", COLORS["kv"], "solid", 3)
-        self._add(go, "weight bytes", COLORS["weights"], "dash", 3)
+        self._add(go, "weights in memory", COLORS["weights"], "dash", 3)
         self.figure.update_layout(height=420, margin=dict(l=50, r=20, t=60, b=50), showlegend=True,
                                   legend=dict(orientation="h", y=-0.2, font=dict(size=10)))
         self.figure.update_xaxes(title_text="context length t")
@@ -506,10 +494,10 @@ class CostCurvesExplorer:
 
     @staticmethod
     def _n_max(name) -> int:
-        return min(model_config(name)[1].max_seq_len, N_MAX)
+        return min(resolve(name)[1].max_seq_len, N_MAX)
 
     def _check_n_value(self, n, name) -> int:
-        n = _count(n, "n (tokens to generate)", minimum=1)
+        n = check_count(n, "n (tokens to generate)", minimum=1)
         if not 2 <= n <= self._n_max(name):
             raise ValueError(f"n={n} is outside the slider for {name}: allowed 2..{self._n_max(name)} "
                              f"(the model's context window, at most {N_MAX})")
@@ -569,7 +557,7 @@ class CostCurvesExplorer:
                 out[f"{PART_LABELS[part]}, {self._with(cache)} cache"] = (pos, arr[view, part, cache][idx],
                                                                           visible[cache])
         out["KV cache bytes"] = (pos - arr["positions"][0] + 1, arr["kv_bytes"][idx], True)
-        out["weight bytes"] = ([1, n], [mem["weight_bytes"]] * 2, True)
+        out["weights in memory"] = ([1, n], [mem["weight_bytes"]] * 2, True)
         return out
 
     def _slopes(self) -> dict:
@@ -618,7 +606,7 @@ class CostCurvesExplorer:
         f_c, f_n = flops["cache"]["total"][n - 1], flops["no cache"]["total"][n - 1]
         return (f"{self.model.value}, n = {n}: K/V computed {kv_c:,} with cache vs {kv_n:,} without "
                 f"({kv_n / kv_c:.1f}x); FLOPs {f_c:.3g} vs {f_n:.3g} ({f_n / f_c:.1f}x); KV cache "
-                f"{_bytes_label(mem['kv_bytes'][n - 1])} vs weights {_bytes_label(mem['weight_bytes'])}")
+                f"{_bytes_label(mem['kv_bytes'][n - 1])} vs weights in memory {_bytes_label(mem['weight_bytes'])}")
 
     @property
     def state(self) -> dict:
@@ -637,7 +625,7 @@ class CostCurvesExplorer:
     def set(self, n=None, model=None, show=None, view=None, loglog=None):
         """Change controls from Python (as a user would); bad values raise a ValueError saying what is allowed."""
         if model is not None:
-            name, _ = model_config(model)
+            name, _ = resolve(model)
             if name not in MODEL_CHOICES:
                 raise ValueError(f"the picker holds named models only; choose one of: {', '.join(MODEL_CHOICES)}")
             self.model.value = name

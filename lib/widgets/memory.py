@@ -1,17 +1,18 @@
-"""Where inference memory goes (claims C10, C11, C13): weights vs KV cache, for real model shapes.
+"""Where inference memory goes (claims C10, C13): weights vs KV cache, for real model shapes.
 
 All numbers come from ``lib.costs`` (``param_count``, ``weight_bytes``, ``kv_bytes_per_token``,
-``kv_cache_bytes``, ``kv_equals_weights_tokens``, ``forward_flops``); this module only arranges them:
+``kv_cache_bytes``, ``kv_memory_crossover_tokens``); this module only arranges them:
 
-* ``memory_budget(model, dtype, context, batch)``: weights, KV cache, total, the crossover, and how many
-  requests fit next to the weights on GPUs of 24, 40, 80 and 141 GiB;
-* ``kv_per_token_rows``: KV bytes per token of MHA, GQA, MQA and MLA models side by side;
-* ``decode_traffic``: bytes read and FLOPs of one decode step, and their ratio (arithmetic intensity).
+* ``memory_budget(model, dtype, context, batch)``: weights in memory, KV cache, total, the memory crossover
+  (KV cache memory = weight memory), and how many requests fit next to the weights on GPUs of 24, 40, 80
+  and 141 GiB;
+* ``kv_per_token_rows``: KV bytes per token of MHA, GQA, MQA and MLA models side by side.
 
-Three views of the budget: ``memory_table`` / ``plot_memory`` (static), ``memory_figure`` (plotly, a slider
-over the batch size; survives export) and ``MemoryExplorer`` (ipywidgets, Python API testable without a
-browser). Memory is in binary units (1 GiB = 2**30 bytes): GPU memory comes in binary sizes, and the
-published per-token figures (512 KiB for Llama-2-7B) are binary too.
+What a decode step *reads* (weights read per step, KV reads, FLOPs) is ``lib.costs.step_cost``, shown by
+``lib.widgets.roofline``. Three views of the budget: ``memory_table`` / ``plot_memory`` (static),
+``memory_figure`` (plotly, a slider over the batch size; survives export) and ``MemoryExplorer`` (ipywidgets,
+Python API testable without a browser). Memory is in binary units (1 GiB = 2**30 bytes): GPU memory comes in
+binary sizes, and the published per-token figures (512 KiB for Llama-2-7B) are binary too.
 """
 from __future__ import annotations
 
@@ -20,58 +21,13 @@ import math
 import time
 from dataclasses import dataclass
 
-import torch
-
 from ..config import ModelConfig
-from ..costs import (MLA_PRESETS, PRESETS, dtype_bytes, forward_flops, kv_bytes_per_token, kv_cache_bytes,
-                     kv_equals_weights_tokens, param_count, weight_bytes)
+from ..costs import (MLA_PRESETS, PRESETS, check_count, kv_bytes_per_token, kv_cache_bytes,
+                     kv_memory_crossover_tokens, kv_values_per_token, param_count, resolve_model, weight_bytes)
+from ..device import DTYPES, dtype_name
 
-DTYPES = ("fp32", "bf16", "fp16", "fp8", "int4")
-_DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
-_TORCH_DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 GPU_GIB = (24, 40, 80, 141)  # e.g. RTX 4090 / L4, A100-40GB, A100/H100-80GB, H200
 GIB = 2 ** 30
-
-# One reference accelerator for the roofline (published datasheet numbers, dense, no sparsity).
-REFERENCE_GPU = {"name": "H100 SXM", "bandwidth_bytes_per_s": 3.35e12, "bf16_flops_per_s": 989.4e12}
-
-
-# ------------------------------------------------------------------------------------------ validation
-
-def check_dtype(dtype) -> str:
-    """'fp32', 'bf16', 'fp16', 'fp8' or 'int4' (also torch.float32/bfloat16/float16 and 'float16' etc.)."""
-    if isinstance(dtype, torch.dtype) and dtype in _TORCH_DTYPES:
-        return _TORCH_DTYPES[dtype]
-    if isinstance(dtype, str):
-        name = _DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
-        if name in DTYPES:
-            return name
-    raise ValueError(f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPES)}")
-
-
-def check_model(model) -> tuple[str, ModelConfig]:
-    """A preset name (``lib.PRESETS``) or a ModelConfig -> (name, config)."""
-    if isinstance(model, ModelConfig):
-        name = next((k for k, v in PRESETS.items() if v == model), "custom")
-        return name, model
-    if isinstance(model, str):
-        if model in PRESETS:
-            return model, PRESETS[model]
-        if model in MLA_PRESETS:
-            raise ValueError(f"{model!r} is an MLA preset: lib.costs models only its KV cache, not its weights, so "
-                             f"it has no memory budget here; compare its cache with kv_per_token_rows(). Presets "
-                             f"with weights: {', '.join(PRESETS)}")
-        raise ValueError(f"unknown model preset {model!r}; choose one of: {', '.join(PRESETS)}")
-    raise TypeError(f"model must be a preset name (one of {', '.join(PRESETS)}) or a lib.ModelConfig, "
-                    f"got {type(model).__name__}")
-
-
-def _count(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
-    return value
 
 
 # ------------------------------------------------------------------------------------------- formatting
@@ -106,10 +62,10 @@ class MemoryBudget:
     context: int
     batch: int
     params: int  # lib.costs.param_count
-    weight_bytes: int  # lib.costs.weight_bytes
+    weight_bytes: int  # lib.costs.weight_bytes: weights in memory (stored), not what a step reads
     kv_bytes_per_token: int  # lib.costs.kv_bytes_per_token
     kv_bytes: int  # lib.costs.kv_cache_bytes(config, context, batch)
-    crossover_tokens: float  # lib.costs.kv_equals_weights_tokens: batch x context where KV bytes = weights
+    memory_crossover_tokens: float  # lib.costs.kv_memory_crossover_tokens: batch x context where KV memory = weights
 
     @property
     def total_bytes(self) -> int:
@@ -121,14 +77,14 @@ class MemoryBudget:
         return self.kv_bytes / self.total_bytes
 
     @property
-    def crossover_context(self) -> float:
-        """Context length per request at which, with this batch, the KV cache equals the weights."""
-        return self.crossover_tokens / self.batch
+    def memory_crossover_context(self) -> float:
+        """Context length per request at which, with this batch, KV cache memory equals weight memory."""
+        return self.memory_crossover_tokens / self.batch
 
     def max_requests(self, gpu_gib: float, context: int | None = None) -> int:
         """How many requests of ``context`` tokens (default: this budget's) fit next to the weights on a GPU
         of ``gpu_gib`` GiB. An upper bound: activations, the CUDA context and fragmentation are ignored."""
-        context = self.context if context is None else _count(context, "context")
+        context = self.context if context is None else check_count(context, "context", minimum=1)
         free = gpu_gib * GIB - self.weight_bytes
         if free < 0:
             return 0
@@ -143,11 +99,12 @@ class MemoryBudget:
 
 def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: int = 1) -> MemoryBudget:
     """The memory of serving ``batch`` requests of ``context`` tokens with ``model`` (a preset name or a
-    ModelConfig) in ``dtype`` (fp32/bf16/fp16/fp8/int4, weights and cache alike)."""
-    name, config = check_model(model)
-    dtype = check_dtype(dtype)
-    context = _count(context, "context (tokens per request)")
-    batch = _count(batch, "batch (concurrent requests)")
+    ModelConfig; ``lib.costs.resolve_model``) in ``dtype`` (a name of ``lib.device.DTYPES``, weights and cache
+    alike)."""
+    name, config = resolve_model(model)
+    dtype = dtype_name(dtype)
+    context = check_count(context, "context (tokens per request)", minimum=1)
+    batch = check_count(batch, "batch (concurrent requests)", minimum=1)
     if context > config.max_seq_len:
         raise ValueError(f"context={context} is longer than {name}'s context window "
                          f"(max_seq_len={config.max_seq_len}); choose 1..{config.max_seq_len}")
@@ -155,19 +112,19 @@ def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: 
                         params=param_count(config), weight_bytes=weight_bytes(config, dtype),
                         kv_bytes_per_token=kv_bytes_per_token(config, dtype),
                         kv_bytes=kv_cache_bytes(config, context, batch, dtype),
-                        crossover_tokens=kv_equals_weights_tokens(config, dtype))
+                        memory_crossover_tokens=kv_memory_crossover_tokens(config, dtype))
 
 
 def memory_table(b: MemoryBudget) -> str:
-    """The budget as text: weights, KV, total, crossover, and the GPUs."""
+    """The budget as text: weights in memory, KV, total, the memory crossover, and the GPUs."""
     lines = [
         f"{b.model} in {b.dtype}: {b.params:,} parameters; {b.batch} request(s) x {b.context:,} tokens",
-        f"  weights                {fmt_bytes(b.weight_bytes):>12}",
+        f"  weights in memory      {fmt_bytes(b.weight_bytes):>12}",
         f"  KV cache per token     {fmt_bytes(b.kv_bytes_per_token):>12}",
         f"  KV cache               {fmt_bytes(b.kv_bytes):>12}   ({b.kv_share:.1%} of the total)",
         f"  total                  {fmt_bytes(b.total_bytes):>12}",
-        f"  KV cache = weights at batch x context = {b.crossover_tokens:,.0f} tokens "
-        f"(at batch {b.batch}: {b.crossover_context:,.0f} tokens per request)",
+        f"  KV cache memory = weight memory at batch x context = {b.memory_crossover_tokens:,.0f} tokens "
+        f"(at batch {b.batch}: {b.memory_crossover_context:,.0f} tokens per request)",
         "",
     ]
     rows = [(r["gpu"], "yes" if r["fits"] else "no", fmt_bytes(r["free after weights"]) if r["free after weights"] >= 0
@@ -181,7 +138,7 @@ def memory_table(b: MemoryBudget) -> str:
 def kv_per_token_rows(dtype="fp16", variants: bool = True, mla: bool = True) -> list[dict]:
     """KV-cache bytes per token for every preset: MHA, GQA, MLA (DeepSeek), and with ``variants`` the
     llama-2-7b shape turned into GQA-8 and MQA (hypothetical, to compare like with like)."""
-    dtype = check_dtype(dtype)
+    dtype = dtype_name(dtype)
     configs = [(name, c) for name, c in PRESETS.items()]
     if variants:
         base = PRESETS["llama-2-7b"]
@@ -189,7 +146,7 @@ def kv_per_token_rows(dtype="fp16", variants: bool = True, mla: bool = True) -> 
                     ("llama-2-7b as MQA (hypothetical)", base.replace(n_kv_heads=1))]
     rows = []
     for name, c in configs:
-        values = 2 * c.n_layers * c.n_kv_heads * c.head_dim
+        values = kv_values_per_token(c)
         rows.append({"model": name, "kind": c.attention_kind, "layers": c.n_layers,
                      "cached per layer": f"K,V x {c.n_kv_heads} of {c.n_heads} heads x {c.head_dim}",
                      "values": values, "bytes": kv_bytes_per_token(c, dtype),
@@ -198,15 +155,15 @@ def kv_per_token_rows(dtype="fp16", variants: bool = True, mla: bool = True) -> 
         for name, m in MLA_PRESETS.items():
             rows.append({"model": name, "kind": "MLA", "layers": m.n_layers,
                          "cached per layer": f"latent {m.kv_lora_rank} + rope key {m.qk_rope_head_dim}",
-                         "values": m.n_layers * m.cached_values_per_layer, "bytes": kv_bytes_per_token(m, dtype),
+                         "values": kv_values_per_token(m), "bytes": kv_bytes_per_token(m, dtype),
                          "vs MHA": m.mha_values_per_layer / m.cached_values_per_layer})
     return rows
 
 
 def kv_per_token_table(dtype="fp16", **kw) -> str:
     rows = kv_per_token_rows(dtype, **kw)
-    return format_table(["model", "kind", "layers", "cached per token per layer", "values", f"bytes ({check_dtype(dtype)})",
-                         "size", "smaller than MHA by"],
+    return format_table(["model", "kind", "layers", "cached per token per layer", "values",
+                         f"bytes ({dtype_name(dtype)})", "size", "smaller than MHA by"],
                         [(r["model"], r["kind"], r["layers"], r["cached per layer"], f"{r['values']:,}",
                           f"{r['bytes']:,}", fmt_bytes(r["bytes"]), f"{r['vs MHA']:.1f}x") for r in rows])
 
@@ -225,7 +182,7 @@ def plot_kv_per_token(dtype="fp16", **kw):
     for i, r in enumerate(rows):
         ax.text(r["bytes"] / 1024 * 1.05, i, f"{r['bytes'] / 1024:,.1f} KiB  {r['kind']}", va="center", fontsize=8)
     ax.set_xscale("log")
-    ax.set_xlabel(f"KV cache per token, KiB ({check_dtype(dtype)}, log scale)")
+    ax.set_xlabel(f"KV cache per token, KiB ({dtype_name(dtype)}, log scale)")
     ax.set_xlim(right=max(r["bytes"] for r in rows) / 1024 * 8)
     fig.tight_layout()
     return fig
@@ -243,11 +200,11 @@ def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32)):
     """Total memory (weights + KV) against context length for a few batch sizes, with GPU sizes."""
     import matplotlib.pyplot as plt
 
-    name, config = check_model(model)
+    name, config = resolve_model(model)
     xs = _contexts(config)
     fig, ax = plt.subplots()
     w = memory_budget(model, dtype, xs[0], 1).weight_bytes / GIB
-    ax.axhline(w, color="#475569", lw=2, label=f"weights only ({w:.2f} GiB)")
+    ax.axhline(w, color="#475569", lw=2, label=f"weights in memory ({w:.2f} GiB)")
     for b in batches:
         ys = [memory_budget(model, dtype, x, b).total_bytes / GIB for x in xs]
         ax.plot(xs, ys, marker="o", ms=3, label=f"weights + KV, batch {b}")
@@ -258,7 +215,7 @@ def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32)):
     ax.set_yscale("log")
     ax.set_xlabel("context length per request (tokens)")
     ax.set_ylabel("GiB")
-    ax.set_title(f"{name} in {check_dtype(dtype)}: weights + KV cache")
+    ax.set_title(f"{name} in {dtype_name(dtype)}: weights + KV cache")
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
@@ -272,8 +229,8 @@ def _sig(x: float, digits: int = 5) -> float:
 
 def memory_frames(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32, 64, 128)) -> list[dict]:
     """Per batch size: the KV and total GiB at each context length (5 significant digits) and the
-    context per request where the KV cache equals the weights."""
-    name, config = check_model(model)
+    context per request where KV cache memory equals weight memory."""
+    name, config = resolve_model(model)
     xs = _contexts(config)
     frames = []
     for b in batches:
@@ -281,37 +238,37 @@ def memory_frames(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
         frames.append({"batch": b, "contexts": xs, "kv_gib": [_sig(m.kv_bytes / GIB) for m in budgets],
                        "total_gib": [_sig(m.total_bytes / GIB) for m in budgets],
                        "weights_gib": _sig(budgets[0].weight_bytes / GIB),
-                       "crossover_context": _sig(budgets[0].crossover_context)})
+                       "memory_crossover_context": _sig(budgets[0].memory_crossover_context)})
     return frames
 
 
 def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32, 64, 128)):
     """Weights, KV cache and total against context length; a slider picks the batch size (number of
-    concurrent requests); GPU sizes as dashed lines; a dotted line where the KV cache equals the weights."""
+    concurrent requests); GPU sizes as dashed lines; a dotted line where KV cache memory equals weight memory."""
     import plotly.graph_objects as go
 
-    name, config = check_model(model)
+    name, config = resolve_model(model)
     frames = memory_frames(model, dtype, batches)
     xs = frames[0]["contexts"]
     lo = min(min(f["kv_gib"]) for f in frames) / 1.5
     hi = max(max(max(f["total_gib"]) for f in frames), max(GPU_GIB)) * 1.5
 
     def moving(f):  # traces 0..2 change with the batch size
-        x_cross = f["crossover_context"]
+        x_cross = f["memory_crossover_context"]
         inside = xs[0] <= x_cross <= xs[-1]
         return [go.Scatter(x=xs, y=f["kv_gib"], name="KV cache", mode="lines+markers", line=dict(color="#ea580c")),
                 go.Scatter(x=xs, y=f["total_gib"], name="weights + KV", mode="lines+markers",
                            line=dict(color="#111827", width=3)),
                 go.Scatter(x=[x_cross, x_cross] if inside else [], y=[lo, hi] if inside else [],
-                           name="KV = weights", mode="lines", line=dict(color="#ea580c", dash="dot"))]
+                           name="KV memory = weight memory", mode="lines", line=dict(color="#ea580c", dash="dot"))]
 
-    fixed = [go.Scatter(x=xs, y=[frames[0]["weights_gib"]] * len(xs), name="weights", mode="lines",
+    fixed = [go.Scatter(x=xs, y=[frames[0]["weights_gib"]] * len(xs), name="weights in memory", mode="lines",
                         line=dict(color="#2563eb", width=3))]
     fixed += [go.Scatter(x=[xs[0], xs[-1]], y=[g, g], name=f"{g} GiB GPU", mode="lines+text",
                          text=[f"{g} GiB", ""], textposition="top right", showlegend=False,
                          line=dict(color="#b91c1c", dash="dash", width=1)) for g in GPU_GIB]
-    title = lambda f: (f"{name} in {check_dtype(dtype)}, batch {f['batch']}: KV cache = weights at "
-                       f"{f['crossover_context']:,.0f} tokens per request")
+    title = lambda f: (f"{name} in {dtype_name(dtype)}, batch {f['batch']}: KV cache memory = weight memory at "
+                       f"{f['memory_crossover_context']:,.0f} tokens per request")
     fig = go.Figure(data=moving(frames[0]) + fixed,
                     frames=[go.Frame(name=str(f["batch"]), data=moving(f), traces=[0, 1, 2],
                                      layout=dict(title_text=title(f))) for f in frames])
@@ -331,11 +288,11 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
 
 def budget_html(b: MemoryBudget) -> str:
     """The budget as HTML: the numbers, then one bar per GPU (weights blue, KV orange, scaled to the GPU)."""
-    rows = [("weights", fmt_bytes(b.weight_bytes)), ("KV cache per token", fmt_bytes(b.kv_bytes_per_token)),
+    rows = [("weights in memory", fmt_bytes(b.weight_bytes)), ("KV cache per token", fmt_bytes(b.kv_bytes_per_token)),
             (f"KV cache ({b.batch} x {b.context:,} tokens)", f"{fmt_bytes(b.kv_bytes)} ({b.kv_share:.1%} of total)"),
             ("total", fmt_bytes(b.total_bytes)),
-            ("KV = weights at", f"{b.crossover_tokens:,.0f} tokens = {b.crossover_context:,.0f} per request "
-                                f"at batch {b.batch}")]
+            ("KV cache memory = weight memory at", f"{b.memory_crossover_tokens:,.0f} tokens = "
+                                                   f"{b.memory_crossover_context:,.0f} per request at batch {b.batch}")]
     out = [f"<b>{html.escape(b.model)}</b> in {b.dtype}, {b.params:,} parameters",
            "<table style='font-family:monospace;font-size:12px'>"
            + "".join(f"<tr><td style='padding:1px 10px 1px 0'>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
@@ -389,7 +346,7 @@ class MemoryExplorer:
         b = self.budget
         model = b.model if model is None else model
         if context is None:  # a new model may have a shorter window: clamp the current context to it
-            context = min(b.context, check_model(model)[1].max_seq_len)
+            context = min(b.context, resolve_model(model)[1].max_seq_len)
         self.budget = memory_budget(model, b.dtype if dtype is None else dtype, context,
                                     b.batch if batch is None else batch)
         nb = self.budget
@@ -406,61 +363,3 @@ class MemoryExplorer:
     def _render(self):
         self.html = budget_html(self.budget)
         self.view.value = self.html
-
-
-# ------------------------------------------------------------------------- decode: bytes vs FLOPs (C11)
-
-def decode_traffic(config, context: int, batch_size: int = 1, dtype="fp16", name: str | None = None) -> dict:
-    """Memory traffic and work of one decode step (one new token for each of ``batch_size`` sequences that
-    attend over ``context`` positions, the new one included).
-
-    flops         forward_flops(config, 1, context - 1)["total"] x batch (matmuls only)
-    weight bytes  every weight matrix is read once per step, shared by the whole batch; the embedding
-                  tables are looked up, not multiplied, so only one row per sequence is read (a tied
-                  lm_head still reads the whole token table)
-    kv bytes      kv_cache_bytes(config, context, batch): every cached K and V is read once
-    intensity     flops / (weight bytes + kv bytes): FLOPs per byte moved
-    """
-    found, c = check_model(config)
-    name = found if name is None else name
-    dtype = check_dtype(dtype)
-    context = _count(context, "context (positions attended, the new token included)")
-    batch_size = _count(batch_size, "batch_size")
-    if context > c.max_seq_len:
-        raise ValueError(f"context={context} is longer than the model's context window (max_seq_len={c.max_seq_len})")
-    params = param_count(c)
-    rows = min(batch_size, c.vocab_size)
-    skipped = 0 if c.tie_embeddings else (c.vocab_size - rows) * c.d_model  # unread token-table rows
-    if c.positions == "learned":
-        skipped += (c.max_seq_len - min(batch_size, c.max_seq_len)) * c.d_model  # unread position rows
-    w = math.ceil((params - skipped) * dtype_bytes(dtype))
-    kv = kv_cache_bytes(c, context, batch_size, dtype)
-    flops = forward_flops(c, 1, context - 1)["total"] * batch_size
-    t_mem = (w + kv) / REFERENCE_GPU["bandwidth_bytes_per_s"]
-    t_math = flops / REFERENCE_GPU["bf16_flops_per_s"]
-    return {"model": name, "dtype": dtype, "context": context, "batch": batch_size, "flops": flops,
-            "weight_bytes": w, "kv_bytes": kv, "bytes": w + kv, "kv_share": kv / (w + kv),
-            "intensity": flops / (w + kv), "t_memory_s": t_mem, "t_compute_s": t_math,
-            "bound": "memory" if t_mem > t_math else "compute"}
-
-
-def ridge_point() -> float:
-    """FLOPs per byte at which the reference GPU's compute and memory times are equal."""
-    return REFERENCE_GPU["bf16_flops_per_s"] / REFERENCE_GPU["bandwidth_bytes_per_s"]
-
-
-def traffic_table(rows: list[dict]) -> str:
-    """decode_traffic results as text (fixed formatting)."""
-    return format_table(
-        ["model", "dtype", "context", "batch", "weights read", "KV read", "KV share", "FLOPs", "FLOPs/byte",
-         "t(memory)", "t(compute)", "bound by"],
-        [(r["model"], r["dtype"], f"{r['context']:,}", f"{r['batch']:,}", fmt_bytes(r["weight_bytes"]),
-          fmt_bytes(r["kv_bytes"]), f"{r['kv_share']:.1%}", f"{r['flops']:.3e}", f"{r['intensity']:.2f}",
-          _fmt_seconds(r["t_memory_s"]), _fmt_seconds(r["t_compute_s"]), r["bound"]) for r in rows])
-
-
-def _fmt_seconds(s: float) -> str:
-    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if s >= scale:
-            return f"{s / scale:.2f} {unit}"
-    return f"{s / 1e-12:.2f} ps"

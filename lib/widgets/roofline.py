@@ -1,12 +1,15 @@
 """Roofline plots: where prefill and decode sit, how the batch moves decode, when KV reads beat weight reads.
 
-Every number comes from ``lib.roofline`` (which counts with ``lib.costs``); nothing here runs a model.
-Three tiers (CONTRIBUTING.md):
-1. ``plot_roofline`` / ``plot_bytes_split`` (static matplotlib) and ``cost_table`` / ``crossover_table`` /
-   ``ridge_table`` (text tables).
+Every cost is ``lib.costs.step_cost`` (per operator, the one convention for "context": the positions the
+newest token attends to, itself included); every machine is a ``lib.roofline.Machine`` (``DEFAULT_GPU``
+unless told otherwise). Nothing here runs a model. Three tiers (CONTRIBUTING.md):
+1. ``plot_roofline`` / ``plot_bytes_split`` (static matplotlib) and ``cost_table`` / ``operator_table`` /
+   ``crossover_table`` / ``ridge_table`` (text tables).
 2. ``plotly_batch_roofline``: a plotly figure with one precomputed frame per batch size and a slider.
 3. ``RooflineExplorer``: live ipywidgets (model, dtype, machine, batch, context), drivable from Python
    through ``set(...)``; ``state``, ``drawn`` and ``summary`` say what is shown.
+
+A "point" is one costed pass: {"model", "phase", "batch", "context", "cost"} (+ "label"), from ``step_point``.
 """
 from __future__ import annotations
 
@@ -16,14 +19,15 @@ import time
 
 import numpy as np
 
-from .. import roofline as rl
-from ..costs import kv_cache_bytes
+from .. import costs
+from ..device import DTYPES as _DTYPE_TABLE
+from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine
 from . import figure_and_axes
 
 DEFAULT_MODELS = ("chat", "llama-2-7b", "llama-3-8b")  # the demo model, a 7B with MHA and an 8B with GQA
 BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
 CONTEXTS = tuple(2 ** i for i in range(18))  # 1 .. 131072
-DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+DTYPES = tuple(_DTYPE_TABLE)  # every number format of lib.device.DTYPES
 PHASE_COLOURS = {"prefill": "#d62728", "decode": "#1f77b4"}
 PHASE_MARKERS = {"prefill": "s", "decode": "o"}
 ROOF_COLOUR = "#333333"
@@ -53,18 +57,31 @@ def human_bytes(n: float) -> str:
 
 def default_length(model) -> int:
     """Prompt length and decode context used when none is given: min(2048, max_seq_len // 2)."""
-    return min(2048, rl.model_config(model).max_seq_len // 2)
+    return min(2048, costs.model_config(model).max_seq_len // 2)
 
 
 def _name(model) -> str:
-    return model if isinstance(model, str) else "custom"
+    return costs.resolve_model(model)[0]
 
 
 # ---------------------------------------------------------------------------------------------- the data
 
+def step_point(model, cost: costs.StepCost, label: str | None = None) -> dict:
+    """One costed pass as a point for the tables and plots: {"model", "phase", "batch", "context", "cost"}
+    (+ "label"); ``model`` a name or a config (named as ``lib.costs.resolve_model`` names it)."""
+    if not isinstance(cost, costs.StepCost):
+        raise TypeError(f"step_point needs a lib.costs.StepCost (from step_cost, decode_cost, ...), got "
+                        f"{type(cost).__name__}")
+    point = {"model": model if isinstance(model, str) else _name(model), "phase": cost.phase, "batch": cost.batch,
+             "context": cost.context, "cost": cost}
+    if label is not None:
+        point["label"] = label
+    return point
+
+
 def roofline_points(models=DEFAULT_MODELS, dtype="bf16", batches=(1,), length: int | None = None) -> list[dict]:
     """For each model and batch size: its prefill of ``length`` tokens and one decode step at context
-    ``length`` (None: ``default_length(model)``). Each point: {"model", "phase", "batch", "length", "cost"}."""
+    ``length`` (None: ``default_length(model)``); points as ``step_point`` makes them."""
     if isinstance(models, str):
         models = (models,)
     batches = tuple(batches)
@@ -75,18 +92,15 @@ def roofline_points(models=DEFAULT_MODELS, dtype="bf16", batches=(1,), length: i
     for model in models:
         n = default_length(model) if length is None else length
         for b in batches:
-            points.append({"model": _name(model), "phase": "prefill", "batch": b, "length": n,
-                           "cost": rl.prefill_cost(model, n, b, dtype)})
-            points.append({"model": _name(model), "phase": "decode", "batch": b, "length": n,
-                           "cost": rl.decode_cost(model, n, b, dtype)})
+            points.append(step_point(model, costs.prefill_cost(model, n, b, dtype)))
+            points.append(step_point(model, costs.decode_cost(model, n, b, dtype)))
     return points
 
 
 def trace_points(trace, model, dtype="fp32", name: str | None = None) -> list[dict]:
-    """One point per step of a ``lib.generate(..., trace=True)`` run, in the format of roofline_points:
-    the step's phase from the trace, its tokens fed and the context it read from the cache (both as the
-    model's attention layers counted them). "length" is the tokens fed for the prefill and the context
-    read for a decode step; "label" is "step N"."""
+    """One point per step of a ``lib.generate(..., trace=True)`` run: each step costed from the tokens it fed
+    and the positions its attention layers found already cached (both as the model counted them), so its
+    context is the cache length after the step. "label" is "step N"."""
     from ..trace import Trace
 
     if not isinstance(trace, Trace):
@@ -94,14 +108,8 @@ def trace_points(trace, model, dtype="fp32", name: str | None = None) -> list[di
     if not trace.use_cache:
         raise ValueError("trace_points needs a run with the KV cache (generate(..., use_cache=True)): "
                          "without one no step reads or writes a cache, and every step is a full recompute")
-    points = []
-    for s in trace:
-        n_past = s.kv_read[0]
-        cost = rl.pass_cost(model, s.n_fed, n_past, s.input_ids.shape[0], dtype)
-        points.append({"model": name or _name(model), "phase": s.phase, "batch": cost.batch,
-                       "length": n_past if s.phase == "decode" else s.n_fed, "cost": cost,
-                       "label": f"step {s.step}"})
-    return points
+    return [step_point(name or model, costs.pass_cost(model, s.n_fed, s.kv_read[0], s.input_ids.shape[0], dtype),
+                       label=f"step {s.step}") for s in trace]
 
 
 def _text_table(rows: list[dict]) -> str:
@@ -112,23 +120,23 @@ def _text_table(rows: list[dict]) -> str:
     return "\n".join([line(cols), line("-" * width[c] for c in cols)] + [line(r.values()) for r in rows])
 
 
-def cost_rows(points: list[dict], machine: rl.Machine | None = None, raw: bool = False) -> list[dict]:
-    """Table rows: FLOPs, bytes split, intensity; with a machine also the bound, the attainable speed
-    (TFLOP/s, or GFLOP/s for a machine under 10 TFLOP/s) and the roofline's lower bound on the pass's time.
-    ``raw``: FLOPs and bytes as exact integers (for the demo models) instead of GFLOP and MB (10⁶ bytes)."""
+def cost_rows(points: list[dict], machine: Machine | None = None, raw: bool = False) -> list[dict]:
+    """Table rows: FLOPs, bytes split (weights read per step, KV read, KV write), intensity; with a machine
+    also the bound, the attainable speed (TFLOP/s, or GFLOP/s for a machine under 10 TFLOP/s) and the
+    roofline's lower bound on the pass's time. ``raw``: FLOPs and bytes as exact integers (for the demo
+    models) instead of GFLOP and MB (10⁶ bytes)."""
     if not points:
-        raise ValueError("cost_rows needs at least one point (see roofline_points or trace_points)")
+        raise ValueError("cost_rows needs at least one point (see roofline_points, trace_points or step_point)")
     rows = []
     for p in points:
         c = p["cost"]
-        row = {"model": p["model"], "phase": p["phase"], "batch": p["batch"], "tokens": p["length"]}
+        row = {"model": p["model"], "phase": p["phase"], "batch": p["batch"], "context": p["context"]}
         if raw:
-            row.update({"FLOPs": c.flops, "weights B": c.weight_bytes, "KV read B": c.kv_read_bytes,
+            row.update({"FLOPs": c.flops, "weights read B": c.streamed_weight_bytes, "KV read B": c.kv_read_bytes,
                         "KV write B": c.kv_write_bytes})
         else:
-            row.update({"GFLOP": sig(c.flops / 1e9), "weights MB": sig(c.weight_bytes / 1e6),
-                        "KV read MB": sig(c.kv_read_bytes / 1e6) if c.kv_read_bytes else 0,
-                        "KV write MB": sig(c.kv_write_bytes / 1e6)})
+            row.update({"GFLOP": sig(c.flops / 1e9), "weights read MB": sig(c.streamed_weight_bytes / 1e6),
+                        "KV read MB": sig(c.kv_read_bytes / 1e6), "KV write MB": sig(c.kv_write_bytes / 1e6)})
         row["FLOP/byte"] = sig(c.intensity)
         if machine is not None:
             scale, unit = _y_unit(machine)
@@ -138,23 +146,43 @@ def cost_rows(points: list[dict], machine: rl.Machine | None = None, raw: bool =
     return rows
 
 
-def cost_table(points: list[dict], machine: rl.Machine | None = None, raw: bool = False) -> str:
-    """``cost_rows`` as an aligned text table ("tokens" = prompt length for prefill, context for decode)."""
+def cost_table(points: list[dict], machine: Machine | None = None, raw: bool = False) -> str:
+    """``cost_rows`` as an aligned text table ("context": the positions the newest token attends to)."""
     return _text_table(cost_rows(points, machine, raw))
 
 
+def operator_rows(cost: costs.StepCost) -> list[dict]:
+    """One row per operator of a pass (``lib.costs.OPERATORS``), then their total: FLOPs and the bytes each
+    operator reads and writes, exact integers."""
+    if not isinstance(cost, costs.StepCost):
+        raise TypeError(f"operator_rows needs a lib.costs.StepCost, got {type(cost).__name__}")
+    rows = [{"operator": name, "FLOPs": op.flops, "weights read B": op.streamed_weight_bytes,
+             "KV read B": op.kv_read_bytes, "KV write B": op.kv_write_bytes}
+            for name, op in cost.by_operator.items()]
+    rows.append({"operator": "total", "FLOPs": cost.flops, "weights read B": cost.streamed_weight_bytes,
+                 "KV read B": cost.kv_read_bytes, "KV write B": cost.kv_write_bytes})
+    return rows
+
+
+def operator_table(cost: costs.StepCost) -> str:
+    """``operator_rows`` as an aligned text table."""
+    return _text_table(operator_rows(cost))
+
+
 def crossover_rows(models=DEFAULT_MODELS, dtype="bf16", batches=(1, 8, 64)) -> list[dict]:
-    """Per model: weight bytes streamed per pass, KV bytes per token, and the context (per sequence) from
-    which a decode step reads more KV bytes than weight bytes, for each batch size ('>max': past max_seq_len)."""
+    """Per model: weights read per step, KV bytes per token, and where a decode step reads as many KV bytes
+    as weight bytes (``lib.costs.kv_read_crossover_tokens``): in cached tokens over the batch (batch ×
+    context), then as the context per sequence for each batch size, in whole tokens (">max": past max_seq_len)."""
     rows = []
     for model in models:
-        c = rl.model_config(model)
+        c = costs.model_config(model)
+        n = costs.kv_read_crossover_tokens(c, dtype)
         row = {"model": _name(model), "max_seq_len": c.max_seq_len,
-               "weights MB": sig(rl.streamed_weight_bytes(c, dtype) / 1e6),
-               "KV/token kB": sig(kv_cache_bytes(c, 1, 1, dtype) / 1e3),
-               "batch×ctx": rl.kv_read_crossover_tokens(c, dtype)}
+               "weights read MB": sig(costs.streamed_weight_bytes(c, dtype) / 1e6),
+               "KV/token kB": sig(costs.kv_bytes_per_token(c, dtype) / 1e3),
+               "KV read = weights read at batch×ctx": round(n)}
         for b in batches:
-            t = rl.crossover_context(c, b, dtype)
+            t = round(n / b)
             row[f"ctx @B={b}"] = f"{t}{' >max' if t > c.max_seq_len else ''}"
         rows.append(row)
     return rows
@@ -164,25 +192,25 @@ def crossover_table(models=DEFAULT_MODELS, dtype="bf16", batches=(1, 8, 64)) -> 
     return _text_table(crossover_rows(models, dtype, batches))
 
 
-def ridge_rows(models, machine: rl.Machine, contexts=(128, 2048, 8192), dtype="bf16") -> list[dict]:
+def ridge_rows(models, machine: Machine = DEFAULT_GPU, contexts=(128, 2048, 8192), dtype="bf16") -> list[dict]:
     """Per model and context: decode intensity at batch 1, its limit as batch → ∞, and the smallest batch
     that reaches the machine's ridge point ('never' when the limit is below it)."""
     rows = []
     for model in models:
         for t in contexts:
-            b = rl.decode_batch_for_intensity(model, t, machine.ridge, dtype)
+            b = costs.decode_batch_for_intensity(model, t, machine.ridge, dtype)
             rows.append({"model": _name(model), "context": t,
-                         "FLOP/byte @B=1": sig(rl.decode_cost(model, t, 1, dtype).intensity),
-                         "limit B→∞": sig(rl.decode_intensity_limit(model, t, dtype)),
+                         "FLOP/byte @B=1": sig(costs.decode_cost(model, t, 1, dtype).intensity),
+                         "limit B→∞": sig(costs.decode_intensity_limit(model, t, dtype)),
                          "ridge": sig(machine.ridge), "batch to ridge": "never" if b is None else b})
     return rows
 
 
-def ridge_table(models, machine: rl.Machine, contexts=(128, 2048, 8192), dtype="bf16") -> str:
+def ridge_table(models, machine: Machine = DEFAULT_GPU, contexts=(128, 2048, 8192), dtype="bf16") -> str:
     return _text_table(ridge_rows(models, machine, contexts, dtype))
 
 
-def roof_line(machine: rl.Machine, x_min: float, x_max: float) -> tuple[list[float], list[float]]:
+def roof_line(machine: Machine, x_min: float, x_max: float) -> tuple[list[float], list[float]]:
     """The roof as a polyline from intensity x_min to x_max (GFLOP/s): exact, since it is straight in log-log."""
     xs = [x_min] + ([machine.ridge] if x_min < machine.ridge < x_max else []) + [x_max]
     return xs, [machine.attainable(x) for x in xs]
@@ -204,7 +232,7 @@ def _y_unit(machine) -> tuple[float, str]:
 
 # --------------------------------------------------------------------------------- tier 1: matplotlib
 
-def plot_roofline(points: list[dict], machine: rl.Machine, ax=None, title: str | None = None,
+def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, title: str | None = None,
                   annotate: bool = True):
     """Log-log roofline of ``machine`` with each point at (intensity, attainable): one colour per model,
     squares for prefill, circles for decode, each labelled with its "label" if it has one, else its batch
@@ -241,7 +269,7 @@ def plot_roofline(points: list[dict], machine: rl.Machine, ax=None, title: str |
     ax.set_ylim(top=machine.peak_gflops / scale * 6)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel(f"attainable {unit}")
-    lengths = sorted({p["length"] for p in points})
+    lengths = sorted({p["context"] for p in points})
     ax.set_title(title if title is not None else
                  f"{machine.name}: peak {machine.peak_gflops / scale:.4g} {unit} ({machine.dtype}), "
                  f"{machine.bandwidth_gbs:.4g} GB/s; points in {points[0]['cost'].dtype}, "
@@ -250,38 +278,40 @@ def plot_roofline(points: list[dict], machine: rl.Machine, ax=None, title: str |
 
 
 def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), contexts=None, ax=None):
-    """Bytes one decode step reads, against context: the weights (flat) and the KV cache for each batch
-    size (rising), with a dot where KV reads overtake the weights and a dotted line at max_seq_len."""
-    c = rl.model_config(model)
+    """Bytes one decode step reads, against its context: the weights read per step (flat) and the KV cache for
+    each batch size (rising, ``lib.costs.decode_cost``), with a dot where KV reads equal the weights read
+    (``lib.costs.kv_read_crossover_tokens`` / batch) and a dotted line at max_seq_len."""
+    c = costs.model_config(model)
     contexts = [t for t in CONTEXTS if t <= 4 * c.max_seq_len] if contexts is None else list(contexts)
     if not contexts:
         raise ValueError("plot_bytes_split needs at least one context length")
     fig, ax = figure_and_axes(ax, (7.5, 4))
-    w = rl.streamed_weight_bytes(c, dtype) / 1e9
-    ax.plot(contexts, [w] * len(contexts), color=ROOF_COLOUR, lw=2, label=f"weights ({w:.4g} GB)")
+    w = costs.streamed_weight_bytes(c, dtype) / 1e9
+    ax.plot(contexts, [w] * len(contexts), color=ROOF_COLOUR, lw=2, label=f"weights read per step ({w:.4g} GB)")
+    n = costs.kv_read_crossover_tokens(c, dtype)
     for i, b in enumerate(batches):
-        ax.plot(contexts, [kv_cache_bytes(c, t, b, dtype) / 1e9 for t in contexts], color=f"C{i}",
-                label=f"KV read, batch {b}")
-        t = rl.crossover_context(c, b, dtype)
+        ax.plot(contexts, [costs.decode_cost(c, t, b, dtype).kv_read_bytes / 1e9 for t in contexts],
+                color=f"C{i}", label=f"KV read, batch {b}")
+        t = n / b  # the context per sequence at which KV reads equal the weights read
         if contexts[0] <= t <= contexts[-1]:
-            ax.scatter([t], [kv_cache_bytes(c, t, b, dtype) / 1e9], color=f"C{i}", zorder=3)
-            ax.annotate(f"{t}", (t, kv_cache_bytes(c, t, b, dtype) / 1e9), fontsize=8, xytext=(4, -10),
-                        textcoords="offset points")
+            ax.scatter([t], [w], color=f"C{i}", zorder=3)
+            ax.annotate(f"{t:,.0f}", (t, w), fontsize=8, xytext=(4, -10), textcoords="offset points")
     ax.axvline(c.max_seq_len, color="grey", ls=":", lw=1)
     ax.text(c.max_seq_len, 0.02, f" max_seq_len {c.max_seq_len}", fontsize=8, color="grey",
             transform=ax.get_xaxis_transform())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("context (tokens already cached per sequence)")
+    ax.set_xlabel("context per sequence (positions the new token attends to)")
     ax.set_ylabel("GB read per decode step")
-    ax.set_title(f"{_name(model)} in {dtype}: weights vs KV-cache reads", fontsize=10)
+    ax.set_title(f"{_name(model)} in {costs.dtype_name(dtype)}: weights read vs KV-cache reads per decode step",
+                 fontsize=10)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     return fig
 
 
 # ------------------------------------------------------------------------------------- tier 2: plotly
 
-def plotly_batch_roofline(models=DEFAULT_MODELS, machine: rl.Machine | None = None, dtype="bf16",
+def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU, dtype="bf16",
                           contexts=None, batches=BATCHES, start: int = 1):
     """A plotly roofline with a slider over the batch size: each model's decode steps (one point per
     context) slide up the bandwidth slope as the batch grows, toward their batch → ∞ limits (open
@@ -289,7 +319,6 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: rl.Machine | None = No
     ``contexts``: None (``default_length`` of each model), one list for every model, or {model: list}."""
     import plotly.graph_objects as go
 
-    machine = rl.REFERENCE_MACHINES["H200 SXM"] if machine is None else machine
     if isinstance(models, str):
         models = (models,)
     batches = list(batches)
@@ -312,30 +341,30 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: rl.Machine | None = No
     y = lambda x: sig(machine.attainable(x) / scale)
 
     def decode_trace(i, m, b):
-        costs = [rl.decode_cost(m, t, b, dtype) for t in ctx[m]]
-        xs = [sig(c.intensity) for c in costs]
+        cs = [costs.decode_cost(m, t, b, dtype) for t in ctx[m]]
+        xs = [sig(c.intensity) for c in cs]
         return go.Scatter(x=xs, y=[y(x) for x in xs], mode="markers+text", name=f"{_name(m)} decode",
                           marker=dict(size=10, color=MODEL_COLOURS[i % len(MODEL_COLOURS)]),
                           text=[f"ctx {t}" for t in ctx[m]], textposition="top left",
                           hovertext=[f"{_name(m)} decode, batch {b}, context {t}: {x} FLOP/B, "
                                      f"{machine.bound(x)}, KV reads {sig(100 * c.kv_read_share, 3)}% of bytes"
-                                     for t, x, c in zip(ctx[m], xs, costs)], hoverinfo="text")
+                                     for t, x, c in zip(ctx[m], xs, cs)], hoverinfo="text")
 
     limits, prefills, every_x = [], [], []
     for i, m in enumerate(models):
         colour = MODEL_COLOURS[i % len(MODEL_COLOURS)]
-        lx = [sig(rl.decode_intensity_limit(m, t, dtype)) for t in ctx[m]]
+        lx = [sig(costs.decode_intensity_limit(m, t, dtype)) for t in ctx[m]]
         limits.append(go.Scatter(x=lx, y=[y(x) for x in lx], mode="markers", name=f"{_name(m)} batch→∞",
                                  marker=dict(size=10, symbol="circle-open", color=colour), hoverinfo="text",
                                  hovertext=[f"{_name(m)} decode at context {t}, batch → ∞: {x} FLOP/B"
                                             for t, x in zip(ctx[m], lx)]))
-        p = rl.prefill_cost(m, ctx[m][0], 1, dtype)
+        p = costs.prefill_cost(m, ctx[m][0], 1, dtype)
         px = sig(p.intensity)
         prefills.append(go.Scatter(x=[px], y=[y(px)], mode="markers", name=f"{_name(m)} prefill",
                                    marker=dict(size=11, symbol="square", color=colour), hoverinfo="text",
                                    hovertext=[f"{_name(m)} prefill of {ctx[m][0]} tokens: {px} FLOP/B, "
                                               f"{machine.bound(px)}"]))
-        every_x += lx + [px, rl.decode_cost(m, ctx[m][-1], 1, dtype).intensity]
+        every_x += lx + [px, costs.decode_cost(m, ctx[m][-1], 1, dtype).intensity]
     x_lo, x_hi = _x_range(every_x, machine)
     rx, ry = roof_line(machine, x_lo, x_hi)
     roof = go.Scatter(x=[sig(x) for x in rx], y=[sig(v / scale) for v in ry], mode="lines", name="roof",
@@ -377,18 +406,18 @@ class RooflineExplorer:
     CONTROLS = ("model", "dtype", "machine", "batch", "context")
     X_RANGE = (0.1, 1e6)  # FLOP/byte, fixed so the axes never jump while sliding
 
-    def __init__(self, model="llama-3-8b", dtype="bf16", batch=1, context=2048, machine="H200 SXM",
+    def __init__(self, model="llama-3-8b", dtype="bf16", batch=1, context=2048, machine=DEFAULT_GPU.name,
                  machines=()):
         import ipywidgets as W
         import plotly.graph_objects as go
 
-        self.machines = dict(rl.REFERENCE_MACHINES)
+        self.machines = dict(REFERENCE_MACHINES)
         for m in machines:
-            if not isinstance(m, rl.Machine):
+            if not isinstance(m, Machine):
                 raise TypeError(f"machines must hold lib.roofline.Machine objects (e.g. from measure_machine()), "
                                 f"got {type(m).__name__}")
             self.machines[m.name] = m
-        self._options = {"model": rl.MODEL_CHOICES, "dtype": DTYPES, "machine": tuple(self.machines),
+        self._options = {"model": costs.MODEL_NAMES, "dtype": DTYPES, "machine": tuple(self.machines),
                          "batch": BATCHES, "context": CONTEXTS}
         values = self._check(model=model, dtype=dtype, machine=machine, batch=batch, context=context)
         self.controls = {
@@ -461,18 +490,18 @@ class RooflineExplorer:
     def _compute(self) -> dict:
         v = {k: w.value for k, w in self.controls.items()}
         machine, model, dtype, b, t = self.machines[v["machine"]], v["model"], v["dtype"], v["batch"], v["context"]
-        cfg = rl.model_config(model)
-        pre, dec = rl.prefill_cost(model, t, b, dtype), rl.decode_cost(model, t, b, dtype)
-        limit = rl.decode_intensity_limit(model, t, dtype)
+        cfg = costs.model_config(model)
+        pre, dec = costs.prefill_cost(model, t, b, dtype), costs.decode_cost(model, t, b, dtype)
+        limit = costs.decode_intensity_limit(model, t, dtype)
         return {**v, "max_seq_len": cfg.max_seq_len, "ridge": sig(machine.ridge),
                 "prefill_intensity": sig(pre.intensity), "prefill_bound": machine.bound(pre.intensity),
                 "decode_intensity": sig(dec.intensity), "decode_bound": machine.bound(dec.intensity),
                 "decode_limit": sig(limit), "decode_ms": sig(machine.seconds(dec) * 1e3),
                 "decode_tokens_per_s": sig(machine.tokens_per_second(dec)),
-                "weight_bytes": dec.weight_bytes, "kv_read_bytes": dec.kv_read_bytes,
+                "streamed_weight_bytes": dec.streamed_weight_bytes, "kv_read_bytes": dec.kv_read_bytes,
                 "kv_write_bytes": dec.kv_write_bytes, "kv_read_share": sig(dec.kv_read_share),
-                "crossover_context": rl.crossover_context(model, b, dtype),
-                "batch_to_ridge": rl.decode_batch_for_intensity(model, t, machine.ridge, dtype)}
+                "read_crossover_context": round(costs.kv_read_crossover_tokens(model, dtype) / b),
+                "batch_to_ridge": costs.decode_batch_for_intensity(model, t, machine.ridge, dtype)}
 
     def _summary(self, s: dict) -> str:
         m = self.machines[s["machine"]]
@@ -486,16 +515,16 @@ class RooflineExplorer:
             f"decode, batch {s['batch']}, context {s['context']}: {fmt(s['decode_intensity'])} FLOP/byte, "
             f"{s['decode_bound']}; at least {fmt(s['decode_ms'])} ms per step, at most "
             f"{fmt(s['decode_tokens_per_s'])} tokens/s",
-            f"bytes per decode step: weights {human_bytes(s['weight_bytes'])}, KV read "
+            f"bytes per decode step: weights read {human_bytes(s['streamed_weight_bytes'])}, KV read "
             f"{human_bytes(s['kv_read_bytes'])} ({fmt(100 * s['kv_read_share'])}% of all), KV write "
-            f"{human_bytes(s['kv_write_bytes'])}; KV reads outweigh the weights from context "
-            f"{s['crossover_context']} at this batch",
+            f"{human_bytes(s['kv_write_bytes'])}; KV reads equal the weights read at context "
+            f"{s['read_crossover_context']:,} per sequence at this batch",
             f"batching: as batch → ∞ decode tends to {fmt(s['decode_limit'])} FLOP/byte and {ridge}",
             f"prefill of {s['context']} tokens, batch {s['batch']}: {fmt(s['prefill_intensity'])} FLOP/byte, "
             f"{s['prefill_bound']}",
         ]
-        if s["context"] + 1 > s["max_seq_len"]:
-            lines.append(f"note: context {s['context']} + 1 is longer than this model's max_seq_len "
+        if s["context"] > s["max_seq_len"]:
+            lines.append(f"note: context {s['context']} is longer than this model's max_seq_len "
                          f"{s['max_seq_len']} (the arithmetic still holds; the model could not run it)")
         return "\n".join(lines)
 
