@@ -52,9 +52,9 @@ class Feed:
         return cls(positions, max(s + n for s, n in zip(starts, lengths)), list(lengths))
 
     def mask(self) -> torch.Tensor | None:
-        """(B or 1, 1, T, S) bool, True where a query may see a key: key j is visible from position p when
-        j <= p (causal). None when every query sees every key (one token per sequence, equal lengths)."""
-        if self.positions.shape[1] == 1 and self.lengths is None:
+        """(B, 1, T, S) bool for a ragged batch, True where a query may see a key (key j is visible from
+        position p when j <= p); None when the sequences are in step (attention then masks causally itself)."""
+        if self.lengths is None:
             return None
         keys = torch.arange(self.n_keys, device=self.positions.device)
         return (keys[None, None, :] <= self.positions[:, :, None])[:, None]  # (B, 1, T, S)

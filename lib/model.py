@@ -101,7 +101,7 @@ class Attention(nn.Module):
         """The three projections of the fed tokens: q (B, T, n_heads * head_dim), k and v (B, T, n_kv_heads * head_dim)."""
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
-    def forward(self, x, rope, mask, cache=None, record: ForwardRecord | None = None, packed=None):
+    def forward(self, x, rope=None, mask=None, cache=None, record: ForwardRecord | None = None, packed=None):
         B, T, _ = x.shape
         hd = self.head_dim
         w = self if packed is None else packed  # the products: this layer's nn.Linear, or FastDecoder's copies
@@ -116,17 +116,20 @@ class Attention(nn.Module):
         keys, values = (k, v) if cache is None else cache.update(self.layer, k, v)  # (B, n_kv_heads, S, head_dim)
         if record is not None:
             record.kv_computed[self.layer] = T
-            record.kv_read[self.layer] = keys.shape[2] - T
+            record.kv_read[self.layer] = keys.shape[2] - T  # positions taken from the cache
         # 3. each K/V head serves n_heads // n_kv_heads query heads
         rep = self.n_heads // self.n_kv_heads
         if rep > 1:
             keys = keys.repeat_interleave(rep, dim=1)  # (B, n_heads, S, head_dim)
             values = values.repeat_interleave(rep, dim=1)
+        S = keys.shape[2]
+        if mask is None and T > 1:  # sequences in step: query i sits at position S - T + i, sees keys 0..that
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
         if self.impl == "sdpa" and record is None:
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             weights = None
         else:
-            # 4. written out: scores, mask (query at position p sees keys 0..p), softmax, weighted sum of values
+            # 4. written out: scores, mask (a query sees only keys at its position or before), softmax, weighted sum
             scores = (q @ keys.transpose(-2, -1)) / math.sqrt(hd)  # (B, n_heads, T, S)
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
@@ -180,7 +183,7 @@ class Block(nn.Module):
         self.norm2 = make_norm(config)
         self.mlp = FeedForward(config)
 
-    def forward(self, h, rope, mask, cache=None, record=None, packed=None):
+    def forward(self, h, rope=None, mask=None, cache=None, record=None, packed=None):
         p = None if packed is None else packed.layers[self.attn.layer]
         h = h + self.attn(self.norm1(h), rope, mask, cache, record, p)
         ffn_out = self.mlp(self.norm2(h), p)
