@@ -8,7 +8,8 @@ from safetensors import safe_open
 
 from lib import DEMOS, generate, load_checkpoint, load_demo
 from lib.demo import ASSETS, demo_info, demo_path
-from lib.train import SPECS, corpus_tokenizer, greedy_continuation, train
+from lib.corpus import corpus_tokenizer
+from lib.train import SPECS, greedy_continuation, train
 
 
 @pytest.mark.parametrize("name", list(DEMOS))

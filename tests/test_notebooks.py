@@ -94,7 +94,7 @@ def test_matplotlib_renders_the_vocabulary_without_missing_glyphs():
     import matplotlib.pyplot as plt
 
     from lib.fonts import use_cjk_font
-    from lib.train import corpus_tokenizer
+    from lib.corpus import corpus_tokenizer
 
     use_cjk_font()
     text = "".join(c for c in corpus_tokenizer().chars if c.strip())
