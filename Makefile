@@ -71,7 +71,8 @@ notebooks: setup
 bench: setup
 	$(PY) -m lib.bench
 
-# Rebuild the demo weights in assets/ from assets/corpus.txt (deterministic).
+# Rebuild the demo weights in assets/ from assets/corpus.txt (bit-identical on the same machine; on another
+# CPU the same phrases and loss, see tests/test_demo.py).
 train: setup
 	$(PY) -m lib.train all
 
