@@ -184,7 +184,7 @@ def ranking(a: Timing | None, b: Timing | None, names=("a", "b")) -> dict:
     if a is None or b is None:
         missing = [n for n, t in zip(names, (a, b)) if t is None]
         return {"separated": False, "faster": None, "ratio": None, "ratio_range": None, "runs": None,
-                "why": f"not measured ({', '.join(missing)} has no runs)"}
+                "why": f"not measured ({' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no runs)"}
     r = rank(a, b, names)
     return {**r, "ratio": None if r["ratio"] is None else round(r["ratio"], 3),
             "ratio_range": None if r["ratio_range"] is None else [round(x, 3) for x in r["ratio_range"]]}

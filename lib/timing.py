@@ -1,4 +1,4 @@
-"""Timing, in one place: every time lib measures comes from here, as a median AND a spread.
+"""Timing, in one place: lib's measurements and its benchmark time through here, as a median AND a spread.
 
 Two ways to time a piece of work, both with the device synchronised (``lib.device.synchronize``), so that a
 GPU's queued kernels are counted, not only their launch:
@@ -10,7 +10,7 @@ GPU's queued kernels are counted, not only their launch:
         forward pass, a whole ``generate()`` timed as a unit.
     time_call(fn, device="cpu", clock="wall") -> (seconds, result)
         one call, its result kept: a ``generate()`` whose tokens are then compared, a decode step that
-        changes its cache. ``Stopwatch`` is the same as a ``with`` block (``TraceStep.seconds``).
+        changes its cache. ``Stopwatch`` is the same as a ``with`` block (a step inside a loop).
 
 A ``Timing`` holds the seconds of every run and reports ``median``, ``min``/``max`` and the quartiles;
 ``rank(a, b)`` says which of two is faster only when their ranges (min..max) do not overlap.
@@ -26,12 +26,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from time import perf_counter, thread_time
 
-import torch
-
 from .device import fixed_threads, synchronize
 
 CLOCKS = {"wall": perf_counter, "cpu": thread_time}  # cpu: CPU seconds of this thread (CPU work, one thread)
-MIN_RUNS_TO_RANK = 3  # with fewer runs a range says nothing: 2 + 2 runs of one thing fall apart 1 time in 3
+# Two equally fast things look apart by chance: with 2 runs each 1 time in 3, with 3 each 1 in 10, 5 each 1 in 126
+MIN_RUNS_TO_RANK = 3
 
 
 def _clock(clock: str):
