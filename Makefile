@@ -57,21 +57,22 @@ system-deps:
 
 # One notebook as a code-free, large-type page with live widgets: make classroom NB=05_kv_cache_memory
 classroom: setup
-	$(PY) -m lib.classroom $(NB) --port $(CLASSROOM_PORT)
+	$(PY) -m lib.course.classroom $(NB) --port $(CLASSROOM_PORT)
 
 # Every notebook as an HTML page in site/ that works from disk, without a kernel or network.
 site: setup
-	$(PY) -m lib.site
+	$(PY) -m lib.course.site
 
 # Re-execute every notebook and store its outputs (what nbval then compares against).
 notebooks: setup
-	$(PY) -m lib.notebooks
+	$(PY) -m lib.course.runner
 
 # Decode speed, side by side: lib vs transformers on identical weights, cache vs no cache, bandwidth use.
 bench: setup
 	$(PY) -m lib.bench
 
-# Rebuild the demo weights in assets/ from assets/corpus.txt (deterministic).
+# Rebuild the demo weights in assets/ from assets/corpus.txt (bit-identical on the same machine; on another
+# CPU the same phrases and loss, see tests/test_demo.py).
 train: setup
 	$(PY) -m lib.train all
 

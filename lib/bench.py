@@ -5,7 +5,14 @@
 Not a test (timings are never asserted): it prints a table and writes ``bench.json`` and ``bench.png`` into
 ``--out`` (default ``bench-results/``). Everything runs in one process with the torch thread count fixed, the
 garbage collector paused while timing, a warm-up first, the contenders interleaved run by run (so a busy
-moment of the machine hits all of them alike) and the median of the runs reported.
+moment of the machine hits all of them alike); every time comes from ``lib.timing``.
+
+It cannot mislead by a lucky run: every contender's median is printed beside its spread (the fastest and
+slowest run), and two contenders are only ranked (a ratio such as "FastDecoder / transformers: 1.6x")
+when ``lib.timing.rank`` separates them: at least 3 runs each and every run of one faster than every run of
+the other. Otherwise the line says "not separated after N runs" and gives no ratio (it does not run extra
+rounds: a busy moment widens the ranges, and the full mode's longer runs are the cure). The same holds for
+the speedups of sections 2 and 3.
 
 1. **Decode tokens/s** on identical GPT-2-124M-shaped random weights (``lib.PRESETS["gpt2"]``, the full 50,257
    vocabulary), fp32 CPU, batch 1, a 4-token prompt, 200 new tokens, greedy: ``lib.generate`` with its KV cache
@@ -42,9 +49,7 @@ import copy
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -55,11 +60,12 @@ from .cache import KVCache
 from .concat import ConcatKVCache
 from .costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes, pass_cost, streamed_weight_bytes
 from .generate import generate
-from .measure import _steady, fit_loglog_slope, random_model, time_at_positions
+from .measure import fit_loglog_slope, random_model, time_at_positions
 from .model import MiniTransformer
-from .device import fixed_threads, synchronize
+from .device import fixed_threads
 from .fastdecode import FastDecoder, PackedLinear
 from .roofline import measure_bandwidth_gbs
+from .timing import MIN_RUNS_TO_RANK, Timing, benchmark, rank, steady, time_call
 
 PROMPT = [464, 6953, 12940, 318]  # 4 token ids (GPT-2's "The KV cache is"); random weights: only the length counts
 
@@ -74,20 +80,21 @@ class Settings:
     """What one benchmark run measures (``FULL`` by default, ``QUICK`` with --quick)."""
 
     new_tokens: int = 200  # section 1: tokens generated per run
-    runs: int = 5  # timed runs per cached contender (after `warmup` untimed ones); the median is reported
-    uncached_runs: int = 3  # timed runs per uncached contender (each is ~10x slower)
+    runs: int = 5  # timed runs per cached contender (after `warmup` untimed ones); median and range reported
+    uncached_runs: int = 3  # timed runs per uncached contender (each is ~10x slower); 3 is the least ranked
     warmup: int = 1
     lengths: tuple = (64, 128, 256, 512, 1024)  # section 2: context lengths
     long_lengths: tuple = (256, 512, 768, 1024)  # section 3
-    position_runs: int = 3  # sections 2 and 3: timed passes over the lengths
-    bandwidth_repeats: int = 5  # each bandwidth sample is the best of this many reads (sums, products)
+    position_runs: int = 3  # sections 2 and 3: timed passes over the lengths (3: the least that is ranked)
+    bandwidth_repeats: int = 5  # each bandwidth sample is the best of at least this many reads (sums, products)
     bandwidth_bytes: int | None = None  # None: lib.roofline's default (256 MiB on a CPU, far beyond its caches)
     seed: int = 0
 
 
 FULL = Settings()
-QUICK = Settings(new_tokens=24, runs=2, uncached_runs=1, lengths=(64, 128, 256), long_lengths=(256, 512),
-                 position_runs=1, bandwidth_repeats=3)
+# quick: short runs, but as many of them as a ranking needs (lib.timing.MIN_RUNS_TO_RANK)
+QUICK = Settings(new_tokens=24, runs=MIN_RUNS_TO_RANK, uncached_runs=MIN_RUNS_TO_RANK, lengths=(64, 128, 256),
+                 long_lengths=(256, 512), position_runs=MIN_RUNS_TO_RANK, bandwidth_repeats=3)
 
 
 # ------------------------------------------------------------------------------------------ the models
@@ -127,15 +134,6 @@ def twin_models(seed: int = 0):
 
 # ---------------------------------------------------------------------------------------------- timing
 
-def _timed(fn, device="cpu"):
-    """(seconds, result) of one call, the device synchronised before and after."""
-    synchronize(device)
-    t0 = time.perf_counter()
-    out = fn()
-    synchronize(device)
-    return time.perf_counter() - t0, out
-
-
 @dataclass
 class Contender:
     name: str
@@ -146,6 +144,11 @@ class Contender:
     seconds: list = field(default_factory=list)
     sequences: object = None
     error: str = ""
+
+    @property
+    def timing(self) -> Timing | None:
+        """The timed runs as a ``lib.timing.Timing`` (None without any)."""
+        return Timing(tuple(self.seconds)) if self.seconds else None
 
 
 def interleaved(contenders: list, warmup: int, device="cpu", each_round=None) -> None:
@@ -161,7 +164,7 @@ def interleaved(contenders: list, warmup: int, device="cpu", each_round=None) ->
             if c.error or r >= warmup + c.runs:
                 continue
             try:
-                seconds, seq = _timed(c.fn, device)
+                seconds, seq = time_call(c.fn, device)
             except Exception as e:  # noqa: BLE001 - reported in the table, never hidden
                 c.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
                 continue
@@ -171,9 +174,21 @@ def interleaved(contenders: list, warmup: int, device="cpu", each_round=None) ->
                 c.seconds.append(seconds)
 
 
-def _median(xs):
-    """The median in seconds, rounded to 1 µs (finer digits are noise), or None without runs."""
-    return round(statistics.median(xs), 6) if xs else None
+def _seconds(x):
+    """Seconds rounded to 1 µs (finer digits are noise); None stays None."""
+    return None if x is None else round(x, 6)
+
+
+def ranking(a: Timing | None, b: Timing | None, names=("a", "b")) -> dict:
+    """``lib.timing.rank`` of two contenders' runs, rounded for the JSON (3 digits for ratios); a contender
+    without runs (failed, or not installed) gives {"separated": False, "ratio": None, "why": "not measured"}."""
+    if a is None or b is None:
+        missing = [n for n, t in zip(names, (a, b)) if t is None]
+        return {"separated": False, "faster": None, "ratio": None, "ratio_range": None, "runs": None,
+                "why": f"not measured ({' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no runs)"}
+    r = rank(a, b, names)
+    return {**r, "ratio": None if r["ratio"] is None else round(r["ratio"], 3),
+            "ratio_range": None if r["ratio_range"] is None else [round(x, 3) for x in r["ratio_range"]]}
 
 
 def _first_difference(a, b):
@@ -233,6 +248,22 @@ def decode_contenders(hf, model, ids, new_tokens: int, runs: int = 1, uncached_r
 
 
 FAST = "lib, KV cache, FastDecoder"  # the start of that contender's name (its shard count follows)
+FAST_UNCACHED = "lib, no cache, FastDecoder"
+
+# The ranked pairs of section 1: (label, a, b), read "a is ratio times as fast as b" (contender names, or the
+# start of FastDecoder's). The first is the headline.
+COMPARISONS = (
+    ("lib FastDecoder / transformers (dynamic cache)", FAST, "transformers, dynamic cache"),
+    ("lib FastDecoder / transformers (static cache)", FAST, "transformers, static cache"),
+    ("lib FastDecoder / lib plain model", FAST, "lib, KV cache"),
+    ("lib FastDecoder cache speedup", FAST, FAST_UNCACHED),
+    ("lib / transformers (dynamic cache)", "lib, KV cache", "transformers, dynamic cache"),
+    ("lib sdpa / transformers (dynamic cache)", "lib, KV cache, sdpa", "transformers, dynamic cache"),
+    ("lib / transformers (static cache)", "lib, KV cache", "transformers, static cache"),
+    ("lib / transformers (no cache)", "lib, no cache", "transformers, no cache"),
+    ("lib cache speedup", "lib, KV cache", "lib, no cache"),
+    ("transformers cache speedup", "transformers, dynamic cache", "transformers, no cache"),
+)
 
 
 @torch.no_grad()
@@ -248,60 +279,78 @@ def decode_section(hf, model, s: Settings, each_round=None) -> dict:
             raise AssertionError(f"{c.name} generated different tokens than lib with its cache "
                                  f"({_first_difference(c.sequences, reference)}); the comparison is void")
     moved = generation_bytes(model.config, len(PROMPT), s.new_tokens)
+    rows, rankings = decode_rows(contenders, s.new_tokens, moved)
+    return {"new_tokens": s.new_tokens, "prompt_len": len(PROMPT), "bytes_per_generation": moved,
+            "same_tokens": True, "rows": rows,
+            # tokens/s of a ÷ tokens/s of b, only where the two are separated (None otherwise: see rankings)
+            "ratios": {label: r["ratio"] if r["separated"] else None for label, r in rankings.items()},
+            "rankings": rankings}
+
+
+def decode_rows(contenders: list, new_tokens: int, bytes_per_generation: int) -> tuple[list, dict]:
+    """Section 1's table from the contenders' timed runs: one row per contender (median, range, tokens/s,
+    GB/s moved; MBU is filled in later) and a ranking (``lib.timing.rank``) per pair of ``COMPARISONS``."""
+    moved = bytes_per_generation
     rows = []
     for c in contenders:
-        med = _median(c.seconds)
+        t = c.timing
         row = {"name": c.name, "impl": c.impl, "cached": c.cached, "runs": len(c.seconds), "error": c.error,
-               "seconds": [round(x, 6) for x in c.seconds], "median_s": None, "tokens_per_s": None,
-               "ms_per_token": None, "achieved_gbs": None, "mbu": None}
-        if med is not None:
-            row.update(median_s=med, tokens_per_s=round(s.new_tokens / med, 2),
-                       ms_per_token=round(1e3 * med / s.new_tokens, 3))
+               "seconds": [_seconds(x) for x in c.seconds], "median_s": None, "min_s": None, "max_s": None,
+               "tokens_per_s": None, "tokens_per_s_range": None, "ms_per_token": None, "achieved_gbs": None,
+               "mbu": None}
+        if t is not None:
+            med = _seconds(t.median)
+            row.update(median_s=med, min_s=_seconds(t.min), max_s=_seconds(t.max),
+                       tokens_per_s=round(new_tokens / med, 2),
+                       tokens_per_s_range=[round(new_tokens / t.max, 2), round(new_tokens / t.min, 2)],
+                       ms_per_token=round(1e3 * med / new_tokens, 3))
             if c.cached:  # bytes the generation must move / its time (uncached runs are compute-bound)
                 row["achieved_gbs"] = round(moved / med / 1e9, 2)
         rows.append(row)
-    by = {r["name"]: r for r in rows}
-    fast = next(r["name"] for r in rows if r["name"].startswith(FAST))
-    fast_uncached = next(r["name"] for r in rows if r["name"].startswith("lib, no cache, FastDecoder"))
+    timings = {c.name: c.timing for c in contenders}
 
-    def ratio(a, b):
-        ta, tb = by.get(a, {}).get("tokens_per_s"), by.get(b, {}).get("tokens_per_s")
-        return round(ta / tb, 3) if ta and tb else None
+    def full_name(name):  # a contender's name, or the start of FastDecoder's (its shard count follows)
+        return name if name in timings else next((n for n in timings if n.startswith(name)), name)
 
-    return {"new_tokens": s.new_tokens, "prompt_len": len(PROMPT), "bytes_per_generation": moved,
-            "same_tokens": True, "rows": rows,
-            "ratios": {"lib FastDecoder / transformers (dynamic cache)": ratio(fast, "transformers, dynamic cache"),
-                       "lib FastDecoder / transformers (static cache)": ratio(fast, "transformers, static cache"),
-                       "lib FastDecoder cache speedup": ratio(fast, fast_uncached),
-                       "lib / transformers (dynamic cache)": ratio("lib, KV cache", "transformers, dynamic cache"),
-                       "lib sdpa / transformers (dynamic cache)": ratio("lib, KV cache, sdpa",
-                                                                        "transformers, dynamic cache"),
-                       "lib / transformers (static cache)": ratio("lib, KV cache", "transformers, static cache"),
-                       "lib / transformers (no cache)": ratio("lib, no cache", "transformers, no cache"),
-                       "lib cache speedup": ratio("lib, KV cache", "lib, no cache"),
-                       "transformers cache speedup": ratio("transformers, dynamic cache", "transformers, no cache")}}
+    rankings = {}
+    for label, a, b in COMPARISONS:  # every run of one faster than every run of the other, or no ranking
+        a, b = full_name(a), full_name(b)
+        rankings[label] = {"a": a, "b": b, **ranking(timings.get(a), timings.get(b), (a, b))}
+    return rows, rankings
 
 
 # ------------------------------------------------------------------- 2. cached vs uncached per token
 
 def _positions_interleaved(model, lengths, modes, runs: int, warmup: int, threads: int) -> dict:
-    """Per mode, the median over ``runs`` passes of ``lib.measure.time_at_positions`` (one pass per mode per
-    round, modes interleaved) of one step at each context length."""
+    """Per mode, a ``Timing`` per context length of ``runs`` passes of ``lib.measure.time_at_positions``
+    (one pass per mode per round, modes interleaved) of one step at each length."""
     runs_by_mode = {m: [] for m in modes}
     for r in range(warmup + runs):
         for m in modes:
             secs = time_at_positions(model, list(lengths), m, repeats=1, warmup=0, threads=threads)
             if r >= warmup:
                 runs_by_mode[m].append(secs)
-    return {m: [round(statistics.median(col), 6) for col in zip(*rs)] for m, rs in runs_by_mode.items()}
+    return {m: [Timing(col) for col in zip(*rs)] for m, rs in runs_by_mode.items()}
+
+
+def _per_length(timings: dict, fast: str, slow: str) -> dict:
+    """Medians, ranges and the ranked ratio slow/fast at each length: {"seconds", "ranges", "ratio", "why"}
+    (a ratio only where ``lib.timing.rank`` separates the two; None elsewhere, "why" says why)."""
+    ranked = [ranking(a, b, (fast, slow)) for a, b in zip(timings[fast], timings[slow])]
+    return {"seconds": {m: [_seconds(t.median) for t in ts] for m, ts in timings.items()},
+            "ranges": {m: [[_seconds(t.min), _seconds(t.max)] for t in ts] for m, ts in timings.items()},
+            "ratio": [r["ratio"] if r["separated"] else None for r in ranked], "why": [r["why"] for r in ranked]}
 
 
 def lengths_section(model, s: Settings, threads: int) -> dict:
-    secs = _positions_interleaved(model, s.lengths, ("static", "no cache"), s.position_runs, s.warmup, threads)
+    per = _per_length(_positions_interleaved(model, s.lengths, ("static", "no cache"), s.position_runs, s.warmup,
+                                             threads), "static", "no cache")
+    secs = per["seconds"]
     slopes = {m: round(fit_loglog_slope(list(s.lengths), v), 2) for m, v in secs.items()}
-    speedup = [round(u / c, 2) for u, c in zip(secs["no cache"], secs["static"])]
-    return {"lengths": list(s.lengths), "seconds": secs, "slopes": slopes, "speedup": speedup,
-            "tail_fraction": 0.5}
+    # speedup: uncached time / cached time, where the two are separated (None where their ranges overlap)
+    speedup = [None if x is None else round(x, 2) for x in per["ratio"]]
+    return {"lengths": list(s.lengths), "seconds": secs, "ranges": per["ranges"], "slopes": slopes,
+            "speedup": speedup, "speedup_why": per["why"], "tail_fraction": 0.5}
 
 
 # -------------------------------------------------------------- 3. preallocated vs torch.cat cache
@@ -321,14 +370,17 @@ def concat_bytes_copied(model, context: int, seed: int = 0) -> int:
 
 def cache_kinds_section(model, s: Settings, threads: int) -> dict:
     c = model.config
-    secs = _positions_interleaved(model, s.long_lengths, ("static", "concat"), s.position_runs, s.warmup, threads)
+    per = _per_length(_positions_interleaved(model, s.long_lengths, ("static", "concat"), s.position_runs,
+                                             s.warmup, threads), "static", "concat")
+    secs = per["seconds"]
     copied = [concat_bytes_copied(model, t, s.seed) for t in s.long_lengths]
     expected = [kv_cache_bytes(c, t, 1, model.dtype) for t in s.long_lengths]
     if copied != expected:
         raise AssertionError(f"ConcatKVCache copied {copied} bytes, lib.costs.kv_cache_bytes says {expected}")
     n = max(s.long_lengths)
-    return {"lengths": list(s.long_lengths), "seconds": secs,
-            "concat_over_static": [round(a / b, 3) for a, b in zip(secs["concat"], secs["static"])],
+    return {"lengths": list(s.long_lengths), "seconds": secs, "ranges": per["ranges"],
+            # concat time / static time, where the two are separated (None where their ranges overlap)
+            "concat_over_static": per["ratio"], "concat_over_static_why": per["why"],
             "concat_bytes_copied_per_step": copied,
             "static_bytes_written_per_step": kv_bytes_per_token(c, model.dtype),
             "concat_bytes_copied_generating_to": {"tokens": n,
@@ -349,8 +401,7 @@ def matvec_gbs(weight: torch.Tensor, repeats: int = 20, shards: int | None = Non
         packed = PackedLinear([weight], [None], shards)
         fn = lambda: packed(x)  # noqa: E731
     with torch.no_grad():
-        fn()
-        best = min(_timed(fn, weight.device)[0] for _ in range(repeats))
+        best = benchmark(fn, weight.device, min_runs=repeats).min  # the best run: the least disturbed
     return weight.numel() * weight.element_size() / best / 1e9
 
 
@@ -396,7 +447,7 @@ def accelerator_section(hf, model, s: Settings, device: str) -> dict:
                              s.runs)
     t_compile = None
     try:
-        t_compile = round(_timed(with_compile.fn, dev)[0], 2)  # the first call compiles
+        t_compile = round(time_call(with_compile.fn, dev)[0], 2)  # the first call compiles
     except Exception as e:  # noqa: BLE001 - e.g. no C++ compiler for inductor: reported, not hidden
         with_compile.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
     contenders.append(with_compile)
@@ -412,10 +463,12 @@ def accelerator_section(hf, model, s: Settings, device: str) -> dict:
     reference = contenders[0].sequences
     rows = []
     for c in contenders:
-        med = _median(c.seconds)
+        t = c.timing
+        med = None if t is None else _seconds(t.median)
         rows.append({"name": c.name, "error": c.error, "runs": len(c.seconds),
                      "same_tokens_as_lib": None if c.sequences is None else bool(torch.equal(c.sequences, reference)),
-                     "median_s": med,
+                     "seconds": [_seconds(x) for x in c.seconds], "median_s": med,
+                     "min_s": None if t is None else _seconds(t.min), "max_s": None if t is None else _seconds(t.max),
                      "tokens_per_s": None if med is None else round(n / med, 1),
                      "mbu": None if med is None else round(moved / med / 1e9 / best_bw, 3)})
     from .device import describe_device
@@ -428,6 +481,24 @@ def accelerator_section(hf, model, s: Settings, device: str) -> dict:
 
 def _fmt(x, spec=""):
     return "-" if x is None else format(x, spec)
+
+
+def _span(pair, spec):
+    """'1.23–1.31' from [low, high], '-' for None."""
+    return "-" if pair is None or None in pair else f"{pair[0]:{spec}}–{pair[1]:{spec}}"
+
+
+def _ranked(r: dict) -> str:
+    """One comparison as a line: the ratio and what the ranges allow, only where the two are separated."""
+    if r["separated"]:
+        return f"{r['ratio']:.2f}x (ranges allow {_span(r['ratio_range'], '.2f')}x; {r['why']})"
+    if r["why"].startswith("not measured"):
+        return "- (not measured)"
+    return f"no ranking: {r['why']}"
+
+
+def _ratio_cell(x, spec=".1f"):
+    return "not separated" if x is None else f"{x:{spec}}x"
 
 
 def report(result: dict) -> str:
@@ -448,27 +519,37 @@ def report(result: dict) -> str:
              f"{m['matvec_gbs']} GB/s",
              "",
              f"1. decode, batch 1, {d['prompt_len']}-token prompt, {d['new_tokens']} new tokens, greedy "
-             f"(median of runs; same tokens from every contender: {d['same_tokens']})"]
-    rows = [(r["name"], f"{r['runs']}", _fmt(r["median_s"], ".3f"), _fmt(r["tokens_per_s"], ".1f"),
+             f"(median and range of the runs; same tokens from every contender: {d['same_tokens']})"]
+    rows = [(r["name"], f"{r['runs']}", _fmt(r["median_s"], ".3f"), _span([r["min_s"], r["max_s"]], ".3f"),
+             _fmt(r["tokens_per_s"], ".1f"), _span(r["tokens_per_s_range"], ".1f"),
              _fmt(r["ms_per_token"], ".2f"), _fmt(r["achieved_gbs"], ".1f"),
              "-" if r["mbu"] is None else f"{r['mbu']:.0%}", r["error"][:60] or "")
             for r in d["rows"]]
-    lines.append(format_table(["contender", "runs", "median s", "tok/s", "ms/tok", "GB/s", "MBU", "note"], rows))
-    lines += [f"  {k}: " + ("- (not measured)" if v is None else f"{v:.2f}x") for k, v in d["ratios"].items()]
+    lines.append(format_table(["contender", "runs", "median s", "min–max s", "tok/s", "tok/s range", "ms/tok",
+                               "GB/s", "MBU", "note"], rows))
+    lines.append(f"  ranked only where every run of one is faster than every run of the other "
+                 f"(at least {MIN_RUNS_TO_RANK} runs each):")
+    lines += [f"  {label}: {_ranked(r)}" for label, r in d["rankings"].items()]
     g = result["lengths"]
-    lines += ["", f"2. one step at each context length (lib, median; log-log slope over the last half: "
+    ms = lambda pair: _span([1e3 * pair[0], 1e3 * pair[1]], ".2f")  # noqa: E731
+    lines += ["", f"2. one step at each context length (lib, median and range of "
+              f"{result['settings']['position_runs']} passes; log-log slope over the last half: "
               f"cached {g['slopes']['static']}, uncached {g['slopes']['no cache']})"]
-    lines.append(format_table(["context", "cached ms", "uncached ms", "speedup"],
-                              [(t, f"{1e3 * a:.2f}", f"{1e3 * b:.2f}", f"{x:.1f}x") for t, a, b, x in
-                               zip(g["lengths"], g["seconds"]["static"], g["seconds"]["no cache"], g["speedup"])]))
+    lines.append(format_table(["context", "cached ms", "range", "uncached ms", "range", "speedup"],
+                              [(t, f"{1e3 * a:.2f}", ms(ra), f"{1e3 * b:.2f}", ms(rb), _ratio_cell(x))
+                               for t, a, ra, b, rb, x in
+                               zip(g["lengths"], g["seconds"]["static"], g["ranges"]["static"],
+                                   g["seconds"]["no cache"], g["ranges"]["no cache"], g["speedup"])]))
     k = result["cache_kinds"]
-    lines += ["", "3. preallocated (KVCache) vs torch.cat (ConcatKVCache) cache, one decode step"]
-    lines.append(format_table(["context", "static ms", "concat ms", "concat/static", "concat copies",
-                               "static writes"],
-                              [(t, f"{1e3 * a:.2f}", f"{1e3 * b:.2f}", f"{x:.2f}", fmt_bytes(cb),
-                                fmt_bytes(k["static_bytes_written_per_step"]))
-                               for t, a, b, x, cb in zip(k["lengths"], k["seconds"]["static"], k["seconds"]["concat"],
-                                                         k["concat_over_static"], k["concat_bytes_copied_per_step"])]))
+    lines += ["", "3. preallocated (KVCache) vs torch.cat (ConcatKVCache) cache, one decode step (median and range)"]
+    lines.append(format_table(["context", "static ms", "range", "concat ms", "range", "concat/static",
+                               "concat copies", "static writes"],
+                              [(t, f"{1e3 * a:.2f}", ms(ra), f"{1e3 * b:.2f}", ms(rb), _ratio_cell(x, ".2f"),
+                                fmt_bytes(cb), fmt_bytes(k["static_bytes_written_per_step"]))
+                               for t, a, ra, b, rb, x, cb in
+                               zip(k["lengths"], k["seconds"]["static"], k["ranges"]["static"],
+                                   k["seconds"]["concat"], k["ranges"]["concat"], k["concat_over_static"],
+                                   k["concat_bytes_copied_per_step"])]))
     tot = k["concat_bytes_copied_generating_to"]
     lines.append(f"  generating {tot['tokens']} tokens, the torch.cat cache copies {fmt_bytes(tot['bytes'])} in all")
     lines += ["", f"4. bandwidth utilisation: bytes per generation {fmt_bytes(d['bytes_per_generation'])} "
@@ -480,8 +561,10 @@ def report(result: dict) -> str:
     else:
         lines += ["", f"5. {a['device']}, bf16, {a['new_tokens']} new tokens; bandwidth {a['bandwidth_gbs_samples']} "
                   f"GB/s -> {a['bandwidth_gbs']}; torch.compile's first call {a['compile_first_call_s']} s"]
-        lines.append(format_table(["contender", "runs", "median s", "tok/s", "MBU", "same tokens", "note"],
-                                  [(r["name"], r["runs"], _fmt(r["median_s"], ".4f"), _fmt(r["tokens_per_s"], ".1f"),
+        lines.append(format_table(["contender", "runs", "median s", "min–max s", "tok/s", "MBU", "same tokens",
+                                   "note"],
+                                  [(r["name"], r["runs"], _fmt(r["median_s"], ".4f"),
+                                    _span([r["min_s"], r["max_s"]], ".4f"), _fmt(r["tokens_per_s"], ".1f"),
                                     "-" if r["mbu"] is None else f"{r['mbu']:.0%}", str(r["same_tokens_as_lib"]),
                                     r["error"][:60]) for r in a["rows"]]))
     return "\n".join(lines)
@@ -498,9 +581,11 @@ def plot(result: dict, path: Path) -> Path:
     ok = [r for r in d["rows"] if r["tokens_per_s"]]
     ax = axes[0, 0]
     ax.barh([r["name"] for r in ok], [r["tokens_per_s"] for r in ok],
+            xerr=[[r["tokens_per_s"] - r["tokens_per_s_range"][0] for r in ok],
+                  [r["tokens_per_s_range"][1] - r["tokens_per_s"] for r in ok]], capsize=3,
             color=["#3182bd" if r["impl"] == "lib" else "#fd8d3c" for r in ok])
     ax.invert_yaxis()
-    ax.set_xlabel("tokens / s (median)")
+    ax.set_xlabel("tokens / s (median; bars: slowest to fastest run)")
     shape = "GPT-2-124M shape" if result["model"]["shape"] == "gpt2" else "custom shape"
     ax.set_title(f"1. decode {d['new_tokens']} tokens, {shape}, fp32 CPU")
     ax = axes[0, 1]
@@ -579,7 +664,7 @@ def run(settings: Settings = FULL, threads: int | None = None, accelerator: str 
 
         sample()
         log("1. decode tokens/s ...")
-        with _steady(threads):
+        with steady(threads):
             decode = decode_section(hf, model, settings, each_round=sample)
         sample()
         log("2. cached vs uncached across lengths ...")

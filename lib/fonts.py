@@ -40,7 +40,7 @@ def rebuild(source: str = SYSTEM_TTC) -> Path:
     from fontTools import subset
     from fontTools.ttLib import TTCollection
 
-    from .train import corpus_tokenizer
+    from .corpus import corpus_tokenizer
 
     index = next(i for i, f in enumerate(TTCollection(source).fonts)
                  if f["name"].getDebugName(1) == "Noto Sans CJK SC")

@@ -30,39 +30,34 @@ Public API (plain data in, plain data out):
         running sums
 
 Both ``measure_*`` results are dicts with "positions" (context length after each step: the same x as
-``lib.costs.generation_steps(...)[s]["n_keys"]``), "seconds" {mode: [...]}, "slopes" {mode: {"per_step": k,
-...}}, "modes", "config" (the model's ModelConfig as a dict), "kind", "clock", "repeats", "warmup", "threads",
-"reduce";
+``lib.costs.generation_steps(...)[s]["n_keys"]``), "seconds" {mode: [...]}, "ranges" {mode: [[min, max], ...]}
+(the fastest and slowest of the runs at each position), "slopes" {mode: {"per_step": k, ...}}, "modes", "config"
+(the model's ModelConfig as a dict), "kind", "clock", "repeats", "warmup", "threads", "reduce";
 ``measure_generation`` adds "cumulative" {mode: [...]} and a "cumulative" slope.
 
 "A step at context length t" means: with a cache, t − 1 positions are cached and one new token is fed;
-without a cache, all t tokens are fed. Times are rounded to 1 µs. Timing runs with a fixed number of torch
-threads and the garbage collector paused (both restored afterwards). By default each time is the best
-(``reduce="min"``) of ``repeats`` runs, timeit's advice on a shared machine: other processes only ever add
-time, so the minimum is the least-disturbed measurement; ``reduce="median"`` is available. Times vary run
-to run and machine to machine: never assert on them.
+without a cache, all t tokens are fed. Times are rounded to 1 µs. The clocks, the device synchronisation and
+the timing setting (a fixed number of torch threads, the garbage collector paused, both restored afterwards)
+are ``lib.timing``'s. By default each time is the best (``reduce="min"``) of ``repeats`` runs, timeit's advice
+on a shared machine: other processes only ever add time, so the minimum is the least-disturbed measurement;
+``reduce="median"`` is available. Times vary run to run and machine to machine: never assert on them.
 """
 from __future__ import annotations
 
-import gc
 import math
-import statistics
-from contextlib import contextmanager
-from time import perf_counter, thread_time
 
 import numpy as np
 import torch
 
 from .config import ModelConfig
-from .costs import check_count as _count  # called _count throughout this module
+from .costs import check_count
 from .costs import generation_steps
 from .generate import CACHE_KINDS, generate
-from .device import fixed_threads, synchronize
 from .model import MiniTransformer
+from .timing import CLOCKS, Stopwatch, Timing, steady
 
 MODES = ("no cache", "static", "concat")
-REDUCERS = {"min": min, "median": statistics.median}
-CLOCKS = {"wall": perf_counter, "cpu": thread_time}  # cpu: CPU seconds of this thread (threads=1, CPU only)
+REDUCERS = ("min", "median")  # the Timing statistic each reported time is
 SECONDS_DIGITS = 6  # times are rounded to 1 µs: finer digits are noise
 SLOPE_DIGITS = 2
 
@@ -99,8 +94,8 @@ def random_model(config: ModelConfig | None = None, seed: int = 0, device=None, 
 def log_positions(max_len: int, count: int = 12) -> list[int]:
     """About ``count`` distinct context lengths from 1 to ``max_len``, evenly spaced on a log axis
     (fewer when max_len is small: [1, 2, 3, 4] for max_len=4)."""
-    max_len = _count(max_len, "max_len", minimum=1)
-    count = _count(count, "count", minimum=2)
+    max_len = check_count(max_len, "max_len", minimum=1)
+    count = check_count(count, "count", minimum=2)
     return sorted({round(max_len ** (i / (count - 1))) for i in range(count)})
 
 
@@ -113,9 +108,9 @@ def _check_model(model, fn: str):
 
 
 def _check_timing(repeats, warmup, threads, reduce):
-    _count(repeats, "repeats", minimum=1)
-    _count(warmup, "warmup")
-    _count(threads, "threads", minimum=1)
+    check_count(repeats, "repeats", minimum=1)
+    check_count(warmup, "warmup")
+    check_count(threads, "threads", minimum=1)
     if reduce not in REDUCERS:
         raise ValueError(f"reduce={reduce!r} is not known; allowed: {', '.join(REDUCERS)}")
 
@@ -148,7 +143,7 @@ def _check_positions(model, positions) -> list[int]:
     positions = list(positions)
     if not positions:
         raise ValueError("positions is empty; give context lengths such as log_positions(256)")
-    positions = [_count(t, "each position (context length)", minimum=1) for t in positions]
+    positions = [check_count(t, "each position (context length)", minimum=1) for t in positions]
     if any(b <= a for a, b in zip(positions, positions[1:])):
         raise ValueError(f"positions must be strictly increasing, got {positions}")
     if positions[-1] > model.config.max_seq_len:
@@ -159,29 +154,25 @@ def _check_positions(model, positions) -> list[int]:
 
 # --------------------------------------------------------------------------------------------- timing
 
-@contextmanager
-def _steady(threads: int):
-    """A fixed torch thread count and no garbage collection while timing; both restored afterwards."""
-    gc_was_on = gc.isenabled()
-    with fixed_threads(threads):
-        gc.collect()
-        gc.disable()
-        try:
-            yield
-        finally:
-            if gc_was_on:
-                gc.enable()
-
-
 def _tokens(model, n: int, seed: int) -> torch.Tensor:
     """(1, n) random token ids; with random weights the text does not matter, only its length."""
     gen = torch.Generator().manual_seed(seed)
     return torch.randint(0, model.config.vocab_size, (1, n), generator=gen).to(model.device)
 
 
-def _reduce(runs: list[list[float]], reduce: str) -> list[float]:
-    """Per column (step or position) the min or median over runs, rounded to 1 µs."""
-    return [round(REDUCERS[reduce](col), SECONDS_DIGITS) for col in zip(*runs)]
+def _columns(runs: list[list[float]]) -> list[Timing]:
+    """Per column (step or position) a Timing of its runs."""
+    return [Timing(tuple(col)) for col in zip(*runs)]
+
+
+def _reduce(timings: list[Timing], reduce: str) -> list[float]:
+    """Per column the min or median over the runs, rounded to 1 µs."""
+    return [round(getattr(t, reduce), SECONDS_DIGITS) for t in timings]
+
+
+def _ranges(timings: list[Timing]) -> list[list[float]]:
+    """Per column [fastest, slowest] run, rounded to 1 µs."""
+    return [[round(t.min, SECONDS_DIGITS), round(t.max, SECONDS_DIGITS)] for t in timings]
 
 
 def time_per_step(model, prompt_len: int, n_new: int, use_cache: bool = True, cache_kind: str = "static",
@@ -191,13 +182,20 @@ def time_per_step(model, prompt_len: int, n_new: int, use_cache: bool = True, ca
     ``TraceStep.seconds`` (forward pass + choosing the token), reduced over ``repeats`` runs after ``warmup``
     untimed ones. Entry s is the step that ends at context length ``prompt_len + s``; with a cache entry 0 is
     the prefill of the whole prompt."""
+    return _reduce(_step_timings(model, prompt_len, n_new, use_cache, cache_kind, repeats, warmup, threads, seed,
+                                 reduce), reduce)
+
+
+def _step_timings(model, prompt_len, n_new, use_cache, cache_kind, repeats, warmup, threads, seed,
+                  reduce) -> list[Timing]:
+    """``time_per_step``'s runs, one Timing per step."""
     _check_model(model, "time_per_step")
     if not isinstance(use_cache, bool):
         raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
     if cache_kind not in CACHE_KINDS:
         raise ValueError(f"cache_kind={cache_kind!r} is not known; allowed: {', '.join(CACHE_KINDS)}")
-    prompt_len = _count(prompt_len, "prompt_len", minimum=1)
-    n_new = _count(n_new, "n_new (tokens to generate)", minimum=1)
+    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
+    n_new = check_count(n_new, "n_new (tokens to generate)", minimum=1)
     _check_timing(repeats, warmup, threads, reduce)
     room = model.config.max_seq_len - prompt_len + 1
     if n_new > room:
@@ -205,25 +203,24 @@ def time_per_step(model, prompt_len: int, n_new: int, use_cache: bool = True, ca
                          f"(max_seq_len={model.config.max_seq_len}): at most {room} new token(s) fit")
     ids = _tokens(model, prompt_len, seed)
     runs = []
-    with _steady(threads):
+    with steady(threads):
         for r in range(warmup + repeats):
             out = generate(model, ids, n_new, use_cache=use_cache, cache_kind=cache_kind, trace=True)
             if r >= warmup:
-                runs.append([s.seconds for s in out.trace])
-    return _reduce(runs, reduce)
+                runs.append([s.seconds for s in out.trace])  # timed inside generate(), per step
+    return _columns(runs)
 
 
 @torch.no_grad()
 def _one_step_seconds(model, ids, t: int, cache, clock) -> float:
     """Time the step that ends at context length t: feed ids[:, t-1] on top of a cache holding t-1
-    positions, or (cache=None) feed all t tokens; then pick the next token, as generate() does."""
+    positions, or (cache=None) feed all t tokens; then pick the next token, as generate() does. ``clock``:
+    a ``lib.timing.CLOCKS`` name."""
     fed = ids[:, t - 1:t] if cache is not None else ids[:, :t]
-    synchronize(model.device)
-    t0 = clock()
-    logits = model(fed, cache=cache, last_only=True)[:, -1, :]  # (1, vocab): lm_head on the last position only
-    torch.argmax(logits, dim=-1)
-    synchronize(model.device)
-    return clock() - t0
+    with Stopwatch(model.device, clock) as sw:
+        logits = model(fed, cache=cache, last_only=True)[:, -1, :]  # (1, vocab): lm_head on the last position only
+        torch.argmax(logits, dim=-1)
+    return sw.seconds
 
 
 @torch.no_grad()
@@ -254,6 +251,11 @@ def time_at_positions(model, positions, mode: str = "static", repeats: int = 3, 
     clock="wall" times with ``time.perf_counter`` (what a user waits); clock="cpu" with ``time.thread_time``,
     the CPU seconds this thread spent (CPU model, threads=1 only): on a busy shared machine it leaves out the
     time other processes held the core, so it shows what the wall time would be on an idle one."""
+    return _reduce(_position_timings(model, positions, mode, repeats, warmup, threads, seed, reduce, clock), reduce)
+
+
+def _position_timings(model, positions, mode, repeats, warmup, threads, seed, reduce, clock) -> list[Timing]:
+    """``time_at_positions``'s runs, one Timing per position."""
     _check_model(model, "time_at_positions")
     _mode_args(mode)
     _check_timing(repeats, warmup, threads, reduce)
@@ -264,14 +266,14 @@ def time_at_positions(model, positions, mode: str = "static", repeats: int = 3, 
     model.eval()
     runs = []
     try:
-        with _steady(threads):
+        with steady(threads):
             for r in range(warmup + repeats):
-                secs = _run_positions(model, ids, positions, mode, CLOCKS[clock])
+                secs = _run_positions(model, ids, positions, mode, clock)
                 if r >= warmup:
                     runs.append(secs)
     finally:
         model.train(was_training)
-    return _reduce(runs, reduce)
+    return _columns(runs)
 
 
 # ----------------------------------------------------------------------------------- whole experiments
@@ -290,6 +292,7 @@ def measure_generation(model, n_new: int, prompt_len: int = 1, modes=MODES, repe
     """Time every step of generating ``n_new`` tokens in each mode (``time_per_step``):
 
     {"positions": [prompt_len, ..., prompt_len + n_new - 1], "seconds": {mode: per-step seconds},
+     "ranges": {mode: per-step [fastest, slowest] run},
      "cumulative": {mode: running totals}, "slopes": {mode: {"per_step": k, "cumulative": k}}, "prompt_len",
      "n_new", "kind": "generation", "modes", "config", "repeats", "warmup", "threads", "reduce"}
 
@@ -301,14 +304,16 @@ def measure_generation(model, n_new: int, prompt_len: int = 1, modes=MODES, repe
         raise ValueError(f"measure_generation needs n_new >= 3 (a slope needs 2 steps after the first), "
                          f"got n_new={n_new}")
     positions = None
-    result = {"positions": None, "seconds": {}, "cumulative": {}, "slopes": {}}
+    result = {"positions": None, "seconds": {}, "ranges": {}, "cumulative": {}, "slopes": {}}
     for mode in modes:
         use_cache, kind = _mode_args(mode)
-        secs = time_per_step(model, prompt_len, n_new, use_cache, kind, repeats, warmup, threads, seed, reduce)
-        if positions is None:  # arguments are valid now: time_per_step checked them
+        timings = _step_timings(model, prompt_len, n_new, use_cache, kind, repeats, warmup, threads, seed, reduce)
+        if positions is None:  # arguments are valid now: _step_timings checked them
             positions = [r["n_keys"] for r in generation_steps(model.config, prompt_len, n_new, True)]
+        secs = _reduce(timings, reduce)
         cum = [round(x, SECONDS_DIGITS) for x in cumulative(secs)]
         result["seconds"][mode], result["cumulative"][mode] = secs, cum
+        result["ranges"][mode] = _ranges(timings)
         result["slopes"][mode] = {"per_step": _slope(positions[1:], secs[1:], tail_fraction),
                                   "cumulative": _slope(positions, cum, tail_fraction)}
     result["positions"] = positions
@@ -320,7 +325,8 @@ def measure_positions(model, positions, modes=MODES, repeats: int = 3, warmup: i
                       seed: int = 0, reduce: str = "min", clock: str = "wall", tail_fraction: float = 0.5) -> dict:
     """Time one step at each context length in ``positions``, in each mode (``time_at_positions``):
 
-    {"positions": [...], "seconds": {mode: [...]}, "slopes": {mode: {"per_step": k}}, "kind": "positions",
+    {"positions": [...], "seconds": {mode: [...]}, "ranges": {mode: [[fastest, slowest], ...]},
+     "slopes": {mode: {"per_step": k}}, "kind": "positions",
      "clock", "modes", "config", "repeats", "warmup", "threads", "reduce"}
 
     Cheap enough for long contexts on the larger model: it never runs the steps in between."""
@@ -330,11 +336,12 @@ def measure_positions(model, positions, modes=MODES, repeats: int = 3, warmup: i
     positions = _check_positions(model, positions)
     if len(positions) < 2:
         raise ValueError(f"measure_positions needs at least 2 positions to fit a slope, got {positions}")
-    seconds, slopes = {}, {}
+    seconds, ranges, slopes = {}, {}, {}
     for mode in modes:
-        seconds[mode] = time_at_positions(model, positions, mode, repeats, warmup, threads, seed, reduce, clock)
+        timings = _position_timings(model, positions, mode, repeats, warmup, threads, seed, reduce, clock)
+        seconds[mode], ranges[mode] = _reduce(timings, reduce), _ranges(timings)
         slopes[mode] = {"per_step": _slope(positions, seconds[mode], tail_fraction)}
-    return {"positions": positions, "seconds": seconds, "slopes": slopes, "clock": clock,
+    return {"positions": positions, "seconds": seconds, "ranges": ranges, "slopes": slopes, "clock": clock,
             **_meta(model, modes, repeats, warmup, threads, reduce, "positions")}
 
 

@@ -17,20 +17,18 @@ so batching shares the weight read but not the KV reads: as B → ∞ the intens
 F(t) / ((t + 1)·kv_per_token) and no further (``lib.costs.decode_intensity_limit``).
 
 Measurement (``measure_machine``): peak = best of a few large fp32 matmuls, bandwidth = best of a few
-sums over a tensor much larger than the CPU caches (read bandwidth), torch threads fixed and restored.
+sums over a tensor much larger than the CPU caches (read bandwidth), timed by ``lib.timing.benchmark``
+(torch.utils.benchmark: warm-up, torch threads fixed and restored).
 """
 from __future__ import annotations
 
-import math
-import time
 from dataclasses import dataclass
 
 import torch
 
-# The measurement functions below call the count check by its old name, _count.
-from .costs import StepCost, check_positive
-from .costs import check_count as _count
-from .device import describe_device, dtype_name, fixed_threads, resolve_device, resolve_dtype, synchronize
+from .costs import StepCost, check_count, check_positive
+from .device import describe_device, dtype_name, fixed_threads, resolve_device, resolve_dtype
+from .timing import benchmark
 
 
 # --------------------------------------------------------------------------------------- the roofline
@@ -100,32 +98,21 @@ DEFAULT_GPU = REFERENCE_MACHINES["H100 SXM"]  # "a GPU" wherever the course name
 
 # --------------------------------------------------------------------------- measuring this machine
 
-def _best_seconds(fn, device: torch.device, repeats: int) -> float:
-    """Shortest wall time of ``repeats`` calls of fn() after one warm-up call (device synchronised)."""
-    fn()
-    synchronize(device)
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        synchronize(device)
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def measure_peak_gflops(device="cpu", n: int | None = None, repeats: int = 5, dtype=torch.float32,
                         threads: int | None = None) -> float:
     """Compute peak: GFLOP/s of the best of ``repeats`` (n × n) @ (n × n) matmuls (2·n³ FLOPs each) in
     ``dtype`` (fp32, bf16 or fp16). n defaults to 1024 on the CPU and 4096 on a GPU; fp32 matmuls on CUDA
-    run without TF32 (torch's default), so compare them with a datasheet's FP32, not its tensor-core, figure."""
+    run without TF32 (torch's default), so compare them with a datasheet's FP32, not its tensor-core, figure.
+    The best run counts: other processes only ever slow a run down (``lib.timing.benchmark``, at least
+    ``repeats`` runs)."""
     dev, dtype = resolve_device(device), resolve_dtype(dtype)
-    n = (1024 if dev.type == "cpu" else 4096) if n is None else _count(n, "n (matrix size)", minimum=1)
-    repeats = _count(repeats, "repeats", minimum=1)
+    n = (1024 if dev.type == "cpu" else 4096) if n is None else check_count(n, "n (matrix size)", minimum=1)
+    repeats = check_count(repeats, "repeats", minimum=1)
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(n, n, generator=gen).to(device=dev, dtype=dtype)  # (n, n)
     b = torch.randn(n, n, generator=gen).to(device=dev, dtype=dtype)  # (n, n)
-    with fixed_threads(threads), torch.inference_mode():
-        seconds = _best_seconds(lambda: a @ b, dev, repeats)
+    with torch.inference_mode():
+        seconds = benchmark(lambda: a @ b, dev, threads, min_runs=repeats).min
     return 2 * n ** 3 / seconds / 1e9
 
 
@@ -133,13 +120,14 @@ def measure_bandwidth_gbs(device="cpu", nbytes: int | None = None, repeats: int 
                           threads: int | None = None) -> float:
     """Memory read bandwidth: GB/s of the best of ``repeats`` sums over an fp32 tensor of ``nbytes`` bytes
     (each byte read once; the one-number result is negligible). nbytes defaults to 256 MiB on the CPU
-    (8× a 32 MiB L3 cache) and 1 GiB on a GPU; it must be far larger than the caches to measure memory."""
+    (8× a 32 MiB L3 cache) and 1 GiB on a GPU; it must be far larger than the caches to measure memory.
+    The best run counts (``lib.timing.benchmark``, at least ``repeats`` runs)."""
     dev = resolve_device(device)
-    nbytes = (256 if dev.type == "cpu" else 1024) * 2 ** 20 if nbytes is None else _count(nbytes, "nbytes", minimum=4)
-    repeats = _count(repeats, "repeats", minimum=1)
+    nbytes = (256 if dev.type == "cpu" else 1024) * 2 ** 20 if nbytes is None else check_count(nbytes, "nbytes", minimum=4)
+    repeats = check_count(repeats, "repeats", minimum=1)
     x = torch.ones(nbytes // 4, device=dev)  # (nbytes/4,) fp32
-    with fixed_threads(threads), torch.inference_mode():
-        seconds = _best_seconds(lambda: x.sum(), dev, repeats)
+    with torch.inference_mode():
+        seconds = benchmark(lambda: x.sum(), dev, threads, min_runs=repeats).min
     return x.numel() * 4 / seconds / 1e9
 
 

@@ -332,7 +332,7 @@ def demo_requests(tokenizer, n: int = 32, seed: int = 0, max_new_tokens: int = 3
     """``n`` prompts for the demo models: <s> followed by the first 1 .. half of the characters of a random
     line of the training corpus (seeded), so the model completes the line and stops at <eos>: outputs of
     3 to about 30 tokens, depending on the line."""
-    from .train import read_corpus
+    from .corpus import read_corpus
 
     _check_int("n", n)
     _check_int("max_new_tokens", max_new_tokens)

@@ -152,6 +152,7 @@ def test_measure_generation_shape(small):
     for mode in MODES:
         assert len(r["seconds"][mode]) == 6
         assert r["cumulative"][mode] == pytest.approx(cumulative(r["seconds"][mode]), abs=1e-6)
+        assert [lo for lo, hi in r["ranges"][mode]] == r["seconds"][mode]  # reduce="min": the fastest run
         assert set(r["slopes"][mode]) == {"per_step", "cumulative"}
         assert all(isinstance(v, float) for v in r["slopes"][mode].values())
     assert r["config"] == small.config.to_dict()
@@ -163,6 +164,7 @@ def test_measure_positions_shape(small):
     r = measure_positions(small, [1, 2, 4, 8], modes="static", repeats=1, warmup=0, clock="cpu")
     assert r["positions"] == [1, 2, 4, 8] and r["modes"] == ["static"]
     assert len(r["seconds"]["static"]) == 4 and "cumulative" not in r
+    assert len(r["ranges"]["static"]) == 4 and all(lo <= hi for lo, hi in r["ranges"]["static"])
     assert isinstance(r["slopes"]["static"]["per_step"], float)
     assert (r["kind"], r["clock"]) == ("positions", "cpu")
 
@@ -183,6 +185,7 @@ def test_measure_positions_shape(small):
     (lambda m: time_at_positions(m, [1, 2], "cached"), "unknown mode 'cached'; allowed: no cache, static, concat"),
     (lambda m: time_at_positions(m, [1, 2], clock="gpu"), "clock='gpu' is not known; allowed: wall, cpu"),
     (lambda m: time_at_positions(m, [1, 2], threads=2, clock="cpu"), "needs a model on the CPU and threads=1"),
+    (lambda m: time_per_step(m, 1, 3, threads=0), "threads must be a positive integer"),
     (lambda m: measure_generation(m, 2), "measure_generation needs n_new >= 3"),
     (lambda m: measure_generation(m, 4, modes=[]), "modes is empty; choose one or more of: no cache, static, concat"),
     (lambda m: measure_positions(m, [3]), "measure_positions needs at least 2 positions"),

@@ -32,14 +32,14 @@ def test_there_are_notebooks_and_an_index():
 def test_kept_small_without_widget_state(path):
     assert path.stat().st_size < 1_000_000, f"{path.name} is {path.stat().st_size:,} bytes (limit 1 MB)"
     nb = load(path)
-    assert "widgets" not in nb["metadata"], "saved widget state: regenerate with `python -m lib.notebooks`"
+    assert "widgets" not in nb["metadata"], "saved widget state: regenerate with `python -m lib.course.runner`"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_outputs_are_stored_and_clean(path):
     nb = load(path)
     cells = code_cells(nb)
-    assert cells and all(c["execution_count"] is not None for c in cells), "run `python -m lib.notebooks` first"
+    assert cells and all(c["execution_count"] is not None for c in cells), "run `python -m lib.course.runner` first"
     counts = [c["execution_count"] for c in cells]
     assert counts == list(range(1, len(cells) + 1)), "cells were not run once, top to bottom, in a fresh kernel"
     for c in cells:
@@ -94,7 +94,7 @@ def test_matplotlib_renders_the_vocabulary_without_missing_glyphs():
     import matplotlib.pyplot as plt
 
     from lib.fonts import use_cjk_font
-    from lib.train import corpus_tokenizer
+    from lib.corpus import corpus_tokenizer
 
     use_cjk_font()
     text = "".join(c for c in corpus_tokenizer().chars if c.strip())

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import lib
+from lib.corpus import read_corpus
 from lib.serving import (POLICIES, ContiguousAllocator, ServeRequest, SimRequest, compare_policies, demo_requests,
                          request_stream, reservation, serve, simulate)
 from lib.text import text_table
@@ -228,7 +229,7 @@ def test_demo_requests_are_seeded_corpus_prefixes(chat):
     a, b = demo_requests(tok, 20, seed=5), demo_requests(tok, 20, seed=5)
     assert [r.prompt for r in a] == [r.prompt for r in b]
     assert all(r.prompt[0] == tok.bos_id and len(r.prompt) >= 2 for r in a)
-    lines = lib.train.read_corpus()
+    lines = read_corpus()
     assert all(any(line.startswith(tok.decode(r.prompt[1:])) for line in lines) for r in a)
 
 

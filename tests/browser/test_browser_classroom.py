@@ -1,4 +1,4 @@
-"""The classroom view (``python -m lib.classroom NAME``, Voilà with our template) in headless Chromium, for
+"""The classroom view (``python -m lib.course.classroom NAME``, Voilà with our template) in headless Chromium, for
 two notebooks: the page shows no code, uses large type, has every plotly figure and widget of the notebook
 drawn and working (driven as in JupyterLab), → steps the player from the keyboard, and loads nothing but
 loopback, with no console error. ``KVLAB_CLASSROOM_ALL=1`` opens every notebook instead of two.
@@ -15,7 +15,7 @@ import kvlab_browser as kb
 from drive import button, drive, kind_of, readout, wait_readout
 from expected import CLASSROOM, EXPECTED
 
-from lib import classroom
+from lib.course import classroom
 
 # Two notebooks by default; KVLAB_CLASSROOM_ALL=1 opens every notebook in the classroom view.
 NOTEBOOKS = (kb.notebook_names() if os.environ.get("KVLAB_CLASSROOM_ALL") == "1"

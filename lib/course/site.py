@@ -1,4 +1,4 @@
-"""Build the offline static site: ``python -m lib.site [--out site] [NAME ...]`` (``make site``).
+"""Build the offline static site: ``python -m lib.course.site [--out site] [NAME ...]`` (``make site``).
 
 Every notebook becomes one HTML page made from its committed outputs (no kernel runs): prose, code, PNG
 figures (tier 1), and the plotly step-through figures (tier 2), drawn by a local copy of ``plotly.min.js`` so
@@ -16,8 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ROOT / "notebooks"
+from . import ROOT, notebook_paths
+
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -75,22 +75,6 @@ or one as a classroom page with <code>make classroom NB=NAME</code>.</p>
 </ol>
 </body></html>
 """
-
-
-def notebook_paths(names=None) -> list[Path]:
-    """The notebooks to build: every ``notebooks/NN_*.ipynb``, or the ones named (with or without .ipynb)."""
-    if not names:
-        return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    paths = []
-    for n in names:
-        p = Path(n)
-        if not (p.suffix == ".ipynb" and p.exists()):
-            p = NOTEBOOKS / f"{p.stem}.ipynb"
-        if not p.is_file():
-            known = ", ".join(q.stem for q in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
-            raise FileNotFoundError(f"no notebook {n!r}; the notebooks are: {known}")
-        paths.append(p)
-    return paths
 
 
 def title_of(nb, default: str) -> str:
@@ -215,7 +199,7 @@ def build(out: Path | str = ROOT / "site", names=None, verbose: bool = True) -> 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.site", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m lib.course.site", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="notebook names (default: every notebook)")
     parser.add_argument("--out", default=str(ROOT / "site"), help="output folder (default: site/)")
     args = parser.parse_args(argv)

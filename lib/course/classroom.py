@@ -1,4 +1,4 @@
-"""Classroom view: ``python -m lib.classroom NAME`` (``make classroom NB=NAME``) serves one notebook as a page
+"""Classroom view: ``python -m lib.course.classroom NAME`` (``make classroom NB=NAME``) serves one notebook as a page
 for a projector: no code, large type, high contrast, the widgets live (a kernel runs behind the page).
 
 It is Voilà with a template of our own (written to a temporary folder at start): Voilà's "lab" template
@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ROOT / "notebooks"
+from . import notebook_path
+
 TEMPLATE = "kvlab-classroom"
 DEFAULT_PORT = 8866
 
@@ -154,25 +154,13 @@ def write_template(root: Path) -> Path:
     remote = re.findall(r'(?:src|href)="(https?://[^"]*)"', offline)
     if remote:
         raise RuntimeError(f"Voilà's lab template still loads {remote} from the network; the classroom view "
-                           f"must work offline (update lib/classroom.py for this Voilà version)")
+                           f"must work offline (update lib/course/classroom.py for this Voilà version)")
     folder = root / "voila" / "templates" / TEMPLATE
     (folder / "static").mkdir(parents=True, exist_ok=True)
     (folder / "conf.json").write_text(json.dumps({"base_template": "lab"}))
     (folder / "kvlab_voila_lab.html.j2").write_text(offline)
     (folder / "index.html.j2").write_text(INDEX)
     return folder
-
-
-def notebook_path(name: str) -> Path:
-    """``02_autoregressive_generation``, ``02_autoregressive_generation.ipynb`` or a path -> the notebook file."""
-    p = Path(name)
-    if p.suffix == ".ipynb" and p.is_file():
-        return p.resolve()
-    p = NOTEBOOKS / f"{p.stem if p.suffix == '.ipynb' else name}.ipynb"
-    if not p.is_file():
-        known = ", ".join(q.stem for q in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
-        raise FileNotFoundError(f"no notebook {name!r}; the notebooks are: {known}")
-    return p
 
 
 def command(target: Path, port: int = DEFAULT_PORT, open_browser: bool = False) -> list[str]:
@@ -207,7 +195,7 @@ def serve(name: str, port: int = DEFAULT_PORT, open_browser: bool = True) -> int
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.classroom", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m lib.course.classroom", description=__doc__.splitlines()[0])
     parser.add_argument("name", help="the notebook, e.g. 02_autoregressive_generation")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")

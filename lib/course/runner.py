@@ -1,4 +1,4 @@
-"""Regenerate the stored outputs of the notebooks: ``python -m lib.notebooks [NAME ...]`` (``make notebooks``).
+"""Regenerate the stored outputs of the notebooks: ``python -m lib.course.runner [NAME ...]`` (``make notebooks``).
 
 Each notebook runs top to bottom in a fresh kernel of this Python, in ``notebooks/``, and is written back
 with its outputs, minus what must not be committed: saved widget state (``metadata.widgets``, megabytes of
@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+from . import notebook_paths
+
 MAX_BYTES = 1_000_000
 
 
@@ -39,16 +40,16 @@ def run(path: Path, timeout: int = 600) -> tuple[float, int]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.notebooks", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m lib.course.runner", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="notebook names or paths (default: every notebook)")
     args = parser.parse_args(argv)
-    paths = [Path(n) if Path(n).exists() else NOTEBOOKS / (n if n.endswith(".ipynb") else n + ".ipynb")
-             for n in args.names] or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    try:
+        paths = notebook_paths(args.names)
+    except FileNotFoundError as e:
+        print(e, file=sys.stderr)
+        return 2
     too_big = []
     for p in paths:
-        if not p.is_file():
-            print(f"no notebook {p}", file=sys.stderr)
-            return 2
         seconds, size = run(p)
         print(f"{p.name:40s} {seconds:6.1f} s  {size / 1e3:7.1f} kB")
         if size > MAX_BYTES:

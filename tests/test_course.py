@@ -1,0 +1,63 @@
+"""lib.course, the course tooling (notebook runner, static site, classroom view): where it finds notebooks, and
+that it stays apart from the teaching modules. The site and the classroom view are driven in tests/browser."""
+import ast
+from pathlib import Path
+
+import pytest
+
+import lib
+from lib import course
+from lib.course import runner
+
+LIB = Path(lib.__file__).resolve().parent
+
+
+def test_the_notebooks_are_found_by_name_with_or_without_ipynb_or_by_path(tmp_path):
+    everything = course.all_notebooks()
+    assert everything == sorted(everything) and everything[0].name == "00_index.ipynb"
+    assert all(p.parent == course.NOTEBOOKS == course.ROOT / "notebooks" for p in everything)
+    want = course.NOTEBOOKS / "02_autoregressive_generation.ipynb"
+    assert course.notebook_path("02_autoregressive_generation") == want
+    assert course.notebook_path("02_autoregressive_generation.ipynb") == want
+    assert course.notebook_path(str(want)) == want
+    own = tmp_path / "mine.ipynb"
+    own.write_text("{}")
+    assert course.notebook_path(own) == own.resolve()
+    assert course.notebook_paths() == everything and course.notebook_paths([]) == everything
+    assert course.notebook_paths(["03_kv_cache", "01_transformer_decoder"]) == [
+        course.NOTEBOOKS / "03_kv_cache.ipynb", course.NOTEBOOKS / "01_transformer_decoder.ipynb"]
+
+
+def test_an_unknown_notebook_is_named_with_the_ones_there_are(capsys):
+    with pytest.raises(FileNotFoundError, match=r"no notebook 'nope'; the notebooks are: 00_index, 01_"):
+        course.notebook_path("nope")
+    assert runner.main(["nope"]) == 2  # before any kernel starts
+    assert "no notebook 'nope'; the notebooks are: 00_index" in capsys.readouterr().err
+
+
+def test_the_runner_strips_widget_state_and_timing_metadata():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
+    nb.cells[0].metadata.update(execution={"iopub.status.busy": "x"}, ExecuteTime={"start": "x"}, tags=["keep"])
+    runner.clean(nb)
+    assert "widgets" not in nb.metadata and nb.cells[0].metadata == {"tags": ["keep"]}
+
+
+def test_no_teaching_module_imports_the_course_tooling():
+    """lib.notebook (every notebook's setup()) is teaching; lib.course is tooling: the flow never goes back."""
+    teaching = [p for p in LIB.rglob("*.py") if "course" not in p.relative_to(LIB).parts]
+    assert LIB / "notebook.py" in teaching and len(teaching) > 20
+    for path in teaching:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not any(n == "course" or n.startswith("course.") or n.startswith("lib.course") for n in names), \
+                f"{path.relative_to(LIB)} imports the course tooling"
+    for old in ("site.py", "classroom.py", "notebooks.py"):  # moved into lib/course/
+        assert not (LIB / old).exists()
