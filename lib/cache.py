@@ -45,10 +45,9 @@ class Feed:
         """Sequence b starts at ``starts[b]`` and feeds ``lengths[b]`` tokens (right-padded to the longest)."""
         if len(set(starts)) == 1 and len(set(lengths)) == 1:
             return cls.contiguous(starts[0], lengths[0], device)
-        T = max(lengths)
         start = torch.tensor(starts, device=device)[:, None]  # (B, 1)
         last = start + torch.tensor(lengths, device=device)[:, None] - 1  # (B, 1)
-        positions = torch.minimum(start + torch.arange(T, device=device)[None], last)  # (B, T)
+        positions = torch.minimum(start + torch.arange(max(lengths), device=device)[None], last)  # (B, T)
         return cls(positions, max(s + n for s, n in zip(starts, lengths)), list(lengths))
 
     def mask(self) -> torch.Tensor | None:
@@ -67,16 +66,6 @@ class Feed:
         return h[rows, torch.tensor(self.lengths, device=h.device) - 1][:, None]
 
 
-def check_cache_dtype_device(dtype, device):
-    """A cache's dtype (floating point; None: torch's default) and device (None: CPU), checked."""
-    dtype = torch.get_default_dtype() if dtype is None else dtype
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"a KV cache needs a floating-point torch dtype (e.g. torch.float32, torch.bfloat16, "
-                         f"torch.float16), got {dtype!r}")
-    from .device import resolve_device
-    return dtype, resolve_device("cpu" if device is None else device)
-
-
 class CacheBase:
     """What every cache shares: shapes, the forward-pass protocol, and the checks that give readable errors.
     A subclass stores K and V: ``_write`` (append; return everything so far), ``kv`` (read), ``_crop``."""
@@ -89,7 +78,7 @@ class CacheBase:
             raise ValueError(f"max_len={max_len} is longer than the model's context window "
                              f"(max_seq_len={config.max_seq_len}); a cache can hold at most that many positions")
         self.config, self.batch_size, self.max_len = config, batch_size, max_len
-        self.dtype, self.device = check_cache_dtype_device(dtype, device)
+        self.dtype, self.device = checks.cache_dtype_device(dtype, device)
         self.seq_len = 0  # positions cached (every sequence holds the same number)
         self._pending = 0  # tokens the pass in progress has written (not yet committed)
 

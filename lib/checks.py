@@ -172,3 +172,13 @@ def generate_args(model, input_ids, max_new_tokens, temperature=0.0, top_k=None,
     if eos_id is not None:
         token_id(eos_id, "eos_id", c.vocab_size)
     return input_ids
+
+
+def cache_dtype_device(dtype, device):
+    """A cache's dtype (floating point; None: torch's default) and device (None: CPU), checked."""
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"a KV cache needs a floating-point torch dtype (e.g. torch.float32, torch.bfloat16, "
+                         f"torch.float16), got {dtype!r}")
+    from .device import resolve_device
+    return dtype, resolve_device("cpu" if device is None else device)

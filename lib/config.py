@@ -80,9 +80,7 @@ class ModelConfig:
 
     @property
     def attention_kind(self) -> str:
-        if self.n_kv_heads == self.n_heads:
-            return "MHA"
-        return "MQA" if self.n_kv_heads == 1 else "GQA"
+        return "MHA" if self.n_kv_heads == self.n_heads else "MQA" if self.n_kv_heads == 1 else "GQA"
 
     def replace(self, **changes) -> "ModelConfig":
         """A copy with some fields changed (validated again). A field that held its default derived from

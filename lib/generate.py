@@ -23,7 +23,7 @@ from .cache import KVCache
 from .concat import ConcatKVCache
 from .device import synchronize
 from .model import ForwardRecord
-from .paged import PagedKVCache, PagedKVPool
+from .paged import PagedKVCache
 from .sampling import choose, make_generator, sampling_probs
 from .trace import Trace
 
@@ -47,12 +47,8 @@ class GenerationResult:
 def make_cache(model, kind: str, batch_size: int, max_len: int, copies: int = 1):
     """A new, empty cache of ``kind`` ("static", "concat" or "paged") on the model's device and dtype (a paged
     one with a pool large enough for ``copies`` forks of every sequence)."""
-    checks.choice(kind, "cache_kind", tuple(CACHE_KINDS))
-    if kind == "paged" and copies > 1:
-        bs = 16
-        pool = PagedKVPool(model.config, batch_size * copies * -(-max_len // bs), bs, model.device, model.dtype)
-        return PagedKVCache(model.config, batch_size, max_len, pool=pool)
-    return CACHE_KINDS[kind](model.config, batch_size, max_len, device=model.device, dtype=model.dtype)
+    more = {"samples": copies} if checks.choice(kind, "cache_kind", tuple(CACHE_KINDS)) == "paged" else {}
+    return CACHE_KINDS[kind](model.config, batch_size, max_len, device=model.device, dtype=model.dtype, **more)
 
 
 @torch.no_grad()
@@ -99,7 +95,9 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
             if step == 0 and num_samples > 1:  # parallel sampling: n rows per prompt from here on
                 seq, fed, logits = (t.repeat_interleave(num_samples, dim=0) for t in (seq, fed, logits))
                 if use_cache:
-                    forked = cache = _fork(cache, num_samples)
+                    forked = cache.fork(num_samples)
+                    getattr(cache, "release", lambda: None)()  # the forks hold the prompt's K/V now
+                    cache = forked
                 if rec is not None:
                     rec.attention = {l: a.repeat_interleave(num_samples, dim=0) for l, a in rec.attention.items()}
             finished = torch.zeros(seq.shape[0], dtype=torch.bool, device=seq.device) if finished is None else finished
@@ -124,10 +122,3 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
     finally:
         model.train(was_training)
     return GenerationResult(sequences=seq, trace=tr, cache=cache, prompt_len=prompt_len)
-
-
-def _fork(cache, n: int):
-    """n copies of every sequence of ``cache``; the original lets go of what the copies now hold."""
-    forked = cache.fork(n)
-    getattr(cache, "release", lambda: None)()
-    return forked

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .cache import CacheBase, Feed, check_cache_dtype_device
+from . import checks
+from .cache import CacheBase, Feed
 from .config import ModelConfig
 
 
@@ -253,7 +254,7 @@ class PagedKVPool:
             raise TypeError(f"a paged KV pool is built from a lib.ModelConfig, got {type(config).__name__}")
         self.config = config
         self.allocator = BlockAllocator(n_blocks, block_size, record_events)
-        self.dtype, self.device = check_cache_dtype_device(dtype, device)
+        self.dtype, self.device = checks.cache_dtype_device(dtype, device)
         shape = (n_blocks, config.n_kv_heads, block_size, config.head_dim)
         self.k = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
         self.v = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
@@ -361,28 +362,30 @@ class PagedKVCache(CacheBase):
     with ``model(ids, cache=cache, lengths=...)``, each sequence's real tokens go to its own next positions, and
     the mask keeps every query to its own sequence's keys — the ragged batch of continuous batching.
 
-    ``PagedKVCache(config, batch_size, max_len)`` builds a private pool just large enough (like ``KVCache``);
-    pass ``pool=`` (and ``tables=``) to share one pool between many requests."""
+    ``PagedKVCache(config, batch_size, max_len)`` builds a private pool just large enough (like ``KVCache``;
+    ``samples=n``: for n forks of every sequence); pass ``pool=`` (and ``tables=``) to share one pool."""
 
     kind = "paged"  # its name for generate(cache_kind=...) and Trace.cache_kind
 
     def __init__(self, config: ModelConfig | None = None, batch_size: int = 1, max_len: int | None = None,
-                 device=None, dtype=None, *, block_size: int = 16, pool: PagedKVPool | None = None, tables=None):
+                 device=None, dtype=None, *, block_size: int = 16, pool: PagedKVPool | None = None, tables=None,
+                 samples: int = 1):
         if pool is not None:
             if not isinstance(pool, PagedKVPool):
                 raise TypeError(f"pool must be a lib.paged.PagedKVPool, got {type(pool).__name__}")
             config = pool.config if config is None else config
             if dtype is not None and dtype != pool.dtype:
                 raise ValueError(f"dtype mismatch: the pool stores {pool.dtype}, got dtype={dtype!r}")
-            if device is not None and check_cache_dtype_device(pool.dtype, device)[1] != pool.device:
+            if device is not None and checks.cache_dtype_device(pool.dtype, device)[1] != pool.device:
                 raise ValueError(f"device mismatch: the pool lives on {pool.device}, got device={device!r}")
             device, dtype = pool.device, pool.dtype
         if config is None:
             raise TypeError("PagedKVCache needs a lib.ModelConfig (or pool=)")
         super().__init__(config, batch_size, config.max_seq_len if max_len is None else max_len, device, dtype)
-        if pool is None:
+        if pool is None:  # a private pool: room for every sequence at full length (``samples`` forks of each)
             _check_pos_int("block_size", block_size)
-            pool = PagedKVPool(config, batch_size * -(-self.max_len // block_size), block_size, self.device, self.dtype)
+            n_blocks = batch_size * checks.integer(samples, "samples", 1) * -(-self.max_len // block_size)
+            pool = PagedKVPool(config, n_blocks, block_size, self.device, self.dtype)
         elif (config.n_layers, config.n_kv_heads, config.head_dim) != (
                 pool.config.n_layers, pool.config.n_kv_heads, pool.config.head_dim):
             raise ValueError("the pool was made for a different model shape; make the cache from pool.config")

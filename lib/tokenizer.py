@@ -6,10 +6,12 @@ four tokens, and every id on a page maps to one visible character.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 import warnings
 
 SPECIALS = ("<pad>", "<s>", "<eos>", "<unk>")
+SPECIAL_PATTERN = re.compile("(" + "|".join(map(re.escape, SPECIALS)) + ")")
 PRINTABLE_ASCII = "".join(chr(i) for i in range(32, 127))
 
 
@@ -68,22 +70,13 @@ class CharTokenizer:
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
         if unknown not in ("error", "unk"):
             raise ValueError(f"unknown={unknown!r}; allowed: 'error' or 'unk'")
-        ids, missing, i = ([self.bos_id] if add_bos else []), [], 0
-        while i < len(text):
-            if text[i] == "<":
-                special = next((s for s in SPECIALS if text.startswith(s, i)), None)
-                if special:
-                    ids.append(self.stoi[special])
-                    i += len(special)
-                    continue
-            ch = text[i]
-            if ch in self.stoi:
-                ids.append(self.stoi[ch])
-            else:
-                if ch not in missing:
-                    missing.append(ch)
-                ids.append(self.unk_id)
-            i += 1
+        ids, missing = [self.bos_id] if add_bos else [], []
+        for piece in SPECIAL_PATTERN.split(text):  # special tokens written out ("<s>") are one token each
+            if piece in SPECIALS:
+                ids.append(self.stoi[piece])
+                continue
+            missing += [ch for ch in dict.fromkeys(piece) if ch not in self.stoi and ch not in missing]
+            ids += [self.stoi.get(ch, self.unk_id) for ch in piece]
         if missing:
             if unknown == "error":
                 raise UnknownCharacterError(missing, self.vocab_size)
