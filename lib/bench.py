@@ -503,7 +503,7 @@ def _ratio_cell(x, spec=".1f"):
 
 def report(result: dict) -> str:
     """The benchmark as text tables."""
-    from .widgets.memory import fmt_bytes, format_table
+    from .text import fmt_bytes, text_table
 
     m, d = result["machine"], result["decode"]
     shape = (f"GPT-2-124M shape (lib.PRESETS['gpt2'], vocab {result['model']['vocab_size']:,})"
@@ -525,8 +525,8 @@ def report(result: dict) -> str:
              _fmt(r["ms_per_token"], ".2f"), _fmt(r["achieved_gbs"], ".1f"),
              "-" if r["mbu"] is None else f"{r['mbu']:.0%}", r["error"][:60] or "")
             for r in d["rows"]]
-    lines.append(format_table(["contender", "runs", "median s", "min–max s", "tok/s", "tok/s range", "ms/tok",
-                               "GB/s", "MBU", "note"], rows))
+    lines.append(text_table(rows, ["contender", "runs", "median s", "min–max s", "tok/s", "tok/s range", "ms/tok",
+                                   "GB/s", "MBU", "note"]))
     lines.append(f"  ranked only where every run of one is faster than every run of the other "
                  f"(at least {MIN_RUNS_TO_RANK} runs each):")
     lines += [f"  {label}: {_ranked(r)}" for label, r in d["rankings"].items()]
@@ -535,15 +535,15 @@ def report(result: dict) -> str:
     lines += ["", f"2. one step at each context length (lib, median and range of "
               f"{result['settings']['position_runs']} passes; log-log slope over the last half: "
               f"cached {g['slopes']['static']}, uncached {g['slopes']['no cache']})"]
-    lines.append(format_table(["context", "cached ms", "range", "uncached ms", "range", "speedup"],
+    lines.append(text_table(header=["context", "cached ms", "range", "uncached ms", "range", "speedup"], rows=
                               [(t, f"{1e3 * a:.2f}", ms(ra), f"{1e3 * b:.2f}", ms(rb), _ratio_cell(x))
                                for t, a, ra, b, rb, x in
                                zip(g["lengths"], g["seconds"]["static"], g["ranges"]["static"],
                                    g["seconds"]["no cache"], g["ranges"]["no cache"], g["speedup"])]))
     k = result["cache_kinds"]
     lines += ["", "3. preallocated (KVCache) vs torch.cat (ConcatKVCache) cache, one decode step (median and range)"]
-    lines.append(format_table(["context", "static ms", "range", "concat ms", "range", "concat/static",
-                               "concat copies", "static writes"],
+    lines.append(text_table(header=["context", "static ms", "range", "concat ms", "range", "concat/static",
+                                    "concat copies", "static writes"], rows=
                               [(t, f"{1e3 * a:.2f}", ms(ra), f"{1e3 * b:.2f}", ms(rb), _ratio_cell(x, ".2f"),
                                 fmt_bytes(cb), fmt_bytes(k["static_bytes_written_per_step"]))
                                for t, a, ra, b, rb, x, cb in
@@ -561,8 +561,8 @@ def report(result: dict) -> str:
     else:
         lines += ["", f"5. {a['device']}, bf16, {a['new_tokens']} new tokens; bandwidth {a['bandwidth_gbs_samples']} "
                   f"GB/s -> {a['bandwidth_gbs']}; torch.compile's first call {a['compile_first_call_s']} s"]
-        lines.append(format_table(["contender", "runs", "median s", "min–max s", "tok/s", "MBU", "same tokens",
-                                   "note"],
+        lines.append(text_table(header=["contender", "runs", "median s", "min–max s", "tok/s", "MBU",
+                                        "same tokens", "note"], rows=
                                   [(r["name"], r["runs"], _fmt(r["median_s"], ".4f"),
                                     _span([r["min_s"], r["max_s"]], ".4f"), _fmt(r["tokens_per_s"], ".1f"),
                                     "-" if r["mbu"] is None else f"{r['mbu']:.0%}", str(r["same_tokens_as_lib"]),

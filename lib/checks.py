@@ -150,6 +150,21 @@ def sampling(temperature, top_k=None, top_p=None) -> None:
         number(top_p, "top_p", maximum=1, above=0, allowed="None (no limit) or a number in (0, 1]")
 
 
+def new_tokens_fit(config, prompt_len: int, n_new, name: str = "max_new_tokens") -> int:
+    """``n_new`` as an int, or a clear error unless a prompt of ``prompt_len`` tokens and ``n_new`` generated
+    tokens fit the model's context window. The last new token is never fed back, so the longest forward pass
+    sees prompt_len + n_new - 1 positions."""
+    n_new = integer(n_new, name, 1)
+    if prompt_len > config.max_seq_len:
+        raise ValueError(f"the prompt has {prompt_len} tokens but the model's context window holds "
+                         f"max_seq_len={config.max_seq_len}; shorten the prompt")
+    room = config.max_seq_len - prompt_len + 1
+    if n_new > room:
+        raise ValueError(f"a prompt of {prompt_len} tokens leaves room for at most {room} new token(s) in the "
+                         f"context window (max_seq_len={config.max_seq_len}), but {name}={n_new}")
+    return n_new
+
+
 def generate_args(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_p=None, eos_id=None):
     """Validate generate()'s arguments (clear errors) and return input_ids as a (B, T) tensor on the model's device."""
     c = model.config
@@ -158,16 +173,7 @@ def generate_args(model, input_ids, max_new_tokens, temperature=0.0, top_k=None,
     if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 1:
         input_ids = input_ids.unsqueeze(0)
     token_tensor(input_ids, c.vocab_size, model.device)
-    max_new_tokens = integer(max_new_tokens, "max_new_tokens", 1)
-    prompt_len = input_ids.shape[1]
-    if prompt_len > c.max_seq_len:
-        raise ValueError(f"the prompt has {prompt_len} tokens but the model's context window holds "
-                         f"max_seq_len={c.max_seq_len}; shorten the prompt")
-    # the last new token is never fed back, so the longest forward pass sees prompt_len + max_new_tokens - 1
-    room = c.max_seq_len - prompt_len + 1
-    if max_new_tokens > room:
-        raise ValueError(f"a prompt of {prompt_len} tokens leaves room for at most {room} new token(s) in the "
-                         f"context window (max_seq_len={c.max_seq_len}), but max_new_tokens={max_new_tokens}")
+    new_tokens_fit(c, input_ids.shape[1], max_new_tokens)
     sampling(temperature, top_k, top_p)
     if eos_id is not None:
         token_id(eos_id, "eos_id", c.vocab_size)

@@ -45,6 +45,7 @@ on a shared machine: other processes only ever add time, so the minimum is the l
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 
 import numpy as np
 import torch
@@ -349,11 +350,7 @@ def measure_positions(model, positions, modes=MODES, repeats: int = 3, warmup: i
 
 def cumulative(ys) -> list:
     """Running sums: [y0, y0 + y1, ...] (ints stay ints)."""
-    out, total = [], 0
-    for y in ys:
-        total += y
-        out.append(total)
-    return out
+    return list(accumulate(ys))
 
 
 def fit_loglog_slope(xs, ys, tail_fraction: float = 0.5) -> float:

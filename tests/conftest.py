@@ -25,3 +25,12 @@ def _seed():
 def chat():
     """The chat demo model and its tokenizer, loaded once per test module."""
     return load_demo("chat")
+
+
+@pytest.fixture(scope="module")
+def target_and_draft():
+    """The chat demo model as a target, the draft demo model as its draft, and their (shared) tokenizer."""
+    target, tok = load_demo("chat")
+    draft, draft_tok = load_demo("draft")
+    assert tok == draft_tok
+    return target, draft, tok

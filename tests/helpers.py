@@ -37,3 +37,13 @@ def randomized_model(seed=0, scale=0.3, **config) -> MiniTransformer:
 def make_model(seed=0, **config) -> MiniTransformer:
     """``randomized_model`` with a 40-token context window (room for long prompts plus generation)."""
     return randomized_model(seed, **{"max_seq_len": 40, **config})
+
+
+SMALL_GQA = ModelConfig(vocab_size=30, n_layers=3, d_model=16, n_heads=4, n_kv_heads=2, max_seq_len=40,
+                        positions="rope")
+
+
+def small_gqa_model() -> MiniTransformer:
+    """A 3-layer GQA model with rotary positions (default init, seed 1), for tests of the loop and its trace."""
+    torch.manual_seed(1)
+    return MiniTransformer(SMALL_GQA).eval()

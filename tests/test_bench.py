@@ -32,14 +32,6 @@ def tiny_settings(**kw):
                        **kw})
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def bench_result():
     return bench.run(tiny_settings(), threads=1, accelerator=None, twins=twins(), log=lambda m: None)

@@ -2,15 +2,15 @@
 import pytest
 import torch
 
+from helpers import SMALL_GQA, small_gqa_model
 from lib import MiniTransformer, ModelConfig, generate
 
-CFG = ModelConfig(vocab_size=30, n_layers=3, d_model=16, n_heads=4, n_kv_heads=2, max_seq_len=40, positions="rope")
+CFG = SMALL_GQA
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(1)
-    return MiniTransformer(CFG).eval()
+    return small_gqa_model()
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 17, 40])

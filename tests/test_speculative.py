@@ -19,11 +19,8 @@ PROMPTS = ["<s>", "<s>深", "<s>hello", "<s>机器", "<s>the cat", "<s>kv", "<s>
 
 
 @pytest.fixture(scope="module")
-def demo():
-    target, tok = lib.load_demo("chat")
-    draft, dtok = lib.load_demo("draft")
-    assert tok == dtok
-    return target, draft, tok
+def demo(target_and_draft):
+    return target_and_draft
 
 
 def random_model(seed, scale=0.3, **kw):

@@ -105,11 +105,11 @@ def test_resolve_is_lib_costs_resolver_plus_larger():
 @pytest.mark.parametrize("call, message", [
     (lambda: cc.resolve("gpt-5"), "unknown model 'gpt-5'; allowed: a lib.ModelConfig or one of: larger, chat, draft, "
                                   "tiny, gpt2"),
-    (lambda: cc.analytic_curves("chat", 0), "n (tokens to generate) must be a positive integer (>= 1), got 0"),
-    (lambda: cc.analytic_curves("chat", 65), "n=65 does not fit chat's context window: max_seq_len=64 and a 1-token "
-                                             "prompt leave room for n from 1 to 64"),
+    (lambda: cc.analytic_curves("chat", 0), "n (tokens to generate) must be an integer >= 1, got 0"),
+    (lambda: cc.analytic_curves("chat", 65), "a prompt of 1 tokens leaves room for at most 64 new token(s) in "
+                                             "the context window (max_seq_len=64), but n (tokens to generate)=65"),
     (lambda: cc.analytic_curves("chat", 10, prompt_len=0), "prompt_len must be a positive integer (>= 1), got 0"),
-    (lambda: cc.memory_curves("chat", 0), "n (tokens to generate) must be a positive integer (>= 1), got 0"),
+    (lambda: cc.memory_curves("chat", 0), "n (tokens to generate) must be an integer >= 1, got 0"),
     (lambda: cc.memory_curves("chat", batch_size=0), "batch_size must be a positive integer (>= 1), got 0"),
     (lambda: cc.plot_kv_counts(0), "n (tokens to generate) must be a positive integer (>= 1), got 0"),
     (lambda: cc.plot_measured({"positions": [1]}), "measurements must be the dict returned by "

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lib
+from lib.text import fmt_bytes
 from lib.costs import (MLA_PRESETS, PRESETS, kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tokens,
                        kv_read_crossover_tokens, param_count, weight_bytes)
 from lib.device import DTYPES
@@ -65,7 +66,7 @@ def test_seven_b_is_about_14_gb_in_fp16():
     """The source's '7B model ≈ 14 GB in FP16': Llama-2-7B has 6.74e9 parameters -> 13.48e9 bytes."""
     b = M.memory_budget("llama-2-7b", "fp16", 1, 1)
     assert b.params == 6_738_415_616 and b.weight_bytes == 2 * b.params
-    assert 13.4e9 < b.weight_bytes < 14.0e9 and M.fmt_bytes(b.weight_bytes) == "12.55 GiB"
+    assert 13.4e9 < b.weight_bytes < 14.0e9 and fmt_bytes(b.weight_bytes) == "12.55 GiB"
 
 
 @pytest.mark.parametrize("gpu", M.GPU_GIB)
@@ -151,11 +152,6 @@ def test_config_instead_of_name():
     tiny = lib.load_demo("tiny")[0].config
     assert M.memory_budget(tiny, "fp32", 5, 1).model == "tiny" == M.memory_budget("tiny", "fp32", 5, 1).model
     assert M.memory_budget(tiny.replace(n_layers=3), "fp32", 5, 1).model == "custom"
-
-
-def test_fmt_bytes():
-    assert [M.fmt_bytes(n) for n in (320, 36_864, 524_288, 2 * GIB, 13_476_831_232, 3 * 2 ** 40)] == \
-        ["320 B", "36.00 KiB", "512.00 KiB", "2.00 GiB", "12.55 GiB", "3.00 TiB"]
 
 
 def test_kvcache_nbytes_matches_the_formula():

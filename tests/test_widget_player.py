@@ -1,4 +1,5 @@
 """Generation player: its numbers are the Traces' numbers, its three tiers draw them, its controls work."""
+from itertools import accumulate
 import json
 import warnings
 
@@ -65,8 +66,8 @@ def test_counts_are_the_two_traces_counts(chat, pair, cache_shown):
     shown, other = (cached, uncached) if cache_shown else (uncached, cached)
     for layer in range(cached.n_layers):
         frames = P.player_frames(shown, tok, other, layer=layer)
-        assert [f.with_cache for f in frames] == P._cumsum(cached.kv_computed(layer)) == [1, 2, 3, 4, 5]
-        assert [f.without_cache for f in frames] == P._cumsum(uncached.kv_computed(layer)) == [1, 3, 6, 10, 15]
+        assert [f.with_cache for f in frames] == list(accumulate(cached.kv_computed(layer))) == [1, 2, 3, 4, 5]
+        assert [f.without_cache for f in frames] == list(accumulate(uncached.kv_computed(layer))) == [1, 3, 6, 10, 15]
         assert [f.kv_computed for f in frames] == shown.kv_computed(layer)
         assert [f.kv_read for f in frames] == shown.kv_read(layer)
         assert all(f.count_source == "trace" for f in frames)
@@ -81,7 +82,7 @@ def test_without_a_second_trace_the_count_comes_from_costs(chat, pair):
         both = P.player_frames(shown, tok, other)
         assert all(f.count_source == "lib.costs" for f in alone)
         assert [(f.with_cache, f.without_cache) for f in alone] == [(f.with_cache, f.without_cache) for f in both]
-    assert P._cumsum(kv_computations(1, 5, False)) == [f.without_cache for f in alone]
+    assert list(accumulate(kv_computations(1, 5, False))) == [f.without_cache for f in alone]
 
 
 def test_kv_status_with_and_without_cache(chat, pair):

@@ -17,9 +17,8 @@ from lib.widgets import speculative as S  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def models():
-    target, tok = lib.load_demo("chat")
-    draft, _ = lib.load_demo("draft")
+def models(target_and_draft):
+    target, draft, tok = target_and_draft
     torch.manual_seed(0)
     bad = lib.MiniTransformer(draft.config).eval()  # untrained: its proposals are nearly always rejected
     return target, draft, bad, tok

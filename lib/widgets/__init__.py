@@ -19,3 +19,27 @@ def kept_prompt_message(err: ValueError, kept: str) -> str:
     else:
         what = str(err)
     return f"{what}; still showing {kept!r}."
+
+
+# A plotly step-through (tier 2): one frame per step, a slider that jumps to a frame, optional Play / Pause.
+JUMP = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))  # no tween
+
+
+def frame_slider(names, prefix: str = "", active: int = 0, labels=None, **layout) -> dict:
+    """A plotly slider with one step per frame name (labelled ``labels``, default the names) that jumps to
+    that frame at once; ``layout``: where it sits (x, y, len, pad, ...) or any other slider setting."""
+    names = [str(n) for n in names]
+    labels = names if labels is None else [str(l) for l in labels]
+    slider = dict(active=active, currentvalue=dict(prefix=prefix),
+                  steps=[dict(label=l, method="animate", args=[[n], JUMP]) for n, l in zip(names, labels)])
+    return {**slider, **layout}
+
+
+def play_buttons(frame_ms: int = 700, labels=("▶",), tween_ms: int = 0, from_current: bool = True, **layout) -> dict:
+    """Plotly buttons that play the frames (``frame_ms`` per frame) and, with a second label, pause."""
+    play = dict(frame=dict(duration=frame_ms, redraw=True), fromcurrent=from_current,
+                transition=dict(duration=tween_ms))
+    buttons = [dict(label=labels[0], method="animate", args=[None, play])]
+    if len(labels) > 1:
+        buttons.append(dict(label=labels[1], method="animate", args=[[None], JUMP]))
+    return {**dict(type="buttons", showactive=False, buttons=buttons), **layout}

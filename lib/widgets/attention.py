@@ -25,7 +25,7 @@ import torch
 
 from ..text import token_label
 from ..trace import Trace
-from . import figure_and_axes
+from . import figure_and_axes, frame_slider, play_buttons
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
 DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
@@ -321,9 +321,8 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
                 f"{base.keys_at(step)} cached key(s); red box = newest key")
 
     fig.frames = [go.Frame(name=str(s), layout=dict(shapes=shapes(s), title=dict(text=title(s)))) for s in range(n)]
-    animate = dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))
-    slider = dict(active=n - 1, y=0, x=0, len=1.0, pad=dict(t=45), currentvalue=dict(prefix="step ", xanchor="right"),
-                  steps=[dict(label=str(s), method="animate", args=[[str(s)], animate]) for s in range(n)])
+    slider = frame_slider(range(n), active=n - 1, y=0, x=0, len=1.0, pad=dict(t=45),
+                          currentvalue=dict(prefix="step ", xanchor="right"))
     # one picker option per (layer, head) (per layer for "all"): the z of every panel
     options = ([(l, None) for l in range(trace.n_layers)] if head == "all"
                else [(l, h) for l in range(trace.n_layers) for h in range(trace.n_heads)])
@@ -335,11 +334,7 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
     # the right margin holds, top to bottom: the layer / head picker, Play and Pause, the colour bar
     picker = dict(type="dropdown", direction="down", x=1.02, xanchor="left", y=1.0, yanchor="top",
                   active=options.index((layer, None if head == "all" else head)), buttons=buttons)
-    play = dict(type="buttons", direction="right", x=1.02, xanchor="left", y=0.84, yanchor="top", showactive=False,
-                buttons=[dict(label="▶", method="animate",
-                              args=[None, dict(frame=dict(duration=700, redraw=True), transition=dict(duration=0),
-                                               fromcurrent=True, mode="immediate")]),
-                         dict(label="❚❚", method="animate", args=[[None], animate])])
+    play = play_buttons(700, ("▶", "❚❚"), direction="right", x=1.02, xanchor="left", y=0.84, yanchor="top")
     plot_w = ncols * 210 if head == "all" else max(260, 36 * W)
     plot_h = nrows * 210 if head == "all" else max(200, 28 * n)
     fig.update_layout(coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=1,

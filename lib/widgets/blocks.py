@@ -31,6 +31,7 @@ import torch
 
 from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
+from . import frame_slider
 
 FREE_COLOR, CACHED_COLOR, SHARED_COLOR = "#f0f0f0", "#d9d9d9", "#9e9ac8"
 SEQ_COLORS = ("#6baed6", "#fd8d3c", "#74c476", "#e377c2", "#bcbd22", "#17becf", "#c49c94", "#8c6d31")
@@ -398,11 +399,8 @@ def story_figure(frames, cols: int | None = None):
     fig.update_layout(
         title_text=title(frames[0]), title_font_size=12, showlegend=False, height=150 + 78 * rows,
         width=max(620, 82 * cols + 80), margin=dict(l=20, r=20, t=90, b=90), plot_bgcolor="white",
-        sliders=[dict(active=0, x=0.0, y=0, len=1.0, xanchor="left", yanchor="top", pad=dict(t=10),
-                      currentvalue=dict(prefix="event "),
-                      steps=[dict(label=str(f.index), method="animate",
-                                  args=[[str(f.index)], dict(frame=dict(duration=0, redraw=True), mode="immediate",
-                                                             transition=dict(duration=0))]) for f in frames])])
+        sliders=[frame_slider([f.index for f in frames], "event ", x=0.0, y=0, len=1.0, xanchor="left",
+                              yanchor="top", pad=dict(t=10))])
     return fig
 
 

@@ -49,6 +49,7 @@ import time
 
 import torch
 
+from ..checks import new_tokens_fit
 from ..config import ModelConfig
 from ..costs import (PRESETS, check_count, generation_steps, kv_cache_bytes, kv_computations,
                      kv_memory_crossover_tokens, resolve_model, weight_bytes)
@@ -89,12 +90,7 @@ def resolve(model) -> tuple[str, ModelConfig]:
 
 
 def _check_n(n, prompt_len: int, config: ModelConfig, name: str) -> int:
-    n = check_count(n, "n (tokens to generate)", minimum=1)
-    room = config.max_seq_len - prompt_len + 1
-    if n > room:
-        raise ValueError(f"n={n} does not fit {name}'s context window: max_seq_len={config.max_seq_len} and a "
-                         f"{prompt_len}-token prompt leave room for n from 1 to {room}")
-    return n
+    return new_tokens_fit(config, prompt_len, n, "n (tokens to generate)")
 
 
 def _display_index(n: int) -> list[int]:

@@ -25,29 +25,11 @@ from ..config import ModelConfig
 from ..costs import (MLA_PRESETS, PRESETS, check_count, kv_bytes_per_token, kv_cache_bytes,
                      kv_memory_crossover_tokens, kv_values_per_token, param_count, resolve_model, weight_bytes)
 from ..device import DTYPES, dtype_name
+from ..text import fmt_bytes, text_table
+from . import frame_slider
 
 GPU_GIB = (24, 40, 80, 141)  # e.g. RTX 4090 / L4, A100-40GB, A100/H100-80GB, H200
 GIB = 2 ** 30
-
-
-# ------------------------------------------------------------------------------------------- formatting
-
-def fmt_bytes(n: float) -> str:
-    """Binary units with 2 decimals: '512.00 KiB', '12.55 GiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} B" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} TiB"
-
-
-def format_table(header: list, rows: list) -> str:
-    """Aligned text table; numbers right-aligned."""
-    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    right = [all(isinstance(r[i], (int, float)) or str(r[i])[:1].isdigit() for r in rows) for i in range(len(header))]
-    fmt = lambda r: "  ".join(c.rjust(w) if ra else c.ljust(w) for c, w, ra in zip(r, widths, right)).rstrip()
-    return "\n".join([fmt(cells[0]), fmt(["-" * w for w in widths])] + [fmt(r) for r in cells[1:]])
 
 
 # ------------------------------------------------------------------------------------------ the budget
@@ -129,8 +111,8 @@ def memory_table(b: MemoryBudget) -> str:
     ]
     rows = [(r["gpu"], "yes" if r["fits"] else "no", fmt_bytes(r["free after weights"]) if r["free after weights"] >= 0
              else "weights do not fit", f"{r['requests that fit']:,}") for r in b.gpu_rows()]
-    return "\n".join(lines) + format_table(["GPU", "fits?", "free after weights",
-                                            f"requests of {b.context:,} tokens that fit"], rows)
+    return "\n".join(lines) + text_table(rows, ["GPU", "fits?", "free after weights",
+                                               f"requests of {b.context:,} tokens that fit"])
 
 
 # --------------------------------------------------------------------------------- KV bytes per token
@@ -162,10 +144,10 @@ def kv_per_token_rows(dtype="fp16", variants: bool = True, mla: bool = True) -> 
 
 def kv_per_token_table(dtype="fp16", **kw) -> str:
     rows = kv_per_token_rows(dtype, **kw)
-    return format_table(["model", "kind", "layers", "cached per token per layer", "values",
-                         f"bytes ({dtype_name(dtype)})", "size", "smaller than MHA by"],
-                        [(r["model"], r["kind"], r["layers"], r["cached per layer"], f"{r['values']:,}",
-                          f"{r['bytes']:,}", fmt_bytes(r["bytes"]), f"{r['vs MHA']:.1f}x") for r in rows])
+    return text_table([(r["model"], r["kind"], r["layers"], r["cached per layer"], f"{r['values']:,}", f"{r['bytes']:,}",
+                        fmt_bytes(r["bytes"]), f"{r['vs MHA']:.1f}x") for r in rows],
+                      ["model", "kind", "layers", "cached per token per layer", "values", f"bytes ({dtype_name(dtype)})",
+                       "size", "smaller than MHA by"])
 
 
 KIND_COLORS = {"MHA": "#2563eb", "GQA": "#16a34a", "MQA": "#ca8a04", "MLA": "#c026d3"}
@@ -277,10 +259,7 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
         xaxis=dict(type="log", title="context length per request (tokens)", tickvals=xs,
                    ticktext=[f"{x // 1024}k" if x >= 1024 else str(x) for x in xs]),
         yaxis=dict(type="log", title="GiB", range=[math.log10(lo), math.log10(hi)]),
-        sliders=[dict(active=0, currentvalue=dict(prefix="concurrent requests: "), pad=dict(t=60), steps=[
-            dict(label=str(f["batch"]), method="animate",
-                 args=[[str(f["batch"])], dict(mode="immediate", frame=dict(duration=0, redraw=True),
-                                                transition=dict(duration=0))]) for f in frames])])
+        sliders=[frame_slider([f["batch"] for f in frames], "concurrent requests: ", pad=dict(t=60))])
     return fig
 
 

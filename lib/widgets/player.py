@@ -31,6 +31,7 @@ Public API (three render tiers over one data layer):
 from __future__ import annotations
 
 import html
+from itertools import accumulate
 import time
 from dataclasses import asdict, dataclass
 
@@ -40,6 +41,7 @@ from ..costs import kv_computations
 from ..generate import generate
 from ..text import display_width, pad
 from ..tokenizer import UnknownCharacterError
+from . import frame_slider, play_buttons
 
 # -- colours and words, shared by every tier --------------------------------------------------------------
 
@@ -172,7 +174,7 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
         theirs, source = other.kv_computed(layer), "trace"
     else:
         theirs, source = kv_computations(trace.prompt_len, n, not trace.use_cache), "lib.costs"
-    cum_own, cum_theirs = _cumsum(own), _cumsum(theirs)
+    cum_own, cum_theirs = list(accumulate(own)), list(accumulate(theirs))
     statuses = _kv_status(trace, layer)  # K/V counts are per sequence: the same for every batch row
     words = tokenizer.tokens(tokens)
     frames = []
@@ -203,14 +205,6 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
 
 def _word(tokenizer, token_id: int) -> str:
     return tokenizer.tokens([token_id])[0]
-
-
-def _cumsum(xs) -> list[int]:
-    out, total = [], 0
-    for x in xs:
-        total += x
-        out.append(total)
-    return out
 
 
 # -- tier 1: text table and matplotlib ---------------------------------------------------------------------
@@ -396,20 +390,13 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     fig.update_xaxes(range=[0, 1.35 * max(max_count, 1)], row=2, col=2)
     fig.update_yaxes(autorange="reversed", row=2, col=2)
     fig.update_annotations(font_size=11)
-    play = dict(frame=dict(duration=900, redraw=True), fromcurrent=True, transition=dict(duration=250))
-    pause = dict(frame=dict(duration=0, redraw=False), mode="immediate", transition=dict(duration=0))
     fig.update_layout(
         title_text=html.escape(frames[0].caption), title_font_size=13, showlegend=False, height=480,
         width=max(760, 34 * width + 200), margin=dict(l=60, r=30, t=90, b=110),
-        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.14, xanchor="left", yanchor="top",
-                          pad=dict(r=10, t=0),
-                          buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
-                                   dict(label="❚❚ Pause", method="animate", args=[[None], pause])])],
-        sliders=[dict(active=0, x=0.24, y=-0.1, len=0.76, xanchor="left", yanchor="top", pad=dict(t=0),
-                      currentvalue=dict(prefix="step "),
-                      steps=[dict(label=str(f.step), method="animate",
-                                  args=[[str(f.step)], dict(frame=dict(duration=0, redraw=True), mode="immediate",
-                                                            transition=dict(duration=0))]) for f in frames])])
+        updatemenus=[play_buttons(900, ("▶ Play", "❚❚ Pause"), tween_ms=250, direction="left", x=0.0, y=-0.14,
+                                  xanchor="left", yanchor="top", pad=dict(r=10, t=0))],
+        sliders=[frame_slider([f.step for f in frames], "step ", x=0.24, y=-0.1, len=0.76, xanchor="left",
+                              yanchor="top", pad=dict(t=0))])
     return fig
 
 

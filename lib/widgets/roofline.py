@@ -22,7 +22,7 @@ import numpy as np
 from .. import costs
 from ..device import DTYPES as _DTYPE_TABLE
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine
-from . import figure_and_axes
+from . import figure_and_axes, frame_slider
 
 DEFAULT_MODELS = ("chat", "llama-2-7b", "llama-3-8b")  # the demo model, a 7B with MHA and an 8B with GQA
 BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
@@ -385,10 +385,7 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
         yaxis=dict(type="log", title=f"attainable {unit}",
                    range=[_log10(y(x_lo) / 2), _log10(machine.peak_gflops / scale * 3)]),
         legend=dict(font=dict(size=10)),
-        sliders=[dict(active=batches.index(start), currentvalue=dict(prefix="batch: "), pad=dict(t=40),
-                      steps=[dict(label=str(b), method="animate",
-                                  args=[[str(b)], dict(mode="immediate", frame=dict(duration=0, redraw=True),
-                                                       transition=dict(duration=0))]) for b in batches])])
+        sliders=[frame_slider(batches, "batch: ", batches.index(start), pad=dict(t=40))])
     return fig
 
 

@@ -25,7 +25,7 @@ import torch
 from ..checks import sampling as check_sampling
 from ..sampling import draw, filter_logits, make_generator
 from ..text import token_label
-from . import figure_and_axes, kept_prompt_message
+from . import figure_and_axes, frame_slider, kept_prompt_message
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
 MAX_BARS = 50  # never more bars than this: past ~50 they stop being readable
@@ -229,11 +229,7 @@ def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | N
         title_text=html.escape(f"{title} — {views[start_i].summary()}"), title_font_size=13, barmode="overlay",
         height=360, margin=dict(l=50, r=20, t=50, b=40), yaxis=dict(range=[0, 1.02], title="probability"),
         xaxis=dict(tickmode="array", tickvals=x, ticktext=[html.escape(lab) for lab in first.labels]),
-        sliders=[dict(active=start_i, currentvalue=dict(prefix="temperature: "), pad=dict(t=30),
-                      steps=[dict(label=f"{t:g}", method="animate",
-                                  args=[[f"{t:g}"], dict(mode="immediate", frame=dict(duration=0, redraw=True),
-                                                         transition=dict(duration=0))])
-                             for t in temperatures])])
+        sliders=[frame_slider([f"{t:g}" for t in temperatures], "temperature: ", start_i, pad=dict(t=30))])
     return fig
 
 

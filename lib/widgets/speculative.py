@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..speculative import SpeculativeResult, speculative_generate
 from ..text import token_label
-from . import figure_and_axes, kept_prompt_message
+from . import figure_and_axes, frame_slider, kept_prompt_message, play_buttons
 
 COLORS = {
     "accepted": "#2ca02c",  # a draft token the target kept
@@ -183,14 +183,8 @@ def rounds_figure(result: SpeculativeResult, tokenizer, title: str = "speculativ
         yaxis=dict(range=[n - 0.5, -0.5], tickvals=list(range(n)), ticktext=[f"round {i}" for i in range(n)],
                    showgrid=False, zeroline=False),
         legend=dict(orientation="h", y=-0.05, yanchor="top", font_size=10),
-        sliders=[dict(active=n - 1, currentvalue=dict(prefix="round: "), pad=dict(t=20),
-                      steps=[dict(label=str(i), method="animate",
-                                  args=[[str(i)], dict(mode="immediate", frame=dict(duration=0, redraw=True),
-                                                       transition=dict(duration=0))]) for i in range(n)])],
-        updatemenus=[dict(type="buttons", showactive=False, x=0, y=-0.02, xanchor="right", yanchor="top",
-                          buttons=[dict(label="▶", method="animate",
-                                        args=[None, dict(frame=dict(duration=700, redraw=True), fromcurrent=False,
-                                                         transition=dict(duration=0))])])])
+        sliders=[frame_slider(range(n), "round: ", n - 1, pad=dict(t=20))],
+        updatemenus=[play_buttons(700, from_current=False, x=0, y=-0.02, xanchor="right", yanchor="top")])
     return fig
 
 

@@ -22,6 +22,7 @@ import torch
 from ..generate import generate
 from ..model import ForwardRecord
 from ..text import text_table
+from . import frame_slider
 
 TOP = 5  # candidates shown per step
 
@@ -392,10 +393,7 @@ def worked_figure(case: WorkedCase):
                             for f in frames])
     fig.update_layout(
         title=dict(text=frames[0]["title"], font=dict(size=13)), height=800, margin=dict(l=10, r=10, t=50, b=80),
-        sliders=[dict(active=0, currentvalue=dict(prefix=""), pad=dict(t=20), steps=[
-            dict(label=f["name"], method="animate",  # redraw: table traces are replaced, not tweened
-                 args=[[f["name"]], dict(mode="immediate", frame=dict(duration=0, redraw=True),
-                                          transition=dict(duration=0))]) for f in frames])])
+        sliders=[frame_slider([f["name"] for f in frames], pad=dict(t=20))])
     return fig
 
 

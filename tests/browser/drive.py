@@ -127,7 +127,8 @@ def drive_heatmap(page, widget) -> list[str]:
 
 def drive_memory(page, widget) -> list[str]:
     """Move the "requests" slider one notch; the budget on the page must be lib's budget for the new values."""
-    from lib.widgets.memory import fmt_bytes, memory_budget
+    from lib.text import fmt_bytes
+    from lib.widgets.memory import memory_budget
 
     requests = control(widget, "slider", "requests")
     model = control(widget, "dropdown", "model").locator("select").evaluate("s => s.options[s.selectedIndex].label")
