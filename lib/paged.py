@@ -26,7 +26,6 @@ sequences of *different* lengths, which continuous batching needs).
 """
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -172,10 +171,7 @@ class BlockAllocator:
         """Undo ``reserve``: give back the blocks it appended past ``n_tokens`` positions and put back each
         shared block it had replaced by a copy (``copies``: what ``reserve`` returned). A forward pass that
         fails part-way calls it, so the pool is exactly as it was before the pass."""
-        keep = -(-n_tokens // self.block_size)
-        for b in reversed(table.blocks[keep:]):
-            self._release(b)
-        del table.blocks[keep:]
+        self._drop_blocks_past(table, n_tokens)
         for old, new in copies:
             table.blocks[table.blocks.index(new)] = old
             self.refcounts[old] += 1
@@ -199,11 +195,15 @@ class BlockAllocator:
         """Keep only the first n_tokens positions; blocks past them are released."""
         if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or not 0 <= n_tokens <= table.n_tokens:
             raise ValueError(f"truncate takes a length from 0 to the table's {table.n_tokens} tokens, got {n_tokens!r}")
+        self._drop_blocks_past(table, n_tokens)
+        table.n_tokens = n_tokens
+
+    def _drop_blocks_past(self, table: BlockTable, n_tokens: int):
+        """Release the table's blocks that hold no position below ``n_tokens`` (the tail first)."""
         keep = -(-n_tokens // self.block_size)
         for b in reversed(table.blocks[keep:]):
             self._release(b)
         del table.blocks[keep:]
-        table.n_tokens = n_tokens
 
     # -- prefix caching -------------------------------------------------------------------------------
     def is_cached(self, block: int) -> bool:
@@ -254,6 +254,7 @@ class PagedKVPool:
             raise TypeError(f"a paged KV pool is built from a lib.ModelConfig, got {type(config).__name__}")
         self.config = config
         self.allocator = BlockAllocator(n_blocks, block_size, record_events)
+        self.n_blocks, self.block_size = n_blocks, block_size  # fixed for the pool's life
         self.dtype, self.device = checks.cache_dtype_device(dtype, device)
         shape = (n_blocks, config.n_kv_heads, block_size, config.head_dim)
         self.k = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
@@ -263,14 +264,6 @@ class PagedKVPool:
     def for_model(cls, model, n_blocks: int, block_size: int = 16, record_events: bool = False) -> "PagedKVPool":
         """A pool on the model's device, in the model's dtype."""
         return cls(model.config, n_blocks, block_size, model.device, model.dtype, record_events)
-
-    @property
-    def n_blocks(self) -> int:
-        return self.allocator.n_blocks
-
-    @property
-    def block_size(self) -> int:
-        return self.allocator.block_size
 
     @property
     def block_nbytes(self) -> int:
@@ -396,11 +389,8 @@ class PagedKVCache(CacheBase):
         self.tables = tables
         if max(self.seq_lens) > self.max_len:
             raise ValueError(f"the block tables hold up to {max(self.seq_lens)} tokens, more than max_len={self.max_len}")
+        self.block_size = pool.block_size
         self._pass = None  # the pass in progress: (lengths, undo, slot blocks, slot offsets, valid, table, S)
-
-    @property
-    def block_size(self) -> int:
-        return self.pool.block_size
 
     @property
     def seq_lens(self) -> list[int]:

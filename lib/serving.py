@@ -36,7 +36,7 @@ import torch
 from .device import synchronize
 from .paged import BlockAllocator, BlockTable, PagedKVPool, PoolExhaustedError, forward_paged
 from .sampling import choose
-from .text import text_table
+
 
 POLICIES = ("max", "pow2", "oracle", "paged")
 CONTIGUOUS = ("max", "pow2", "oracle")

@@ -1,3 +1,8 @@
+import os
+import sys
+
+os.environ.setdefault("MPLBACKEND", "Agg")  # figures drawn off-screen, before any test imports pyplot
+
 import pytest
 import torch
 
@@ -34,3 +39,11 @@ def target_and_draft():
     draft, draft_tok = load_demo("draft")
     assert tok == draft_tok
     return target, draft, tok
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Every matplotlib figure a test opened is closed after it (hundreds would pile up in one process)."""
+    yield
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")

@@ -47,3 +47,18 @@ def small_gqa_model() -> MiniTransformer:
     """A 3-layer GQA model with rotary positions (default init, seed 1), for tests of the loop and its trace."""
     torch.manual_seed(1)
     return MiniTransformer(SMALL_GQA).eval()
+
+
+def drawn_without_missing_glyphs(make_figure):
+    """``make_figure()`` drawn with the lab's CJK font, any warning an error ("Glyph ... missing from font(s)"
+    is a UserWarning): returns the drawn figure."""
+    import warnings
+
+    from lib.fonts import use_cjk_font
+
+    use_cjk_font()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = make_figure()
+        fig.canvas.draw()
+    return fig

@@ -17,7 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import lib
 from lib.config import ModelConfig
 from lib.model import MiniTransformer
-from lib.costs import (FLOP_TERMS, MLA_PRESETS, MODEL_NAMES, OPERATORS, PRESETS, MLAConfig, StepCost, check_count,
+from lib.costs import (FLOP_TERMS, MLA_PRESETS, MODEL_NAMES, OPERATORS, PRESETS, MLAConfig, check_count,
                        check_positive, crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
                        decode_intensity_limit, describe, dtype_bytes, forward_flops, generation_flops,
                        generation_steps, kv_bytes_per_token, kv_cache_bytes, kv_computations,

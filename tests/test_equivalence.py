@@ -4,8 +4,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from helpers import ATOL, VARIANTS, make_model, randomized_model
-from lib import ConcatKVCache, KVCache, MiniTransformer, ModelConfig, generate
+from helpers import ATOL, VARIANTS, make_model
+from lib import ConcatKVCache, KVCache, MiniTransformer, generate
 from lib.paged import PagedKVCache
 
 

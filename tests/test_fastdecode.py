@@ -3,8 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import ATOL, VARIANTS, make_model, randomized_model
-from lib import FastDecoder, KVCache, generate, load_demo
+from helpers import ATOL, VARIANTS, randomized_model
+from lib import FastDecoder, KVCache, generate
 from lib.fastdecode import PackedLinear, StaleWeightsError
 
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from helpers import SMALL_GQA, small_gqa_model
-from lib import MiniTransformer, ModelConfig, generate
+from lib import MiniTransformer, generate
 
 CFG = SMALL_GQA
 

@@ -81,8 +81,7 @@ def test_structure_goals_setup_recap_exercises(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_ignored_outputs_are_few(path):
-    nb = load(path)
-    cells = code_cells(nb)
+    cells = code_cells(load(path))
     ignored = [c for c in cells if src(c).lstrip().startswith(("# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP"))]
     assert len(ignored) <= max(2, len(cells) // 4), f"{len(ignored)} of {len(cells)} code cells are not compared"
     assert not any(src(c).lstrip().startswith("# NBVAL_SKIP") for c in cells), "every cell must at least run"

@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import lib
-from helpers import ATOL, VARIANTS, make_model, randomized_model
+from helpers import ATOL, VARIANTS, make_model
 from lib import KVCache, MiniTransformer, ModelConfig, generate
 from lib.paged import (BlockAllocator, BlockTable, PagedKVCache, PagedKVPool, PoolExhaustedError, decode_step,
                        forward_paged, prefill)
@@ -18,6 +18,12 @@ def generate_paged(model, prompt, max_new_tokens, *, n=1, block_size=16, pool=No
         pool = PagedKVPool.for_model(model, B * n * -(-model.config.max_seq_len // block_size), block_size)
     return generate(model, prompt, max_new_tokens, cache=PagedKVCache(model.config, B, pool=pool), num_samples=n,
                     **kw)
+
+
+def model_and_pool(n_blocks: int, block_size: int):
+    """A randomized model and a pool of ``n_blocks`` blocks of ``block_size`` positions for it."""
+    model = make_model()
+    return model, PagedKVPool.for_model(model, n_blocks, block_size)
 
 
 def assert_allocator_consistent(alloc: BlockAllocator, tables):
@@ -153,9 +159,8 @@ def test_a_mixed_batch_of_prompts_and_decodes_equals_one_at_a_time(variant, bloc
 
 
 def test_forward_paged_errors():
-    model = make_model()
-    pool = PagedKVPool.for_model(model, 20, 4)
-    t = pool.new_table()
+    model, pool = model_and_pool(20, 4)
+    t = pool.new_table()  # an empty sequence
     with pytest.raises(ValueError, match=r"got 2 token list\(s\) for 1 sequence\(s\); give one per sequence"):
         forward_paged(model, pool, [t], [[1], [2]])
     with pytest.raises(ValueError, match=r"every sequence must feed at least one token"):
@@ -167,8 +172,7 @@ def test_forward_paged_errors():
 
 
 def test_decode_step_errors():
-    model = make_model()
-    pool = PagedKVPool.for_model(model, 4, 4)
+    model, pool = model_and_pool(4, 4)
     t = pool.new_table()
     with pytest.raises(ValueError, match=r"hold at least one token; prefill new ones first"):
         decode_step(model, pool, [t], [1])
@@ -217,8 +221,7 @@ def test_fork_shares_blocks_and_the_first_write_copies():
 
 
 def test_last_holder_writes_in_place_and_full_blocks_are_never_copied():
-    model = make_model()
-    pool = PagedKVPool.for_model(model, 12, block_size=4)
+    model, pool = model_and_pool(12, 4)
     one = pool.cache([pool.new_table()])
     with torch.no_grad():
         model(torch.randint(0, 50, (1, 8)), cache=one)  # exactly two full blocks
@@ -313,8 +316,7 @@ def test_prefix_never_covers_the_whole_prompt():
 
 
 def test_a_cropped_block_is_dropped_from_the_prefix_index():
-    model = make_model()
-    pool = PagedKVPool.for_model(model, 8, 4)
+    model, pool = model_and_pool(8, 4)
     t = pool.new_table()
     ids = list(range(1, 10))
     prefill(model, pool, t, ids, prefix_cache=True)  # blocks 0, 1 full and indexed
@@ -362,8 +364,7 @@ def test_reference_counts_always_add_up(ops):
 # ------------------------------------------------------------------------------------------ errors and bytes
 
 def test_pool_exhausted_is_a_clear_error_and_changes_nothing():
-    model = make_model()
-    pool = PagedKVPool.for_model(model, 3, block_size=4)
+    model, pool = model_and_pool(3, 4)
     cache = pool.cache([pool.new_table("req-7")])
     with torch.no_grad():
         model(torch.randint(0, 50, (1, 10)), cache=cache)  # 3 blocks: the pool is full
@@ -452,8 +453,7 @@ def test_private_pool_matches_kvcache_signature():
 def test_a_failed_generate_gives_back_every_block_it_took():
     """A shared pool too small for the whole run: PoolExhaustedError part-way, and the pool is as before
     (the cache passed in holds again what it held), also when the prompt itself does not fit."""
-    model = make_model()
-    pool = PagedKVPool.for_model(model, 2, 4)
+    model, pool = model_and_pool(2, 4)
     for prompt, n in (([1, 2, 3], 20), ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 2), ([1, 2, 3], 3)):
         cache = PagedKVCache(model.config, 1, pool=pool)
         with pytest.raises(PoolExhaustedError, match=r"KV block pool exhausted"):

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import lib
 from helpers import randomized_model
-from lib import KVCache, MiniTransformer, ModelConfig, generate
+from lib import KVCache, MiniTransformer, generate
 from lib.speculative import (accept_or_resample, acceptance_probability, chi_square_test, count_forward_passes,
                              distribution_check, expected_acceptance, measure_acceptance, next_token_probs,
                              output_distribution, residual_distribution, speculative_generate, text_table)
@@ -26,6 +26,12 @@ def demo(target_and_draft):
 def random_model(seed, scale=0.3, **kw):
     """A random model (weights re-drawn with std `scale`, so its argmax is well separated)."""
     return randomized_model(seed, scale, **{"vocab_size": 40, "max_seq_len": 48, **kw})
+
+
+def run_demo(demo, text: str, n: int, k: int):
+    """Speculative decoding of ``text`` with the demo pair, stopping at <eos>: (result, tokenizer)."""
+    target, draft, tok = demo
+    return speculative_generate(target, draft, tok.encode(text), n, k=k, eos_id=tok.eos_id), tok
 
 
 def check_rounds(r):
@@ -83,8 +89,7 @@ def test_greedy_equals_the_target_alone_on_the_demo_models(demo, k):
 
 def test_demo_draft_saves_target_passes(demo):
     """The demo draft knows the corpus phrases: with k=4, 人工智能<eos> takes one target pass instead of five."""
-    target, draft, tok = demo
-    r = speculative_generate(target, draft, tok.encode("<s>"), 20, k=4, eos_id=tok.eos_id)
+    r, tok = run_demo(demo, "<s>", 20, k=4)
     assert tok.decode(r.sequences[0]) == "<s>人工智能<eos>"
     assert r.target_forwards == 1 and r.baseline_target_forwards == 5 and r.draft_forwards == 4
     assert r.rounds[0].kind == "bonus" and r.rounds[0].emitted == tok.encode("人工智能<eos>")
@@ -139,12 +144,11 @@ def test_never_more_than_max_new_tokens(n_new, k, temperature):
 
 
 def test_eos_stops_inside_a_round(demo):
-    target, draft, tok = demo
-    r = speculative_generate(target, draft, tok.encode("<s>深"), 50, k=6, eos_id=tok.eos_id)
+    r, tok = run_demo(demo, "<s>深", 50, k=6)
     assert tok.decode(r.sequences[0]) == "<s>深度学习<eos>"
     assert r.rounds[-1].emitted[-1] == tok.eos_id
     assert r.rounds[0].proposed == tok.encode("度学习<eos>")  # the draft stops proposing at its <eos>
-    check_caches(r, target, draft)
+    check_caches(r, *demo[:2])
 
 
 def test_the_context_window_is_respected():
@@ -385,8 +389,7 @@ def test_count_forward_passes():
 
 
 def test_result_table(demo):
-    target, draft, tok = demo
-    r = speculative_generate(target, draft, tok.encode("<s>the"), 12, k=4, eos_id=tok.eos_id)
+    r, tok = run_demo(demo, "<s>the", 12, k=4)
     rows = r.rows(tok)
     assert [row["round"] for row in rows] == list(range(len(r.rounds)))
     assert rows[-1]["new so far"] == r.n_new == 12

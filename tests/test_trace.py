@@ -2,15 +2,8 @@
 import pytest
 import torch
 
-from helpers import SMALL_GQA, small_gqa_model
-from lib import MiniTransformer, ModelConfig, generate
-
-CFG = SMALL_GQA
-
-
-@pytest.fixture(scope="module")
-def model():
-    return small_gqa_model()
+from lib import generate
+from test_generate import CFG, model  # noqa: F401 (the same small GQA model and its fixture)
 
 
 def test_trace_contents(model):

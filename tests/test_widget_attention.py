@@ -1,18 +1,14 @@
 """The attention heat-map over cached keys: its data against the Trace, and all three tiers driven from Python."""
 import math
-import warnings
 
-import matplotlib
+import matplotlib.patches as mpatches
+import matplotlib.pyplot as plt
+import pytest
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.patches as mpatches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import lib  # noqa: E402
-from lib.fonts import use_cjk_font  # noqa: E402
-from lib.widgets import attention as A  # noqa: E402
+from helpers import drawn_without_missing_glyphs
+import lib
+from lib.widgets import attention as A
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +20,7 @@ def run(chat):
 
 @pytest.fixture(scope="module")
 def explorer(chat):
-    model, tok = chat
-    return A.AttentionExplorer(model, tok, "<s>", max_new_tokens=10)
+    return A.AttentionExplorer(*chat, "<s>", max_new_tokens=10)
 
 
 def gqa_trace(use_cache=True):
@@ -40,8 +35,7 @@ def gqa_trace(use_cache=True):
 
 @pytest.mark.parametrize("layer,head", [(0, 0), (1, 2), (3, 3)])
 def test_view_is_the_traces_attention_on_a_fixed_grid(run, chat, layer, head):
-    _, tok = chat
-    tr = run.trace
+    tr, tok = run.trace, chat[1]
     v = A.attention_view(tr, tok, layer, head)
     assert v.grid.shape == (len(tr), tr.prompt_len + len(tr) - 1) == (8, 9)
     assert torch.equal(torch.nan_to_num(v.grid, -1.0), torch.nan_to_num(tr.attention_grid(layer, head), -1.0))
@@ -55,8 +49,7 @@ def test_view_is_the_traces_attention_on_a_fixed_grid(run, chat, layer, head):
 
 
 def test_newest_key_is_the_key_written_this_step_and_the_querys_own(run, chat):
-    _, tok = chat
-    tr = run.trace
+    tr, tok = run.trace, chat[1]
     v = A.attention_view(tr, tok, 2, 1)
     assert v.newest_key == [1, 2, 3, 4, 5, 6, 7, 8]  # prefill of <s>模 ends at position 1, then one per step
     for s, step in enumerate(tr.steps):
@@ -126,18 +119,9 @@ def test_bad_trace_and_step(run, chat):
 
 # ---------------------------------------------------------------------------------- tier 1: matplotlib
 
-def no_glyph_warnings(fn):
-    use_cjk_font()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" is a UserWarning
-        fig = fn()
-        fig.canvas.draw()
-    return fig
-
-
 def test_static_heatmap_draws_the_grid_up_to_the_step_and_boxes_the_newest_key(run, chat):
     _, tok = chat
-    fig = no_glyph_warnings(lambda: A.plot_attention(run.trace, tok, 1, 2, step=4))
+    fig = drawn_without_missing_glyphs(lambda: A.plot_attention(run.trace, tok, 1, 2, step=4))
     ax = fig.axes[0]
     img = ax.get_images()[0].get_array()
     expected = A.attention_view(run.trace, tok, 1, 2).grid_at(4)
@@ -154,8 +138,8 @@ def test_static_heatmap_draws_the_grid_up_to_the_step_and_boxes_the_newest_key(r
 
 def test_layer_and_head_change_what_is_drawn(run, chat):
     _, tok = chat
-    a = no_glyph_warnings(lambda: A.plot_attention(run.trace, tok, 0, 0))
-    b = no_glyph_warnings(lambda: A.plot_attention(run.trace, tok, 2, 3))
+    a = drawn_without_missing_glyphs(lambda: A.plot_attention(run.trace, tok, 0, 0))
+    b = drawn_without_missing_glyphs(lambda: A.plot_attention(run.trace, tok, 2, 3))
     ia, ib = (f.axes[0].get_images()[0].get_array().filled(-1.0) for f in (a, b))
     assert (ia != ib).any()
     assert torch.allclose(torch.tensor(ib).double(), torch.nan_to_num(run.trace.attention_grid(2, 3), -1.0).double())
@@ -164,7 +148,7 @@ def test_layer_and_head_change_what_is_drawn(run, chat):
 
 def test_small_multiples_one_panel_per_head_and_layer(run, chat):
     _, tok = chat
-    fig = no_glyph_warnings(lambda: A.plot_attention_heads(run.trace, tok, layer=None))
+    fig = drawn_without_missing_glyphs(lambda: A.plot_attention_heads(run.trace, tok, layer=None))
     panels = [ax for ax in fig.axes if ax.get_images()]
     assert len(panels) == 4 * 4
     for i, ax in enumerate(panels):
@@ -183,7 +167,7 @@ def test_spaces_are_visible_and_render(chat):
     out = lib.generate(model, tok.encode("<s>kv"), 12, eos_id=tok.eos_id, trace=True)
     v = A.attention_view(out.trace, tok)
     assert v.key_tokens[:5] == ["<s>", "k", "v", "␣", "c"]  # 'kv cache ...': the space is shown as ␣
-    no_glyph_warnings(lambda: A.plot_attention(out.trace, tok))
+    drawn_without_missing_glyphs(lambda: A.plot_attention(out.trace, tok))
     plt.close("all")
 
 
@@ -195,8 +179,7 @@ def rows(grid):
 
 
 def test_plotly_frames_slider_and_fixed_axes(run, chat):
-    _, tok = chat
-    tr = run.trace
+    tr, tok = run.trace, chat[1]
     fig = A.attention_figure(tr, tok, 1, 2)
     n, W = 8, 9
     view = A.attention_view(tr, tok, 1, 2)
@@ -223,8 +206,7 @@ def test_plotly_frames_slider_and_fixed_axes(run, chat):
 
 
 def test_plotly_picker_swaps_in_each_layer_and_heads_weights(run, chat):
-    _, tok = chat
-    tr = run.trace
+    tr, tok = run.trace, chat[1]
     fig = A.attention_figure(tr, tok, 0, 1)
     picker = fig.layout.updatemenus[0]
     assert [b.label for b in picker.buttons][:5] == ["layer 0 · head 0", "layer 0 · head 1", "layer 0 · head 2",

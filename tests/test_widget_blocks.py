@@ -1,15 +1,10 @@
 """The block-pool widget: its frames come from a real paged pool, and every tier draws what the frames say."""
 import json
-import warnings
-
-import matplotlib
-
-matplotlib.use("Agg")
 
 import pytest
 
+from helpers import drawn_without_missing_glyphs
 import lib
-from lib.fonts import use_cjk_font
 from lib.widgets.blocks import (BlockPoolWidget, block_tables_text, default_moments, frame_html, plot_pool,
                                 plot_story, record_story, story_colors, story_figure, story_table)
 
@@ -95,11 +90,7 @@ def test_text_tier(frames):
 
 
 def test_static_tier_draws_each_block_without_missing_glyphs(frames):
-    use_cjk_font()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # "Glyph missing" is a UserWarning
-        fig = plot_story(frames)
-        fig.canvas.draw()
+    fig = drawn_without_missing_glyphs(lambda: plot_story(frames))
     drawn = [ax for ax in fig.axes if ax.patches]
     assert len(drawn) == len(default_moments(frames)) == 6
     assert all(len(ax.patches) == 16 for ax in drawn)

@@ -2,18 +2,14 @@
 import json
 import warnings
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import lib  # noqa: E402
-from lib import costs  # noqa: E402
-from lib.fonts import use_cjk_font  # noqa: E402
-from lib.measure import cumulative, fit_loglog_slope, larger_config, measure_positions, random_model  # noqa: E402
-from lib.widgets import cost_curves as cc  # noqa: E402
+import lib
+from lib import costs
+from lib.fonts import use_cjk_font
+from lib.measure import cumulative, fit_loglog_slope, larger_config, measure_positions, random_model
+from lib.widgets import cost_curves as cc
 
 CHAT = lib.load_demo("chat")[0].config
 
@@ -23,12 +19,6 @@ FAKE = {"positions": [1, 2, 4, 8], "modes": ["no cache", "static"], "kind": "gen
         "seconds": {"no cache": [0.001, 0.002, 0.004, 0.008], "static": [0.001, 0.001, 0.001, 0.001234567]},
         "cumulative": {"no cache": [0.001, 0.003, 0.007, 0.015], "static": [0.001, 0.002, 0.003, 0.004234567]},
         "slopes": {"no cache": {"per_step": 1.0, "cumulative": 1.1}, "static": {"per_step": 0.0, "cumulative": 0.9}}}
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 # ------------------------------------------------------------------------------------------------ data

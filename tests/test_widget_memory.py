@@ -3,10 +3,6 @@ crossover), views and errors. What a decode step reads is lib.costs.step_cost (t
 import math
 import re
 
-import matplotlib
-
-matplotlib.use("Agg")
-
 import pytest
 import torch
 from hypothesis import given, settings

@@ -1,39 +1,30 @@
 """Generation player: its numbers are the Traces' numbers, its three tiers draw them, its controls work."""
 from itertools import accumulate
 import json
-import warnings
 
 import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import lib  # noqa: E402
-from lib.costs import kv_computations  # noqa: E402
-from lib.fonts import use_cjk_font  # noqa: E402
-from lib.widgets import player as P  # noqa: E402
+from helpers import drawn_without_missing_glyphs
+import lib
+from lib.costs import kv_computations
+
+from lib.widgets import player as P
 
 
 @pytest.fixture(scope="module")
 def pair(chat):
     """The source's example: <s> -> 人 -> 工 -> 智 -> 能 -> <eos>, with and without the cache."""
-    model, tok = chat
-    return P.generate_pair(model, tok, "<s>", 12)
+    return P.generate_pair(*chat, "<s>", 12)
 
 
 @pytest.fixture(scope="module")
 def player(chat):
-    model, tok = chat
-    return P.GenerationPlayer(model, tok, "<s>", max_new_tokens=12)
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+    return P.GenerationPlayer(*chat, "<s>", max_new_tokens=12)
 
 
 # -- the data layer ------------------------------------------------------------------------------------------
@@ -185,11 +176,7 @@ def _texts(fig):
 
 def test_plot_step_draws_the_frame(chat, pair):
     _, tok = chat
-    use_cjk_font()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # "Glyph ... missing from font" would fail here
-        fig = P.plot_step(pair[0], tok, 2, pair[1])
-        fig.canvas.draw()
+    fig = drawn_without_missing_glyphs(lambda: P.plot_step(pair[0], tok, 2, pair[1]))
     texts = _texts(fig)
     assert "step 2 (decode): fed 工 at position 2 → chose 智 (p=0.9976)" in texts
     assert [t for t in texts if t in ("<s>", "人", "工", "智")] == ["<s>", "人", "工", "智"]
@@ -203,11 +190,7 @@ def test_plot_step_draws_the_frame(chat, pair):
 
 def test_plot_strip_has_a_row_per_step(chat, pair):
     _, tok = chat
-    use_cjk_font()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        fig = P.plot_strip(pair[1], tok, pair[0])
-        fig.canvas.draw()
+    fig = drawn_without_missing_glyphs(lambda: P.plot_strip(pair[1], tok, pair[0]))
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == [f"step {i}" for i in range(4, -1, -1)]
     assert len(ax.patches) == sum(range(2, 7))  # rows of 2..6 cells
@@ -354,7 +337,7 @@ def test_sampling_is_seeded(chat, player):
 
 
 def test_settings_errors(chat, player):
-    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['temp'\]; allowed: temperature, top_k"):
+    with pytest.raises(ValueError, match=r"unknown control\(s\) \['temp'\]; allowed: temperature, top_k"):
         player.set(temp=1.0)
     with pytest.raises(ValueError, match=r"temperature=0.9 is not one of the player's steps: 0.0, 0.5, 0.7, 1.0"):
         player.set(temperature=0.9)

@@ -1,20 +1,18 @@
 """Sampling explorer: its numbers are filter_logits' numbers, its three tiers draw them, its controls work."""
 import json
-import warnings
 
 import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import lib  # noqa: E402
-from lib.fonts import use_cjk_font  # noqa: E402
-from lib.text import token_label  # noqa: E402
-from lib.widgets import sampling as S  # noqa: E402
+from helpers import drawn_without_missing_glyphs
+import lib
+from lib.text import token_label
+from lib.widgets import sampling as S
 
 SETTINGS = [(1.0, None, None), (0.7, 5, None), (1.3, None, 0.5), (0.5, 10, 0.6), (2.0, 3, 0.95), (1.0, 1, None),
             (1.0, None, 1.0), (0.25, 50, 0.3)]
@@ -153,12 +151,8 @@ def test_bad_logits_say_what_shape_is_wanted(chat, start_logits):
 # -- tier 1: matplotlib ---------------------------------------------------------------------------------------
 def test_static_bars_draw_the_numbers_and_render_chinese(chat, start_logits):
     _, tok = chat
-    use_cjk_font()
     bars = S.sampling_bars(start_logits, tok, 0.8, top_k=10, top_p=0.6)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" is a UserWarning
-        fig = S.plot_sampling(start_logits, tok, 0.8, top_k=10, top_p=0.6)
-        fig.canvas.draw()
+    fig = drawn_without_missing_glyphs(lambda: S.plot_sampling(start_logits, tok, 0.8, top_k=10, top_p=0.6))
     ax = fig.axes[0]
     filled, outlines = ax.patches[:20], ax.patches[20:]
     heights = [p if k else b for p, b, k in zip(bars.probs, bars.before, bars.kept)]

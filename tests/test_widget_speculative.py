@@ -1,19 +1,15 @@
 """Speculative-decoding widget: its cells are the run's decisions, its three tiers draw them, its controls work."""
 import html
 import json
-import warnings
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import lib  # noqa: E402
-from lib.fonts import use_cjk_font  # noqa: E402
-from lib.speculative import speculative_generate  # noqa: E402
-from lib.widgets import speculative as S  # noqa: E402
+from helpers import drawn_without_missing_glyphs
+import lib
+from lib.speculative import speculative_generate
+from lib.widgets import speculative as S
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +72,8 @@ def test_bad_draft_rounds_are_corrections(runs, models):
 
 def test_static_figure(runs, models):
     tok = models[-1]
-    use_cjk_font()
     for name, r in runs.items():
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a missing CJK glyph is a UserWarning
-            fig = S.plot_rounds(r, tok)
-            fig.canvas.draw()
+        fig = drawn_without_missing_glyphs(lambda: S.plot_rounds(r, tok))
         ax = fig.axes[0]
         n_cells = sum(len(row) for row in S.round_cells(r, tok))
         assert len(ax.patches) == n_cells

@@ -16,8 +16,7 @@ def tiny():
 
 @pytest.fixture(scope="module")
 def case(tiny):
-    model, tok = tiny
-    return W.run_worked_case(model, tok, "<s>", max_new_tokens=8)
+    return W.run_worked_case(*tiny, "<s>", max_new_tokens=8)
 
 
 @torch.no_grad()

@@ -43,3 +43,21 @@ def play_buttons(frame_ms: int = 700, labels=("▶",), tween_ms: int = 0, from_c
     if len(labels) > 1:
         buttons.append(dict(label=labels[1], method="animate", args=[[None], JUMP]))
     return {**dict(type="buttons", showactive=False, buttons=buttons), **layout}
+
+
+def check_controls(values: dict, allowed) -> None:
+    """Refuse settings a widget does not have, naming them and the ones it has (``widget.set(temp=1)``)."""
+    unknown = sorted(set(values) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown control(s) {unknown}; allowed: {', '.join(allowed)}")
+
+
+def try_prompt(widget, text: str, run) -> None:
+    """Run ``run(text)`` for a live widget's new prompt: on success it becomes ``widget.prompt``; a prompt that
+    fails (an unknown character, too long) leaves the last good one and sets ``widget.message`` to say why."""
+    try:
+        run(text)
+    except ValueError as e:
+        widget.message = kept_prompt_message(e, widget.prompt)
+    else:
+        widget.prompt, widget.message = text, ""

@@ -31,7 +31,7 @@ import torch
 
 from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
-from . import frame_slider
+from . import check_controls, frame_slider
 
 FREE_COLOR, CACHED_COLOR, SHARED_COLOR = "#f0f0f0", "#d9d9d9", "#9e9ac8"
 SEQ_COLORS = ("#6baed6", "#fd8d3c", "#74c476", "#e377c2", "#bcbd22", "#17becf", "#c49c94", "#8c6d31")
@@ -510,9 +510,7 @@ class BlockPoolWidget:
     def set(self, **values):
         """Change controls by name (prompt_a, prompt_b, prompt_c, n_samples, block_size, n_blocks): the story is
         recorded again, as when the control is changed in the browser."""
-        unknown = sorted(set(values) - set(self.controls))
-        if unknown:
-            raise ValueError(f"unknown control(s) {unknown}; allowed: {', '.join(self.controls)}")
+        check_controls(values, self.controls)
         for k, v in values.items():
             self.controls[k].value = v
         return self

@@ -41,7 +41,7 @@ from ..costs import kv_computations
 from ..generate import generate
 from ..text import display_width, pad
 from ..tokenizer import UnknownCharacterError
-from . import frame_slider, play_buttons
+from . import check_controls, frame_slider, play_buttons
 
 # -- colours and words, shared by every tier --------------------------------------------------------------
 
@@ -541,9 +541,7 @@ class GenerationPlayer(widgets.VBox):
         """Change several inputs at once (one re-run): temperature, top_k, top_p, seed, use_cache, max_new_tokens."""
         controls = {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p, "seed": self.seed,
                     "use_cache": self.use_cache, "max_new_tokens": self.max_new, "prompt": self.prompt_box}
-        unknown = sorted(set(settings) - set(controls))
-        if unknown:
-            raise ValueError(f"unknown setting(s) {unknown}; allowed: {', '.join(controls)}")
+        check_controls(settings, controls)
         values = dict(settings)
         if "temperature" in values:
             values["temperature"] = _option(TEMPERATURES, values["temperature"], "temperature")

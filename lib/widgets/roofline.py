@@ -22,7 +22,7 @@ import numpy as np
 from .. import costs
 from ..device import DTYPES as _DTYPE_TABLE
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine
-from . import figure_and_axes, frame_slider
+from . import check_controls, figure_and_axes, frame_slider
 
 DEFAULT_MODELS = ("chat", "llama-2-7b", "llama-3-8b")  # the demo model, a 7B with MHA and an 8B with GQA
 BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
@@ -79,15 +79,19 @@ def step_point(model, cost: costs.StepCost, label: str | None = None) -> dict:
     return point
 
 
+def _models_and_batches(models, batches, fn: str) -> tuple[tuple, list]:
+    """One model name or several, and the batch sizes, as (models, batches); neither may be empty."""
+    models, batches = ((models,) if isinstance(models, str) else tuple(models)), list(batches)
+    if not models or not batches:
+        raise ValueError(f"{fn} needs at least one model and one batch size, got models={models!r}, "
+                         f"batches={batches!r}")
+    return models, batches
+
+
 def roofline_points(models=DEFAULT_MODELS, dtype="bf16", batches=(1,), length: int | None = None) -> list[dict]:
     """For each model and batch size: its prefill of ``length`` tokens and one decode step at context
     ``length`` (None: ``default_length(model)``); points as ``step_point`` makes them."""
-    if isinstance(models, str):
-        models = (models,)
-    batches = tuple(batches)
-    if not models or not batches:
-        raise ValueError(f"roofline_points needs at least one model and one batch size, got models={models!r}, "
-                         f"batches={batches!r}")
+    models, batches = _models_and_batches(models, batches, "roofline_points")
     points = []
     for model in models:
         n = default_length(model) if length is None else length
@@ -319,11 +323,7 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
     ``contexts``: None (``default_length`` of each model), one list for every model, or {model: list}."""
     import plotly.graph_objects as go
 
-    if isinstance(models, str):
-        models = (models,)
-    batches = list(batches)
-    if not models or not batches:
-        raise ValueError("plotly_batch_roofline needs at least one model and one batch size")
+    models, batches = _models_and_batches(models, batches, "plotly_batch_roofline")
     if start not in batches:
         raise ValueError(f"start={start!r} is not one of the batch sizes {batches}")
     if contexts is None:
@@ -450,9 +450,7 @@ class RooflineExplorer:
 
     # -- the Python API ------------------------------------------------------------------------------------
     def _check(self, **values) -> dict:
-        unknown = sorted(set(values) - set(self.CONTROLS))
-        if unknown:
-            raise TypeError(f"unknown control(s) {unknown}; the explorer has: {', '.join(self.CONTROLS)}")
+        check_controls(values, self.CONTROLS)
         for key, value in values.items():
             if key in ("batch", "context") and (isinstance(value, bool) or not isinstance(value, int)):
                 raise TypeError(f"{key} must be an integer, got {type(value).__name__} {value!r}")

@@ -25,7 +25,7 @@ import torch
 from ..checks import sampling as check_sampling
 from ..sampling import draw, filter_logits, make_generator
 from ..text import token_label
-from . import figure_and_axes, frame_slider, kept_prompt_message
+from . import figure_and_axes, frame_slider, try_prompt
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
 MAX_BARS = 50  # never more bars than this: past ~50 they stop being readable
@@ -329,13 +329,8 @@ class SamplingExplorer:
 
     def _on_prompt(self, change):
         t0 = time.perf_counter()
-        text = change["new"]
-        try:
-            self.logits = next_token_logits(self.model, self.tokenizer, text)
-        except ValueError as e:  # an unknown character (UnknownCharacterError), an empty prompt
-            self.message = kept_prompt_message(e, self.prompt)
-        else:
-            self.prompt, self.message = text, ""
+        try_prompt(self, change["new"], lambda text: setattr(self, "logits",
+                                                              next_token_logits(self.model, self.tokenizer, text)))
         self._update()
         self.last_update_seconds = time.perf_counter() - t0  # this time including the forward pass
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..speculative import SpeculativeResult, speculative_generate
 from ..text import token_label
-from . import figure_and_axes, frame_slider, kept_prompt_message, play_buttons
+from . import figure_and_axes, frame_slider, play_buttons, try_prompt
 
 COLORS = {
     "accepted": "#2ca02c",  # a draft token the target kept
@@ -261,13 +261,7 @@ class SpeculativeExplorer:
 
     def _on_change(self, change=None):
         t0 = time.perf_counter()
-        text = self.prompt_box.value
-        try:
-            self.result = self._run(text)
-        except ValueError as e:  # an unknown character (UnknownCharacterError), a prompt too long
-            self.message = kept_prompt_message(e, self.prompt)
-        else:
-            self.prompt, self.message = text, ""
+        try_prompt(self, self.prompt_box.value, lambda text: setattr(self, "result", self._run(text)))
         self._render()
         self.last_update_seconds = time.perf_counter() - t0
 

@@ -7,6 +7,7 @@ recorded, and Chromium's own resolver maps every other host name to "not found" 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 import os
 import shutil
 import socket
@@ -140,6 +141,21 @@ def start_lab(root: Path, home: Path) -> Server:
 
 
 # -- the browser -----------------------------------------------------------------------------------------
+
+@contextmanager
+def checked_page(browser, guard, label: str):
+    """A new page for one labelled check: what the page logs and requests is recorded under ``label``, and
+    once the check is done it must have logged no console error and requested nothing off the machine.
+    The page is closed either way."""
+    guard.label = label
+    page = browser.new_page()
+    try:
+        yield page
+        assert not guard.errors_for(label), f"{label}: console errors:\n" + "\n".join(guard.errors_for(label))
+        assert not guard.offsite_for(label), f"{label}: requests off the machine: {guard.offsite_for(label)}"
+    finally:
+        page.close()
+
 
 class Guard:
     """Records what a page did that a test must reject: requests off the machine, console errors, page errors.

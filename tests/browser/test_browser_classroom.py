@@ -65,9 +65,7 @@ def voila(tmp_path_factory):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_classroom_view(name, voila, browser, guard, clean_screenshots):
     label = f"classroom {name}"
-    guard.label = label
-    page = browser.new_page()
-    try:
+    with kb.checked_page(browser, guard, label) as page:
         page.goto(f"{voila.url}/voila/render/{name}.ipynb")
         page.wait_for_function(RENDERED_JS, timeout=300_000)  # Voilà runs every cell before it shows the page
         text = page.locator("#rendered_cells").inner_text()
@@ -98,11 +96,7 @@ def test_classroom_view(name, voila, browser, guard, clean_screenshots):
             if kind in ("player", "stepper"):
                 notes.append(f"widget {k} {kind}: {keyboard_step(page, out)}")
             kb.screenshot(out, f"classroom-{name}-widget-{k}-{kind}-driven")
-        assert not guard.errors_for(label), f"{name}: console errors:\n" + "\n".join(guard.errors_for(label))
-        assert not guard.offsite_for(label), f"{name}: requests off the machine: {guard.offsite_for(label)}"
         print(f"\n{label}: {got}" + "".join(f"\n    {n}" for n in notes))
-    finally:
-        page.close()
 
 
 def code_openings(name: str) -> list[str]:

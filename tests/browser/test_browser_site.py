@@ -70,9 +70,7 @@ def pages_to_open() -> list[str]:
 def test_page_from_disk(name, built, browser, guard, clean_screenshots):
     out, _ = built
     label = f"site {name}"
-    guard.label = label
-    page = browser.new_page()
-    try:
+    with kb.checked_page(browser, guard, label) as page:
         page.goto((out / f"{name}.html").as_uri())
         page.wait_for_load_state("load")
         page.wait_for_function(MATH_DONE_JS, timeout=60_000)
@@ -97,21 +95,21 @@ def test_page_from_disk(name, built, browser, guard, clean_screenshots):
             notes.append(play_animation(page, plots.nth(playable[0]), f"site-{name}-plotly-{playable[0]}"))
         elif framed:
             notes.append(click_slider(page, plots.nth(framed[0]), f"site-{name}-plotly-{framed[0]}"))
-        assert not guard.errors_for(label), f"{name}: console errors:\n" + "\n".join(guard.errors_for(label))
-        assert not guard.offsite_for(label), f"{name}: requests off the machine: {guard.offsite_for(label)}"
         print(f"\n{label}: {plots.count()} plotly figures drawn; " + "; ".join(notes))
-    finally:
-        page.close()
 
 
 STATE_JS = "g => JSON.stringify([g._fullLayout.sliders.map(s => s.active), g.layout.title, g.data])"
 
 
+def slider_state(plot) -> tuple[str, int]:
+    """The figure in view, and what it shows now: (its state, the slider's active frame)."""
+    plot.scroll_into_view_if_needed()
+    return plot.evaluate(STATE_JS), plot.evaluate("g => g._fullLayout.sliders[0].active")
+
+
 def click_slider(page, plot, shot: str) -> str:
     """Click the figure's slider rail near its right end; the slider must jump there and the figure change."""
-    before = plot.evaluate(STATE_JS)
-    active = plot.evaluate("g => g._fullLayout.sliders[0].active")
-    plot.scroll_into_view_if_needed()
+    before, active = slider_state(plot)
     rail = plot.locator(".slider-rail-rect").first
     box = rail.bounding_box()
     page.mouse.click(box["x"] + 0.95 * box["width"], box["y"] + box["height"] / 2)
@@ -124,9 +122,7 @@ def click_slider(page, plot, shot: str) -> str:
 
 def play_animation(page, plot, shot: str) -> str:
     """Press the figure's ▶ Play button; the slider must move on and the figure show another frame."""
-    before = plot.evaluate(STATE_JS)
-    active = plot.evaluate("g => g._fullLayout.sliders[0].active")
-    plot.scroll_into_view_if_needed()
+    before, active = slider_state(plot)
     plot.locator(".updatemenu-button").first.click()
     page.wait_for_function("([g, a]) => g._fullLayout.sliders[0].active >= a + 2", arg=[plot.element_handle(), active],
                            timeout=60_000)
