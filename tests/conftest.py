@@ -1,14 +1,14 @@
-import os
 import sys
 
-os.environ.setdefault("MPLBACKEND", "Agg")  # figures drawn off-screen, before any test imports pyplot
-
+import matplotlib
 import pytest
 import torch
 
 from lib import load_demo
 from lib.device import available_devices
 
+matplotlib.use("Agg")  # figures drawn off-screen in this process (not an environment variable: the kernels
+#                       that nbval and the browser tests start must keep their inline backend)
 DEVICES = available_devices()  # cuda / mps when present, always cpu
 
 # The models under test are tiny: one CPU thread per test process is fastest (thread hand-offs cost more
