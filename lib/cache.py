@@ -174,9 +174,7 @@ class CacheBase:
         return self.kv(self._layer(layer))[1]
 
     def _layer(self, layer) -> int:
-        if checks.as_int(layer) is None or not 0 <= layer < self.n_layers:
-            raise IndexError(f"layer must be an integer from 0 to {self.n_layers - 1}, got {layer!r}")
-        return int(layer)
+        return checks.index(layer, "layer", self.n_layers, f"the cache holds {self.n_layers} layers")
 
     def select(self, rows) -> "CacheBase":
         """A new cache whose sequence i holds what this cache's sequence rows[i] holds (a copy here; a paged

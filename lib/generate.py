@@ -75,11 +75,8 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
     step (``TraceStep.tensors``), for the worked example.
     """
     input_ids = checks.generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
-    checks.choice(trace, "trace", TRACE_LEVELS)
-    num_samples = checks.integer(num_samples, "num_samples", 1)
-    pad = eos_id if pad_id is None else checks.token_id(pad_id, "pad_id", model.config.vocab_size)
-    if cache is not None and not use_cache:
-        raise ValueError("cache= was given with use_cache=False; drop one of them")
+    num_samples, pad = checks.loop_args(model, use_cache, cache, trace, TRACE_LEVELS, num_samples, pad_id, eos_id,
+                                        trace_top_k)
     B, prompt_len = input_ids.shape
     if use_cache and cache is None:  # never more room than the longest pass needs (the last token is not fed)
         cache = make_cache(model, cache_kind, B, prompt_len + max_new_tokens - 1, num_samples)
@@ -96,6 +93,7 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
             pos0 = cache.seq_len if use_cache else 0
             rec = ForwardRecord(capture=trace == "full") if trace else None
             logits = model(fed, cache=cache, record=rec, last_only=True)[:, -1, :].float()  # (B, vocab)
+            checks.finite_logits(logits, model, f"step {step} ({'prefill' if step == 0 and use_cache else 'decode'})")
             if step == 0 and num_samples > 1:  # parallel sampling: n rows per prompt from here on
                 seq, fed, logits = (t.repeat_interleave(num_samples, dim=0) for t in (seq, fed, logits))
                 if use_cache:

@@ -30,7 +30,8 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
                   top_p: float | None = None) -> torch.Tensor:
     """The sampling distribution's logits, (B, vocab) float32: divided by the temperature, then every token
     outside the top-k and outside the smallest set whose probability reaches top_p set to -inf."""
-    logits = logits.float() / temperature
+    checks.sampling(temperature, top_k, top_p, greedy=False)
+    logits = checks.logits(logits).float() / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -50,7 +51,7 @@ def sampling_probs(logits: torch.Tensor, temperature: float = 0.0, top_k: int | 
     it reports the model's own distribution, softmax(logits) at temperature 1 (what a trace shows and what
     speculative decoding compares)."""
     if temperature == 0:
-        return torch.softmax(logits.float(), dim=-1)
+        return torch.softmax(checks.logits(logits).float(), dim=-1)
     return torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
 
 
@@ -63,8 +64,9 @@ def choose(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = N
            generator: torch.Generator | None = None) -> torch.Tensor:
     """The next token of every row of ``logits`` (B, vocab) -> (B,) long: the argmax when temperature is 0,
     otherwise one draw from ``sampling_probs``."""
+    checks.sampling(temperature, top_k, top_p)
     if temperature == 0:
-        return torch.argmax(logits, dim=-1)
+        return torch.argmax(checks.logits(logits), dim=-1)
     return draw(sampling_probs(logits, temperature, top_k, top_p), generator)
 
 
