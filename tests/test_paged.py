@@ -415,7 +415,7 @@ def test_construction_and_misuse_errors():
         two.fork(0)
     with pytest.raises(ValueError, match=r"rows must be a non-empty list of sequence indices from 0 to 1, got \[2\]"):
         two.select([2])
-    with pytest.raises(ValueError, match=r"truncate takes a length from 0 to the table's 3 tokens, got 4"):
+    with pytest.raises(ValueError, match=r"truncate's n_tokens must be a length from 0 to the table's 3 tokens, got 4"):
         pool.allocator.truncate(a, 4)
     two_prompts = generate_paged(make_model(), torch.tensor([[1, 2, 3], [4, 5, 6]]), 2, n=2, block_size=2)
     assert two_prompts.sequences[:, :3].tolist() == [[1, 2, 3]] * 2 + [[4, 5, 6]] * 2  # each prompt twice
