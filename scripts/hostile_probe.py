@@ -304,7 +304,7 @@ for field, v in (("vocab_size", 0), ("n_layers", 2.5), ("d_model", "64"), ("n_he
                  ("positions", "alibi"), ("rope_theta", 0), ("rope_theta", float("nan")),
                  ("rope_theta", float("inf")), ("norm_eps", -1), ("norm_eps", 0), ("norm_eps", float("nan")),
                  ("bias", "no"), ("qkv_bias", 1), ("tie_embeddings", None), ("head_dim", 0), ("attn_impl", "flash"),
-                 ("vocab_size", True), ("max_seq_len", 10 ** 12)):
+                 ("vocab_size", True)):
     extra = {"positions": "rope"} if field == "rope_theta" else {}
     E("4 config", f"ModelConfig({field}={v!r})", lambda f=field, v=v, x=extra: ModelConfig(**{**base_cfg, **x, f: v}),
       field)
@@ -356,10 +356,12 @@ from lib.serving import (ServeRequest, SimRequest, request_stream, serve, simula
 for v in (0, -3, 2.5, "3", None, True):
     E("8 serve", f"ServeRequest max_new_tokens={v!r}", lambda v=v: serve(m, [ServeRequest(0, hello, v)]),
       "max_new_tokens")
-for v in (["1", "5"], [1.5, 5.0], [V], [-1], [], "hello", None, torch.tensor(hello), [[1, 2]]):
+for v in (["1", "5"], [1.5, 5.0], [V], [-1], [], "hello", None, torch.tensor([[1, 2]]), [[1, 2]]):
     E("8 serve", f"ServeRequest prompt={v!r:.40}", lambda v=v: serve(m, [ServeRequest(0, v, 3)]), "prompt",
       "token")
 OK("8 serve", "ServeRequest prompt of numpy ints", lambda: serve(m, [ServeRequest(0, list(np.array(hello)), 3)]))
+OK("8 serve", "ServeRequest prompt as a 1-D tensor", lambda: serve(m, [ServeRequest(0, torch.tensor(hello), 3)]),
+   check=lambda r: r.records[0].prompt_len == len(hello))
 for v in (0, -1, 2.5, "16", True):
     E("8 serve", f"serve block_size={v!r}", lambda v=v: serve(m, [ServeRequest(0, hello, 3)], block_size=v),
       "block_size")
@@ -657,7 +659,7 @@ E("17 speculative", "chi_square_test({}, ...)", lambda: sp.chi_square_test({}, {
 # -- costs ---------------------------------------------------------------------------------------------------------
 from lib import costs  # noqa: E402
 
-for a_ in ((c, -1), (c, 2.5), (c, 10, 0), (c, 10, 1, "fp7"), ("nope", 10), (None, 10)):
+for a_ in ((c, -1), (c, 2.5), (c, 10, 1, "fp7"), ("nope", 10), (None, 10)):
     E("costs", f"kv_cache_bytes(config, {', '.join(map(repr, a_[1:]))})" if a_[0] is c else
       f"kv_cache_bytes{a_!r}", lambda a_=a_: lib.kv_cache_bytes(*a_), "n_tokens", "batch", "dtype",
       "model", "config", "nope")
