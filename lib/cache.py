@@ -90,6 +90,7 @@ class CacheBase:
                              f"(max_seq_len={config.max_seq_len}); a cache can hold at most that many positions")
         self.config, self.batch_size, self.max_len = config, batch_size, max_len
         self.dtype, self.device = check_cache_dtype_device(dtype, device)
+        checks.cache_memory(self, 1)  # a cache that cannot hold one position of every row is a typo
         self.seq_len = 0  # positions cached (every sequence holds the same number)
         self._pending = 0  # tokens the pass in progress has written (not yet committed)
 
@@ -99,7 +100,6 @@ class CacheBase:
 
     def shape(self, n_positions: int) -> tuple:
         return (self.batch_size, self.config.n_kv_heads, n_positions, self.config.head_dim)
-
     @property
     def seq_lens(self) -> list[int]:
         """Cached positions of every sequence (all equal here; a paged cache may hold ragged rows)."""
@@ -190,8 +190,8 @@ class CacheBase:
         return out
 
     def _check_rows(self, rows) -> list[int]:
-        rows = list(rows)
-        if not rows or any(checks.as_int(r) is None or not 0 <= r < self.batch_size for r in rows):
+        if not isinstance(rows, (list, tuple, range)) or not rows or any(
+                checks.as_int(r) is None or not 0 <= r < self.batch_size for r in rows):
             raise ValueError(f"rows must be a non-empty list of sequence indices from 0 to {self.batch_size - 1}, "
                              f"got {rows!r}")
         return [int(r) for r in rows]
@@ -200,6 +200,7 @@ class CacheBase:
         """A cache of batch_size * n sequences: every sequence repeated n times in a row (parallel sampling:
         n continuations of one prompt share its prefill)."""
         n = checks.integer(n, "fork's number of copies", 1)
+        checks.cache_memory(self, self.max_len, copies=n)
         return self.select([b for b in range(self.batch_size) for _ in range(n)])
 
     def __repr__(self):
@@ -216,6 +217,7 @@ class KVCache(CacheBase):
 
     def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None):
         super().__init__(config, batch_size, max_len, device, dtype)
+        checks.cache_memory(self, max_len)
         self.k = [torch.zeros(self.shape(max_len), dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
         self.v = [torch.zeros_like(t) for t in self.k]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import torch
 
@@ -26,6 +27,17 @@ def as_int(value):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return None
     return int(value)
+
+
+def as_number(value):
+    """``value`` as a float when it is a real number (int, float, numpy number, 0-d real tensor; not a bool,
+    not a string), else None. NaN and inf are numbers here; ``number`` refuses them."""
+    if isinstance(value, torch.Tensor):
+        ok = value.dim() == 0 and value.dtype != torch.bool and not value.dtype.is_complex
+        return float(value) if ok else None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    return float(value)
 
 
 def _range(minimum, maximum, kind) -> str:
@@ -50,11 +62,9 @@ def number(value, name: str, minimum: float | None = None, maximum: float | None
            above: float | None = None, below: float | None = None, allowed: str | None = None) -> float:
     """``value`` as a finite float within the bounds (``above`` / ``below``: strictly), or a ValueError.
     Python and numpy numbers and 0-d real tensors are numbers; bools and strings are not."""
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype != torch.bool:
-        value = value.item()
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    v = as_number(value)
+    ok = v is not None and math.isfinite(v)
     if ok:
-        v = float(value)
         ok = ((minimum is None or v >= minimum) and (maximum is None or v <= maximum) and
               (above is None or v > above) and (below is None or v < below))
     if not ok:
@@ -130,9 +140,9 @@ def token_ids(ids, name: str, vocab_size: int, *, empty: bool = False, single: b
     if not ids and not empty:
         raise ValueError(f"{name} is empty: give at least one token id")
     out = [as_int(t) for t in ids]
-    bad = next((t for t, v in zip(ids, out) if v is None or not 0 <= v < vocab_size), None)
-    if bad is not None or None in out:
-        raise ValueError(f"token id {_describe(bad)} is not in this vocabulary (ids 0..{vocab_size - 1}); {name} "
+    bad = [t for t, v in zip(ids, out) if v is None or not 0 <= v < vocab_size]
+    if bad:
+        raise ValueError(f"token id {_describe(bad[0])} is not in this vocabulary (ids 0..{vocab_size - 1}); {name} "
                          f"must hold integer token ids (encode text with the tokenizer first)")
     return out
 
@@ -200,9 +210,9 @@ def prompt_tensor(prompts) -> torch.Tensor:
                             f"({type(row).__name__})")
         if not row:
             raise ValueError(f"{where} is empty: give at least one token (e.g. the <s> token)")
-        bad = next((t for t in row if as_int(t) is None), None)
-        if bad is not None:
-            raise TypeError(f"token ids are integers; {where} holds {bad!r} ({type(bad).__name__}) "
+        bad = [t for t in row if as_int(t) is None]
+        if bad:
+            raise TypeError(f"token ids are integers; {where} holds {bad[0]!r} ({type(bad[0]).__name__}) "
                             f"(encode text with the tokenizer first)")
     lengths = [len(row) for row in rows]
     if len(set(lengths)) > 1:
@@ -220,7 +230,7 @@ def token_tensor(input_ids, vocab_size: int, device) -> None:
     if input_ids.dim() != 2:
         hint = " (for one sequence use input_ids.unsqueeze(0))" if input_ids.dim() == 1 else ""
         raise ValueError(f"input_ids must have shape (batch, seq_len), got shape {tuple(input_ids.shape)}{hint}")
-    if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8):
+    if input_ids.dtype not in (torch.long, torch.int):  # what an embedding lookup takes
         raise TypeError(f"input_ids must hold signed integer token ids (torch.long, torch.int), "
                         f"got dtype {input_ids.dtype}")
     if input_ids.numel() == 0:
@@ -235,17 +245,36 @@ def token_tensor(input_ids, vocab_size: int, device) -> None:
                          f"{vocab_size - 1}")
 
 
-def sampling(temperature, top_k=None, top_p=None, greedy: bool = True) -> None:
-    """Raise a ValueError that names the setting and what is allowed, when one is out of range (``greedy=False``:
-    a temperature to divide by, so not 0)."""
+def sampling(temperature, top_k=None, top_p=None, greedy: bool = True) -> tuple:
+    """(temperature, top_k, top_p) as a float, an int or None, a float or None; a ValueError that names the
+    setting and what is allowed when one is out of range (``greedy=False``: a temperature to divide by, not 0)."""
     if greedy:
-        number(temperature, "temperature", 0, allowed="a finite number >= 0 (0 means greedy)")
+        temperature = number(temperature, "temperature", 0, allowed="a finite number >= 0 (0 means greedy)")
     else:
-        number(temperature, "temperature", above=0, allowed="a finite number > 0 (to divide the logits by)")
+        temperature = number(temperature, "temperature", above=0, allowed="a finite number > 0 (to divide the "
+                                                                           "logits by)")
     if top_k is not None:
-        integer(top_k, "top_k", 1, allowed="None (no limit) or an integer >= 1")
+        top_k = integer(top_k, "top_k", 1, allowed="None (no limit) or an integer >= 1")
     if top_p is not None:
-        number(top_p, "top_p", maximum=1, above=0, allowed="None (no limit) or a number in (0, 1]")
+        top_p = number(top_p, "top_p", maximum=1, above=0, allowed="None (no limit) or a number in (0, 1]")
+    return temperature, top_k, top_p
+
+
+def fits_in_memory(nbytes: int, device, what: str) -> None:
+    """Refuse, before allocating, ``what`` of ``nbytes`` bytes that cannot fit in the device's memory (a typo
+    of a few zeros would otherwise get the process killed, or a raw allocator error)."""
+    device = torch.device(device)
+    total = None
+    if device.type == "cpu" and hasattr(os, "sysconf"):
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            total = None
+    elif device.type == "cuda":
+        total = torch.cuda.mem_get_info(device)[1]
+    if total is not None and nbytes > total:
+        raise ValueError(f"{what} would take {nbytes:,} bytes, more than the {total:,} bytes of memory of "
+                         f"{device}; ask for less")
 
 
 def kv_cache(cache, name: str = "cache"):
@@ -263,8 +292,23 @@ def forward_extras(cache, record) -> None:
         raise TypeError(f"record must be a lib.ForwardRecord or None, got {_describe(record)}")
 
 
-def loop_args(model, use_cache, cache, trace, trace_levels, num_samples, pad_id, eos_id, trace_top_k):
+def cache_memory(cache, n_positions: int, copies: int = 1) -> None:
+    """Refuse a KV cache (``copies`` of every row of ``cache``) whose K and V for ``n_positions`` positions of
+    each row cannot fit in memory."""
+    c, rows = cache.config, cache.batch_size * copies
+    what = (f"a {type(cache).__name__} of batch_size={rows} x {n_positions} position(s)" if copies == 1 else
+            f"fork's {copies} copies of each of the {cache.batch_size} row(s) of a {type(cache).__name__}")
+    fits_in_memory(2 * c.n_layers * rows * c.n_kv_heads * n_positions * c.head_dim * cache.dtype.itemsize,
+                   cache.device, what)
+
+
+def loop_args(model, input_ids, max_new_tokens, use_cache, cache, trace, trace_levels, num_samples, pad_id, eos_id,
+              trace_top_k):
     """The rest of generate()'s arguments, checked -> (num_samples, the padding id)."""
+    n, c = integer(num_samples, "num_samples", 1), model.config
+    rows, positions = input_ids.shape[0] * n, input_ids.shape[1] + integer(max_new_tokens, "max_new_tokens", 1)
+    fits_in_memory(rows * (positions * 2 * c.n_layers * c.n_kv_heads * c.head_dim + 2 * c.vocab_size) * 4,
+                   model.device, f"num_samples={n} continuations of {input_ids.shape[0]} prompt(s)")
     flag(use_cache, "use_cache")
     kv_cache(cache)
     if cache is not None and not use_cache:
@@ -272,7 +316,7 @@ def loop_args(model, use_cache, cache, trace, trace_levels, num_samples, pad_id,
     choice(trace, "trace", trace_levels)
     integer(trace_top_k, "trace_top_k", 1)
     pad = eos_id if pad_id is None else token_id(pad_id, "pad_id", model.config.vocab_size)
-    return integer(num_samples, "num_samples", 1), pad
+    return n, pad
 
 
 def generate_args(model, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_p=None, eos_id=None):

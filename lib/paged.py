@@ -62,6 +62,14 @@ class BlockTable:
         return f"BlockTable({self.name or ''}: {self.n_tokens} tokens in blocks {self.blocks})"
 
 
+MAX_BLOCKS = 2 ** 20  # a pool of more blocks would take seconds and gigabytes just to keep track of them
+
+
+def check_n_blocks(n_blocks) -> int:
+    return checks.integer(n_blocks, "n_blocks", 1, MAX_BLOCKS, allowed=(
+        f"an integer from 1 to {MAX_BLOCKS:,} (each block's bookkeeping is a Python object)"))
+
+
 class BlockAllocator:
     """Bookkeeping of a pool of ``n_blocks`` blocks of ``block_size`` token positions (no tensors).
 
@@ -70,7 +78,7 @@ class BlockAllocator:
     and prefix hit, for the block widget."""
 
     def __init__(self, n_blocks: int, block_size: int = 16, record_events: bool = False):
-        self.n_blocks = n_blocks = checks.integer(n_blocks, "n_blocks", 1)
+        self.n_blocks = check_n_blocks(n_blocks)
         self.block_size = checks.integer(block_size, "block_size", 1)
         self._free = OrderedDict.fromkeys(range(n_blocks))  # free list: allocate from the front
         self.refcounts = [0] * n_blocks
@@ -265,9 +273,12 @@ class PagedKVPool:
         if not isinstance(config, ModelConfig):
             raise TypeError(f"a paged KV pool is built from a lib.ModelConfig, got {type(config).__name__}")
         self.config = config
-        self.allocator = BlockAllocator(n_blocks, block_size, record_events)
+        n_blocks, block_size = check_n_blocks(n_blocks), checks.integer(block_size, "block_size", 1)
         self.dtype, self.device = check_cache_dtype_device(dtype, device)
         shape = (n_blocks, config.n_kv_heads, block_size, config.head_dim)
+        checks.fits_in_memory(2 * config.n_layers * math.prod(shape) * self.dtype.itemsize, self.device,
+                              f"a pool of n_blocks={n_blocks} blocks of block_size={block_size} tokens")
+        self.allocator = BlockAllocator(n_blocks, block_size, record_events)
         self.k = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
         self.v = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
 

@@ -35,11 +35,12 @@ import torch
 
 from . import checks
 from .device import synchronize
-from .paged import BlockAllocator, BlockTable, PagedKVPool, PoolExhaustedError, forward_paged
+from .paged import MAX_BLOCKS, BlockAllocator, BlockTable, PagedKVPool, PoolExhaustedError, forward_paged
 from .sampling import choose
 from .text import text_table
 
 POLICIES = ("max", "pow2", "oracle", "paged")
+REQUEST_BYTES = 1024  # about what one request of a stream and its record in a run take
 CONTIGUOUS = ("max", "pow2", "oracle")
 
 
@@ -71,6 +72,7 @@ def request_stream(n: int = 400, seed: int = 0, prompt_mean: float = 160.0, outp
     means are close to the ShareGPT conversations the vLLM paper served (about 160 prompt and 340 output
     tokens on average, long-tailed), with OPT's context of 2048."""
     n, max_len = checks.integer(n, "n", 1), checks.integer(max_len, "max_len", 2)
+    checks.fits_in_memory(REQUEST_BYTES * n, "cpu", f"a stream of n={n} requests")
     prompt_mean, output_mean = (checks.number(v, name, above=0, maximum=1e9) for name, v in
                                 (("prompt_mean", prompt_mean), ("output_mean", output_mean)))
     sigma = checks.number(sigma, "sigma", above=0, maximum=5)
@@ -232,6 +234,10 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
         n_blocks = kv_tokens // block_size
         if n_blocks == 0 or kv_tokens % block_size:
             raise ValueError(f"kv_tokens={kv_tokens} must be a positive multiple of block_size={block_size}")
+        if n_blocks > MAX_BLOCKS:
+            raise ValueError(f"kv_tokens={kv_tokens} in blocks of block_size={block_size} makes {n_blocks:,} blocks, "
+                             f"more than the {MAX_BLOCKS:,} the simulation keeps track of; lower kv_tokens or raise "
+                             f"block_size")
         alloc = BlockAllocator(n_blocks, block_size)
         spare = int(watermark * n_blocks)
         biggest = max((-(-r.total_len // block_size) for r in requests), default=0)
@@ -355,6 +361,7 @@ def demo_requests(tokenizer, n: int = 32, seed: int = 0, max_new_tokens: int = 3
     from .corpus import read_corpus
 
     n, max_new_tokens = checks.integer(n, "n", 1), checks.integer(max_new_tokens, "max_new_tokens", 1)
+    checks.fits_in_memory(REQUEST_BYTES * n, "cpu", f"n={n} requests")
     lines = sorted(set(read_corpus()))
     rng = random.Random(seed)
     out = []
@@ -472,9 +479,12 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
     eos_id = None if eos_id is None else checks.token_id(eos_id, "eos_id", c.vocab_size)
     requests = [_checked_request(r, c) for r in _listed(requests, "requests", ServeRequest,
                                                             "ServeRequest objects (see demo_requests)")]
-    n_blocks = max_batch * -(-c.max_seq_len // block_size) if n_blocks is None else \
-        checks.integer(n_blocks, "n_blocks", 1)
-    pool = PagedKVPool.for_model(model, n_blocks, block_size)
+    if n_blocks is None:  # room for max_batch full-length sequences
+        n_blocks = max_batch * -(-c.max_seq_len // block_size)
+        checks.fits_in_memory(2 * c.n_layers * n_blocks * c.n_kv_heads * block_size * c.head_dim * model.dtype.itemsize,
+                              model.device, f"the default pool for max_batch={max_batch} full-length sequences in "
+                                            f"blocks of block_size={block_size}")
+    pool = PagedKVPool.for_model(model, checks.integer(n_blocks, "n_blocks", 1), block_size)
     biggest = max((-(-(len(r.prompt) + r.max_new_tokens - 1) // block_size) for r in requests), default=0)
     if biggest > n_blocks:
         raise ValueError(f"a request may need {biggest} blocks of {block_size} tokens (prompt + max_new_tokens) but "
