@@ -30,9 +30,11 @@ def draft():
 
 
 def usage(pool):
-    """What a failed call must leave as it was: the counts, every block's references, the set of free blocks
-    (their order on the free list may change: blocks taken and given back go to its end)."""
-    return pool.usage(), list(pool.allocator.refcounts), sorted(pool.allocator.free_blocks())
+    """What a failed call must leave as it was: the blocks in use, every block's references, the set of free
+    blocks (their order on the free list may change: blocks taken and given back go to its end; ``copies``
+    and ``prefix_hits`` count events that happened)."""
+    u = pool.usage()
+    return (u["used"], u["free"], u["shared"]), list(pool.allocator.refcounts), sorted(pool.allocator.free_blocks())
 
 
 # ---------------------------------------------------------------------- 1. admission loops that spun

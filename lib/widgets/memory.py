@@ -318,13 +318,16 @@ class MemoryExplorer:
     Python API (no browser needed): ``set(model=..., dtype=..., context=..., batch=...)`` (bad values raise
     a clear error and change nothing), ``.budget`` (a MemoryBudget), ``.html`` (what the view shows),
     ``.last_update_ms``. ``.widget`` is the ipywidgets box to display. Changing the model clamps the
-    context to the new model's window."""
+    context to the new model's window; the constructor's ``context`` defaults to 4096 clamped so too. The
+    constructor refuses what ``set`` refuses: a model the picker lacks, a batch past the slider (1..256)."""
 
     BATCH_MAX = 256  # the requests slider's range is 1..256
 
-    def __init__(self, model="llama-2-7b", dtype="fp16", context: int = 4096, batch: int = 1):
+    def __init__(self, model="llama-2-7b", dtype="fp16", context: int | None = None, batch: int = 1):
         import ipywidgets as W
 
+        if context is None:  # 4096, or the model's window when it is shorter (as set(model=...) clamps it)
+            context = min(4096, resolve_model(model)[1].max_seq_len)
         self.budget = self._fits_controls(memory_budget(model, dtype, context, batch))
         b = self.budget
         self.model_box = W.Dropdown(options=list(PRESETS), value=b.model, description="model")

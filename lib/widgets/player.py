@@ -31,7 +31,6 @@ Public API (three render tiers over one data layer):
 from __future__ import annotations
 
 import html
-import numbers
 import time
 from dataclasses import asdict, dataclass
 
@@ -660,7 +659,7 @@ def _checked_settings(limit: int, **values) -> dict:
 def _option(options, value, name):
     """The option value equal to ``value`` (so 1 == 1.0 finds "1.0"), or a clear error listing the choices."""
     for _, v in options:
-        if v == value and not isinstance(value, bool) and isinstance(value, numbers.Real):
+        if v == checks.as_number(value):
             return v
     raise ValueError(f"{name}={value!r} is not one of the player's steps: "
                      f"{', '.join(str(v) for _, v in options)} (0 / 1.0 mean off where that applies)")

@@ -253,10 +253,10 @@ class SpeculativeExplorer:
     def _check(k, temperature, seed) -> tuple:
         """k, temperature and seed as the controls hold them (the constructor and ``set`` refuse the same)."""
         k = checks.integer(k, "k", 1, 8, allowed="an integer from 1 to 8 (the explorer's k slider)")
-        if isinstance(temperature, bool) or temperature not in TEMPERATURES:
+        if checks.as_number(temperature) not in TEMPERATURES:
             raise ValueError(f"the explorer's temperature takes one of {list(TEMPERATURES)}, got {temperature!r}")
         seed = checks.integer(seed, "seed", 0, 2 ** 31 - 1)  # a seed box, as in the generation player
-        return k, float(temperature), seed
+        return k, checks.as_number(temperature), seed
 
     def _run(self, prompt: str) -> SpeculativeResult:
         ids = self.tokenizer.encode(prompt)
