@@ -17,7 +17,9 @@ outcome into one of:
     python scripts/hostile_probe.py -v         # every case
 
 It uses only names that exist since the branch point of issue 15, so it can be run on the code before and
-after the fixes; a name that does not exist counts as opaque.
+after the fixes; a name that does not exist counts as opaque. Run it under a memory limit
+(``(ulimit -v 16000000; python scripts/hostile_probe.py)``): before the fixes, a few cases allocate without
+bound (those run in a child process, so the probe itself survives).
 """
 from __future__ import annotations
 
@@ -55,9 +57,11 @@ def _alarm(signum, frame):
 CASES = []
 
 
-def E(area, label, fn, *names, state=None, exc=()):
-    """A bad value: it must be refused with a clear error naming one of ``names``."""
-    CASES.append(dict(area=area, label=label, fn=fn, names=names, state=state, exc=exc, expect="error"))
+def E(area, label, fn, *names, state=None, exc=(), isolate=False):
+    """A bad value: it must be refused with a clear error naming one of ``names``. ``isolate``: run it in a
+    child process (a huge allocation can hold the interpreter in C code past the alarm, or get it killed)."""
+    CASES.append(dict(area=area, label=label, fn=fn, names=names, state=state, exc=exc, expect="error",
+                      isolate=isolate))
 
 
 def OK(area, label, fn, check=None, state=None):
@@ -71,8 +75,29 @@ def EITHER(area, label, fn, *names, check=None, state=None, exc=()):
                       check=check))
 
 
-def run_case(c):
+def run_isolated(c):
+    """run_case in a forked child, which has TIMEOUT + 10 s to answer; killed after that (a hang), or dead
+    (killed by the system: a crash)."""
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=lambda: child.send(run_case(c, isolated=True)))
+    proc.start()
+    if parent.poll(TIMEOUT + 10):
+        result = parent.recv()
+        proc.join()
+        return result
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+        return "hang", f"no answer within {TIMEOUT + 10:.0f} s (stuck in C code: the alarm could not stop it)"
+    return "opaque", f"the process died (exit code {proc.exitcode}): killed by the system?"
+
+
+def run_case(c, isolated=False):
     """-> (outcome, detail)."""
+    if c.get("isolate") and not isolated:
+        return run_isolated(c)
     fn, state = c["fn"], c["state"]
     if state is not None:  # fn() builds the objects and returns (call, state_of)
         try:
@@ -825,6 +850,43 @@ for kw in (dict(loglog="no"), dict(n=0), dict(model="nope")):
 for kw in (dict(batch=3), dict(context=5), dict(machine="x"), dict(dtype="fp7"), dict(model="nope"),
            dict(batch=2.5)):
     E("13 widgets", f"RooflineExplorer(**{kw})", lambda kw=kw: RooflineExplorer(**kw), next(iter(kw)))
+
+
+# -- found by tests/test_fuzz.py: tiny settings, typos of a few zeros, a forked run that fails ------------------
+for t in (4.6e-166, 1e-300):
+    OK("fuzz", f"generate(temperature={t})", lambda t=t: gen(4, temperature=t, seed=0),
+       check=lambda r: torch.equal(r.sequences, gen(4).sequences))
+OK("fuzz", "generate(top_p=1e-97)", lambda: gen(4, temperature=1.0, top_p=1e-97, seed=0),
+   check=lambda r: torch.equal(r.sequences, gen(4).sequences))
+OK("fuzz", "generate(top_k=torch.tensor(3))", lambda: gen(4, temperature=1.0, top_k=torch.tensor(3), seed=0))
+E("fuzz", "generate(num_samples=2**31)", lambda: gen(3, num_samples=2 ** 31), "num_samples", isolate=True)
+E("fuzz", "PagedKVPool.for_model(m, 2**31, 16)", lambda: PagedKVPool.for_model(m, 2 ** 31, 16), "n_blocks",
+  isolate=True)
+E("fuzz", "ConcatKVCache(c, 2**40, 8)", lambda: ConcatKVCache(c, 2 ** 40, 8), "batch_size", isolate=True)
+E("fuzz", "simulate(kv_tokens=2**31)", lambda: simulate(request_stream(3), "paged", kv_tokens=2 ** 31), "kv_tokens",
+  isolate=True)
+E("fuzz", "request_stream(2**40)", lambda: request_stream(2 ** 40), "n", isolate=True)
+E("fuzz", "m(int16 ids)", lambda: m(torch.tensor([[1, 5]], dtype=torch.int16)), "input_ids")
+
+
+def _fork_in_a_passed_cache():
+    cache = KVCache(c, 1, 1)
+    return (lambda: generate(m, ids, 2, cache=cache, num_samples=2)), (lambda: cache.seq_lens)
+
+
+E("fuzz", "generate(num_samples=2) on a passed cache too small for it", _fork_in_a_passed_cache, "cache", "max_len",
+  state=True)
+
+
+def _fork_cache(n):
+    def setup():
+        cache = KVCache(c, 1, 8)
+        m(torch.tensor([ids]), cache=cache)
+        return (lambda: cache.fork(n)), (lambda: cache.seq_lens)
+    return setup
+
+
+E("fuzz", "cache.fork(2**31)", _fork_cache(2 ** 31), "fork", state=True, isolate=True)
 
 
 # ================================================================================================ run
