@@ -235,8 +235,8 @@ class MiniTransformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def check_input(self, input_ids, cache=None, lengths=None, record=None):
-        """Raise a clear error unless ``input_ids`` (B, T) can be fed (with ``cache`` and ``record``; ``lengths``: real
-        tokens per row of a right-padded ragged batch). Returns the lengths as a list, or None when every row feeds T."""
+        """Raise a clear error unless ``input_ids`` (B, T) can be fed (with ``cache`` and ``record``; ``lengths``:
+        real tokens per row of a right-padded ragged batch). The lengths as a list, or None when every row feeds T."""
         c = self.config
         checks.token_tensor(input_ids, c.vocab_size, self.device)
         checks.forward_extras(cache, record)

@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import io
 import json
-import math
 import signal
 import sys
 import tempfile

@@ -183,9 +183,9 @@ def test_generate_arguments(chat, arg, data):
 def prompts():
     ids = st.one_of(st.integers(-2, V + 1), st.integers(0, V - 1).map(np.int64), JUNK)
     row = st.lists(ids, min_size=0, max_size=6)
-    tensors = st.builds(lambda dt, b, t, hi: torch.randint(0, hi, (b, t)).to(dt),
-                        st.sampled_from([torch.long, torch.int, torch.int16, torch.int8, torch.uint8, torch.float32,
-                                         torch.bool]), st.integers(0, 3), st.integers(0, 70), st.sampled_from([2, V + 1]))
+    dtypes = st.sampled_from([torch.long, torch.int, torch.int16, torch.int8, torch.uint8, torch.float32, torch.bool])
+    tensors = st.builds(lambda dt, b, t, hi: torch.randint(0, hi, (b, t)).to(dt), dtypes, st.integers(0, 3),
+                        st.integers(0, 70), st.sampled_from([2, V + 1]))
     return st.one_of(row, st.lists(row, min_size=1, max_size=3), tensors, tensors.map(lambda t: t.flatten()),
                      tensors.map(lambda t: t[None]), JUNK)
 
@@ -576,7 +576,8 @@ def test_speculative_generate(chat, draft, arg, data):
         assert 1 <= res.n_new <= n and int(res.sequences.max()) < V
         if real(kw["temperature"]) == 0:  # greedy: exactly the target's own tokens
             eos = None if kw["eos_id"] is None else int_like(kw["eos_id"])
-            assert torch.equal(res.sequences, generate(model, prompt, n, eos_id=eos).sequences[:, :res.sequences.shape[1]])
+            alone = generate(model, prompt, n, eos_id=eos).sequences
+            assert torch.equal(res.sequences, alone[:, :res.sequences.shape[1]])
     else:
         assert_clear(err, arg)
 
@@ -689,7 +690,8 @@ def test_widget_constructors_refuse_what_set_refuses(chat, draft, which, data, v
     build, names = WIDGET_KW[which]
     name = data.draw(st.sampled_from(names), label="control")
     # set(x=None) keeps x where None is no value of x (the constructor then takes its default)
-    assume(value is not None or not (which in ("memory", "speculative") or (which, name) == ("sampling", "temperature")))
+    keeps = which in ("memory", "speculative") or (which, name) == ("sampling", "temperature")
+    assume(value is not None or not keeps)
     _, built = outcome(lambda: build(chat[0], chat[1], draft, {name: value}))
     w = build(chat[0], chat[1], draft, {})
     _, set_err = outcome(lambda: w.set(**{name: value}))

@@ -8,7 +8,6 @@ random; ``scripts/hostile_probe.py`` counts them.
 """
 import contextlib
 import io
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -221,7 +220,8 @@ def test_7_next_token_probs_refuses_a_nan_temperature(chat):
     (dict(trace=True, trace_top_k=-1), r"trace_top_k must be an integer >= 1, got -1"),
     (dict(trace=1), r"trace=1 is not supported; allowed: False, True, full"),
     (dict(use_cache="no"), r"use_cache must be True or False, got 'no'"),
-    (dict(cache="x"), r"cache must be a KV cache \(lib.KVCache, lib.ConcatKVCache, lib.PagedKVCache\) or None, got 'x'"),
+    (dict(cache="x"), r"cache must be a KV cache \(lib.KVCache, lib.ConcatKVCache, lib.PagedKVCache\) or None, "
+                      r"got 'x'"),
     (dict(input_ids=torch.tensor([[1, 5]], dtype=torch.uint8)), r"input_ids must hold signed integer token ids"),
 ])
 def test_17_generate_arguments(chat, kw, msg):
@@ -253,7 +253,8 @@ def test_17_filter_logits_and_choose():
     with pytest.raises(ValueError, match=r"logits must be a \(batch, vocab\) floating-point tensor, got shape \(10,\), "
                                          r"dtype torch.float32 \(for one row use logits\[None\]\)"):
         filter_logits(torch.randn(10), 1.0, top_p=0.5)
-    with pytest.raises(ValueError, match=r"logits hold non-finite values \(row 1: NaN, \+inf, or -inf for every token\)"):
+    with pytest.raises(ValueError, match=r"logits hold non-finite values \(row 1: NaN, \+inf, or -inf for every "
+                                         r"token\)"):
         choose(torch.tensor([[0.0, 1.0], [float("nan"), 0.0]]), 1.0)
 
 
@@ -272,7 +273,8 @@ def test_17_trace_lookups_name_the_argument(chat):
     tr = generate(model, tok.encode("<s>"), 3, trace=True).trace
     with pytest.raises(IndexError, match=r"layer must be an integer from 0 to 3 \(the model has 4 layers\), got 99"):
         tr.attention_grid(layer=99)
-    with pytest.raises(IndexError, match=r"head must be an integer from 0 to 3 \(the model has 4 query heads\), got -1"):
+    with pytest.raises(IndexError, match=r"head must be an integer from 0 to 3 \(the model has 4 query heads\), "
+                                         r"got -1"):
         tr.attention_grid(head=-1)
     with pytest.raises(IndexError, match=r"batch must be an integer from 0 to 0 \(the trace holds 1 sequence\(s\)\)"):
         tr.tokens(batch=1)
@@ -378,7 +380,8 @@ def test_10_truncated_weights_are_named_and_load_from_env_does_not_raise(tmp_pat
     folder = gpt2_folder(tmp_path)
     weights = next(folder.glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:500])
-    with pytest.raises(ValueError, match=rf"the weights \({weights.name}\) could not be read \(truncated or corrupt\?\)"):
+    with pytest.raises(ValueError, match=rf"the weights \({weights.name}\) could not be read \(truncated or "
+                                         rf"corrupt\?\)"):
         from_hf(folder)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

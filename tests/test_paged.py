@@ -387,8 +387,8 @@ def test_pool_exhausted_is_a_clear_error_and_changes_nothing():
 
 def test_construction_and_misuse_errors():
     cfg = make_model().config
-    with pytest.raises(ValueError, match=r"n_blocks must be an integer from 1 to 1,048,576 \(each block.s bookkeeping is a "
-                                         r"Python object\), got 0"):
+    with pytest.raises(ValueError, match=r"n_blocks must be an integer from 1 to 1,048,576 \(each block.s "
+                                         r"bookkeeping is a Python object\), got 0"):
         BlockAllocator(0)
     with pytest.raises(ValueError, match=r"block_size must be an integer >= 1, got 2.5"):
         PagedKVPool(cfg, 4, 2.5)

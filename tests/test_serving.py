@@ -237,7 +237,8 @@ def test_serving_errors(chat, requests):
     model, tok = chat
     with pytest.raises(ValueError, match=r"policy='dynamic' is not supported; allowed: static, continuous"):
         serve(model, requests, "dynamic")
-    with pytest.raises(TypeError, match=r"requests must be a list of ServeRequest objects \(see demo_requests\); one of them is list \[1, 2, 3\]"):
+    with pytest.raises(TypeError, match=r"requests must be a list of ServeRequest objects \(see demo_requests\); "
+                                        r"one of them is list \[1, 2, 3\]"):
         serve(model, [[1, 2, 3]])
     with pytest.raises(ValueError, match=r"request 9: a prompt of 3 token\(s\) with max_new_tokens=70 does not fit "
                                          r"the context window \(max_seq_len=64\)"):

@@ -649,7 +649,8 @@ def _checked_settings(limit: int, **values) -> dict:
     check = {"temperature": lambda v: _option(TEMPERATURES, v, "temperature"),
              "top_k": lambda v: _option(TOP_KS, 0 if v is None else v, "top_k"),
              "top_p": lambda v: _option(TOP_PS, 1.0 if v is None else v, "top_p"),
-             "seed": lambda v: checks.integer(v, "seed", 0, MAX_SEED), "use_cache": lambda v: checks.flag(v, "use_cache"),
+             "seed": lambda v: checks.integer(v, "seed", 0, MAX_SEED),
+             "use_cache": lambda v: checks.flag(v, "use_cache"),
              "max_new_tokens": lambda v: checks.integer(v, "max_new_tokens", 1, limit, allowed=(
                  f"an integer from 1 to {limit} (the range of the max new slider)")),
              "prompt": lambda v: checks.text(v, "prompt")}
