@@ -260,16 +260,29 @@ def sampling(temperature, top_k=None, top_p=None, greedy: bool = True) -> tuple:
     return temperature, top_k, top_p
 
 
+def _cpu_memory() -> int | None:
+    """Bytes of memory this process may use: the machine's, or its container's limit when that is lower."""
+    sizes = []
+    try:
+        sizes.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        pass
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):  # cgroup v2, v1
+        try:
+            with open(limit) as f:
+                sizes.append(int(f.read().strip()))
+        except (OSError, ValueError):  # absent, or "max" (no limit)
+            pass
+    return min(sizes) if sizes else None
+
+
 def fits_in_memory(nbytes: int, device, what: str) -> None:
     """Refuse, before allocating, ``what`` of ``nbytes`` bytes that cannot fit in the device's memory (a typo
     of a few zeros would otherwise get the process killed, or a raw allocator error)."""
     device = torch.device(device)
     total = None
-    if device.type == "cpu" and hasattr(os, "sysconf"):
-        try:
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError):
-            total = None
+    if device.type == "cpu":
+        total = _cpu_memory()
     elif device.type == "cuda":
         total = torch.cuda.mem_get_info(device)[1]
     if total is not None and nbytes > total:

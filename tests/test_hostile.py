@@ -498,3 +498,52 @@ def test_16_a_table_of_another_allocator_is_refused_and_counts_stay():
     with pytest.raises(ValueError, match=r"fork: .* is not a table of this pool \(4 blocks\)"):
         a.fork(t)
     assert a.refcounts == [0] * 4 and a.n_free == 4
+
+
+# ---------------------------------------------------------------------- found by tests/test_fuzz.py
+
+@pytest.mark.parametrize("kw", [dict(temperature=4.6e-166), dict(temperature=1e-300),
+                                dict(temperature=1.0, top_p=1e-97)])
+def test_fuzz_a_tiny_temperature_or_top_p_is_greedy_not_nan(chat, kw):
+    model, tok = chat
+    ids = tok.encode("<s>")
+    assert torch.equal(generate(model, ids, 5, seed=0, **kw).sequences, generate(model, ids, 5).sequences)
+
+
+def test_fuzz_a_failed_forked_run_leaves_a_passed_cache_as_it_was(chat):
+    model, tok = chat
+    cache = KVCache(model.config, 1, 1)
+    with pytest.raises(ValueError, match=r"KV cache is full"):
+        generate(model, tok.encode("<s>"), 2, cache=cache, num_samples=2)
+    assert cache.seq_len == 0
+    pool = PagedKVPool.for_model(model, 40, 4)
+    held = PagedKVCache(pool=pool)
+    model(torch.tensor([tok.encode("<s>hello")]), cache=held)  # 6 positions in 2 blocks, before the call
+    before = usage(pool)
+    with pytest.raises(ValueError, match=r"sequence too long for the context window \(row 0\): positions 64..64"):
+        generate(model, tok.encode("!"), 60, cache=held, num_samples=2)  # fails at a decode step, after the fork
+    assert held.seq_lens == [6] and usage(pool) == before
+
+
+def test_fuzz_sizes_a_few_zeros_too_large_are_refused_before_allocating(chat, monkeypatch):
+    from lib import checks
+    model, tok = chat
+    monkeypatch.setattr(checks, "_cpu_memory", lambda: 10 ** 6)  # a machine of 1 MB: the checks, not the luck
+    with pytest.raises(ValueError, match=r"a KVCache of batch_size=8 x 64 position\(s\) would take 1,048,576 bytes, "
+                                         r"more than the 1,000,000 bytes of memory of cpu"):
+        KVCache(model.config, 8, 64)
+    with pytest.raises(ValueError, match=r"a pool of n_blocks=1000 blocks of block_size=16 tokens would take"):
+        PagedKVPool.for_model(model, 1000, 16)
+    with pytest.raises(ValueError, match=r"num_samples=1000 continuations of 1 prompt\(s\) would take"):
+        generate(model, tok.encode("<s>"), 3, num_samples=1000)
+    cache = KVCache(model.config, 1, 8)
+    with pytest.raises(ValueError, match=r"fork's 1000 copies of each of the 1 row\(s\) of a KVCache would take"):
+        cache.fork(1000)
+    with pytest.raises(ValueError, match=r"n_blocks must be an integer from 1 to 1,048,576"):
+        BlockAllocator(2 ** 31)
+    with pytest.raises(ValueError, match=r"kv_tokens=34359738368 in blocks of block_size=16 makes 2,147,483,648 "
+                                         r"blocks, more than the 1,048,576 the simulation keeps track of"):
+        simulate(request_stream(3), kv_tokens=2 ** 35)
+    with pytest.raises(TypeError, match=r"input_ids must hold signed integer token ids \(torch.long, torch.int\), got "
+                                        r"dtype torch.int16"):
+        model(torch.tensor([[1, 5]], dtype=torch.int16))
