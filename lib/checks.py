@@ -7,6 +7,7 @@ from a tensor or an array is an integer too); bools are refused, and so are floa
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
@@ -21,9 +22,10 @@ def _describe(value) -> str:
 
 def as_int(value):
     """``value`` as an int when it is an integer (int, numpy integer, 0-d integer tensor), else None."""
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.dtype.is_floating_point \
-            and value.dtype != torch.bool:
-        return int(value)
+    if isinstance(value, torch.Tensor):
+        ok = value.dim() == 0 and not value.dtype.is_floating_point and not value.dtype.is_complex \
+            and value.dtype != torch.bool
+        return int(value) if ok else None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return None
     return int(value)
@@ -155,6 +157,8 @@ def logits(value, name: str = "logits") -> torch.Tensor:
             else _describe(value)
         hint = " (for one row use logits[None])" if isinstance(value, torch.Tensor) and value.dim() == 1 else ""
         raise ValueError(f"{name} must be a (batch, vocab) floating-point tensor, got {got}{hint}")
+    if bool(torch.isfinite(value.sum())):  # the usual case, in one cheap reduction: nothing is NaN or inf
+        return value
     bad = torch.isnan(value) | torch.isposinf(value) | torch.isneginf(value).all(dim=-1, keepdim=True)
     if bool(bad.any()):
         row = int(bad.any(dim=-1).nonzero()[0, 0])
@@ -166,7 +170,7 @@ def logits(value, name: str = "logits") -> torch.Tensor:
 def finite_logits(logits: torch.Tensor, model, where: str) -> None:
     """Raise a ValueError that says where they came from when a model's logits hold NaN or inf: the parameters
     that are not finite, or, when every parameter is finite, an overflow in the model's dtype."""
-    if bool(torch.isfinite(logits).all()):
+    if bool(torch.isfinite(logits.sum())) or bool(torch.isfinite(logits).all()):  # (a cheap reduction first)
         return
     net = model if hasattr(model, "named_parameters") else model.model  # a FastDecoder holds the model
     bad = [n for n, p in net.named_parameters() if not bool(torch.isfinite(p).all())]
@@ -260,6 +264,7 @@ def sampling(temperature, top_k=None, top_p=None, greedy: bool = True) -> tuple:
     return temperature, top_k, top_p
 
 
+@functools.lru_cache(maxsize=1)
 def _cpu_memory() -> int | None:
     """Bytes of memory this process may use: the machine's, or its container's limit when that is lower."""
     sizes = []

@@ -30,8 +30,9 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
     temperature, top_k, top_p = checks.sampling(temperature, top_k, top_p, greedy=False)
     raw = checks.logits(logits).float()
     logits = raw / temperature
-    if not bool((torch.isfinite(logits) | torch.isinf(raw)).all()):  # a tiny temperature overflowed: shift, in fp64
-        logits = ((raw - raw.max(dim=-1, keepdim=True).values).double() / temperature).float()  # (the same softmax)
+    if not bool(torch.isfinite(logits.sum())) and not bool((torch.isfinite(logits) | torch.isinf(raw)).all()):
+        # a tiny temperature overflowed: shift by the maximum (the same softmax) and divide in float64
+        logits = ((raw - raw.max(dim=-1, keepdim=True).values).double() / temperature).float()
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
