@@ -79,6 +79,7 @@ class CacheBase:
                              f"(max_seq_len={config.max_seq_len}); a cache can hold at most that many positions")
         self.config, self.batch_size, self.max_len = config, batch_size, max_len
         self.dtype, self.device = checks.cache_dtype_device(dtype, device)
+        checks.cache_memory(self, 1)  # a cache that cannot hold one position of every row is a typo
         self.seq_len = 0  # positions cached (every sequence holds the same number)
         self._pending = 0  # tokens the pass in progress has written (not yet committed)
 
@@ -88,7 +89,6 @@ class CacheBase:
 
     def shape(self, n_positions: int) -> tuple:
         return (self.batch_size, self.config.n_kv_heads, n_positions, self.config.head_dim)
-
     @property
     def seq_lens(self) -> list[int]:
         """Cached positions of every sequence (all equal here; a paged cache may hold ragged rows)."""
@@ -163,9 +163,7 @@ class CacheBase:
         return self.kv(self._layer(layer))[1]
 
     def _layer(self, layer) -> int:
-        if checks.as_int(layer) is None or not 0 <= layer < self.n_layers:
-            raise IndexError(f"layer must be an integer from 0 to {self.n_layers - 1}, got {layer!r}")
-        return int(layer)
+        return checks.index(layer, "layer", self.n_layers, f"the cache holds {self.n_layers} layers")
 
     def select(self, rows) -> "CacheBase":
         """A new cache whose sequence i holds what this cache's sequence rows[i] holds (a copy here; a paged
@@ -181,8 +179,8 @@ class CacheBase:
         return out
 
     def _check_rows(self, rows) -> list[int]:
-        rows = list(rows)
-        if not rows or any(checks.as_int(r) is None or not 0 <= r < self.batch_size for r in rows):
+        if not isinstance(rows, (list, tuple, range)) or not rows or any(
+                checks.as_int(r) is None or not 0 <= r < self.batch_size for r in rows):
             raise ValueError(f"rows must be a non-empty list of sequence indices from 0 to {self.batch_size - 1}, "
                              f"got {rows!r}")
         return [int(r) for r in rows]
@@ -191,6 +189,7 @@ class CacheBase:
         """A cache of batch_size * n sequences: every sequence repeated n times in a row (parallel sampling:
         n continuations of one prompt share its prefill)."""
         n = checks.integer(n, "fork's number of copies", 1)
+        checks.cache_memory(self, self.max_len, copies=n)
         return self.select([b for b in range(self.batch_size) for _ in range(n)])
 
     def __repr__(self):
@@ -207,6 +206,7 @@ class KVCache(CacheBase):
 
     def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None):
         super().__init__(config, batch_size, max_len, device, dtype)
+        checks.cache_memory(self, max_len)
         self.k = [torch.zeros(self.shape(max_len), dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
         self.v = [torch.zeros_like(t) for t in self.k]
 

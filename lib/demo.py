@@ -50,8 +50,8 @@ def save_checkpoint(model: MiniTransformer, tokenizer: CharTokenizer, path, **in
 def load_checkpoint(path, device=None, dtype=None):
     """Read a checkpoint written by ``save_checkpoint`` -> (model in eval mode, tokenizer, info dict).
 
-    A missing, truncated or corrupt file, or one whose tensors do not fit its config, raises a ValueError
-    (FileNotFoundError if it is absent) that names the file and says how to rebuild it."""
+    A missing, truncated or corrupt file, one whose tensors do not fit its config or hold NaN / inf, raises a
+    ValueError (FileNotFoundError if it is absent) that names the file and says how to rebuild it."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
@@ -82,6 +82,11 @@ def load_checkpoint(path, device=None, dtype=None):
     if missing or unexpected or wrong:
         raise ValueError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}, "
                          f"wrong shape {wrong}{rebuild}")
+    not_finite = sorted(k for k, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all()))
+    if not_finite:  # they would turn every logit into NaN, and generation into silent nonsense
+        raise ValueError(f"{path} holds NaN or inf in {', '.join(not_finite[:5])}"
+                         f"{f' and {len(not_finite) - 5} more' if len(not_finite) > 5 else ''}: its weights are "
+                         f"not usable (a training run that diverged?){rebuild}")
     model.load_state_dict(state, strict=False)  # lm_head.weight comes from the tie
     if dtype is not None:
         model = model.to(resolve_dtype(dtype))

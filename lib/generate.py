@@ -71,17 +71,14 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
     step (``TraceStep.tensors``), for the worked example.
     """
     input_ids = checks.generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
-    checks.choice(trace, "trace", TRACE_LEVELS)
-    num_samples = checks.integer(num_samples, "num_samples", 1)
-    pad = eos_id if pad_id is None else checks.token_id(pad_id, "pad_id", model.config.vocab_size)
-    if cache is not None and not use_cache:
-        raise ValueError("cache= was given with use_cache=False; drop one of them")
+    num_samples, pad = checks.loop_args(model, input_ids, max_new_tokens, use_cache, cache, trace, TRACE_LEVELS,
+                                        num_samples, pad_id, eos_id, trace_top_k)
     B, prompt_len = input_ids.shape
     if use_cache and cache is None:  # never more room than the longest pass needs (the last token is not fed)
         cache = make_cache(model, cache_kind, B, prompt_len + max_new_tokens - 1, num_samples)
     tr = Trace.start(model.config, input_ids.repeat_interleave(num_samples, dim=0), cache,
                      dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)) if trace else None
-    gen, seq, finished, forked = make_generator(seed, model.device), input_ids, None, None
+    gen, seq, finished, forked, passed = make_generator(seed, model.device), input_ids, None, None, cache
     start = cache.seq_len if use_cache else 0  # what a cache passed in already held
     was_training = model.training
     model.eval()
@@ -92,12 +89,13 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
             pos0 = cache.seq_len if use_cache else 0
             rec = ForwardRecord(capture=trace == "full") if trace else None
             logits = model(fed, cache=cache, record=rec, last_only=True)[:, -1, :].float()  # (B, vocab)
+            checks.finite_logits(logits, model, f"step {step} ({'prefill' if step == 0 and use_cache else 'decode'})")
             if step == 0 and num_samples > 1:  # parallel sampling: n rows per prompt from here on
                 seq, fed, logits = (t.repeat_interleave(num_samples, dim=0) for t in (seq, fed, logits))
                 if use_cache:
-                    forked = cache.fork(num_samples)
-                    getattr(cache, "release", lambda: None)()  # the forks hold the prompt's K/V now
-                    cache = forked
+                    forked = cache = passed.fork(num_samples)  # n copies of every sequence
+                    if start == 0:  # they hold all it held: it lets go now (paged: its blocks, for the copies' growth)
+                        getattr(passed, "release", lambda: None)()
                 if rec is not None:
                     rec.attention = {l: a.repeat_interleave(num_samples, dim=0) for l, a in rec.attention.items()}
             finished = torch.zeros(seq.shape[0], dtype=torch.bool, device=seq.device) if finished is None else finished
@@ -116,9 +114,11 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
     except BaseException:  # a failed call (a full pool, Ctrl-C) gives back what it took
         if forked is not None:
             getattr(forked, "release", lambda: None)()
-        elif use_cache:
-            cache.crop(start)  # the cache holds again exactly what it held before the call
+        if use_cache:
+            passed.crop(start)  # the cache holds again exactly what it held before the call
         raise
     finally:
         model.train(was_training)
+    if forked is not None:  # the copies hold the prompt now: the original lets go of it (paged: of its blocks)
+        getattr(passed, "release", lambda: None)()
     return GenerationResult(sequences=seq, trace=tr, cache=cache, prompt_len=prompt_len)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from . import checks
 from .config import ModelConfig
 from .device import resolve_device, resolve_dtype
 from .model import MiniTransformer
@@ -97,9 +98,9 @@ def _context(cfg, arch: str, n_positions: int, max_seq_len) -> int:
     """lib's max_seq_len: the model's own context window, or a shorter one the caller asks for."""
     if max_seq_len is None:
         max_seq_len = n_positions
-    elif isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or not 1 <= max_seq_len <= n_positions:
-        raise ValueError(f"max_seq_len must be an integer from 1 to the model's context window "
-                         f"({n_positions} positions), got {max_seq_len!r}")
+    else:
+        max_seq_len = checks.integer(max_seq_len, "max_seq_len", 1, n_positions, allowed=(
+            f"an integer from 1 to the model's context window ({n_positions} positions)"))
     window = _get(cfg, "sliding_window")
     types = _get(cfg, "layer_types")
     slides = window is not None and (types is None or "sliding_attention" in types)
@@ -119,10 +120,22 @@ def config_from_hf(hf_config, arch: str | None = None, max_seq_len: int | None =
     if arch is None:
         archs = _get(hf_config, "architectures") or []
         arch = archs[0] if archs else MODEL_TYPES.get(_get(hf_config, "model_type"), _get(hf_config, "model_type"))
+    if arch is None:
+        raise UnsupportedModelError(f"hf_config names no architecture (config.architectures) and no model_type: "
+                                    f"give a transformers config of a {', '.join(SUPPORTED)}, got "
+                                    f"{type(hf_config).__name__}")
     if arch not in SUPPORTED:
         raise UnsupportedModelError(f"{arch!r} is not supported; from_hf converts {', '.join(SUPPORTED)} "
                                     f"(model_type {_get(hf_config, 'model_type')!r})")
-    c = hf_config
+    try:
+        return _shape(hf_config, arch, max_seq_len, attn_impl)
+    except AttributeError as e:  # a config object without a field every config of this family has
+        raise UnsupportedModelError(f"hf_config lacks the field {e.name!r} that every {arch} config has; give the "
+                                    f"model's own config (transformers.AutoConfig.from_pretrained)") from None
+
+
+def _shape(c, arch: str, max_seq_len, attn_impl) -> ModelConfig:
+    """The ModelConfig of a config ``c`` of the supported class ``arch``."""
     if FAMILY[arch] == "gpt2":
         act = c.activation_function
         if act not in GPT2_ACTIVATIONS:
@@ -284,6 +297,10 @@ def _load_folder(folder: Path, max_seq_len, dtype):
     logging.disable_progress_bar()  # no "Loading weights" bar in notebook outputs
     try:
         return cls.from_pretrained(folder, local_files_only=True, use_safetensors=True, **kw)
+    except Exception as e:  # safetensors' and transformers' own errors name neither the folder nor the file
+        files = ", ".join(sorted(f.name for f in folder.glob("*.safetensors")))
+        raise ValueError(f"{folder}: the weights ({files}) could not be read (truncated or corrupt?): "
+                         f"{type(e).__name__}: {e}") from e
     finally:
         if bar_was_on:
             logging.enable_progress_bar()
@@ -353,15 +370,24 @@ class HFTokenizer:
         return f"HFTokenizer({type(self.hf).__name__}, vocab_size={self.vocab_size})"
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model",
+                   "vocab.txt")
+
+
 def load_tokenizer(path) -> HFTokenizer:
     """The tokenizer saved in a local checkpoint folder (``AutoTokenizer``, offline), wrapped for lib."""
     folder = _local_folder(path)
     transformers = require_transformers()
+    where = f"no usable tokenizer in {folder} (one of {', '.join(TOKENIZER_FILES)})"
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise FileNotFoundError(f"{where}: the folder holds none of these files; save the tokenizer next to "
+                                f"the weights (tokenizer.save_pretrained(folder))")
     try:
         tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError) as e:
-        raise FileNotFoundError(f"no usable tokenizer in {folder} (tokenizer.json / tokenizer_config.json): "
-                                f"{e}") from e
+        raise FileNotFoundError(f"{where}: {e}") from e
+    if len(tok) < 2:
+        raise FileNotFoundError(f"{where}: the tokenizer read from it has {len(tok)} token(s)")
     return HFTokenizer(tok)
 
 
@@ -400,7 +426,7 @@ def load_from_env(environ=None, max_seq_len: int | None = None, dtype=torch.floa
     except ImportError as e:
         print(f"{ENV_VAR}={path} is set, but {e}")
         return None
-    except (FileNotFoundError, ValueError, OSError) as e:
+    except Exception as e:  # a notebook cell that calls this must run everywhere: say why, never raise
         print(f"{ENV_VAR}={path} could not be loaded: {e}")
         return None
     c = model.config

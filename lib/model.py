@@ -234,11 +234,12 @@ class MiniTransformer(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def check_input(self, input_ids, cache=None, lengths=None):
-        """Raise a clear error unless ``input_ids`` (B, T) can be fed (with ``cache``; ``lengths``: real tokens
-        per row of a right-padded ragged batch). Returns the lengths as a list, or None when every row feeds T."""
+    def check_input(self, input_ids, cache=None, lengths=None, record=None):
+        """Raise a clear error unless ``input_ids`` (B, T) can be fed (with ``cache`` and ``record``; ``lengths``:
+        real tokens per row of a right-padded ragged batch). The lengths as a list, or None when every row feeds T."""
         c = self.config
         checks.token_tensor(input_ids, c.vocab_size, self.device)
+        checks.forward_extras(cache, record)
         B, T = input_ids.shape
         lengths = None if lengths is None else checks.ragged_lengths(lengths, B, T)
         for b, start in enumerate([0] * B if cache is None else cache.seq_lens):
@@ -259,7 +260,7 @@ class MiniTransformer(nn.Module):
         fails leaves the cache as it was. ``lengths``: a ragged batch, right-padded to T, where row b feeds
         ``lengths[b]`` real tokens (its padding is never attended to; a ``PagedKVCache`` stores only the real
         ones). ``packed``: packed copies of the weights to multiply with (``lib.FastDecoder``'s)."""
-        lengths = self.check_input(input_ids, cache, lengths)
+        lengths = self.check_input(input_ids, cache, lengths, record)
         B, T = input_ids.shape
         if cache is None:
             feed = Feed.ragged([0] * B, lengths or [T] * B, input_ids.device)

@@ -26,7 +26,8 @@ sequences of *different* lengths, which continuous batching needs).
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+import math
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 import torch
@@ -61,9 +62,12 @@ class BlockTable:
         return f"BlockTable({self.name or ''}: {self.n_tokens} tokens in blocks {self.blocks})"
 
 
-def _check_pos_int(name, v, minimum=1):
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
+MAX_BLOCKS = 2 ** 20  # a pool of more blocks would take seconds and gigabytes just to keep track of them
+
+
+def check_n_blocks(n_blocks) -> int:
+    return checks.integer(n_blocks, "n_blocks", 1, MAX_BLOCKS, allowed=(
+        f"an integer from 1 to {MAX_BLOCKS:,} (each block's bookkeeping is a Python object)"))
 
 
 class BlockAllocator:
@@ -74,9 +78,8 @@ class BlockAllocator:
     and prefix hit, for the block widget."""
 
     def __init__(self, n_blocks: int, block_size: int = 16, record_events: bool = False):
-        _check_pos_int("n_blocks", n_blocks)
-        _check_pos_int("block_size", block_size)
-        self.n_blocks, self.block_size = n_blocks, block_size
+        self.n_blocks = check_n_blocks(n_blocks)
+        self.block_size = checks.integer(block_size, "block_size", 1)
         self._free = OrderedDict.fromkeys(range(n_blocks))  # free list: allocate from the front
         self.refcounts = [0] * n_blocks
         self._prefix_of = {}  # block -> the token prefix (tuple) its contents were computed from
@@ -116,6 +119,20 @@ class BlockAllocator:
         self._log("alloc", block, what)
         return block
 
+    def _check_held(self, table: BlockTable, what: str, blocks=None):
+        """Raise a ValueError, changing nothing, unless ``blocks`` (default: all) of ``table`` are blocks of this
+        pool that the table holds: a table freed already (a hand-made copy of one) or a table of another pool
+        would drive the reference counts wrong."""
+        if not isinstance(table, BlockTable):
+            raise TypeError(f"{what} takes a lib.paged.BlockTable, got {type(table).__name__}")
+        uses = Counter(table.blocks if blocks is None else blocks)
+        bad = sorted((b for b, k in uses.items() if checks.as_int(b) is None or not 0 <= b < self.n_blocks
+                      or self.refcounts[b] < k), key=str)
+        if bad or not 0 <= table.n_tokens <= len(table.blocks) * self.block_size:
+            raise ValueError(f"{what}: {table} is not a table of this pool ({self.n_blocks} blocks): "
+                             f"{f'block(s) {bad} are not held' if bad else 'its n_tokens do not fit its blocks'}. "
+                             f"Was it freed already (a copy of a freed table?) or made by another pool?")
+
     def _release(self, block: int):
         self.refcounts[block] -= 1
         if self.refcounts[block] == 0:
@@ -127,10 +144,11 @@ class BlockAllocator:
         """Blocks that appending ``n`` positions to every table in ``tables`` (or n[i] to tables[i]) would take
         from the free list: new blocks past each table's end, plus a copy of every shared block written."""
         tables = list(tables)
-        ns = [n] * len(tables) if isinstance(n, int) else list(n)
+        ns = [n] * len(tables) if checks.as_int(n) is not None else list(n)
         bs, need, writers = self.block_size, 0, {}
         for t, k in zip(tables, ns):
-            start, end = t.n_tokens, t.n_tokens + k
+            start, end = t.n_tokens, t.n_tokens + checks.integer(k, "the number of positions to add", 0)
+            self._check_held(t, "blocks_needed", t.blocks[start // bs:-(-end // bs)])
             need += max(0, -(-end // bs) - len(t.blocks))
             for i in range(start // bs, min(len(t.blocks), -(-end // bs))):
                 writers[t.blocks[i]] = writers.get(t.blocks[i], 0) + 1
@@ -143,7 +161,7 @@ class BlockAllocator:
         """Make positions table.n_tokens .. + n - 1 writable: copy a shared block that would be written
         (copy-on-write) and append new blocks. Returns the (source, copy) pairs whose contents the caller
         must copy. Raises PoolExhaustedError, changing nothing, when the free list is too short."""
-        _check_pos_int("n", n, 0)
+        n = checks.integer(n, "reserve's n (positions to add)", 0)
         bs = self.block_size
         start, end = table.n_tokens, table.n_tokens + n
         need = self.blocks_needed([table], n)
@@ -180,6 +198,7 @@ class BlockAllocator:
 
     def fork(self, table: BlockTable, name: str | None = None) -> BlockTable:
         """A new table holding the same blocks (each block's count goes up by one; nothing is copied)."""
+        self._check_held(table, "fork")
         for b in table.blocks:
             self.refcounts[b] += 1
             self._log("share", b, name)
@@ -187,14 +206,16 @@ class BlockAllocator:
 
     def free(self, table: BlockTable):
         """The sequence is done: drop its references; blocks nobody holds return to the free list."""
+        self._check_held(table, "free")
         for b in reversed(table.blocks):  # the tail first: the prefix blocks stay cached longest
             self._release(b)
         table.blocks, table.n_tokens = [], 0
 
     def truncate(self, table: BlockTable, n_tokens: int):
         """Keep only the first n_tokens positions; blocks past them are released."""
-        if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or not 0 <= n_tokens <= table.n_tokens:
-            raise ValueError(f"truncate takes a length from 0 to the table's {table.n_tokens} tokens, got {n_tokens!r}")
+        self._check_held(table, "truncate")
+        n_tokens = checks.integer(n_tokens, "truncate's n_tokens", 0, table.n_tokens,
+                                  allowed=f"a length from 0 to the table's {table.n_tokens} tokens")
         self._drop_blocks_past(table, n_tokens)
         table.n_tokens = n_tokens
 
@@ -253,10 +274,13 @@ class PagedKVPool:
         if not isinstance(config, ModelConfig):
             raise TypeError(f"a paged KV pool is built from a lib.ModelConfig, got {type(config).__name__}")
         self.config = config
-        self.allocator = BlockAllocator(n_blocks, block_size, record_events)
-        self.n_blocks, self.block_size = n_blocks, block_size  # fixed for the pool's life
+        n_blocks, block_size = check_n_blocks(n_blocks), checks.integer(block_size, "block_size", 1)
         self.dtype, self.device = checks.cache_dtype_device(dtype, device)
         shape = (n_blocks, config.n_kv_heads, block_size, config.head_dim)
+        checks.fits_in_memory(2 * config.n_layers * math.prod(shape) * self.dtype.itemsize, self.device,
+                              f"a pool of n_blocks={n_blocks} blocks of block_size={block_size} tokens")
+        self.allocator = BlockAllocator(n_blocks, block_size, record_events)
+        self.n_blocks, self.block_size = n_blocks, block_size  # fixed for the pool's life
         self.k = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
         self.v = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
 
@@ -376,7 +400,7 @@ class PagedKVCache(CacheBase):
             raise TypeError("PagedKVCache needs a lib.ModelConfig (or pool=)")
         super().__init__(config, batch_size, config.max_seq_len if max_len is None else max_len, device, dtype)
         if pool is None:  # a private pool: room for every sequence at full length (``samples`` forks of each)
-            _check_pos_int("block_size", block_size)
+            block_size = checks.integer(block_size, "block_size", 1)
             n_blocks = batch_size * checks.integer(samples, "samples", 1) * -(-self.max_len // block_size)
             pool = PagedKVPool(config, n_blocks, block_size, self.device, self.dtype)
         elif (config.n_layers, config.n_kv_heads, config.head_dim) != (
@@ -387,9 +411,9 @@ class PagedKVCache(CacheBase):
         if len(tables) != batch_size:
             raise ValueError(f"batch_size={batch_size} but {len(tables)} block table(s) were given")
         self.tables = tables
+        self.block_size = pool.block_size
         if max(self.seq_lens) > self.max_len:
             raise ValueError(f"the block tables hold up to {max(self.seq_lens)} tokens, more than max_len={self.max_len}")
-        self.block_size = pool.block_size
         self._pass = None  # the pass in progress: (lengths, undo, slot blocks, slot offsets, valid, table, S)
 
     @property
@@ -478,8 +502,8 @@ class PagedKVCache(CacheBase):
     def crop(self, seq_len: int):
         """Forget every position from ``seq_len`` on (the blocks past it go back to the pool)."""
         current = self.seq_len
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 0 <= seq_len <= current:
-            raise ValueError(f"crop takes a length from 0 to the current seq_len={current}, got {seq_len!r}")
+        seq_len = checks.integer(seq_len, "crop's seq_len", 0, current,
+                                 allowed=f"a length from 0 to the current seq_len={current}")
         for t in self.tables:
             self.pool.allocator.truncate(t, seq_len)
 
@@ -533,10 +557,6 @@ class PagedKVCache(CacheBase):
 
 # ----------------------------------------------------------------------------------- decoding through tables
 
-def _ids(token_ids) -> list[int]:
-    return [int(t) for t in (token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids)]
-
-
 @torch.no_grad()
 def forward_paged(model, pool: PagedKVPool, tables, new_tokens) -> torch.Tensor:
     """One forward pass for sequences of *different* lengths, each feeding its own new tokens at its own
@@ -545,7 +565,9 @@ def forward_paged(model, pool: PagedKVPool, tables, new_tokens) -> torch.Tensor:
     batch and the model runs on a ``PagedKVCache`` over the tables with ``lengths=``; the cache stores only
     the real tokens and masks the rest. Returns each sequence's last new token's logits, (B, vocab_size),
     and advances every table by the tokens it fed (or changes nothing, if the pass fails)."""
-    tables, new_tokens = list(tables), [_ids(x) for x in new_tokens]
+    V = model.config.vocab_size
+    tables = list(tables)
+    new_tokens = [checks.token_ids(x, f"new_tokens[{b}]", V, empty=True) for b, x in enumerate(new_tokens)]
     if not tables:
         raise ValueError("a paged forward needs at least one sequence")
     if len(new_tokens) != len(tables):
@@ -562,14 +584,14 @@ def forward_paged(model, pool: PagedKVPool, tables, new_tokens) -> torch.Tensor:
 def decode_step(model, pool: PagedKVPool, tables, token_ids) -> torch.Tensor:
     """One decode step for B sequences of different lengths: sequence b feeds token_ids[b] at its own next
     position. ``forward_paged`` with one token each; returns (B, vocab_size)."""
-    tables = list(tables)
+    tables, token_ids = list(tables), checks.token_ids(token_ids, "token_ids", model.config.vocab_size, empty=True)
     if len(token_ids) != len(tables):
         raise ValueError(f"decode_step got {len(token_ids)} token(s) for {len(tables)} sequence(s); give one per "
                          f"sequence")
     if any(t.n_tokens == 0 for t in tables):
         raise ValueError("decode_step continues sequences that hold at least one token; prefill new ones first "
                          "(prefill(...) or forward_paged with their prompts)")
-    return forward_paged(model, pool, tables, [[int(t)] for t in token_ids])
+    return forward_paged(model, pool, tables, [[t] for t in token_ids])
 
 
 @torch.no_grad()
@@ -578,7 +600,8 @@ def prefill(model, pool: PagedKVPool, table: BlockTable, token_ids, prefix_cache
     ``token_ids``). With ``prefix_cache=True`` cached full blocks of the prompt are reused first and only the
     rest is computed; afterwards the table's full blocks are indexed for later requests.
     Returns the last position's logits, (vocab_size,). A prefill that fails gives back what it took."""
-    ids = _ids(token_ids)
+    ids, prefix_cache = checks.token_ids(token_ids, "token_ids", model.config.vocab_size), \
+        checks.flag(prefix_cache, "prefix_cache")
     if len(ids) <= table.n_tokens:
         raise ValueError(f"the table already holds {table.n_tokens} tokens; the prompt has {len(ids)}: "
                          f"nothing left to prefill")

@@ -19,18 +19,20 @@ from . import checks
 def make_generator(seed, device) -> torch.Generator | None:
     """A private random generator on ``device`` seeded with ``seed`` (same seed, same draws), or None
     for ``seed=None`` (torch's global stream)."""
-    if seed is None:
-        return None
-    gen = torch.Generator(device=device)
-    gen.manual_seed(checks.integer(seed, "seed", 0, 2 ** 63 - 1, allowed="None or an integer from 0 to 2**63 - 1"))
-    return gen
+    return None if seed is None else torch.Generator(device=device).manual_seed(
+        checks.integer(seed, "seed", 0, 2 ** 63 - 1, allowed="None or an integer from 0 to 2**63 - 1"))
 
 
 def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                   top_p: float | None = None) -> torch.Tensor:
     """The sampling distribution's logits, (B, vocab) float32: divided by the temperature, then every token
     outside the top-k and outside the smallest set whose probability reaches top_p set to -inf."""
-    logits = logits.float() / temperature
+    temperature, top_k, top_p = checks.sampling(temperature, top_k, top_p, greedy=False)
+    raw = checks.logits(logits).float()
+    logits = raw / temperature
+    if not bool(torch.isfinite(logits.sum())) and not bool((torch.isfinite(logits) | torch.isinf(raw)).all()):
+        # a tiny temperature overflowed: shift by the maximum (the same softmax) and divide in float64
+        logits = ((raw - raw.max(dim=-1, keepdim=True).values).double() / temperature).float()
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -39,6 +41,7 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
         p_sorted = torch.softmax(sorted_logits, dim=-1)
         # drop a token when the tokens before it already reach top_p (the first token always stays)
         drop_sorted = (p_sorted.cumsum(dim=-1) - p_sorted) >= top_p
+        drop_sorted[..., 0] = False  # (even when a tiny top_p rounds to 0 in float32)
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
@@ -50,7 +53,7 @@ def sampling_probs(logits: torch.Tensor, temperature: float = 0.0, top_k: int | 
     it reports the model's own distribution, softmax(logits) at temperature 1 (what a trace shows and what
     speculative decoding compares)."""
     if temperature == 0:
-        return torch.softmax(logits.float(), dim=-1)
+        return torch.softmax(checks.logits(logits).float(), dim=-1)
     return torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
 
 
@@ -63,8 +66,9 @@ def choose(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = N
            generator: torch.Generator | None = None) -> torch.Tensor:
     """The next token of every row of ``logits`` (B, vocab) -> (B,) long: the argmax when temperature is 0,
     otherwise one draw from ``sampling_probs``."""
+    temperature, top_k, top_p = checks.sampling(temperature, top_k, top_p)
     if temperature == 0:
-        return torch.argmax(logits, dim=-1)
+        return torch.argmax(checks.logits(logits), dim=-1)
     return draw(sampling_probs(logits, temperature, top_k, top_p), generator)
 
 

@@ -33,18 +33,15 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import checks
 from .device import synchronize
-from .paged import BlockAllocator, BlockTable, PagedKVPool, PoolExhaustedError, forward_paged
+from .paged import MAX_BLOCKS, BlockAllocator, BlockTable, PagedKVPool, PoolExhaustedError, forward_paged
 from .sampling import choose
 
 
 POLICIES = ("max", "pow2", "oracle", "paged")
+REQUEST_BYTES = 1024  # about what one request of a stream and its record in a run take
 CONTIGUOUS = ("max", "pow2", "oracle")
-
-
-def _check_int(name, v, minimum=1):
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
 
 
 # ====================================================================================== part 1: simulation
@@ -56,6 +53,10 @@ class SimRequest:
     rid: int
     prompt_len: int
     output_len: int
+
+    def __post_init__(self):  # checked once, here: a prompt of 0 tokens or an output of -1 would skew every share
+        for name, low in (("rid", None), ("prompt_len", 1), ("output_len", 1)):
+            object.__setattr__(self, name, checks.integer(getattr(self, name), f"SimRequest.{name}", low))
 
     @property
     def total_len(self) -> int:
@@ -70,12 +71,12 @@ def request_stream(n: int = 400, seed: int = 0, prompt_mean: float = 160.0, outp
     before clipping; prompts are clipped to 1 .. max_len - 1 and outputs to 1 .. max_len - prompt. The default
     means are close to the ShareGPT conversations the vLLM paper served (about 160 prompt and 340 output
     tokens on average, long-tailed), with OPT's context of 2048."""
-    _check_int("n", n)
-    _check_int("max_len", max_len, 2)
-    for name, v in (("prompt_mean", prompt_mean), ("output_mean", output_mean), ("sigma", sigma)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise ValueError(f"{name} must be a number > 0, got {v!r}")
-    rng = random.Random(seed)
+    n, max_len = checks.integer(n, "n", 1), checks.integer(max_len, "max_len", 2)
+    checks.fits_in_memory(REQUEST_BYTES * n, "cpu", f"a stream of n={n} requests")
+    prompt_mean, output_mean = (checks.number(v, name, above=0, maximum=1e9) for name, v in
+                                (("prompt_mean", prompt_mean), ("output_mean", output_mean)))
+    sigma = checks.number(sigma, "sigma", above=0, maximum=5)
+    rng = random.Random(checks.integer(seed, "seed"))
     out = []
     for rid in range(n):
         p = min(max_len - 1, max(1, round(rng.lognormvariate(math.log(prompt_mean) - sigma ** 2 / 2, sigma))))
@@ -100,7 +101,7 @@ class ContiguousAllocator:
     holes (start, size); freeing merges a hole with its neighbours."""
 
     def __init__(self, n_slots: int):
-        _check_int("n_slots", n_slots)
+        n_slots = checks.integer(n_slots, "n_slots", 1)
         self.n_slots = n_slots
         self.holes = [(0, n_slots)]
 
@@ -174,20 +175,24 @@ class SimResult:
 
     def shares(self, saturated: bool = True) -> dict:
         """Mean share of the KV budget in each state, over the steps where requests were waiting for memory
-        (``saturated=True``: the server is full, the regime the vLLM paper measured) or over every step."""
+        (``saturated=True``: the server is full, the regime the vLLM paper measured) or over every step.
+        A run of no requests has no steps: its budget was all free."""
         idx = self._window(saturated)
+        if not idx:
+            return {"tokens": 0.0, "future": 0.0, "never": 0.0, "free": 1.0}
         mean = lambda xs: sum(xs[i] for i in idx) / (len(idx) * self.kv_tokens)
         return {k: mean(getattr(self, k)) for k in ("tokens", "future", "never", "free")}
 
     def token_share_of_allocated(self, saturated: bool = True) -> float:
-        """Positions holding tokens / positions handed out to requests (free memory left out)."""
+        """Positions holding tokens / positions handed out to requests (free memory left out); NaN when
+        nothing was handed out (a run of no requests)."""
         idx = self._window(saturated)
-        used = sum(self.tokens[i] for i in idx)
-        return used / sum(self.kv_tokens - self.free[i] for i in idx)
+        allocated = sum(self.kv_tokens - self.free[i] for i in idx)
+        return sum(self.tokens[i] for i in idx) / allocated if allocated else float("nan")
 
     def mean_running(self, saturated: bool = True) -> float:
         idx = self._window(saturated)
-        return sum(self.running[i] for i in idx) / len(idx)
+        return sum(self.running[i] for i in idx) / len(idx) if idx else 0.0
 
     def summary(self) -> dict:
         """Rounded figures for a table: shares of the budget while saturated, concurrency, steps."""
@@ -196,7 +201,7 @@ class SimResult:
                 "reserved, later %": round(100 * s["future"], 1), "reserved, never %": round(100 * s["never"], 1),
                 "free %": round(100 * s["free"], 1),
                 "tokens / allocated %": round(100 * self.token_share_of_allocated(), 1),
-                "mean batch": round(self.mean_running(), 1), "max batch": max(self.running),
+                "mean batch": round(self.mean_running(), 1), "max batch": max(self.running, default=0),
                 "steps": self.steps, "preemptions": self.preemptions}
 
 
@@ -209,16 +214,18 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
 
     Contiguous policies reserve a region at admission (first fit; the head of the queue waits while no hole
     is big enough) and never run out later. ``"paged"`` admits a request when its prompt's blocks fit with
-    ``watermark`` of the pool to spare (vLLM's rule), takes a new block whenever a sequence's last block is
-    full and, when none is free, preempts the most recently admitted request: its blocks are freed and it
-    waits at the head of the queue, to be recomputed (prefilled again, prompt + generated tokens) later."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy={policy!r} is not known; allowed: {', '.join(POLICIES)}")
-    _check_int("kv_tokens", kv_tokens)
-    _check_int("block_size", block_size)
-    _check_int("max_len", max_len)
-    _check_int("max_running", max_running)
-    requests = list(requests)
+    ``watermark`` (a fraction from 0 to 1) of the pool to spare (vLLM's rule; it keeps blocks for the running
+    requests, so it does not hold back a request when none is running), takes a new block whenever a
+    sequence's last block is full and, when none is free, preempts the most recently admitted request: its
+    blocks are freed and it waits at the head of the queue, to be recomputed (prefilled again, prompt +
+    generated tokens) later. Every step makes progress: a request that could never be served is refused
+    before the first step."""
+    checks.choice(policy, "policy", POLICIES)
+    kv_tokens, block_size = checks.integer(kv_tokens, "kv_tokens", 1), checks.integer(block_size, "block_size", 1)
+    max_len, max_running = checks.integer(max_len, "max_len", 1), checks.integer(max_running, "max_running", 1)
+    watermark = checks.number(watermark, "watermark", 0, below=1,
+                              allowed="a fraction of the pool from 0 to 1 (1 excluded), e.g. 0.01")
+    requests = _listed(requests, "requests", SimRequest, "SimRequest(rid, prompt_len, output_len) objects")
     for r in requests:
         if r.total_len > max_len:
             raise ValueError(f"request {r.rid} needs {r.total_len} positions, more than max_len={max_len}")
@@ -227,6 +234,10 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
         n_blocks = kv_tokens // block_size
         if n_blocks == 0 or kv_tokens % block_size:
             raise ValueError(f"kv_tokens={kv_tokens} must be a positive multiple of block_size={block_size}")
+        if n_blocks > MAX_BLOCKS:
+            raise ValueError(f"kv_tokens={kv_tokens} in blocks of block_size={block_size} makes {n_blocks:,} blocks, "
+                             f"more than the {MAX_BLOCKS:,} the simulation keeps track of; lower kv_tokens or raise "
+                             f"block_size")
         alloc = BlockAllocator(n_blocks, block_size)
         spare = int(watermark * n_blocks)
         biggest = max((-(-r.total_len // block_size) for r in requests), default=0)
@@ -248,7 +259,7 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
             s = waiting[0]
             if paged:
                 need = -(-(s.length + 1) // block_size)  # prompt (+ tokens made before a preemption) + 1 new
-                if alloc.n_free - need < spare:
+                if alloc.n_free - need < (spare if running or admitted else 0):  # alone, it always fits
                     break
                 s.table = BlockTable()
                 alloc.reserve(s.table, s.length + 1)
@@ -263,6 +274,9 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
             waiting.popleft()
             s.generated += 1  # the prefill's token
             admitted.append(s)
+        if waiting and not running and not admitted:  # the checks above make this impossible; never spin
+            raise RuntimeError(f"simulate admitted nothing with an empty batch (request {waiting[0].req.rid}); "
+                               f"this is a bug in lib.serving")
         # 2. one decode step for every request that was already running (in admission order)
         i = 0
         while i < len(running):
@@ -311,6 +325,18 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
     return res
 
 
+def _listed(items, name: str, kind, what: str) -> list:
+    """``items`` (any iterable) as a list, every element a ``kind``, else a TypeError saying what is expected."""
+    try:
+        items = list(items)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of {what}, got {type(items).__name__} {items!r:.60}") from None
+    bad = next((x for x in items if not isinstance(x, kind)), None)
+    if bad is not None:
+        raise TypeError(f"{name} must be a list of {what}; one of them is {type(bad).__name__} {bad!r:.60}")
+    return items
+
+
 def compare_policies(requests, kv_tokens: int = 16384, block_size: int = 16, max_len: int = 2048,
                      policies=POLICIES) -> dict[str, SimResult]:
     """``simulate`` under each policy, same requests and budget."""
@@ -334,8 +360,8 @@ def demo_requests(tokenizer, n: int = 32, seed: int = 0, max_new_tokens: int = 3
     3 to about 30 tokens, depending on the line."""
     from .corpus import read_corpus
 
-    _check_int("n", n)
-    _check_int("max_new_tokens", max_new_tokens)
+    n, max_new_tokens = checks.integer(n, "n", 1), checks.integer(max_new_tokens, "max_new_tokens", 1)
+    checks.fits_in_memory(REQUEST_BYTES * n, "cpu", f"n={n} requests")
     lines = sorted(set(read_corpus()))
     rng = random.Random(seed)
     out = []
@@ -384,14 +410,15 @@ class ServeResult:
 
     @property
     def tokens_per_second(self) -> float:
-        return self.tokens / self.seconds
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
 
     def mean_ttft_steps(self) -> float:
-        """Forward passes until a request's first token, counting the one that made it (mean over requests)."""
-        return sum(r.first_token_step + 1 for r in self.records) / len(self.records)
+        """Forward passes until a request's first token, counting the one that made it (mean over requests;
+        NaN for a run of no requests, and so are the other means)."""
+        return _mean([r.first_token_step + 1 for r in self.records])
 
     def mean_ttft_seconds(self) -> float:
-        return sum(r.first_token_seconds for r in self.records) / len(self.records)
+        return _mean([r.first_token_seconds for r in self.records])
 
     def summary(self) -> dict:
         """The deterministic counts (same on every run and machine with the same model and requests)."""
@@ -405,9 +432,23 @@ class ServeResult:
         """Measured on this machine (vary run to run)."""
         return {"policy": self.policy, "seconds": round(self.seconds, 3),
                 "tokens/s": round(self.tokens_per_second, 1),
-                "ms per pass": round(1e3 * self.seconds / self.steps, 2),
+                "ms per pass": round(1e3 * self.seconds / self.steps, 2) if self.steps else float("nan"),
                 "mean TTFT (ms)": round(1e3 * self.mean_ttft_seconds(), 1),
-                "mean latency (ms)": round(1e3 * sum(r.finish_seconds for r in self.records) / len(self.records), 1)}
+                "mean latency (ms)": round(1e3 * _mean([r.finish_seconds for r in self.records]), 1)}
+
+
+def _mean(xs: list) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def _checked_request(r: ServeRequest, c) -> ServeRequest:
+    """A copy of ``r`` with its prompt as a list of ints and both fields checked against the model's config."""
+    prompt = checks.token_ids(r.prompt, f"request {r.rid}'s prompt", c.vocab_size)
+    n = checks.integer(r.max_new_tokens, f"request {r.rid}'s max_new_tokens", 1)
+    if len(prompt) + n - 1 > c.max_seq_len:
+        raise ValueError(f"request {r.rid}: a prompt of {len(prompt)} token(s) with max_new_tokens={n} does not fit "
+                         f"the context window (max_seq_len={c.max_seq_len})")
+    return ServeRequest(r.rid, prompt, n)
 
 
 @dataclass(eq=False)
@@ -431,20 +472,19 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
     (under static batching its slot stays empty until the batch is done). If the pool runs out of blocks, the
     most recently admitted request is preempted: its blocks are freed and it waits at the head of the queue,
     to be fed again with its prompt and the tokens it had made (recomputation, as vLLM does)."""
-    if policy not in ("static", "continuous"):
-        raise ValueError(f"policy={policy!r} is not known; allowed: 'static', 'continuous'")
-    _check_int("max_batch", max_batch)
+    checks.choice(policy, "policy", ("static", "continuous"))
+    max_batch, block_size = checks.integer(max_batch, "max_batch", 1), checks.integer(block_size, "block_size", 1)
+    prefix_cache = checks.flag(prefix_cache, "prefix_cache")
     c = model.config
-    requests = list(requests)
-    for r in requests:
-        if not isinstance(r, ServeRequest):
-            raise TypeError(f"serve takes ServeRequest objects (see demo_requests), got {type(r).__name__}")
-        if not r.prompt or len(r.prompt) + r.max_new_tokens - 1 > c.max_seq_len:
-            raise ValueError(f"request {r.rid}: a prompt of {len(r.prompt)} token(s) with max_new_tokens="
-                             f"{r.max_new_tokens} does not fit the context window (max_seq_len={c.max_seq_len})")
-    if n_blocks is None:
+    eos_id = None if eos_id is None else checks.token_id(eos_id, "eos_id", c.vocab_size)
+    requests = [_checked_request(r, c) for r in _listed(requests, "requests", ServeRequest,
+                                                            "ServeRequest objects (see demo_requests)")]
+    if n_blocks is None:  # room for max_batch full-length sequences
         n_blocks = max_batch * -(-c.max_seq_len // block_size)
-    pool = PagedKVPool.for_model(model, n_blocks, block_size)
+        checks.fits_in_memory(2 * c.n_layers * n_blocks * c.n_kv_heads * block_size * c.head_dim * model.dtype.itemsize,
+                              model.device, f"the default pool for max_batch={max_batch} full-length sequences in "
+                                            f"blocks of block_size={block_size}")
+    pool = PagedKVPool.for_model(model, checks.integer(n_blocks, "n_blocks", 1), block_size)
     biggest = max((-(-(len(r.prompt) + r.max_new_tokens - 1) // block_size) for r in requests), default=0)
     if biggest > n_blocks:
         raise ValueError(f"a request may need {biggest} blocks of {block_size} tokens (prompt + max_new_tokens) but "
@@ -491,7 +531,11 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
                     victim.rec.preemptions += 1
                     res.preemptions += 1
                     waiting.appendleft(victim)
+            if logits is None:  # nothing could run: the checks before the loop make this impossible; never spin
+                raise RuntimeError(f"serve could not run any request at pass {res.steps} ({len(waiting)} waiting); "
+                                   f"this is a bug in lib.serving")
             if logits is not None:
+                checks.finite_logits(logits, model, f"serve's forward pass {res.steps}")
                 next_ids = choose(logits).tolist()  # greedy
                 synchronize(device)
                 now = time.perf_counter() - t0

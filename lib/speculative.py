@@ -32,13 +32,7 @@ from .text import text_table
 
 
 def _check_pair(p: torch.Tensor, q: torch.Tensor):
-    for name, d in (("p", p), ("q", q)):
-        if not isinstance(d, torch.Tensor) or d.dim() != 1:
-            raise ValueError(f"{name} must be a 1-D tensor of probabilities over the vocabulary, got "
-                             f"{type(d).__name__ if not isinstance(d, torch.Tensor) else tuple(d.shape)}")
-        if (d < 0).any() or abs(float(d.sum()) - 1.0) > 1e-4:
-            raise ValueError(f"{name} must be a probability distribution (non-negative, summing to 1), "
-                             f"got sum {float(d.sum()):.6g}")
+    checks.probabilities(p, "p"), checks.probabilities(q, "q")
     if p.shape != q.shape:
         raise ValueError(f"p and q must be over the same vocabulary, got {p.numel()} and {q.numel()} entries")
 
@@ -46,8 +40,10 @@ def _check_pair(p: torch.Tensor, q: torch.Tensor):
 def acceptance_probability(p: torch.Tensor, q: torch.Tensor, x: int) -> float:
     """min(1, p(x) / q(x)): the chance of keeping a draft token x that was drawn from q (q(x) > 0)."""
     _check_pair(p, q)
-    if not 0 <= x < q.numel() or float(q[x]) <= 0:
-        raise ValueError(f"x={x} must be a token the draft can propose (0 <= x < {q.numel()} with q(x) > 0)")
+    allowed = f"a token the draft can propose (an integer from 0 to {q.numel() - 1} with q(x) > 0)"
+    x = checks.integer(x, "x", 0, q.numel() - 1, allowed=allowed)
+    if float(q[x]) <= 0:
+        raise ValueError(f"x must be {allowed}, got {x} with q(x) = 0")
     return min(1.0, float(p[x]) / float(q[x]))
 
 
@@ -184,9 +180,10 @@ class SpeculativeResult:
 # ----------------------------------------------------------------------------------------------- the loop
 
 
-def _check_pair_of_models(target, draft, k):
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k (draft tokens proposed per round) must be an integer >= 1, got {k!r}")
+def _check_pair_of_models(target, draft, k) -> int:
+    k = checks.integer(k, "k (draft tokens proposed per round)", 1)
+    if not all(hasattr(draft, a) for a in ("config", "device", "dtype")):
+        raise TypeError(f"draft must be a model (lib.MiniTransformer or lib.FastDecoder), got {type(draft).__name__}")
     tv, dv = target.config.vocab_size, draft.config.vocab_size
     if tv != dv:
         raise ValueError(f"the draft and the target must share a vocabulary (the same tokenizer): the target has "
@@ -194,6 +191,7 @@ def _check_pair_of_models(target, draft, k):
     if draft.device != target.device:
         raise ValueError(f"the draft is on {draft.device} but the target is on {target.device}; "
                          f"put both models on the same device")
+    return k
 
 
 @torch.no_grad()
@@ -207,7 +205,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
     output is identical to ``generate(target, ...)``; sampled output has the same distribution.
     """
     input_ids = checks.generate_args(target, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
-    _check_pair_of_models(target, draft, k)
+    k = _check_pair_of_models(target, draft, k)
     B, prompt_len = input_ids.shape
     if B != 1:
         raise ValueError(f"speculative_generate handles one sequence at a time (batch size 1), got a batch of {B}: "
@@ -241,6 +239,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
             fed = seq[:, d_cache.seq_len:]  # (1, pending)
             for _ in range(k_round):
                 logits = draft(fed, cache=d_cache, last_only=True)[0, -1].float()  # (vocab,)
+                checks.finite_logits(logits, draft, f"round {len(res.rounds)}, the draft's pass")
                 res.draft_forwards += 1
                 q = dist(logits[None])[0]
                 x = pick(logits[None])
@@ -253,6 +252,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
             fed = torch.cat([seq[:, t_cache.seq_len:], torch.tensor([proposed], dtype=seq.dtype, device=device)],
                             dim=1)  # (1, pending + len(proposed))
             logits = target(fed, cache=t_cache)[0, -(len(proposed) + 1):].float()  # (len(proposed) + 1, vocab)
+            checks.finite_logits(logits, target, f"round {len(res.rounds)}, the target's verification pass")
             res.target_forwards += 1
             p_rows = dist(logits)  # row i: the target's distribution after the prefix + x1..xi
             # 3. keep a prefix, then one token of the target's own
@@ -398,10 +398,10 @@ def next_token_probs(model, input_ids, n_tokens: int = 1, temperature: float = 1
     """Exact probabilities of the model's next ``n_tokens`` (1 or 2) tokens after ``input_ids`` under the
     sampling transform: {(x1,): p} or {(x1, x2): p(x1) p(x2 | x1)}. Entries below ``min_prob`` are dropped
     (their mass is what ``chi_square_test`` pools as "other")."""
-    if n_tokens not in (1, 2):
-        raise ValueError(f"n_tokens must be 1 or 2, got {n_tokens!r}")
-    if temperature <= 0:
-        raise ValueError(f"next_token_probs needs a sampling temperature > 0, got {temperature!r}")
+    n_tokens = checks.integer(n_tokens, "n_tokens", 1, 2, allowed="1 or 2")
+    checks.number(temperature, "temperature", above=0, allowed="a sampling temperature > 0 (next_token_probs "
+                                                             "gives the distribution tokens are drawn from)")
+    min_prob = checks.number(min_prob, "min_prob", 0, 1)
     ids = checks.generate_args(model, input_ids, 1, temperature, top_k, top_p)
     if ids.shape[0] != 1:
         raise ValueError(f"next_token_probs takes one prompt, got a batch of {ids.shape[0]}")
@@ -450,8 +450,7 @@ def distribution_check(target, draft, input_ids, runs: int = 1000, n_tokens: int
     """Sample ``runs`` speculative continuations (seeds seed, seed+1, ...), count their first ``n_tokens``
     tokens and test the counts against the target's exact probabilities (``next_token_probs``).
     ``max_new_tokens`` defaults to k + 1: one full round, so its accept / resample / bonus paths all occur."""
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"runs must be a positive integer, got {runs!r}")
+    runs = checks.integer(runs, "runs", 1)
     max_new = k + 1 if max_new_tokens is None else max_new_tokens
     if max_new < n_tokens:
         raise ValueError(f"max_new_tokens={max_new} is shorter than the n_tokens={n_tokens} being counted")

@@ -10,6 +10,8 @@ import re
 import unicodedata
 import warnings
 
+from . import checks
+
 SPECIALS = ("<pad>", "<s>", "<eos>", "<unk>")
 SPECIAL_PATTERN = re.compile("(" + "|".join(map(re.escape, SPECIALS)) + ")")
 PRINTABLE_ASCII = "".join(chr(i) for i in range(32, 127))
@@ -66,11 +68,8 @@ class CharTokenizer:
 
     def encode(self, text: str, add_bos: bool = False, unknown: str = "error") -> list[int]:
         """Text -> token ids. ``unknown``: "error" (default, raise listing the characters) or "unk"."""
-        if not isinstance(text, str):
-            raise TypeError(f"encode takes a str, got {type(text).__name__}")
-        if unknown not in ("error", "unk"):
-            raise ValueError(f"unknown={unknown!r}; allowed: 'error' or 'unk'")
-        ids, missing = [self.bos_id] if add_bos else [], []
+        checks.text(text, "encode's text"), checks.choice(unknown, "unknown", ("error", "unk"))
+        ids, missing = [self.bos_id] if checks.flag(add_bos, "add_bos") else [], []
         for piece in SPECIAL_PATTERN.split(text):  # special tokens written out ("<s>") are one token each
             if piece in SPECIALS:
                 ids.append(self.stoi[piece])
@@ -84,19 +83,13 @@ class CharTokenizer:
         return ids
 
     def decode(self, ids, skip_special: bool = False) -> str:
-        """Token ids (list, tuple or 1-D tensor) -> text; special tokens appear as <s>, <eos>, ..."""
-        return "".join(t for t in self.tokens(ids) if not (skip_special and t in SPECIALS))
+        """Token ids (list, tuple, 1-D tensor or array, or one id) -> text; special tokens appear as <s>, <eos>, ..."""
+        skip = checks.flag(skip_special, "skip_special")
+        return "".join(t for t in self.tokens(ids) if not (skip and t in SPECIALS))
 
     def tokens(self, ids) -> list[str]:
         """Token ids -> the string of each token (handy for labelling plots)."""
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        out = []
-        for i in ids:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.vocab_size:
-                raise ValueError(f"token id {i!r} is not in this vocabulary (ids 0..{self.vocab_size - 1})")
-            out.append(self.itos[i])
-        return out
+        return [self.itos[i] for i in checks.token_ids(ids, "ids", self.vocab_size, empty=True, single=True)]
 
     def to_json(self) -> str:
         return json.dumps({"chars": "".join(self.chars)}, ensure_ascii=False)

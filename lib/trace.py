@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import checks
 from .text import text_table
 
 
@@ -103,33 +104,34 @@ class Trace:
     # -- counts -----------------------------------------------------------------------------------------
     def kv_computed(self, layer: int = 0) -> list[int]:
         """K/V vectors computed per step in one layer (per sequence)."""
-        return [s.kv_computed[layer] for s in self.steps]
+        return [s.kv_computed[checks.trace_at(self, layer)[0]] for s in self.steps]
 
     def kv_read(self, layer: int = 0) -> list[int]:
-        return [s.kv_read[layer] for s in self.steps]
+        return [s.kv_read[checks.trace_at(self, layer)[0]] for s in self.steps]
 
     def total_kv_computed(self, layer: int | None = None) -> int:
         """Total K/V vectors computed over the whole generation: one layer, or all layers if layer=None."""
-        layers = range(self.n_layers) if layer is None else [layer]
+        layers = range(self.n_layers) if layer is None else [checks.trace_at(self, layer)[0]]
         return sum(s.kv_computed[l] for s in self.steps for l in layers)
 
     # -- views for plots ---------------------------------------------------------------------------------
     def attention_grid(self, layer: int = 0, head: int = 0, batch: int = 0) -> torch.Tensor:
         """(n_steps, n_keys_max) float32: row s is step s's newest query over keys 0..; NaN where a key did
         not exist yet (a fixed grid, so an animation never changes shape)."""
-        width = max(s.n_keys for s in self.steps)
-        grid = torch.full((len(self.steps), width), float("nan"))
+        layer, head, batch = checks.trace_at(self, layer, head, batch)
+        grid = torch.full((len(self.steps), max(s.n_keys for s in self.steps)), float("nan"))
         for i, s in enumerate(self.steps):
             grid[i, :s.n_keys] = s.attention[layer, batch, head].float().cpu()
         return grid
 
     def tokens(self, batch: int = 0) -> list[int]:
         """The whole sequence of sequence `batch`: prompt + the chosen token of every step."""
+        batch = checks.trace_at(self, batch=batch)[2]
         return self.prompt_ids[batch].tolist() + [int(s.chosen[batch]) for s in self.steps]
 
     def rows(self, tokenizer=None, batch: int = 0) -> list[dict]:
         """One dict per step, ready for a table: what was fed, what was computed and read, what came out."""
-        show = tokenizer.decode if tokenizer is not None else str
+        show, batch = tokenizer.decode if tokenizer is not None else str, checks.trace_at(self, batch=batch)[2]
         return [{"step": s.step, "phase": s.phase, "fed": show(s.input_ids[batch].tolist()),
                  "positions": f"{s.positions[0]}..{s.positions[-1]}" if s.n_fed > 1 else str(s.positions[0]),
                  "kv_computed": s.kv_computed[0], "kv_read": s.kv_read[0], "next": show([int(s.chosen[batch])]),

@@ -1,4 +1,7 @@
 """Shared test helpers (importable from any test module: pytest puts tests/ on sys.path)."""
+import contextlib
+import signal
+
 import torch
 
 from lib import MiniTransformer, ModelConfig
@@ -62,3 +65,23 @@ def drawn_without_missing_glyphs(make_figure):
         fig = make_figure()
         fig.canvas.draw()
     return fig
+
+
+class Hang(AssertionError):
+    """A call that did not return within its time bound."""
+
+
+@contextlib.contextmanager
+def time_bound(seconds: float, what: str = "the call"):
+    """Fail (``Hang``) instead of hanging when the body runs longer than ``seconds``: SIGALRM interrupts a
+    Python loop that spins. Main thread only (pytest and its xdist workers run tests there)."""
+    def expire(signum, frame):
+        raise Hang(f"{what} did not return within {seconds} s: it hangs")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

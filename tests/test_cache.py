@@ -122,7 +122,7 @@ def test_bad_construction_arguments():
         KVCache(CFG, 1, 4, dtype=torch.int8)
     with pytest.raises(TypeError, match=r"built from a lib.ModelConfig"):
         KVCache({"n_layers": 2}, 1, 4)
-    with pytest.raises(IndexError, match=r"layer must be an integer from 0 to 2, got 3"):
+    with pytest.raises(IndexError, match=r"layer must be an integer from 0 to 2 \(the cache holds 3 layers\), got 3"):
         KVCache(CFG, 1, 4).keys(3)
 
 

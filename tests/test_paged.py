@@ -388,7 +388,8 @@ def test_pool_exhausted_is_a_clear_error_and_changes_nothing():
 
 def test_construction_and_misuse_errors():
     cfg = make_model().config
-    with pytest.raises(ValueError, match=r"n_blocks must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"n_blocks must be an integer from 1 to 1,048,576 \(each block.s "
+                                         r"bookkeeping is a Python object\), got 0"):
         BlockAllocator(0)
     with pytest.raises(ValueError, match=r"block_size must be an integer >= 1, got 2.5"):
         PagedKVPool(cfg, 4, 2.5)
@@ -416,7 +417,7 @@ def test_construction_and_misuse_errors():
         two.fork(0)
     with pytest.raises(ValueError, match=r"rows must be a non-empty list of sequence indices from 0 to 1, got \[2\]"):
         two.select([2])
-    with pytest.raises(ValueError, match=r"truncate takes a length from 0 to the table's 3 tokens, got 4"):
+    with pytest.raises(ValueError, match=r"truncate's n_tokens must be a length from 0 to the table's 3 tokens, got 4"):
         pool.allocator.truncate(a, 4)
     two_prompts = generate_paged(make_model(), torch.tensor([[1, 2, 3], [4, 5, 6]]), 2, n=2, block_size=2)
     assert two_prompts.sequences[:, :3].tolist() == [[1, 2, 3]] * 2 + [[4, 5, 6]] * 2  # each prompt twice

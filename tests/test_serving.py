@@ -29,7 +29,7 @@ def test_request_stream_is_seeded_bounded_and_near_its_means():
 def test_request_stream_errors():
     with pytest.raises(ValueError, match=r"n must be an integer >= 1, got 0"):
         request_stream(0)
-    with pytest.raises(ValueError, match=r"sigma must be a number > 0, got -1"):
+    with pytest.raises(ValueError, match=r"sigma must be a finite number > 0 and <= 5, got -1"):
         request_stream(5, sigma=-1)
     with pytest.raises(ValueError, match=r"max_len must be an integer >= 2, got 1"):
         request_stream(5, max_len=1)
@@ -149,7 +149,7 @@ def test_summary_and_table(results):
 
 def test_simulation_errors():
     reqs = [SimRequest(0, 10, 10)]
-    with pytest.raises(ValueError, match=r"policy='lru' is not known; allowed: max, pow2, oracle, paged"):
+    with pytest.raises(ValueError, match=r"policy='lru' is not supported; allowed: max, pow2, oracle, paged"):
         simulate(reqs, "lru")
     with pytest.raises(ValueError, match=r"kv_tokens=30 must be a positive multiple of block_size=16"):
         simulate(reqs, "paged", kv_tokens=30)
@@ -235,9 +235,10 @@ def test_demo_requests_are_seeded_corpus_prefixes(chat):
 
 def test_serving_errors(chat, requests):
     model, tok = chat
-    with pytest.raises(ValueError, match=r"policy='dynamic' is not known; allowed: 'static', 'continuous'"):
+    with pytest.raises(ValueError, match=r"policy='dynamic' is not supported; allowed: static, continuous"):
         serve(model, requests, "dynamic")
-    with pytest.raises(TypeError, match=r"serve takes ServeRequest objects \(see demo_requests\), got list"):
+    with pytest.raises(TypeError, match=r"requests must be a list of ServeRequest objects \(see demo_requests\); "
+                                        r"one of them is list \[1, 2, 3\]"):
         serve(model, [[1, 2, 3]])
     with pytest.raises(ValueError, match=r"request 9: a prompt of 3 token\(s\) with max_new_tokens=70 does not fit "
                                          r"the context window \(max_seq_len=64\)"):

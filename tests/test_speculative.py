@@ -281,14 +281,15 @@ def test_rule_empirically():
 
 
 def test_rule_errors():
-    with pytest.raises(ValueError, match=r"p must be a probability distribution \(non-negative, summing to 1\), "
-                                         r"got sum 0.9"):
+    with pytest.raises(ValueError, match=r"p must be a probability distribution \(finite, non-negative, summing "
+                                         r"to 1\), got sum 0.9"):
         acceptance_probability(torch.tensor([0.5, 0.4]), torch.tensor([0.5, 0.5]), 0)
     with pytest.raises(ValueError, match=r"p and q must be over the same vocabulary, got 2 and 3 entries"):
         residual_distribution(torch.tensor([0.5, 0.5]), torch.tensor([0.5, 0.25, 0.25]))
-    with pytest.raises(ValueError, match=r"x=3 must be a token the draft can propose \(0 <= x < 4 with q\(x\) > 0\)"):
+    with pytest.raises(ValueError, match=r"x must be a token the draft can propose \(an integer from 0 to 3 with "
+                                         r"q\(x\) > 0\), got 3 with q\(x\) = 0"):
         acceptance_probability(P, torch.tensor([0.5, 0.25, 0.25, 0.0], dtype=torch.float64), 3)
-    with pytest.raises(ValueError, match=r"q must be a 1-D tensor of probabilities over the vocabulary"):
+    with pytest.raises(ValueError, match=r"q must be a 1-D float tensor of probabilities over the vocabulary"):
         expected_acceptance(P, Q[None])
 
 
@@ -368,7 +369,7 @@ def test_sampled_output_is_distributed_as_the_target_with_a_bad_draft(demo):
 
 def test_distribution_check_errors(demo):
     target, draft, tok = demo
-    with pytest.raises(ValueError, match=r"runs must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"runs must be an integer >= 1, got 0"):
         distribution_check(target, draft, tok.encode("<s>"), runs=0)
     with pytest.raises(ValueError, match=r"max_new_tokens=1 is shorter than the n_tokens=2 being counted"):
         distribution_check(target, draft, tok.encode("<s>"), runs=5, n_tokens=2, max_new_tokens=1)

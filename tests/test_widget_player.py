@@ -341,7 +341,8 @@ def test_settings_errors(chat, player):
         player.set(temp=1.0)
     with pytest.raises(ValueError, match=r"temperature=0.9 is not one of the player's steps: 0.0, 0.5, 0.7, 1.0"):
         player.set(temperature=0.9)
-    with pytest.raises(ValueError, match=r"max_new_tokens must be from 1 to 64, got 0"):
+    with pytest.raises(ValueError, match=r"max_new_tokens must be an integer from 1 to 64 \(the range of the max "
+                                         r"new slider\), got 0"):
         player.set(max_new_tokens=0)
     with pytest.raises(ValueError, match=r"top_k=7 is not one of the player's steps"):
         P.GenerationPlayer(*chat, top_k=7)

@@ -260,7 +260,7 @@ def test_bad_values_through_the_api_are_refused_with_the_reason(explorer):
     cases = [(dict(temperature=-1), "temperature must be a finite number >= 0"),
              (dict(temperature=3.0), "the explorer's temperature slider runs from 0 to 2, got 3.0"),
              (dict(top_p=1.2), "top_p must be None (no limit) or a number in (0, 1], got 1.2"),
-             (dict(top_p=0.01), "the explorer's top-p slider runs from 0.05 to 1, got 0.01"),
+             (dict(top_p=0.01), "the explorer's top-p slider runs from 0.05 to 1 (None = off), got 0.01"),
              (dict(top_k=0), "top_k must be None (no limit) or an integer >= 1, got 0"),
              (dict(top_k=80), "the explorer's top-k slider runs from 1 to 50 (None = off), got 80")]
     for kwargs, message in cases:

@@ -141,11 +141,11 @@ def test_live_explorer_is_drivable_from_python(models):
 def test_explorer_rejects_values_its_controls_cannot_show(models):
     target, draft, _, tok = models
     ex = S.SpeculativeExplorer(target, draft, tok, prompt="<s>")
-    with pytest.raises(ValueError, match=r"the explorer's k slider runs from 1 to 8, got 9"):
+    with pytest.raises(ValueError, match=r"k must be an integer from 1 to 8 \(the explorer's k slider\), got 9"):
         ex.set(k=9)
     with pytest.raises(ValueError, match=r"the explorer's temperature takes one of \[0.0, 0.5, 0.8, 1.0, 1.2, 1.5\], "
                                          r"got 0.7"):
         ex.set(temperature=0.7)
-    with pytest.raises(ValueError, match=r"seed must be an integer, got 'a'"):
+    with pytest.raises(ValueError, match=r"seed must be an integer from 0 to 2147483647, got 'a'"):
         ex.set(seed="a")
     assert ex.result.k == 4  # nothing changed

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import checks
 from ..text import token_label
 from ..trace import Trace
 from . import figure_and_axes, frame_slider, play_buttons
@@ -46,12 +47,10 @@ def _check_trace(trace):
 def _check_index(value, name: str, n: int, context: str, allow_all: bool = False):
     """``value`` if it is an int in 0..n-1 (or "all" when allowed), else a ValueError saying what is allowed;
     ``context`` says where n comes from ("the model has 4 layers")."""
-    if allow_all and value == "all":
+    if allow_all and isinstance(value, str) and value == "all":
         return value
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
-        extra = ' or "all"' if allow_all else ""
-        raise ValueError(f"{name} must be an int from 0 to {n - 1}{extra} ({context}), got {value!r}")
-    return value
+    extra = ' or "all"' if allow_all else ""
+    return checks.integer(value, name, 0, n - 1, allowed=f"an int from 0 to {n - 1}{extra} ({context})")
 
 
 def check_layer_head(trace: Trace, layer, head, batch: int = 0, allow_all: bool = False):
@@ -276,8 +275,7 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
     check_layer_head(trace, layer, head, batch, allow_all=True)
     base = attention_view(trace, tokenizer, layer, 0 if head == "all" else head, batch)
     n, W = base.n_steps, base.n_keys
-    if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
-        raise ValueError(f"max_keys must be a positive int, got {max_keys!r}")
+    max_keys = checks.integer(max_keys, "max_keys", 1, allowed="a positive int")
     if W > max_keys:
         raise ValueError(f"this trace has {W} key positions, more than max_keys={max_keys} for an animated "
                          f"heat-map (its size grows as layers x heads x keys²); generate fewer tokens, pass "
@@ -369,10 +367,12 @@ class AttentionExplorer:
                  head=0, step: int | None = None):
         import ipywidgets as W
 
-        self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
+        self.model, self.tokenizer = model, tokenizer
+        self.max_new_tokens = checks.integer(max_new_tokens, "max_new_tokens", 1)
         c = model.config
-        _check_index(layer, "layer", c.n_layers, f"the model has {c.n_layers} layers")
-        _check_index(head, "head", c.n_heads, f"the model has {c.n_heads} query heads", allow_all=True)
+        layer = _check_index(layer, "layer", c.n_layers, f"the model has {c.n_layers} layers")
+        head = _check_index(head, "head", c.n_heads, f"the model has {c.n_heads} query heads", allow_all=True)
+        checks.text(prompt, "prompt")
         self.trace = None
         self.error = None  # plain text of the last problem with the prompt (None when the last run worked)
         self.figure = None  # the plotly figure shown now: {"data": [...], "layout": {...}}
@@ -523,15 +523,21 @@ class AttentionExplorer:
                 "hover": f["data"][0]["text"]}
 
     def set(self, prompt: str | None = None, layer=None, head=None, step=None):
-        """Change controls from Python (as a user would); bad values raise a ValueError saying what is allowed."""
-        if prompt is not None:
-            self.prompt.value = prompt
+        """Change controls from Python (as a user would); bad values raise a ValueError saying what is allowed,
+        and change nothing (a step is checked against the run of the new prompt, when one is given)."""
+        c = self.model.config
         if layer is not None:
-            self.layer.value = _check_index(layer, "layer", self.trace.n_layers,
-                                            f"the model has {self.trace.n_layers} layers")
+            layer = _check_index(layer, "layer", c.n_layers, f"the model has {c.n_layers} layers")
         if head is not None:
-            self.head.value = _check_index(head, "head", self.trace.n_heads,
-                                           f"the model has {self.trace.n_heads} query heads", allow_all=True)
+            head = _check_index(head, "head", c.n_heads, f"the model has {c.n_heads} query heads", allow_all=True)
+        if step is not None and prompt is None:
+            _check_step(step, len(self.trace))
+        if prompt is not None:
+            self.prompt.value = checks.text(prompt, "prompt")
+        if layer is not None:
+            self.layer.value = layer
+        if head is not None:
+            self.head.value = head
         if step is not None:
             self.step.value = _check_step(step, len(self.trace))
         return self

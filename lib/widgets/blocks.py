@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import checks
 from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
 from . import check_controls, frame_slider
@@ -184,12 +185,14 @@ def record_story(model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello")
     A, B and C (C's blocks come from the prefix cache where its prompt starts like an earlier one). Tokens are
     sampled at ``temperature`` (0: greedy) with a seeded generator, at most ``max_new_tokens`` per request.
     A pool too small for the story ends it with a ``"full"`` frame that shows the allocator's message."""
-    if len(prompts) != 3:
-        raise ValueError(f"the story has three requests (A, B, C); give three prompts, got {len(prompts)}")
-    for name, v, lo in (("n_samples", n_samples, 1), ("block_size", block_size, 1), ("n_blocks", n_blocks, 1),
-                        ("max_new_tokens", max_new_tokens, 1)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if not isinstance(prompts, (list, tuple)) or len(prompts) != 3:
+        got = len(prompts) if isinstance(prompts, (list, tuple)) else f"{type(prompts).__name__} {prompts!r:.40}"
+        raise ValueError(f"the story has three requests (A, B, C); give three prompts, got {got}")
+    for name, text in zip(("prompts[0]", "prompts[1]", "prompts[2]"), prompts):
+        checks.text(text, name)
+    n_samples, block_size, n_blocks, max_new_tokens = (
+        checks.integer(v, name, 1) for name, v in (("n_samples", n_samples), ("block_size", block_size),
+                                                     ("n_blocks", n_blocks), ("max_new_tokens", max_new_tokens)))
     longest = max(len(tokenizer.encode(p)) for p in prompts) + max_new_tokens
     if longest > model.config.max_seq_len:
         raise ValueError(f"a prompt plus max_new_tokens={max_new_tokens} would pass the model's context window "
@@ -445,21 +448,28 @@ class BlockPoolWidget:
     ``.last_update_seconds`` is how long the last update took in Python."""
 
     BLOCK_SIZES = (1, 2, 4, 8, 16)
+    N_SAMPLES, N_BLOCKS = (1, 4), (4, 48)  # the sliders' ranges
 
     def __init__(self, model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello"), n_samples: int = 2,
                  block_size: int = 4, n_blocks: int = 16, seed: int = 0):
         import ipywidgets as W
 
-        self.model, self.tokenizer, self.seed = model, tokenizer, seed
+        if not isinstance(prompts, (list, tuple)) or len(prompts) != 3:
+            raise ValueError(f"prompts must be the three prompts of requests A, B and C, got {prompts!r:.60}")
+        v = self._checked(prompt_a=prompts[0], prompt_b=prompts[1], prompt_c=prompts[2], n_samples=n_samples,
+                          block_size=block_size, n_blocks=n_blocks)
+        self.model, self.tokenizer, self.seed = model, tokenizer, checks.integer(seed, "seed", 0)
         self.error = ""
         self.frames, self.index, self.last_update_seconds = [], 0, 0.0
         self.controls = {
-            "prompt_a": W.Text(value=prompts[0], description="A", layout=W.Layout(width="180px")),
-            "prompt_b": W.Text(value=prompts[1], description="B", layout=W.Layout(width="180px")),
-            "prompt_c": W.Text(value=prompts[2], description="C", layout=W.Layout(width="180px")),
-            "n_samples": W.IntSlider(value=n_samples, min=1, max=4, description="samples of A"),
-            "block_size": W.Dropdown(options=self.BLOCK_SIZES, value=block_size, description="block size"),
-            "n_blocks": W.IntSlider(value=n_blocks, min=4, max=48, description="pool blocks"),
+            "prompt_a": W.Text(value=v["prompt_a"], description="A", layout=W.Layout(width="180px")),
+            "prompt_b": W.Text(value=v["prompt_b"], description="B", layout=W.Layout(width="180px")),
+            "prompt_c": W.Text(value=v["prompt_c"], description="C", layout=W.Layout(width="180px")),
+            "n_samples": W.IntSlider(value=v["n_samples"], min=self.N_SAMPLES[0], max=self.N_SAMPLES[1],
+                                     description="samples of A"),
+            "block_size": W.Dropdown(options=self.BLOCK_SIZES, value=v["block_size"], description="block size"),
+            "n_blocks": W.IntSlider(value=v["n_blocks"], min=self.N_BLOCKS[0], max=self.N_BLOCKS[1],
+                                    description="pool blocks"),
         }
         self.back_button = W.Button(description="◀ Back")
         self.step_button = W.Button(description="Step ▶")
@@ -509,11 +519,22 @@ class BlockPoolWidget:
 
     def set(self, **values):
         """Change controls by name (prompt_a, prompt_b, prompt_c, n_samples, block_size, n_blocks): the story is
-        recorded again, as when the control is changed in the browser."""
-        check_controls(values, self.controls)
-        for k, v in values.items():
+        recorded again, as when the control is changed in the browser. A value a control would clamp or refuse
+        raises a ValueError / TypeError that names it, and nothing changes."""
+        for k, v in self._checked(**values).items():
             self.controls[k].value = v
         return self
+
+    @classmethod
+    def _checked(cls, **values) -> dict:
+        """The controls' values, each checked against its control (the constructor and ``set`` share this)."""
+        allowed = ("prompt_a", "prompt_b", "prompt_c", "n_samples", "block_size", "n_blocks")
+        check_controls(values, allowed)
+        check = {"n_samples": lambda v: checks.integer(v, "n_samples", *cls.N_SAMPLES),
+                 "n_blocks": lambda v: checks.integer(v, "n_blocks", *cls.N_BLOCKS),
+                 "block_size": lambda v: checks.choice(checks.integer(v, "block_size", 1), "block_size",
+                                                       cls.BLOCK_SIZES)}
+        return {k: check.get(k, lambda v, k=k: checks.text(v, k))(v) for k, v in values.items()}
 
     @property
     def frame(self) -> PoolFrame:

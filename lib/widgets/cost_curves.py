@@ -49,6 +49,7 @@ import time
 
 import torch
 
+from .. import checks
 from ..checks import new_tokens_fit
 from ..config import ModelConfig
 from ..costs import (PRESETS, check_count, generation_steps, kv_cache_bytes, kv_computations,
@@ -449,7 +450,7 @@ class CostCurvesExplorer:
         self.n.value = self._check_n_value(n, name)
         self.show = W.ToggleButtons(options=list(SHOWS), value=show, description="show")
         self.view = W.ToggleButtons(options=list(VIEWS), value=view)
-        self.loglog = W.Checkbox(value=bool(loglog), description="log-log")
+        self.loglog = W.Checkbox(value=checks.flag(loglog, "loglog"), description="log-log")
         self.text = W.HTML()
         self.figure = go.FigureWidget(make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
             "K/V computed (per layer)", "FLOPs: projections + FFN vs attention", "memory (fp16)")))
@@ -619,24 +620,24 @@ class CostCurvesExplorer:
                 "axes": (self.figure.layout.xaxis.type, self.figure.layout.yaxis.type)}
 
     def set(self, n=None, model=None, show=None, view=None, loglog=None):
-        """Change controls from Python (as a user would); bad values raise a ValueError saying what is allowed."""
+        """Change controls from Python (as a user would); bad values raise a ValueError saying what is allowed,
+        and change nothing."""
+        name = self.model.value
         if model is not None:
             name, _ = resolve(model)
             if name not in MODEL_CHOICES:
                 raise ValueError(f"the picker holds named models only; choose one of: {', '.join(MODEL_CHOICES)}")
-            self.model.value = name
-        if n is not None:
-            self.n.value = self._check_n_value(n, self.model.value)
+        n = None if n is None else self._check_n_value(n, name)
         if show is not None:
             self._check_choice(show, SHOWS, "show")
-            self.show.value = show
         if view is not None:
             self._check_choice(view, VIEWS, "view")
-            self.view.value = view
         if loglog is not None:
-            if not isinstance(loglog, bool):
-                raise ValueError(f"loglog must be True or False, got {loglog!r}")
-            self.loglog.value = loglog
+            checks.flag(loglog, "loglog")
+        for control, value in ((self.model, None if model is None else name), (self.n, n), (self.show, show),
+                               (self.view, view), (self.loglog, loglog)):
+            if value is not None:
+                control.value = value
         return self
 
     def _ipython_display_(self):

@@ -21,6 +21,7 @@ import math
 import time
 from dataclasses import dataclass
 
+from .. import checks
 from ..config import ModelConfig
 from ..costs import (MLA_PRESETS, PRESETS, check_count, kv_bytes_per_token, kv_cache_bytes,
                      kv_memory_crossover_tokens, kv_values_per_token, param_count, resolve_model, weight_bytes)
@@ -296,17 +297,22 @@ class MemoryExplorer:
     Python API (no browser needed): ``set(model=..., dtype=..., context=..., batch=...)`` (bad values raise
     a clear error and change nothing), ``.budget`` (a MemoryBudget), ``.html`` (what the view shows),
     ``.last_update_ms``. ``.widget`` is the ipywidgets box to display. Changing the model clamps the
-    context to the new model's window."""
+    context to the new model's window; the constructor's ``context`` defaults to 4096 clamped so too. The
+    constructor refuses what ``set`` refuses: a model the picker lacks, a batch past the slider (1..256)."""
 
-    def __init__(self, model="llama-2-7b", dtype="fp16", context: int = 4096, batch: int = 1):
+    BATCH_MAX = 256  # the requests slider's range is 1..256
+
+    def __init__(self, model="llama-2-7b", dtype="fp16", context: int | None = None, batch: int = 1):
         import ipywidgets as W
 
-        self.budget = memory_budget(model, dtype, context, batch)
+        if context is None:  # 4096, or the model's window when it is shorter (as set(model=...) clamps it)
+            context = min(4096, resolve_model(model)[1].max_seq_len)
+        self.budget = self._fits_controls(memory_budget(model, dtype, context, batch))
         b = self.budget
         self.model_box = W.Dropdown(options=list(PRESETS), value=b.model, description="model")
         self.dtype_box = W.Dropdown(options=list(DTYPES), value=b.dtype, description="dtype")
         self.context_box = W.BoundedIntText(value=b.context, min=1, max=b.config.max_seq_len, description="context")
-        self.batch_box = W.IntSlider(value=b.batch, min=1, max=256, description="requests")
+        self.batch_box = W.IntSlider(value=b.batch, min=1, max=self.BATCH_MAX, description="requests")
         self.view = W.HTML()
         for box, key in ((self.model_box, "model"), (self.dtype_box, "dtype"), (self.context_box, "context"),
                          (self.batch_box, "batch")):
@@ -326,18 +332,29 @@ class MemoryExplorer:
         model = b.model if model is None else model
         if context is None:  # a new model may have a shorter window: clamp the current context to it
             context = min(b.context, resolve_model(model)[1].max_seq_len)
-        self.budget = memory_budget(model, b.dtype if dtype is None else dtype, context,
-                                    b.batch if batch is None else batch)
-        nb = self.budget
+        nb = self._fits_controls(memory_budget(model, b.dtype if dtype is None else dtype, context,
+                                               b.batch if batch is None else batch))
+        self.budget = nb
         with self.context_box.hold_trait_notifications():
             self.context_box.max = nb.config.max_seq_len
         for box, v in ((self.model_box, nb.model), (self.dtype_box, nb.dtype), (self.context_box, nb.context),
-                       (self.batch_box, min(nb.batch, self.batch_box.max))):
+                       (self.batch_box, nb.batch)):
             if box.value != v:
                 box.value = v
         self._render()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
         return nb
+
+    def _fits_controls(self, b: MemoryBudget) -> MemoryBudget:
+        """``b`` if the controls can show it (a preset of the picker, a batch within the slider), else a
+        ValueError: the explorer never shows other numbers than it computed (memory_budget takes any model
+        and batch)."""
+        if b.model not in PRESETS:
+            raise ValueError(f"model={b.model!r} is not in the explorer's picker; choose one of: {', '.join(PRESETS)} "
+                             f"(lib.widgets.memory.memory_budget takes any model)")
+        checks.integer(b.batch, "batch (concurrent requests)", 1, self.BATCH_MAX,
+                       allowed=f"an integer from 1 to {self.BATCH_MAX} (the requests slider's range)")
+        return b
 
     def _render(self):
         self.html = budget_html(self.budget)

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 
 import ipywidgets as widgets
 
+from .. import checks
 from ..costs import kv_computations
 from ..generate import generate
 from ..text import display_width, pad
@@ -150,12 +151,11 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     ``top_k``: how many candidates get a bar (the chosen token always gets one).
     """
     _check_trace(trace)
-    if not 0 <= layer < trace.n_layers:
-        raise ValueError(f"layer={layer} is not a layer of this trace (0..{trace.n_layers - 1})")
+    if checks.as_int(layer) is None or not 0 <= layer < trace.n_layers:
+        raise ValueError(f"layer={layer!r} is not a layer of this trace (0..{trace.n_layers - 1})")
     recorded = trace.steps[0].sample_top_ids.shape[1]  # candidates per step that generate() kept
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= recorded:
-        raise ValueError(f"top_k must be an integer from 1 to {recorded} "
-                         f"(the candidates the Trace recorded), got {top_k!r}")
+    top_k = checks.integer(top_k, "top_k", 1, recorded,
+                           allowed=f"an integer from 1 to {recorded} (the candidates the Trace recorded)")
     tokens = trace.tokens(batch)
     if len(tokens) > MAX_POSITIONS + 1:
         raise ValueError(f"the trace's sequence has {len(tokens)} tokens; the player shows at most {MAX_POSITIONS + 1}")
@@ -248,9 +248,8 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     from matplotlib.patches import Patch
 
     frames = player_frames(trace, tokenizer, other, layer, top_k, batch)
-    if isinstance(step, bool) or not isinstance(step, int) or not -len(frames) <= step < len(frames):
-        raise ValueError(f"step must be an integer from 0 to {len(frames) - 1} (or negative from the end), "
-                         f"got {step!r}")
+    step = checks.integer(step, "step", -len(frames), len(frames) - 1, allowed=(
+        f"an integer from 0 to {len(frames) - 1} (or negative from the end)"))
     f, last = frames[step], frames[-1]
     width = len(last.chips)
     fig = plt.figure(figsize=(max(7.5, 0.5 * width + 1.5), 4.2))
@@ -464,26 +463,30 @@ class GenerationPlayer(widgets.VBox):
                  top_k: int | None = None, top_p: float | None = None, seed: int = 0, use_cache: bool = True,
                  layer: int = 0, bar_k: int = 5, interval_ms: int = 900):
         w = widgets
-        self.model, self.tokenizer, self.layer, self.bar_k = model, tokenizer, layer, bar_k
+        limit = min(MAX_POSITIONS, model.config.max_seq_len)
+        # the constructor refuses exactly what set() refuses (never a silent clamp to a control's range)
+        v = _checked_settings(limit, prompt=prompt, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                              use_cache=use_cache, max_new_tokens=max_new_tokens)
+        self.layer = checks.integer(layer, "layer", 0, model.config.n_layers - 1)
+        self.bar_k = checks.integer(bar_k, "bar_k", 1, 10, allowed="an integer from 1 to 10 (the candidates a "
+                                                                  "Trace records)")
+        self.model, self.tokenizer = model, tokenizer
         self.frames, self.traces, self.message = [], (None, None), ""
         self.last_run_seconds = self.last_update_seconds = 0.0  # the last model re-run / step redraw, in seconds
-        limit = min(64, model.config.max_seq_len)
-        self.prompt_box = w.Text(value=prompt, description="prompt", continuous_update=False,
+        self.prompt_box = w.Text(value=v["prompt"], description="prompt", continuous_update=False,
                                  layout=w.Layout(width="340px"))
-        self.temperature = w.SelectionSlider(options=TEMPERATURES, description="temperature",
-                                             value=_option(TEMPERATURES, temperature, "temperature"))
-        self.top_k = w.Dropdown(options=TOP_KS, value=_option(TOP_KS, top_k or 0, "top_k"), description="top-k",
-                                layout=w.Layout(width="160px"))
-        self.top_p = w.SelectionSlider(options=TOP_PS, value=_option(TOP_PS, 1.0 if top_p is None else top_p, "top_p"),
-                                       description="top-p")
-        self.seed = w.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed",
+        self.temperature = w.SelectionSlider(options=TEMPERATURES, description="temperature", value=v["temperature"])
+        self.top_k = w.Dropdown(options=TOP_KS, value=v["top_k"], description="top-k", layout=w.Layout(width="160px"))
+        self.top_p = w.SelectionSlider(options=TOP_PS, value=v["top_p"], description="top-p")
+        self.seed = w.BoundedIntText(value=v["seed"], min=0, max=MAX_SEED, description="seed",
                                      layout=w.Layout(width="160px"))
         self.use_cache = w.Checkbox(value=use_cache, description="KV cache", indent=False,
                                     layout=w.Layout(width="100px"))
-        self.max_new = w.IntSlider(value=max_new_tokens, min=1, max=limit, description="max new",
+        self.max_new = w.IntSlider(value=v["max_new_tokens"], min=1, max=limit, description="max new",
                                    continuous_update=False)
         self.slider = w.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True)
-        self.player = w.Play(value=0, min=0, max=0, interval=interval_ms, show_repeat=False, description="play")
+        self.player = w.Play(value=0, min=0, max=0, interval=checks.integer(interval_ms, "interval_ms", 1),
+                             show_repeat=False, description="play")
         w.jslink((self.player, "value"), (self.slider, "value"))  # the browser moves the slider while playing
         self.back_button = w.Button(description="◀ Back", layout=w.Layout(width="80px"))
         self.step_button = w.Button(description="Step ▶", layout=w.Layout(width="80px"))
@@ -511,9 +514,7 @@ class GenerationPlayer(widgets.VBox):
     def step(self, value: int):
         if not self.frames:
             raise ValueError(f"nothing to step through: {self.message}")
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(self.frames):
-            raise ValueError(f"step must be an integer from 0 to {len(self.frames) - 1}, got {value!r}")
-        self.slider.value = value
+        self.slider.value = checks.integer(value, "step", 0, len(self.frames) - 1)
 
     def next(self) -> int:
         """One step forward (stays on the last step); returns the step shown."""
@@ -541,17 +542,7 @@ class GenerationPlayer(widgets.VBox):
         """Change several inputs at once (one re-run): temperature, top_k, top_p, seed, use_cache, max_new_tokens."""
         controls = {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p, "seed": self.seed,
                     "use_cache": self.use_cache, "max_new_tokens": self.max_new, "prompt": self.prompt_box}
-        check_controls(settings, controls)
-        values = dict(settings)
-        if "temperature" in values:
-            values["temperature"] = _option(TEMPERATURES, values["temperature"], "temperature")
-        if "top_k" in values:
-            values["top_k"] = _option(TOP_KS, values["top_k"] or 0, "top_k")
-        if "top_p" in values:
-            values["top_p"] = _option(TOP_PS, 1.0 if values["top_p"] is None else values["top_p"], "top_p")
-        if "max_new_tokens" in values and not self.max_new.min <= values["max_new_tokens"] <= self.max_new.max:
-            raise ValueError(f"max_new_tokens must be from {self.max_new.min} to {self.max_new.max}, "
-                             f"got {values['max_new_tokens']!r}")
+        values = _checked_settings(self.max_new.max, **settings)
         self._quiet = True  # one re-run at the end, not one per control
         try:
             for k, v in values.items():
@@ -632,10 +623,29 @@ class GenerationPlayer(widgets.VBox):
         self.last_update_seconds = time.perf_counter() - t0
 
 
+MAX_SEED = 2 ** 31 - 1  # the seed box's range
+
+
+def _checked_settings(limit: int, **values) -> dict:
+    """The player's inputs as its controls hold them, each checked (the constructor and ``set`` share this):
+    a value a control would clamp or refuse is a ValueError / TypeError that names it and says what is allowed."""
+    allowed = ("temperature", "top_k", "top_p", "seed", "use_cache", "max_new_tokens", "prompt")
+    check_controls(values, allowed)
+    check = {"temperature": lambda v: _option(TEMPERATURES, v, "temperature"),
+             "top_k": lambda v: _option(TOP_KS, 0 if v is None else v, "top_k"),
+             "top_p": lambda v: _option(TOP_PS, 1.0 if v is None else v, "top_p"),
+             "seed": lambda v: checks.integer(v, "seed", 0, MAX_SEED),
+             "use_cache": lambda v: checks.flag(v, "use_cache"),
+             "max_new_tokens": lambda v: checks.integer(v, "max_new_tokens", 1, limit, allowed=(
+                 f"an integer from 1 to {limit} (the range of the max new slider)")),
+             "prompt": lambda v: checks.text(v, "prompt")}
+    return {k: check[k](v) for k, v in values.items()}
+
+
 def _option(options, value, name):
     """The option value equal to ``value`` (so 1 == 1.0 finds "1.0"), or a clear error listing the choices."""
     for _, v in options:
-        if v == value:
+        if v == checks.as_number(value):
             return v
     raise ValueError(f"{name}={value!r} is not one of the player's steps: "
                      f"{', '.join(str(v) for _, v in options)} (0 / 1.0 mean off where that applies)")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import checks
 from ..checks import sampling as check_sampling
 from ..sampling import draw, filter_logits, make_generator
 from ..text import token_label
@@ -114,8 +115,7 @@ class Bars:
 def sampling_bars(logits, tokenizer, temperature: float = 1.0, top_k: int | None = None,
                   top_p: float | None = None, n_bars: int = 20) -> Bars:
     """The numbers behind every tier: the ``n_bars`` (<= 50) most likely tokens under this sampling rule."""
-    if isinstance(n_bars, bool) or not isinstance(n_bars, int) or not 1 <= n_bars <= MAX_BARS:
-        raise ValueError(f"n_bars must be an integer from 1 to {MAX_BARS}, got {n_bars!r}")
+    n_bars = checks.integer(n_bars, "n_bars", 1, MAX_BARS)
     logits = _as_vector(logits)
     if tokenizer.vocab_size != logits.shape[0]:
         raise ValueError(f"the logits have {logits.shape[0]} entries but the tokenizer has "
@@ -134,9 +134,7 @@ def sampling_bars(logits, tokenizer, temperature: float = 1.0, top_k: int | None
 def next_token_logits(model, tokenizer, prompt: str) -> torch.Tensor:
     """One forward pass: the logits (vocab,) for the token after ``prompt`` (text; write ``<s>`` to start).
     Unknown characters raise the tokenizer's UnknownCharacterError, which lists them."""
-    if not isinstance(prompt, str):
-        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
-    ids = tokenizer.encode(prompt)
+    ids = tokenizer.encode(checks.text(prompt, "prompt"))
     if not ids:
         raise ValueError("the prompt is empty: type at least one token, e.g. <s>")
     x = torch.tensor([ids], dtype=torch.long, device=model.device)  # (1, T)
@@ -149,8 +147,7 @@ def draw_tokens(logits, n: int = 20, temperature: float = 1.0, top_k: int | None
     """Draw ``n`` next tokens independently from this sampling rule, one ``torch.multinomial`` call each
     from a generator seeded with ``seed`` -- what ``generate(..., seed=seed)`` does, so its first draw
     equals generate's first sampled token. Same seed, same tokens."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    n = checks.integer(n, "n", 1)
     _, probs, _ = sampling_views(logits, temperature, top_k, top_p)
     if temperature == 0:
         return [int(torch.argmax(probs))] * n
@@ -267,8 +264,8 @@ class SamplingExplorer:
         import ipywidgets as W
 
         check_sampling(temperature, top_k, top_p)
-        self._check_slider_ranges(temperature, top_k)
-        self.model, self.tokenizer, self.n_bars = model, tokenizer, n_bars
+        self._check_slider_ranges(temperature, top_k, top_p)
+        self.model, self.tokenizer, self.n_bars = model, tokenizer, checks.integer(n_bars, "n_bars", 1, MAX_BARS)
         self.logits = next_token_logits(model, tokenizer, prompt)  # the given prompt must be valid
         self.prompt = prompt
         self.message = ""
@@ -278,7 +275,7 @@ class SamplingExplorer:
         self.temperature = W.FloatSlider(value=temperature, min=0.0, max=2.0, step=0.05, description="temperature",
                                          readout_format=".2f", continuous_update=True)
         self.top_k = W.IntSlider(value=top_k or 0, min=0, max=MAX_BARS, description="top-k (0=off)")
-        self.top_p = W.FloatSlider(value=1.0 if top_p is None else top_p, min=0.05, max=1.0, step=0.05,
+        self.top_p = W.FloatSlider(value=1.0 if top_p is None else top_p, min=self.TOP_P_MIN, max=1.0, step=0.05,
                                    description="top-p (1=off)", readout_format=".2f")
         self.seed = W.IntText(value=0, description="seed")
         self.draw_button = W.Button(description="draw 20 tokens")
@@ -296,12 +293,17 @@ class SamplingExplorer:
                               self.samples_box])
 
     # -- the settings, as the sampling functions take them -----------------------------------------------------
-    @staticmethod
-    def _check_slider_ranges(temperature, top_k):
+    TOP_P_MIN = 0.05  # the top-p slider's range is 0.05..1
+
+    @classmethod
+    def _check_slider_ranges(cls, temperature, top_k, top_p):
+        """What the sliders can show (the constructor and ``set`` refuse the same values; nothing is clamped)."""
         if temperature > 2:
             raise ValueError(f"the explorer's temperature slider runs from 0 to 2, got {temperature!r}")
         if top_k is not None and top_k > MAX_BARS:
             raise ValueError(f"the explorer's top-k slider runs from 1 to {MAX_BARS} (None = off), got {top_k!r}")
+        if top_p is not None and top_p < cls.TOP_P_MIN:
+            raise ValueError(f"the explorer's top-p slider runs from {cls.TOP_P_MIN} to 1 (None = off), got {top_p!r}")
 
     def settings(self) -> dict:
         """temperature, top_k, top_p as ``generate`` / ``filter_logits`` take them (slider 0 / 1 = off)."""
@@ -342,9 +344,9 @@ class SamplingExplorer:
         k = self.settings()["top_k"] if top_k == "keep" else top_k
         p = self.settings()["top_p"] if top_p == "keep" else top_p
         check_sampling(t, k, p)
-        self._check_slider_ranges(t, k)
-        if p is not None and p < self.top_p.min:
-            raise ValueError(f"the explorer's top-p slider runs from {self.top_p.min} to 1, got {p!r}")
+        self._check_slider_ranges(t, k, p)
+        if prompt is not None:
+            checks.text(prompt, "prompt")
         self.temperature.value = float(t)
         self.top_k.value = k or 0
         self.top_p.value = 1.0 if p is None else float(p)

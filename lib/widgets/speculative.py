@@ -16,6 +16,7 @@ import html
 import time
 from dataclasses import dataclass
 
+from .. import checks
 from ..speculative import SpeculativeResult, speculative_generate
 from ..text import token_label
 from . import figure_and_axes, frame_slider, play_buttons, try_prompt
@@ -222,8 +223,10 @@ class SpeculativeExplorer:
                  seed: int = 0, max_new_tokens: int = 24):
         import ipywidgets as W
 
-        self.target, self.draft, self.tokenizer, self.max_new_tokens = target, draft, tokenizer, max_new_tokens
-        self._check(k, temperature, seed)
+        self.target, self.draft, self.tokenizer = target, draft, tokenizer
+        self.max_new_tokens = checks.integer(max_new_tokens, "max_new_tokens", 1)
+        k, temperature, seed = self._check(k, temperature, seed)
+        checks.text(prompt, "prompt")
         self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False)
         self.k_slider = W.IntSlider(value=k, min=1, max=8, description="k (draft)")
         self.temperature = W.SelectionSlider(options=list(TEMPERATURES), value=float(temperature),
@@ -241,13 +244,13 @@ class SpeculativeExplorer:
                               self.view])
 
     @staticmethod
-    def _check(k, temperature, seed):
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 8:
-            raise ValueError(f"the explorer's k slider runs from 1 to 8, got {k!r}")
-        if temperature not in TEMPERATURES:
+    def _check(k, temperature, seed) -> tuple:
+        """k, temperature and seed as the controls hold them (the constructor and ``set`` refuse the same)."""
+        k = checks.integer(k, "k", 1, 8, allowed="an integer from 1 to 8 (the explorer's k slider)")
+        if checks.as_number(temperature) not in TEMPERATURES:
             raise ValueError(f"the explorer's temperature takes one of {list(TEMPERATURES)}, got {temperature!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
+        seed = checks.integer(seed, "seed", 0, 2 ** 31 - 1)  # a seed box, as in the generation player
+        return k, checks.as_number(temperature), seed
 
     def _run(self, prompt: str) -> SpeculativeResult:
         ids = self.tokenizer.encode(prompt)
@@ -271,16 +274,19 @@ class SpeculativeExplorer:
 
     def set(self, prompt: str | None = None, k: int | None = None, temperature: float | None = None,
             seed: int | None = None):
-        """Change controls as a user would (the callback re-runs once per changed control)."""
-        self._check(self.k_slider.value if k is None else k,
-                    self.temperature.value if temperature is None else temperature,
-                    self.seed.value if seed is None else seed)
+        """Change controls as a user would (the callback re-runs once per changed control). A value the controls
+        do not offer raises a ValueError that names it, and nothing changes."""
+        new_k, new_t, new_seed = self._check(self.k_slider.value if k is None else k,
+                                             self.temperature.value if temperature is None else temperature,
+                                             self.seed.value if seed is None else seed)
+        if prompt is not None:
+            checks.text(prompt, "prompt")
         if k is not None:
-            self.k_slider.value = k
+            self.k_slider.value = new_k
         if temperature is not None:
-            self.temperature.value = float(temperature)
+            self.temperature.value = new_t
         if seed is not None:
-            self.seed.value = seed
+            self.seed.value = new_seed
         if prompt is not None:
             self.prompt_box.value = prompt
         return self

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import checks
 from ..generate import generate
 from ..model import ForwardRecord
 from ..text import text_table
@@ -291,16 +292,13 @@ def cache_table(case: WorkedCase, step: int, layer: int | None = None) -> str:
 
 
 def _get_step(case: WorkedCase, step) -> WorkedStep:
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(case.steps):
-        raise ValueError(f"step must be an integer from 0 to {len(case.steps) - 1} (this case has "
-                         f"{len(case.steps)} steps), got {step!r}")
-    return case.steps[step]
+    n = len(case.steps)
+    return case.steps[checks.integer(step, "step", 0, n - 1, allowed=f"an integer from 0 to {n - 1} (this case has "
+                                                                  f"{n} steps)")]
 
 
 def _check_layer(case: WorkedCase, layer):
-    n = case.config.n_layers
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
-        raise ValueError(f"layer must be an integer from 0 to {n - 1}, got {layer!r}")
+    checks.integer(layer, "layer", 0, case.config.n_layers - 1)
 
 
 # ------------------------------------------------------------------------- tier 2: plotly step-through
@@ -442,8 +440,9 @@ class WorkedExplorer:
     def __init__(self, model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 8):
         import ipywidgets as W
 
-        self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
-        self.case = run_worked_case(model, tokenizer, prompt, max_new_tokens)
+        self.model, self.tokenizer = model, tokenizer
+        self.max_new_tokens = checks.integer(max_new_tokens, "max_new_tokens", 1)
+        self.case = run_worked_case(model, tokenizer, prompt, self.max_new_tokens)
         self.prompt, self.step, self.error, self.last_update_ms = prompt, 0, None, 0.0
         self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False)
         self.slider = W.IntSlider(value=0, min=0, max=len(self.case) - 1, description="step")
@@ -478,7 +477,7 @@ class WorkedExplorer:
     def set_step(self, step: int) -> None:
         t0 = time.perf_counter()
         _get_step(self.case, step)  # a clear error for a bad step
-        self.step = step
+        self.step = step = int(step)
         if self.slider.value != step:
             self.slider.value = step
         self._render()
