@@ -119,6 +119,6 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
         raise
     finally:
         model.train(was_training)
-    if forked is not None:  # the copies hold the prompt now: the original lets go of it (paged: of its blocks)
+    if forked is not None and start:  # a cache that held positions before the call lets go of them only now
         getattr(passed, "release", lambda: None)()
     return GenerationResult(sequences=seq, trace=tr, cache=cache, prompt_len=prompt_len)
