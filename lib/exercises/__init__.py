@@ -1,0 +1,208 @@
+"""Exercises that make the learner build a piece, checked against hidden cases.
+
+A notebook cell holds a skeleton for the learner to fill in and one line that checks it::
+
+    def append_kv(cache_k, new_k, ...):
+        ...                                  # your code
+    lib.exercises.check("append_kv", append_kv)
+
+``check`` runs the exercise's hidden cases (built from lib's own, tested implementation) against the learner's
+function and prints either "all N cases pass" or what went wrong in the first failing case — the case's
+description, what differed (a shape, a dtype, how far off the values are, an exception) — and a hint. It never
+prints the expected answer, and it never raises: a wrong try is a message, not a traceback. A worked solution
+sits in a collapsed cell after each exercise.
+
+Each topic registers its exercises in its own module of this package (``lib/exercises/<topic>.py``) with the
+``exercise`` decorator; ``check`` finds them all.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import torch
+
+__all__ = ["Case", "Result", "exercise", "check", "names", "solution", "compare", "Mismatch"]
+
+
+@dataclass
+class Case:
+    """One hidden case: ``args``/``kwargs`` for the learner's function, the expected result, a description
+    that says what situation the case is (never its answer), and optionally its own comparison."""
+    description: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    expected: Any = None
+    compare: Callable[[Any, Any], str | None] | None = None
+
+
+@dataclass
+class _Exercise:
+    name: str
+    title: str
+    hint: str
+    cases: Callable[[], Iterable[Case]]
+    solution: Callable
+
+
+@dataclass
+class Result:
+    """What ``check`` found; ``bool(result)`` is whether every case passed."""
+    name: str
+    passed: bool
+    n_cases: int
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:  # what a notebook shows if the result is the cell's last expression
+        return self.message
+
+
+_REGISTRY: dict[str, _Exercise] = {}
+_LOADED = False
+
+
+def exercise(name: str, *, title: str, hint: str, solution: Callable):
+    """Register ``cases()`` (a function returning the hidden cases) as exercise ``name``. ``solution`` is a
+    worked answer (the notebook's collapsed solution cell shows the same code); the tests check that it passes
+    and that wrong answers fail without the expected values appearing in the message."""
+    def register(cases):
+        if name in _REGISTRY and _REGISTRY[name].cases is not cases:
+            raise ValueError(f"exercise {name!r} is registered twice")
+        _REGISTRY[name] = _Exercise(name, title, hint, cases, solution)
+        return cases
+    return register
+
+
+def solution(name: str) -> Callable:
+    """The registered worked solution of exercise ``name`` (for tests and for a teacher)."""
+    _load_all()
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown exercise {name!r}; the exercises are: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name].solution
+
+
+def _load_all() -> None:
+    global _LOADED
+    if not _LOADED:
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+        _LOADED = True
+
+
+def names() -> list[str]:
+    """Every registered exercise, sorted."""
+    _load_all()
+    return sorted(_REGISTRY)
+
+
+class Mismatch(Exception):
+    """Raised by a comparison to say what differs (without the expected value)."""
+
+
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
+    return f"a {type(x).__name__}"
+
+
+def compare(got, want, *, atol: float = 1e-5, rtol: float = 1e-4, what: str = "your result") -> None:
+    """Raise ``Mismatch`` saying how ``got`` differs from ``want`` — types, shapes, dtypes, how far off — never
+    what ``want`` is. Tensors are compared with ``allclose``; lists, tuples and dicts element by element;
+    everything else with ``==``."""
+    if isinstance(want, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            raise Mismatch(f"{what} is {_describe(got)}; a tensor was expected")
+        if tuple(got.shape) != tuple(want.shape):
+            raise Mismatch(f"{what} has shape {tuple(got.shape)}, which is not the expected shape")
+        if want.dtype.is_floating_point != got.dtype.is_floating_point or (
+                not want.dtype.is_floating_point and got.dtype != want.dtype):
+            raise Mismatch(f"{what} has dtype {got.dtype}, which is not the expected dtype")
+        g, w = got.detach().to("cpu", torch.float64), want.detach().to("cpu", torch.float64)
+        if not torch.isfinite(g).all() and torch.isfinite(w).all():
+            raise Mismatch(f"{what} holds NaN or inf")
+        if not torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):
+            diff = (g - w).abs().nan_to_num(float("inf"))
+            where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
+            raise Mismatch(f"{what} has the right shape but its values are off: the largest difference is "
+                           f"{float(diff.max()):.3g} (at index {where}; tolerance {atol:g})")
+        return
+    if isinstance(want, (list, tuple)):
+        if not isinstance(got, (list, tuple)):
+            raise Mismatch(f"{what} is {_describe(got)}; a {type(want).__name__} was expected")
+        if len(got) != len(want):
+            raise Mismatch(f"{what} has {len(got)} items, which is not the expected number")
+        for i, (g, w) in enumerate(zip(got, want)):
+            compare(g, w, atol=atol, rtol=rtol, what=f"item {i} of {what}")
+        return
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or set(got) != set(want):
+            raise Mismatch(f"{what} should be a dict with the keys {sorted(want)}")
+        for k in want:
+            compare(got[k], want[k], atol=atol, rtol=rtol, what=f"{what}[{k!r}]")
+        return
+    if isinstance(want, bool) or isinstance(got, bool):
+        if got is not want and not (isinstance(got, torch.Tensor) and got.numel() == 1 and bool(got) is want):
+            raise Mismatch(f"{what} is {got!r}, which is not the expected answer")
+        return
+    if isinstance(want, float):
+        try:
+            ok = abs(float(got) - want) <= atol + rtol * abs(want)
+        except (TypeError, ValueError):
+            raise Mismatch(f"{what} is {_describe(got)}; a number was expected") from None
+        if not ok:
+            raise Mismatch(f"{what} is {float(got):.6g}, which is not the expected value")
+        return
+    if isinstance(want, int):
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.item()
+        if not isinstance(got, (int, float)) or got != want:
+            raise Mismatch(f"{what} is {got!r}, which is not the expected value")
+        return
+    if got != want:
+        raise Mismatch(f"{what} is {got!r}, which is not the expected value")
+
+
+def check(name: str, fn: Callable, *, quiet: bool = False) -> Result:
+    """Run exercise ``name``'s hidden cases against ``fn``; print and return what was found. Never raises
+    for a wrong ``fn`` (only for an unknown exercise name)."""
+    _load_all()
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown exercise {name!r}; the exercises are: {', '.join(sorted(_REGISTRY))}")
+    ex = _REGISTRY[name]
+    cases = list(ex.cases())
+    result = _run(ex, fn, cases)
+    if not quiet:
+        print(result.message)
+    return result
+
+
+def _run(ex: _Exercise, fn, cases: list[Case]) -> Result:
+    n = len(cases)
+    if not callable(fn):
+        return Result(ex.name, False, n, f"✗ {ex.title}: check() needs your function itself, got {_describe(fn)}.")
+    for i, case in enumerate(cases, 1):
+        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)
+        try:
+            got = fn(*args, **case.kwargs)
+        except NotImplementedError:
+            return Result(ex.name, False, n, f"… {ex.title}: not written yet — replace the "
+                          f"`raise NotImplementedError` with your code and run the cell again.\n  Hint: {ex.hint}")
+        except Exception as e:  # the learner's bug: report it as a message, not a traceback
+            return Result(ex.name, False, n, f"✗ {ex.title} — case {i} of {n} ({case.description}): your function "
+                          f"raised {type(e).__name__}: {e}\n  Hint: {ex.hint}")
+        try:
+            if case.compare is not None:
+                problem = case.compare(got, case.expected)
+                if problem:
+                    raise Mismatch(problem)
+            else:
+                compare(got, case.expected)
+        except Mismatch as m:
+            return Result(ex.name, False, n, f"✗ {ex.title} — case {i} of {n} ({case.description}): {m}\n"
+                          f"  Hint: {ex.hint}")
+    return Result(ex.name, True, n, f"✓ {ex.title}: {'the hidden case passes' if n == 1 else f'all {n} hidden cases pass'}.")
