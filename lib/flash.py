@@ -111,8 +111,9 @@ def plain_attention(q, k, v, causal: bool = True, *, traffic: Traffic | None = N
 # ------------------------------------------------------------------------------------------- the online softmax
 
 def softmax_state(scores: torch.Tensor, values: torch.Tensor):
-    """The softmax state (m, l, acc) of one block of scores (..., n) over its values (..., n, D): the row
-    maximum m (...), l = Σ exp(s − m) (...), acc = Σ exp(s − m) v (..., D). acc / l is that block's attention."""
+    """The softmax state (m, l, acc) of a block of scores (..., Tq, n) — Tq query rows against n keys — over
+    those keys' values (..., n, D): per row the maximum m (..., Tq), l = Σ exp(s − m) (..., Tq) and
+    acc = Σ exp(s − m) v (..., Tq, D). acc / l is that block's attention output."""
     m = scores.max(dim=-1).values
     p = torch.exp(scores - m[..., None])
     return m, p.sum(dim=-1), p @ values
@@ -130,8 +131,9 @@ def merge_softmax_states(a, b):
 
 
 def online_softmax_update(m, l, acc, scores, values):
-    """One step of the online softmax: fold a new tile of scores (..., n) and its values (..., n, D) into the
-    running state (m, l, acc). The new maximum rescales what was summed so far by exp(m_old − m_new)."""
+    """One step of the online softmax: fold a new tile of scores (..., Tq, n) and its keys' values (..., n, D)
+    into the running state (m, l, acc) of the Tq query rows. The new maximum rescales what was summed so far
+    by exp(m_old − m_new)."""
     m_new = torch.maximum(m, scores.max(dim=-1).values)  # (...,)
     rescale = torch.exp(m - m_new)  # how much the old sums shrink (1 when the maximum did not move)
     p = torch.exp(scores - m_new[..., None])  # (..., n), masked scores (-inf) give 0

@@ -145,10 +145,10 @@ def test_never_builds_the_score_matrix_but_plain_does():
 
 def test_online_update_over_tiles_equals_one_softmax():
     g = torch.Generator().manual_seed(0)
-    scores, values = torch.randn(3, 10, generator=g) * 4, torch.randn(3, 10, 5, generator=g)
+    scores, values = torch.randn(3, 10, generator=g) * 4, torch.randn(10, 5, generator=g)
     m, l, acc = torch.full((3,), float("-inf")), torch.zeros(3), torch.zeros(3, 5)
     for j in range(0, 10, 3):
-        m, l, acc = online_softmax_update(m, l, acc, scores[:, j:j + 3], values[:, j:j + 3])
+        m, l, acc = online_softmax_update(m, l, acc, scores[:, j:j + 3], values[j:j + 3])
     torch.testing.assert_close(acc / l[:, None], torch.softmax(scores, -1) @ values)
     torch.testing.assert_close(m, scores.max(-1).values)
     torch.testing.assert_close(l, torch.exp(scores - m[:, None]).sum(-1))
@@ -158,17 +158,17 @@ def test_online_update_over_tiles_equals_one_softmax():
 @given(st.integers(1, 20), st.integers(1, 6), st.integers(0, 2 ** 16), st.floats(0.1, 50.0))
 def test_merging_two_states_equals_the_state_of_both(n, split_seed, seed, scale):
     g = torch.Generator().manual_seed(seed)
-    scores, values = torch.randn(4, n + 1, generator=g) * scale, torch.randn(4, n + 1, 3, generator=g)
+    scores, values = torch.randn(4, n + 1, generator=g) * scale, torch.randn(n + 1, 3, generator=g)
     cut = 1 + split_seed % n if n > 1 else 1
-    m, l, acc = merge_softmax_states(softmax_state(scores[:, :cut], values[:, :cut]),
-                                     softmax_state(scores[:, cut:], values[:, cut:]))
+    m, l, acc = merge_softmax_states(softmax_state(scores[:, :cut], values[:cut]),
+                                     softmax_state(scores[:, cut:], values[cut:]))
     whole = softmax_state(scores, values)
     torch.testing.assert_close(m, whole[0])
     torch.testing.assert_close(acc / l[:, None], whole[2] / whole[1][:, None], atol=1e-5, rtol=1e-5)
 
 
 def test_merging_with_an_empty_state_changes_nothing():
-    state = softmax_state(torch.tensor([[1.0, 3.0]]), torch.tensor([[[1.0], [2.0]]]))
+    state = softmax_state(torch.tensor([[1.0, 3.0]]), torch.tensor([[1.0], [2.0]]))
     empty = (torch.tensor([float("-inf")]), torch.zeros(1), torch.zeros(1, 1))
     for merged in (merge_softmax_states(state, empty), merge_softmax_states(empty, state)):
         for a, b in zip(merged, state):
