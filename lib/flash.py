@@ -37,9 +37,10 @@ from .text import fmt_bytes, text_table
 
 __all__ = ["flash_attention", "plain_attention", "flash_decoding", "split_k_partials", "merge_partials",
            "online_softmax_update", "merge_softmax_states", "softmax_state", "tile_kind", "tile_schedule",
-           "Traffic", "attention_bytes"]
+           "Traffic", "attention_bytes", "flash_keys_loaded"]
 
 ALGORITHMS = ("plain", "flash", "flash_decoding")
+MAX_LISTED_TILES = 1_000_000  # tile_schedule returns a list of every tile
 
 
 @dataclass
@@ -86,6 +87,7 @@ def plain_attention(q, k, v, causal: bool = True, *, traffic: Traffic | None = N
     k and v (B, H_kv, Tk, D); with Tq < Tk the queries are the last Tq positions. Computed in fp32, returned in
     q's dtype. ``traffic``: count what a kernel per step would move (S and P written out and read back)."""
     B, H, H_kv, Tq, Tk, D = checks.attention_inputs(q, k, v, causal, name="plain_attention")
+    checks.fits_in_memory(2 * B * H * Tq * Tk * 4, q.device, "plain_attention's score and probability matrices")
     rep = H // H_kv
     keys = k.float().repeat_interleave(rep, dim=1)  # (B, H, Tk, D): each K/V head serves rep query heads
     values = v.float().repeat_interleave(rep, dim=1)
@@ -163,6 +165,10 @@ def tile_schedule(Tq: int, Tk: int, block_size: int = 64, causal: bool = True) -
     if causal and Tq > Tk:
         raise ValueError(f"with causal=True the queries are the last Tq of the Tk positions, so Tq must be <= Tk, "
                          f"got Tq={Tq}, Tk={Tk}")
+    tiles = -(-Tq // bs) * -(-Tk // bs)
+    if tiles > MAX_LISTED_TILES:
+        raise ValueError(f"tile_schedule lists every tile, and Tq={Tq}, Tk={Tk} with block_size={bs} make {tiles:,} "
+                         f"tiles (at most {MAX_LISTED_TILES:,}); use a larger block_size")
     return [[tile_kind(q0, min(q0 + bs, Tq), k0, min(k0 + bs, Tk), Tk - Tq, causal) for k0 in range(0, Tk, bs)]
             for q0 in range(0, Tq, bs)]
 
@@ -272,6 +278,19 @@ def flash_decoding(q, k, v, chunk_size: int = 256, *, traffic: Traffic | None = 
 
 # ------------------------------------------------------------------------------------------ bytes from shapes
 
+def flash_keys_loaded(Tq: int, Tk: int, block_size: int, causal: bool = True) -> int:
+    """How many key positions ``flash_attention`` loads in all, summed over its query tiles (the same count for
+    values), in closed form. Query tile j (1-based) ends at position offset + j·bs, offset = Tk − Tq; it loads
+    every key tile that starts at or before that position: min(Tk, j·bs + c) keys, c = ⌈offset / bs⌉·bs. The
+    last query tile ends at Tk − 1 and loads all Tk keys. Without a mask every tile loads Tk keys."""
+    n = -(-Tq // block_size)  # query tiles
+    if not causal:
+        return n * Tk
+    c = -(-(Tk - Tq) // block_size) * block_size
+    J = min(n - 1, max(0, (Tk - c) // block_size))  # tiles 1..J load j·bs + c keys, the others all Tk
+    return Tk + block_size * J * (J + 1) // 2 + c * J + (n - 1 - J) * Tk
+
+
 def attention_bytes(algorithm: str, batch: int, n_heads: int, q_len: int, k_len: int, head_dim: int, *,
                     causal: bool = True, block_size: int = 64, chunk_size: int = 256,
                     itemsize: int = 4) -> Traffic:
@@ -279,8 +298,8 @@ def attention_bytes(algorithm: str, batch: int, n_heads: int, q_len: int, k_len:
     ``Traffic`` that ``plain_attention`` / ``flash_attention`` / ``flash_decoding`` count as they run.
 
     plain:  Q, K, V read and O written once; S and P (q_len × k_len per head) each written and read back.
-    flash:  Q read and O written once; query tile i reads the K and V of every key tile it does not skip:
-            min(k_len, ⌈(offset + end of tile i) / block_size⌉ · block_size) keys (k_len without a mask).
+    flash:  Q read and O written once; each query tile reads the K and V of every key tile it does not skip
+            (``flash_keys_loaded``: the keys loaded over all query tiles, in closed form).
     flash_decoding (q_len 1): K and V read once; every chunk reads q and writes a partial output and its
             log-sum-exp (fp32), which the merge reads back; O written once."""
     algorithm = checks.choice(algorithm, "algorithm", ALGORITHMS)
@@ -303,8 +322,7 @@ def attention_bytes(algorithm: str, batch: int, n_heads: int, q_len: int, k_len:
     elif algorithm == "flash":
         bs = checks.integer(block_size, "block_size", 1)
         offset = Tk - Tq
-        keys = sum(min(Tk, -(-(offset + min(q0 + bs, Tq)) // bs) * bs) if causal else Tk
-                   for q0 in range(0, Tq, bs))  # keys loaded, summed over the query tiles
+        keys = flash_keys_loaded(Tq, Tk, bs, causal)
         t.read("Q", per_head * Tq * D)
         t.read("K", per_head * keys * D)
         t.read("V", per_head * keys * D)

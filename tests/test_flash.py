@@ -131,6 +131,28 @@ def test_tile_kinds_at_the_diagonal():
     assert flash.tile_kind(0, 2, 0, 2, 0, True) == "mask"
 
 
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.integers(1, 200), st.integers(0, 200), st.integers(1, 80), st.booleans())
+def test_the_closed_form_counts_the_keys_each_query_tile_loads(Tq, extra, bs, causal):
+    Tk = Tq + extra
+    by_tiles = sum(min(k0 + bs, Tk) - k0 for row in tile_schedule(Tq, Tk, bs, causal)
+                   for k0, kind in zip(range(0, Tk, bs), row) if kind != "skip")
+    assert flash.flash_keys_loaded(Tq, Tk, bs, causal) == by_tiles
+
+
+def test_the_formula_is_instant_for_huge_shapes_and_listing_refuses_them():
+    t = attention_bytes("flash", 1, 1, 10 ** 12, 10 ** 12, 1, block_size=1)  # 10^12 query tiles, no loop
+    assert t.reads["K"] == 4 * 10 ** 12 * (10 ** 12 + 1) // 2
+    with pytest.raises(ValueError, match=r"make 1,000,000,000,000 tiles \(at most 1,000,000\); use a larger block_size"):
+        tile_schedule(10 ** 6, 10 ** 6, 1)
+
+
+def test_plain_attention_refuses_a_score_matrix_larger_than_memory():
+    q = torch.zeros(1, 1, 1, 1).expand(1, 10 ** 6, 10 ** 6, 1)  # a view: no memory behind it
+    with pytest.raises(ValueError, match=r"plain_attention's score and probability matrices would take"):
+        plain_attention(q, q, q, causal=False)
+
+
 def test_never_builds_the_score_matrix_but_plain_does():
     B, H, T, D = 1, 4, 256, 16
     plain, fl = attention_bytes("plain", B, H, T, T, D), attention_bytes("flash", B, H, T, T, D, block_size=64)
