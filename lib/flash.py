@@ -37,7 +37,7 @@ from .text import fmt_bytes, text_table
 
 __all__ = ["flash_attention", "plain_attention", "flash_decoding", "split_k_partials", "merge_partials",
            "online_softmax_update", "merge_softmax_states", "softmax_state", "tile_kind", "tile_schedule",
-           "Traffic", "attention_bytes", "flash_keys_loaded"]
+           "Traffic", "attention_bytes", "flash_keys_loaded", "accumulator_dtype"]
 
 ALGORITHMS = ("plain", "flash", "flash_decoding")
 MAX_LISTED_TILES = 1_000_000  # tile_schedule returns a list of every tile
@@ -76,6 +76,12 @@ class Traffic:
             f"\n{self.total:,} bytes moved ({fmt_bytes(self.total)})"
 
 
+def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What the arithmetic runs in: fp32 for fp16 / bf16 / fp32 inputs (as the GPU kernels accumulate), fp64
+    for fp64."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 def _nbytes(t: torch.Tensor, copies: int = 1) -> int:
     return t.numel() * t.element_size() * copies
 
@@ -88,10 +94,10 @@ def plain_attention(q, k, v, causal: bool = True, *, traffic: Traffic | None = N
     q's dtype. ``traffic``: count what a kernel per step would move (S and P written out and read back)."""
     B, H, H_kv, Tq, Tk, D = checks.attention_inputs(q, k, v, causal, name="plain_attention")
     checks.fits_in_memory(2 * B * H * Tq * Tk * 4, q.device, "plain_attention's score and probability matrices")
-    rep = H // H_kv
-    keys = k.float().repeat_interleave(rep, dim=1)  # (B, H, Tk, D): each K/V head serves rep query heads
-    values = v.float().repeat_interleave(rep, dim=1)
-    scores = q.float() @ keys.transpose(-2, -1) / math.sqrt(D)  # (B, H, Tq, Tk)
+    rep, acc = H // H_kv, accumulator_dtype(q.dtype)
+    keys = k.to(acc).repeat_interleave(rep, dim=1)  # (B, H, Tk, D): each K/V head serves rep query heads
+    values = v.to(acc).repeat_interleave(rep, dim=1)
+    scores = q.to(acc) @ keys.transpose(-2, -1) / math.sqrt(D)  # (B, H, Tq, Tk)
     if causal:  # query i sits at position Tk - Tq + i and sees keys 0..that
         mask = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(diagonal=Tk - Tq)
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -185,12 +191,13 @@ def flash_attention(q, k, v, causal: bool = True, block_size: int = 64, *,
     B, H, H_kv, Tq, Tk, D = checks.attention_inputs(q, k, v, causal, name="flash_attention")
     bs = checks.integer(block_size, "block_size", 1)
     rep, scale, offset = H // H_kv, 1 / math.sqrt(D), Tk - Tq  # query i sits at position offset + i
+    dt = accumulator_dtype(q.dtype)  # fp32 for 16-bit inputs
     out = torch.empty_like(q)  # (B, H, Tq, D)
     for q0 in range(0, Tq, bs):
         q1 = min(q0 + bs, Tq)
-        q_tile = q[:, :, q0:q1].float()  # load a tile of queries into SRAM: (B, H, bq, D)
-        m = torch.full(q_tile.shape[:-1], float("-inf"), device=q.device)  # running max per query row (B, H, bq)
-        l = torch.zeros(q_tile.shape[:-1], device=q.device)  # running sum of exp(score - m)
+        q_tile = q[:, :, q0:q1].to(dt)  # load a tile of queries into SRAM: (B, H, bq, D)
+        m = torch.full(q_tile.shape[:-1], float("-inf"), dtype=dt, device=q.device)  # running max per query row (B, H, bq)
+        l = torch.zeros(q_tile.shape[:-1], dtype=dt, device=q.device)  # running sum of exp(score - m)
         acc = torch.zeros_like(q_tile)  # running sum of exp(score - m) * value: (B, H, bq, D)
         if traffic is not None:
             traffic.read("Q", _nbytes(q[:, :, q0:q1]))
@@ -199,8 +206,8 @@ def flash_attention(q, k, v, causal: bool = True, block_size: int = 64, *,
             kind = tile_kind(q0, q1, k0, k1, offset, causal)
             if kind == "skip":  # wholly above the diagonal: these keys are in every query's future
                 continue
-            k_tile = k[:, :, k0:k1].float().repeat_interleave(rep, dim=1)  # load K and V tiles: (B, H, bk, D)
-            v_tile = v[:, :, k0:k1].float().repeat_interleave(rep, dim=1)
+            k_tile = k[:, :, k0:k1].to(dt).repeat_interleave(rep, dim=1)  # load K and V tiles: (B, H, bk, D)
+            v_tile = v[:, :, k0:k1].to(dt).repeat_interleave(rep, dim=1)
             if traffic is not None:
                 traffic.read("K", _nbytes(k[:, :, k0:k1], rep))
                 traffic.read("V", _nbytes(v[:, :, k0:k1], rep))
@@ -229,15 +236,17 @@ def _decode_inputs(q, k, v, chunk_size, name):
 def split_k_partials(q, k, v, chunk_size: int = 256, *, traffic: Traffic | None = None) -> list:
     """FlashDecoding's first half: one decode query q (B, H, 1, D) against cached keys / values (B, H_kv, Tk, D)
     split into chunks of ``chunk_size`` positions. Each chunk gives (out, lse): its own attention output
-    (B, H, 1, D) over its keys only, and the log-sum-exp of its scores (B, H, 1), both fp32. The newest token
+    (B, H, 1, D) over its keys only, and the log-sum-exp of its scores (B, H, 1), both in fp32 (fp64 for fp64
+    inputs). The newest token
     sees every cached position, so no mask is needed."""
     rep, Tk, cs = _decode_inputs(q, k, v, chunk_size, "split_k_partials")
     D = q.shape[-1]
-    qf = q.float()
+    dt = accumulator_dtype(q.dtype)
+    qf = q.to(dt)
     partials = []
     for k0 in range(0, Tk, cs):
-        keys = k[:, :, k0:k0 + cs].float().repeat_interleave(rep, dim=1)  # (B, H, chunk, D)
-        values = v[:, :, k0:k0 + cs].float().repeat_interleave(rep, dim=1)
+        keys = k[:, :, k0:k0 + cs].to(dt).repeat_interleave(rep, dim=1)  # (B, H, chunk, D)
+        values = v[:, :, k0:k0 + cs].to(dt).repeat_interleave(rep, dim=1)
         m, l, acc = softmax_state(qf @ keys.transpose(-2, -1) / math.sqrt(D), values)  # (B,H,1) (B,H,1) (B,H,1,D)
         out, lse = acc / l[..., None], m + torch.log(l)
         partials.append((out, lse))
@@ -253,9 +262,13 @@ def split_k_partials(q, k, v, chunk_size: int = 256, *, traffic: Traffic | None 
 def merge_partials(partials, *, traffic: Traffic | None = None) -> torch.Tensor:
     """FlashDecoding's second half: merge chunk partials [(out, lse), ...] by their log-sum-exps:
     lse = log Σ exp(lse_i), out = Σ exp(lse_i − lse) · out_i (the weights are each chunk's share of the
-    softmax's denominator, and sum to 1). Returns fp32 (B, H, 1, D)."""
-    if not isinstance(partials, (list, tuple)) or not partials:
-        raise ValueError(f"merge_partials needs a non-empty list of (out, lse) pairs, got {partials!r}")
+    softmax's denominator, and sum to 1). Returns (B, H, 1, D) in the partials' dtype."""
+    ok = isinstance(partials, (list, tuple)) and partials and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, torch.Tensor) for x in p) and
+        tuple(p[0].shape[:-1]) == tuple(p[1].shape) == tuple(partials[0][1].shape) for p in partials)
+    if not ok:
+        raise ValueError("merge_partials needs a non-empty list of (out, lse) pairs of tensors, as split_k_partials "
+                         "returns them: every out (B, H, 1, D) and lse (B, H, 1) of the same shapes")
     outs = torch.stack([o for o, _ in partials])  # (chunks, B, H, 1, D)
     lses = torch.stack([s for _, s in partials])  # (chunks, B, H, 1)
     total = torch.logsumexp(lses, dim=0)  # (B, H, 1)
@@ -335,9 +348,10 @@ def attention_bytes(algorithm: str, batch: int, n_heads: int, q_len: int, k_len:
         t.read("Q", per_head * chunks * D)
         t.read("K", per_head * Tk * D)
         t.read("V", per_head * Tk * D)
-        t.write("partial O", B * H * chunks * D * 4)
-        t.write("partial lse", B * H * chunks * 4)
-        t.read("partial O", B * H * chunks * D * 4)
-        t.read("partial lse", B * H * chunks * 4)
+        part = max(4, size)  # the partials are kept in fp32 (fp64 for fp64 inputs)
+        t.write("partial O", B * H * chunks * D * part)
+        t.write("partial lse", B * H * chunks * part)
+        t.read("partial O", B * H * chunks * D * part)
+        t.read("partial lse", B * H * chunks * part)
         t.write("O", per_head * D)
     return t

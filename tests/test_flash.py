@@ -96,6 +96,16 @@ def test_half_precision_inputs_accumulate_in_fp32(dtype, atol):
     assert counted == attention_bytes("flash", 2, 4, 70, 100, 16, block_size=32, itemsize=2)
 
 
+def test_fp64_inputs_stay_fp64():
+    q, k, v = qkv(1, 4, 2, 10, 17, 8, seed=4, dtype=torch.float64)
+    want = written_out(q, k, v, True)
+    torch.testing.assert_close(flash_attention(q, k, v, block_size=3), want, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(flash_decoding(q[:, :, -1:], k, v, chunk_size=5), want[:, :, -1:], atol=1e-12, rtol=1e-12)
+    counted = Traffic()
+    flash_decoding(q[:, :, -1:], k, v, chunk_size=5, traffic=counted)
+    assert counted == attention_bytes("flash_decoding", 1, 4, 1, 17, 8, chunk_size=5, itemsize=8)
+
+
 def test_large_scores_do_not_overflow():
     q, k, v = qkv(1, 2, 2, 20, 20, 8, seed=1, scale=30.0)  # scores in the hundreds: exp() alone would overflow
     got = flash_attention(q, k, v, block_size=6)
@@ -306,8 +316,10 @@ def test_decode_and_formula_errors():
         flash_decoding(q, k, v)
     with pytest.raises(ValueError, match=r"chunk_size must be an integer >= 1, got -1"):
         flash_decoding(q[:, :, :1], k, v, chunk_size=-1)
-    with pytest.raises(ValueError, match=r"non-empty list of \(out, lse\) pairs"):
+    with pytest.raises(ValueError, match=r"non-empty list of \(out, lse\) pairs of tensors"):
         merge_partials([])
+    with pytest.raises(ValueError, match=r"every out \(B, H, 1, D\) and lse \(B, H, 1\) of the same shapes"):
+        merge_partials([(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1)), (torch.zeros(1, 2, 1, 4), torch.zeros(2))])
     with pytest.raises(ValueError, match=r"algorithm='fused' is not supported; allowed: plain, flash, flash_decoding"):
         attention_bytes("fused", 1, 1, 1, 1, 1)
     with pytest.raises(ValueError, match=r"q_len must be <= k_len .* got q_len=5, k_len=4"):
