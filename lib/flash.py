@@ -196,8 +196,9 @@ def flash_attention(q, k, v, causal: bool = True, block_size: int = 64, *,
     for q0 in range(0, Tq, bs):
         q1 = min(q0 + bs, Tq)
         q_tile = q[:, :, q0:q1].to(dt)  # load a tile of queries into SRAM: (B, H, bq, D)
-        m = torch.full(q_tile.shape[:-1], float("-inf"), dtype=dt, device=q.device)  # running max per query row (B, H, bq)
-        l = torch.zeros(q_tile.shape[:-1], dtype=dt, device=q.device)  # running sum of exp(score - m)
+        rows = q_tile.shape[:-1]  # (B, H, bq): one running state per query row
+        m = torch.full(rows, float("-inf"), dtype=dt, device=q.device)  # running max of the scores
+        l = torch.zeros(rows, dtype=dt, device=q.device)  # running sum of exp(score - m)
         acc = torch.zeros_like(q_tile)  # running sum of exp(score - m) * value: (B, H, bq, D)
         if traffic is not None:
             traffic.read("Q", _nbytes(q[:, :, q0:q1]))
