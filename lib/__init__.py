@@ -18,6 +18,8 @@ from .costs import PRESETS, kv_cache_bytes
 from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
 from .fastdecode import FastDecoder
+from . import flash
+from .flash import flash_attention
 from .generate import GenerationResult, generate
 from .hf import from_hf
 from .model import ForwardRecord, MiniTransformer
@@ -32,4 +34,5 @@ __all__ = [
     "generate", "GenerationResult", "filter_logits", "Trace", "TraceStep", "CharTokenizer", "UnknownCharacterError",
     "load_demo", "load_checkpoint", "save_checkpoint", "DEMOS", "FastDecoder", "from_hf", "speculative_generate",
     "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
+    "flash_attention",
 ]

@@ -375,3 +375,38 @@ def cache_dtype_device(dtype, device):
                          f"torch.float16), got {dtype!r}")
     from .device import resolve_device
     return dtype, resolve_device("cpu" if device is None else device)
+
+
+def attention_inputs(q, k, v, causal: bool = True, *, name: str = "attention") -> tuple:
+    """Queries q (B, H, Tq, D) and keys / values k, v (B, H_kv, Tk, D) that fit together: floating-point
+    tensors of one dtype on one device, H a multiple of H_kv (grouped-query attention), and, under a causal
+    mask, Tq <= Tk (the queries are the last Tq positions). -> (B, H, H_kv, Tq, Tk, D)."""
+    flag(causal, "causal")
+    for arg, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: {arg} must be a torch.Tensor, got {_describe(t)}")
+        if t.dim() != 4:
+            raise ValueError(f"{name}: {arg} must have 4 dimensions, (batch, heads, positions, head_dim), "
+                             f"got shape {tuple(t.shape)}")
+        if not t.dtype.is_floating_point:
+            raise ValueError(f"{name}: {arg} must be a floating-point tensor, got dtype {t.dtype}")
+        if 0 in t.shape:
+            raise ValueError(f"{name}: {arg} is empty (shape {tuple(t.shape)}); every dimension must be >= 1")
+    shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+    if k.shape != v.shape:
+        raise ValueError(f"{name}: k and v must have the same shape (B, H_kv, Tk, D), got {shapes}")
+    if len({q.dtype, k.dtype, v.dtype}) > 1 or len({q.device, k.device, v.device}) > 1:
+        raise ValueError(f"{name}: q, k and v must share one dtype and one device, got {q.dtype}/{q.device}, "
+                         f"{k.dtype}/{k.device}, {v.dtype}/{v.device}")
+    (B, H, Tq, D), (Bk, H_kv, Tk, Dk) = q.shape, k.shape
+    if Bk != B:
+        raise ValueError(f"{name}: q and k must have the same batch size (dimension 0), got {shapes}")
+    if Dk != D:
+        raise ValueError(f"{name}: q and k must have the same head_dim (dimension 3), got {shapes}")
+    if H % H_kv:
+        raise ValueError(f"{name}: the query heads H={H} must be a multiple of the key/value heads H_kv={H_kv} "
+                         f"(each K/V head serves H // H_kv query heads), got {shapes}")
+    if causal and Tq > Tk:
+        raise ValueError(f"{name}: with causal=True the Tq={Tq} queries are the last Tq of the Tk={Tk} key "
+                         f"positions, so Tq must be <= Tk, got {shapes}")
+    return B, H, H_kv, Tq, Tk, D
