@@ -58,8 +58,15 @@ class Result:
     def __bool__(self) -> bool:
         return self.passed
 
-    def __repr__(self) -> str:  # what a notebook shows if the result is the cell's last expression
-        return self.message
+    printed: bool = False
+
+    def __repr__(self) -> str:
+        return f"Result(name={self.name!r}, passed={self.passed}, n_cases={self.n_cases})"
+
+    def _ipython_display_(self) -> None:
+        """As a cell's last expression: the message, once (``check`` has usually printed it already)."""
+        if not self.printed:
+            print(self.message)
 
 
 _REGISTRY: dict[str, _Exercise] = {}
@@ -178,6 +185,7 @@ def check(name: str, fn: Callable, *, quiet: bool = False) -> Result:
     result = _run(ex, fn, cases)
     if not quiet:
         print(result.message)
+        result.printed = True
     return result
 
 
