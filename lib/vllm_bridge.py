@@ -513,9 +513,9 @@ def why_no_engine() -> str | None:
     return None
 
 
-def _worker_memory(worker) -> tuple[int, int, int]:  # runs inside vLLM's worker process
-    return (int(worker.requested_memory), int(worker.available_kv_cache_memory_bytes),
-            int(worker.model_runner.model_memory_usage))
+def _worker_memory(worker) -> tuple[int, int, int, int]:  # runs inside vLLM's GPU worker (vllm/v1/worker/gpu_worker.py)
+    return (int(worker.init_snapshot.total_memory), int(worker.requested_memory),
+            int(worker.available_kv_cache_memory_bytes), int(worker.model_runner.model_memory_usage))
 
 
 def engine_capacity(model_path: str = ENGINE_MODEL, gpu_memory_utilization: float = 0.3,
@@ -531,8 +531,8 @@ def engine_capacity(model_path: str = ENGINE_MODEL, gpu_memory_utilization: floa
     llm = vllm.LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                    dtype=dtype, enforce_eager=True)
     cache = llm.llm_engine.vllm_config.cache_config
-    requested, available, weights = llm.collective_rpc(_worker_memory)[0]
-    return {"total_memory": torch.cuda.mem_get_info()[1], "gpu_memory_utilization": gpu_memory_utilization,
+    total, requested, available, weights = llm.collective_rpc(_worker_memory)[0]
+    return {"total_memory": total, "gpu_memory_utilization": gpu_memory_utilization,
             "requested": requested, "available": available,
             "weights": weights, "num_blocks": cache.num_gpu_blocks, "block_size": cache.block_size}
 

@@ -240,3 +240,41 @@ def test_compare_with_engine_on_numbers_an_engine_could_report():
     assert rows["KV memory (bytes)"] == (available, available)
     assert rows["KV blocks"][0] == rows["KV blocks"][1]
     assert rows["weights (bytes)"] == (lib_cap.weights + 1000, lib_cap.weights)
+
+
+def test_engine_capacity_reads_what_vllm_sets(monkeypatch):
+    """The plumbing of engine_capacity against a stand-in for vllm with the attributes 0.33.0 has (vllm.LLM,
+    llm_engine.vllm_config.cache_config, collective_rpc running a function on the GPU worker)."""
+    import importlib.machinery
+    import sys
+    import types
+
+    lib_cap = vb.kv_capacity("gpt2", gpu=80 * GiB, gpu_memory_utilization=0.3)
+    available = lib_cap.available - GiB
+    worker = types.SimpleNamespace(init_snapshot=types.SimpleNamespace(total_memory=80 * GiB),
+                                   requested_memory=lib_cap.requested, available_kv_cache_memory_bytes=available,
+                                   model_runner=types.SimpleNamespace(model_memory_usage=lib_cap.weights))
+    seen = {}
+
+    class LLM:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+            cache = types.SimpleNamespace(num_gpu_blocks=available // lib_cap.block_bytes, block_size=16)
+            self.llm_engine = types.SimpleNamespace(vllm_config=types.SimpleNamespace(cache_config=cache))
+
+        def collective_rpc(self, method):
+            return [method(worker)]
+
+    fake = types.ModuleType("vllm")
+    fake.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
+    fake.LLM = LLM
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setattr(vb.torch.cuda, "is_available", lambda: True)
+    assert vb.why_no_engine() is None
+    measured = vb.engine_capacity(gpu_memory_utilization=0.3)
+    assert seen["model"] == vb.ENGINE_MODEL and seen["gpu_memory_utilization"] == 0.3
+    assert measured == {"total_memory": 80 * GiB, "gpu_memory_utilization": 0.3, "requested": lib_cap.requested,
+                        "available": available, "weights": lib_cap.weights,
+                        "num_blocks": available // lib_cap.block_bytes, "block_size": 16}
+    for row in vb.compare_with_engine(measured):
+        assert row["vLLM"] == row["lib"], row
