@@ -39,7 +39,7 @@ import torch
 
 from . import checks
 from .costs import kv_cache_bytes, model_config, resolve_model, weight_bytes
-from .device import dtype_name
+from .device import DTYPES, dtype_info, dtype_name
 
 VLLM_VERSION = "0.33.0"  # the vLLM release BRIDGE and kv_capacity were read from (wheel from the package registry)
 VLLM_COMMIT = "g4ba787ec9"  # its vllm/_version.py commit id
@@ -238,8 +238,11 @@ def resolve_lib_name(name: str):
 
 # ---------------------------------------------------------------------------------------- capacity
 
-KV_CACHE_DTYPES = {"auto": None, "float16": "fp16", "bfloat16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8",
-                   "fp8_e5m2": "fp8"}  # vLLM's --kv-cache-dtype values modelled here → lib's number format
+# vLLM's --kv-cache-dtype values modelled here → lib's number format. vLLM names 16-bit formats as torch does
+# ("float16", "bfloat16"): lib.device's aliases, read from its table rather than spelled again.
+KV_CACHE_DTYPES = {"auto": None,
+                   **{str(DTYPES[n].torch_dtype).removeprefix("torch."): n for n in ("fp16", "bf16")},
+                   "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
 
 @dataclass(frozen=True)
@@ -519,7 +522,7 @@ def _worker_memory(worker) -> tuple[int, int, int, int]:  # runs inside vLLM's G
 
 
 def engine_capacity(model_path: str = ENGINE_MODEL, gpu_memory_utilization: float = 0.3,
-                    max_model_len: int = 1024, dtype: str = "bfloat16") -> dict:
+                    max_model_len: int = 1024, dtype="bf16") -> dict:
     """Start a small vLLM engine (``vllm.LLM``) and return what it measured and allocated: ``total_memory``,
     ``requested``, ``available`` (for the KV cache), ``weights`` (bytes, as vLLM measured them), ``num_blocks``,
     ``block_size``. Call only where ``why_no_engine()`` is None; the model is fetched the way vLLM fetches it
@@ -528,8 +531,9 @@ def engine_capacity(model_path: str = ENGINE_MODEL, gpu_memory_utilization: floa
     if reason is not None:
         raise RuntimeError(f"cannot start a vLLM engine here: {reason}")
     import vllm
+    torch_name = str(dtype_info(dtype).torch_dtype).removeprefix("torch.")  # vLLM's name for it
     llm = vllm.LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                   dtype=dtype, enforce_eager=True)
+                   dtype=torch_name, enforce_eager=True)
     cache = llm.llm_engine.vllm_config.cache_config
     total, requested, available, weights = llm.collective_rpc(_worker_memory)[0]
     return {"total_memory": total, "gpu_memory_utilization": gpu_memory_utilization,
