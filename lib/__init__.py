@@ -28,6 +28,7 @@ from .sampling import filter_logits
 from .speculative import SpeculativeResult, speculative_generate
 from .tokenizer import CharTokenizer, UnknownCharacterError
 from .trace import Trace, TraceStep
+from .vllm_bridge import kv_capacity
 
 __all__ = [
     "ModelConfig", "MiniTransformer", "ForwardRecord", "KVCache", "ConcatKVCache", "PagedKVCache", "PagedKVPool",
@@ -35,4 +36,5 @@ __all__ = [
     "load_demo", "load_checkpoint", "save_checkpoint", "DEMOS", "FastDecoder", "from_hf", "speculative_generate",
     "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
     "flash_attention",
+    "kv_capacity",
 ]

@@ -22,7 +22,7 @@ sums over a tensor much larger than the CPU caches (read bandwidth), timed by ``
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -54,6 +54,7 @@ class Machine:
     bandwidth_gbs: float
     dtype: str = "bf16"  # the dtype the peak is for
     source: str = ""
+    memory_gib: float | None = None  # memory capacity (datasheet), where known; lib.vllm_bridge.kv_capacity reads it
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -61,6 +62,8 @@ class Machine:
         check_positive(self.peak_gflops, "Machine.peak_gflops")
         check_positive(self.bandwidth_gbs, "Machine.bandwidth_gbs")
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
+        if self.memory_gib is not None:
+            check_positive(self.memory_gib, "Machine.memory_gib")
 
     @property
     def ridge(self) -> float:
@@ -93,6 +96,10 @@ REFERENCE_MACHINES: dict[str, Machine] = {
     "H200 SXM": Machine("H200 SXM", 989_400.0, 4_800.0, "bf16",
                         "NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): HBM3e 4.8 TB/s; " + _NVIDIA),
 }
+# Memory capacity, added for lib.vllm_bridge: the datasheets' 80 GB (HBM3) and 141 GB (HBM3e), read as GiB; CUDA
+# reports a little less, and vLLM multiplies what CUDA reports (kv_capacity takes that total in bytes too).
+_MEMORY_GIB = {"H100 SXM": 80.0, "H200 SXM": 141.0}
+REFERENCE_MACHINES = {k: replace(m, memory_gib=_MEMORY_GIB.get(k)) for k, m in REFERENCE_MACHINES.items()}
 DEFAULT_GPU = REFERENCE_MACHINES["H100 SXM"]  # "a GPU" wherever the course names one
 
 
