@@ -83,7 +83,3 @@ def test_attention_row_without_the_scale_fails_and_the_answer_stays_hidden():
         for t in case.expected:
             assert f"{float(t.flatten()[0]):.4f}" not in msg
 
-
-def test_the_rope_model_is_what_notebook_03_uses():
-    c = basics.rope_config()
-    assert (c.positions, c.n_heads, c.n_kv_heads, c.head_dim) == ("rope", 4, 2, 8)

@@ -25,7 +25,7 @@ def causal_attention_solution(q, k, v):
     """q, k, v: (H, T, hd) -> (H, T, hd): softmax(q·kᵀ/√hd with the future masked) · v."""
     T, hd = q.shape[-2], q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(hd)                       # (H, T, T)
-    future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)           # True above the diagonal
+    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(diagonal=1)  # True above the diagonal
     weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
     return weights @ v                                                     # (H, T, hd)
 
@@ -89,8 +89,8 @@ def _greedy_loop_cases():
 
 # ------------------------------------------------------------------ 03: append a rotated key to a cache
 
-def rope_config(**changes) -> ModelConfig:
-    """The small RoPE model the exercise and notebook 03 use: 2 layers, d_model 32, 4 query / 2 KV heads."""
+def _rope_config(**changes) -> ModelConfig:
+    """The small RoPE model of the cases: 2 layers, d_model 32, 4 query heads sharing 2 KV heads."""
     shape = dict(vocab_size=131, n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, positions="rope",
                  max_seq_len=64)
     return ModelConfig(**{**shape, **changes})
@@ -98,7 +98,7 @@ def rope_config(**changes) -> ModelConfig:
 
 def append_key_solution(cache_k, seq_len, k_new, theta):
     """Rotate the new key (n_kv_heads, hd) to position seq_len and write it there, in place."""
-    positions = torch.tensor([[seq_len]])                                  # (1, 1): where the new token sits
+    positions = torch.tensor([[seq_len]], device=k_new.device)             # (1, 1): where the new token sits
     cos, sin = rope_tables(k_new.shape[-1], positions, theta)              # (1, 1, 1, hd) each
     cache_k[:, seq_len] = apply_rope(k_new[None, :, None, :], cos, sin)[0, :, 0]
     return cache_k
@@ -126,7 +126,7 @@ def _key_step(model, ids, max_len):
 def _append_key_cases():
     cases = []
     for n_cached, max_len, seed in ((5, 8, 0), (0, 4, 1), (23, 32, 2)):
-        model = random_model(rope_config(), seed=seed)
+        model = random_model(_rope_config(), seed=seed)
         ids = [(7 * i + 3) % 131 for i in range(n_cached + 1)]
         before, k, after = _key_step(model, ids, max_len)
         cases.append(Case(f"{n_cached} tokens cached in a buffer of {max_len} positions, "
