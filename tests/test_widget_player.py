@@ -181,6 +181,7 @@ def test_plot_step_draws_the_frame(chat, pair):
     assert "step 2 (decode): fed 工 at position 2 → chose 智 (p=0.9976)" in texts
     assert [t for t in texts if t in ("<s>", "人", "工", "智")] == ["<s>", "人", "工", "智"]
     assert "0.9976 chosen" in texts and "3" in texts and "6" in texts
+    assert "running count after step 2 (steps 0–4: 5 in all)" in texts  # the step count derived from the trace
     chips_ax = fig.axes[0]
     fills = [matplotlib.colors.to_hex(p.get_facecolor()) for p in chips_ax.patches]
     assert fills[4:] == [P.KV_COLORS[k] for k in ("cached", "cached", "new", "none")]
@@ -346,3 +347,13 @@ def test_settings_errors(chat, player):
         player.set(max_new_tokens=0)
     with pytest.raises(ValueError, match=r"top_k=7 is not one of the player's steps"):
         P.GenerationPlayer(*chat, top_k=7)
+
+
+def test_the_live_player_records_how_long_a_step_and_a_run_took(chat):
+    # (notebook 02 used to print these; a learner does not need them, a maintainer does)
+    model, tok = chat
+    live = P.GenerationPlayer(model, tok, prompt="<s>", max_new_tokens=6)
+    assert live.last_run_seconds > 0
+    for i in (0, 1, 2, 1):
+        live.step = i
+    assert live.last_update_seconds > 0

@@ -292,7 +292,8 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     for y, v in zip([1, 0], vals):
         axc.text(v + 0.02 * last.without_cache, y, str(v), va="center", fontsize=9)
     axc.set_xlabel("K/V vectors computed so far (per layer)")
-    axc.set_title(f"running count, step {f.step} of {f.n_steps - 1}", fontsize=10, loc="left")
+    axc.set_title(f"running count after step {f.step} (steps 0–{f.n_steps - 1}: {f.n_steps} in all)", fontsize=10,
+                  loc="left")
     for a in (axb, axc):
         a.spines[["top", "right"]].set_visible(False)
     return fig
