@@ -65,6 +65,16 @@ class BlockTable:
     n_tokens: int = 0
     name: str | None = None
 
+    def locate(self, position: int, block_size: int) -> tuple[int, int]:
+        """(physical block, offset in it) of token position ``position``: the table's entry
+        position // block_size, and position % block_size. (vLLM's ``slot_mapping`` flattens the pair into one
+        slot of the pool, block * block_size + offset.)"""
+        block_size = checks.integer(block_size, "block_size", 1)
+        position = checks.integer(position, "position", 0, len(self.blocks) * block_size - 1, allowed=(
+            f"a position from 0 to {len(self.blocks) * block_size - 1} (the table has {len(self.blocks)} "
+            f"block(s) of {block_size})"))
+        return self.blocks[position // block_size], position % block_size
+
     def __repr__(self):
         return f"BlockTable({self.name or ''}: {self.n_tokens} tokens in blocks {self.blocks})"
 
@@ -346,9 +356,9 @@ class PagedKVPool:
 
     def slots(self, table: BlockTable, start: int, n: int):
         """(block ids, offsets), each (n,): where positions start .. start + n - 1 of ``table`` live."""
-        pos = range(start, start + n)
-        blocks = torch.tensor([table.blocks[p // self.block_size] for p in pos], dtype=torch.long, device=self.device)
-        offsets = torch.tensor([p % self.block_size for p in pos], dtype=torch.long, device=self.device)
+        where = [table.locate(p, self.block_size) for p in range(start, start + n)]
+        blocks = torch.tensor([b for b, _ in where], dtype=torch.long, device=self.device)
+        offsets = torch.tensor([o for _, o in where], dtype=torch.long, device=self.device)
         return blocks, offsets
 
     def write(self, layer: int, blocks: torch.Tensor, offsets: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
