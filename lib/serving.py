@@ -40,14 +40,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import checks
+from . import checks, costs
 from .device import synchronize
+from .roofline import DEFAULT_GPU, Machine
 from .paged import MAX_BLOCKS, BlockAllocator, BlockTable, PagedKVPool, PoolExhaustedError, forward_paged
 from .sampling import choose
 
 
 POLICIES = ("max", "pow2", "oracle", "paged")
 PREEMPTIONS = ("recompute", "swap")  # what happens to a preempted request's blocks
+HOST_LINK_GBS = 64.0  # GB/s each way between GPU and CPU memory: PCIe 5.0 x16, nominal (PCIe 4.0 x16: 32)
 REQUEST_BYTES = 1024  # about what one request of a stream and its record in a run take
 CONTIGUOUS = ("max", "pow2", "oracle")
 
@@ -366,6 +368,24 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
                 alloc.free(s.start, s.size)
         running = still
     return res
+
+
+def preemption_seconds(result: SimResult, model, dtype=torch.float16, machine: Machine | None = None,
+                       link_gbs: float = HOST_LINK_GBS) -> dict:
+    """Lower bounds on the time ``result``'s preemptions cost if its lengths were a real model's requests:
+    ``"recompute"``: its recomputed tokens' prefill at the machine's peak (2 FLOPs per weight per token, the
+    weight products; attention adds more at long contexts); ``"swap"``: its swapped bytes over the host link at
+    ``link_gbs`` GB/s each way. A run of one kind has 0 for the other."""
+    if not isinstance(result, SimResult):
+        raise TypeError(f"preemption_seconds takes a SimResult from simulate, got {type(result).__name__}")
+    machine = DEFAULT_GPU if machine is None else machine
+    if not isinstance(machine, Machine):
+        raise TypeError(f"machine must be a lib.roofline.Machine (e.g. lib.roofline.REFERENCE_MACHINES['H100 SXM']), "
+                        f"got {type(machine).__name__}")
+    link_gbs = checks.number(link_gbs, "link_gbs", above=0, maximum=1e6)
+    flops = 2 * costs.param_count(model) * result.recomputed_tokens
+    return {"recompute": flops / (machine.peak_gflops * 1e9),
+            "swap": result.swap_bytes(costs.kv_bytes_per_token(model, dtype)) / (link_gbs * 1e9)}
 
 
 def _listed(items, name: str, kind, what: str) -> list:

@@ -9,7 +9,8 @@ import lib
 from lib.corpus import read_corpus
 from lib.paged import BlockAllocator, BlockTable
 from lib.serving import (POLICIES, PREEMPTIONS, ContiguousAllocator, ServeRequest, SimRequest, block_size_tradeoff,
-                         compare_policies, demo_requests, request_stream, reservation, serve, simulate)
+                         compare_policies, demo_requests, preemption_seconds, request_stream, reservation, serve,
+                         simulate)
 from lib.text import text_table
 
 
@@ -140,6 +141,25 @@ def test_swap_and_recompute_schedule_alike_and_count_their_costs(lengths, block_
     # a preempted request had at least one position per block: recomputation feeds at least as many positions
     # as swapping moves blocks, and at most a block's worth per block
     assert sw.swapped_out_blocks <= rc.recomputed_tokens <= block_size * sw.swapped_out_blocks
+
+
+def test_preemption_seconds_by_hand():
+    from lib.costs import PRESETS, kv_bytes_per_token, param_count
+    from lib.roofline import DEFAULT_GPU, Machine
+    reqs = [SimRequest(0, 3, 2), SimRequest(1, 1, 3)]
+    rc, sw = (simulate(reqs, "paged", kv_tokens=8, block_size=2, preemption=p) for p in ("recompute", "swap"))
+    cfg = PRESETS["llama-2-13b"]
+    slow = Machine("slow", peak_gflops=1.0, bandwidth_gbs=1.0)
+    assert preemption_seconds(rc, cfg, machine=slow) == {"recompute": 2 * param_count(cfg) * 2 / 1e9, "swap": 0.0}
+    t = preemption_seconds(sw, cfg, link_gbs=2.0)
+    assert t == {"recompute": 0.0, "swap": 2 * 2 * kv_bytes_per_token(cfg) / 2e9}  # 1 block of 2, out and back
+    assert preemption_seconds(rc, cfg)["recompute"] == 4 * param_count(cfg) / (DEFAULT_GPU.peak_gflops * 1e9)
+    with pytest.raises(ValueError, match=r"link_gbs must be a finite number > 0 and <= 1000000.0, got 0"):
+        preemption_seconds(sw, cfg, link_gbs=0)
+    with pytest.raises(TypeError, match=r"preemption_seconds takes a SimResult from simulate, got dict"):
+        preemption_seconds({}, cfg)
+    with pytest.raises(TypeError, match=r"machine must be a lib.roofline.Machine"):
+        preemption_seconds(rc, cfg, machine="H100")
 
 
 def test_block_size_tradeoff_counts_what_an_allocator_hands_out():
