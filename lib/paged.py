@@ -9,13 +9,20 @@ computes with a contiguous cache; only the addresses change.
 
 Because blocks are reference counted they can be shared:
 
-* ``fork``: a second sequence (parallel sampling, beam search) starts with the same blocks as its parent;
-  nothing is copied.
+* ``fork``: a second sequence starts with the same blocks as its parent; nothing is copied.
 * copy-on-write: the first write into a block that more than one sequence holds copies it first, so the
   writer gets a private block and the other holders never see the change.
 * prefix caching: full blocks are indexed by the tokens that produced them (the whole prefix up to the
   block's end), so a new request whose prompt starts the same way reuses them instead of recomputing.
 * freeing a sequence decrements its blocks' counts; a block whose count reaches 0 goes back to the free list.
+
+Fork and copy-on-write are the vLLM paper's design (Kwon et al., 2023) for parallel sampling and beam search,
+and ``lib.generate(..., num_samples=n)`` uses them. vLLM today (the V1 engine) does it differently: a request
+for n samples becomes n independent child requests that share only *full* blocks, found by the prefix cache's
+hash (on by default); the last, partly filled block is computed by each child, so nothing is ever copied on
+write (V1 keeps copy-on-write for one hybrid-model case only); beam search runs outside the engine, on top of
+such requests. Freed blocks that no prefix is cached in are handed out first; cached ones are evicted least
+recently used first.
 
 Layers of this module:
 ``BlockAllocator`` (bookkeeping only: free list, reference counts, block tables, prefix index) ->
@@ -58,6 +65,16 @@ class BlockTable:
     n_tokens: int = 0
     name: str | None = None
 
+    def locate(self, position: int, block_size: int) -> tuple[int, int]:
+        """(physical block, offset in it) of token position ``position``: the table's entry
+        position // block_size, and position % block_size. (vLLM's ``slot_mapping`` flattens the pair into one
+        slot of the pool, block * block_size + offset.)"""
+        block_size = checks.integer(block_size, "block_size", 1)
+        position = checks.integer(position, "position", 0, len(self.blocks) * block_size - 1, allowed=(
+            f"a position from 0 to {len(self.blocks) * block_size - 1} (the table has {len(self.blocks)} "
+            f"block(s) of {block_size})"))
+        return self.blocks[position // block_size], position % block_size
+
     def __repr__(self):
         return f"BlockTable({self.name or ''}: {self.n_tokens} tokens in blocks {self.blocks})"
 
@@ -73,7 +90,9 @@ def check_n_blocks(n_blocks) -> int:
 class BlockAllocator:
     """Bookkeeping of a pool of ``n_blocks`` blocks of ``block_size`` token positions (no tensors).
 
-    Free blocks wait in a free list (oldest freed first); every block in use has a reference count (how
+    Free blocks wait in a free list, allocated from the front: a freed block that holds no cached prefix goes
+    to the front (reused first), one the prefix index holds goes to the end, so cached blocks are evicted least
+    recently used first (as vLLM does); every block in use has a reference count (how
     many block tables hold it). ``record_events=True`` keeps a log of every allocation, share, copy, free
     and prefix hit, for the block widget."""
 
@@ -136,7 +155,9 @@ class BlockAllocator:
     def _release(self, block: int):
         self.refcounts[block] -= 1
         if self.refcounts[block] == 0:
-            self._free[block] = None  # back on the free list (kept in the prefix index until reused)
+            self._free[block] = None  # back on the free list: a block the prefix index holds goes to the end
+            if block not in self._prefix_of:  # (evicted least recently used first), any other to the front
+                self._free.move_to_end(block, last=False)  # (reused first, so cached blocks live longer)
             self._log("free", block)
 
     # -- block tables ---------------------------------------------------------------------------------
@@ -335,9 +356,9 @@ class PagedKVPool:
 
     def slots(self, table: BlockTable, start: int, n: int):
         """(block ids, offsets), each (n,): where positions start .. start + n - 1 of ``table`` live."""
-        pos = range(start, start + n)
-        blocks = torch.tensor([table.blocks[p // self.block_size] for p in pos], dtype=torch.long, device=self.device)
-        offsets = torch.tensor([p % self.block_size for p in pos], dtype=torch.long, device=self.device)
+        where = [table.locate(p, self.block_size) for p in range(start, start + n)]
+        blocks = torch.tensor([b for b, _ in where], dtype=torch.long, device=self.device)
+        offsets = torch.tensor([o for _, o in where], dtype=torch.long, device=self.device)
         return blocks, offsets
 
     def write(self, layer: int, blocks: torch.Tensor, offsets: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
@@ -533,8 +554,9 @@ class PagedKVCache(CacheBase):
 
     # -- sharing and freeing ----------------------------------------------------------------------------
     def select(self, rows) -> "PagedKVCache":
-        """A new cache whose sequence i shares every block of this cache's sequence rows[i] (beam search
-        reorders and duplicates rows this way; parallel sampling forks one row n times). Nothing is copied."""
+        """A new cache whose sequence i shares every block of this cache's sequence rows[i] (the vLLM paper's
+        beam search reorders and duplicates rows this way; its parallel sampling forks one row n times).
+        Nothing is copied."""
         rows = self._check_rows(rows)
         tables = [self.pool.fork(self.tables[r], f"{self.tables[r].name or r}.{i}") for i, r in enumerate(rows)]
         return PagedKVCache(self.config, len(rows), self.max_len, pool=self.pool, tables=tables)

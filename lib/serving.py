@@ -11,6 +11,13 @@ under four allocation policies, and every step we count what the KV memory holds
 * ``"oracle"``: exactly prompt + output positions ("Orca (Oracle)", knowing every output length in advance).
 * ``"paged"``: blocks of ``block_size`` positions, taken one at a time as the sequence grows (vLLM).
 
+When the paged pool runs out, a running request is preempted, in one of two ways (``preemption=``), the two
+the vLLM paper compared: ``"recompute"`` frees its blocks and prefills its prompt and every token it had made
+again when it comes back (counted: ``recomputed_tokens``); ``"swap"`` copies its blocks to CPU memory and back
+(counted: ``swapped_out_blocks``, ``swapped_in_blocks``, ``peak_cpu_blocks``). vLLM today (the V1 engine)
+recomputes only. ``block_size_tradeoff`` measures what the block size trades: empty slots in the last blocks
+against block-table entries.
+
 Contiguous regions come from a first-fit allocator over the whole budget, so variable-size reservations
 leave holes between them (external fragmentation). Every step each position of the budget is one of:
 holding a token's K/V, reserved for a token the request will produce later, reserved but never to be used
@@ -33,13 +40,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import checks
+from . import checks, costs
 from .device import synchronize
+from .roofline import DEFAULT_GPU, Machine
 from .paged import MAX_BLOCKS, BlockAllocator, BlockTable, PagedKVPool, PoolExhaustedError, forward_paged
 from .sampling import choose
 
 
 POLICIES = ("max", "pow2", "oracle", "paged")
+PREEMPTIONS = ("recompute", "swap")  # what happens to a preempted request's blocks
+HOST_LINK_GBS = 64.0  # GB/s each way between GPU and CPU memory: PCIe 5.0 x16, nominal (PCIe 4.0 x16: 32)
 REQUEST_BYTES = 1024  # about what one request of a stream and its record in a run take
 CONTIGUOUS = ("max", "pow2", "oracle")
 
@@ -143,6 +153,7 @@ class _Running:
     start: int = 0  # contiguous: region start
     size: int = 0  # contiguous: region size
     table: BlockTable | None = None  # paged
+    swapped: int = 0  # paged, preempted by swapping: blocks of it that wait in CPU memory
 
     @property
     def length(self) -> int:
@@ -159,9 +170,14 @@ class SimResult:
     block_size: int
     max_len: int
     n_requests: int
+    preemption: str = "recompute"
     steps: int = 0
     preemptions: int = 0
-    recomputed_tokens: int = 0
+    prefill_tokens: int = 0  # tokens fed by prefills: every prompt, plus what recomputation fed again
+    recomputed_tokens: int = 0  # recompute: tokens prefilled again after a preemption (prompt + tokens made)
+    swapped_out_blocks: int = 0  # swap: blocks copied to CPU memory at preemptions
+    swapped_in_blocks: int = 0  # swap: blocks copied back when a preempted request resumed
+    peak_cpu_blocks: int = 0  # swap: most blocks waiting in CPU memory at one time
     running: list = field(default_factory=list)  # requests in the batch
     waiting: list = field(default_factory=list)  # requests still queued after admission
     tokens: list = field(default_factory=list)  # positions holding K/V of a token
@@ -194,6 +210,19 @@ class SimResult:
         idx = self._window(saturated)
         return sum(self.running[i] for i in idx) / len(idx) if idx else 0.0
 
+    def swap_bytes(self, bytes_per_token: int) -> int:
+        """Bytes that swapping moved between GPU and CPU memory, both ways (0 under recomputation), for a
+        model whose K/V take ``bytes_per_token`` per position (``lib.costs.kv_bytes_per_token``)."""
+        bytes_per_token = checks.integer(bytes_per_token, "bytes_per_token", 1)
+        return (self.swapped_out_blocks + self.swapped_in_blocks) * self.block_size * bytes_per_token
+
+    def preemption_costs(self) -> dict:
+        """What preemption cost in this run, as counts (for a table)."""
+        return {"preemption": self.preemption, "preemptions": self.preemptions, "steps": self.steps,
+                "tokens prefilled": self.prefill_tokens, "of them recomputed": self.recomputed_tokens,
+                "blocks to CPU": self.swapped_out_blocks, "blocks from CPU": self.swapped_in_blocks,
+                "most blocks on CPU": self.peak_cpu_blocks}
+
     def summary(self) -> dict:
         """Rounded figures for a table: shares of the budget while saturated, concurrency, steps."""
         s = self.shares()
@@ -206,21 +235,25 @@ class SimResult:
 
 
 def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size: int = 16, max_len: int = 2048,
-             watermark: float = 0.01, max_running: int = 256) -> SimResult:
+             watermark: float = 0.0, max_running: int = 256, preemption: str = "recompute") -> SimResult:
     """Serve ``requests`` (all queued at step 0, first come first served) from a KV budget of ``kv_tokens``
     positions. Every step: admit queued requests while memory allows (a new request's prefill writes its
     prompt and yields its first token), then every earlier request generates one token, then finished
     requests free their memory.
 
     Contiguous policies reserve a region at admission (first fit; the head of the queue waits while no hole
-    is big enough) and never run out later. ``"paged"`` admits a request when its prompt's blocks fit with
-    ``watermark`` (a fraction from 0 to 1) of the pool to spare (vLLM's rule; it keeps blocks for the running
-    requests, so it does not hold back a request when none is running), takes a new block whenever a
-    sequence's last block is full and, when none is free, preempts the most recently admitted request: its
-    blocks are freed and it waits at the head of the queue, to be recomputed (prefilled again, prompt +
-    generated tokens) later. Every step makes progress: a request that could never be served is refused
-    before the first step."""
+    is big enough) and never run out later. ``"paged"`` admits a waiting (or preempted) request when its
+    blocks fit with ``watermark`` (a fraction from 0 to 1) of the pool to spare (the watermark keeps room for
+    the running requests to grow; it never holds back a request when none is running; vLLM's V1 scheduler
+    has the same knob for admission only, and its default is 0), takes a new block whenever a sequence's last
+    block is full and, when none is free, preempts the most recently admitted request: its blocks are freed
+    and it waits at the head of the queue. ``preemption="recompute"`` (what vLLM does today) prefills its
+    prompt and the tokens it had made again when it is admitted; ``"swap"`` (the vLLM paper's other option)
+    copies its blocks to CPU memory at the preemption and back at the readmission, and it continues where it
+    stopped. Both give every request the same tokens; they differ in what they cost (``preemption_costs``).
+    Every step makes progress: a request that could never be served is refused before the first step."""
     checks.choice(policy, "policy", POLICIES)
+    checks.choice(preemption, "preemption", PREEMPTIONS)
     kv_tokens, block_size = checks.integer(kv_tokens, "kv_tokens", 1), checks.integer(block_size, "block_size", 1)
     max_len, max_running = checks.integer(max_len, "max_len", 1), checks.integer(max_running, "max_running", 1)
     watermark = checks.number(watermark, "watermark", 0, below=1,
@@ -249,8 +282,9 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
         if biggest > kv_tokens:
             raise ValueError(f"a request reserves {biggest} positions under {policy!r} but the budget is only "
                              f"kv_tokens={kv_tokens}; raise kv_tokens")
-    res = SimResult(policy, kv_tokens, block_size, max_len, len(requests))
+    res = SimResult(policy, kv_tokens, block_size, max_len, len(requests), preemption)
     waiting = deque(_Running(r) for r in requests)
+    cpu_blocks = 0  # swap: blocks of preempted requests held in CPU memory
     running: list[_Running] = []
     while waiting or running:
         # 1. admission, first come first served
@@ -264,7 +298,13 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
                 s.table = BlockTable()
                 alloc.reserve(s.table, s.length + 1)
                 s.table.n_tokens = s.length + 1
-                res.recomputed_tokens += s.generated
+                if s.swapped:  # its blocks come back from CPU memory; it continues with one decode step
+                    res.swapped_in_blocks += s.swapped
+                    cpu_blocks -= s.swapped
+                    s.swapped = 0
+                else:  # a prefill: the prompt, and after a preemption by recomputation every token made so far
+                    res.prefill_tokens += s.length
+                    res.recomputed_tokens += s.length if s.generated else 0
             else:
                 size = reservation(s.req, policy, max_len)
                 start = alloc.allocate(size)
@@ -284,6 +324,11 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
             if paged and s.table.n_tokens % block_size == 0:  # its last block is full: it needs a new one
                 while alloc.n_free == 0:
                     victim = running.pop()  # preempt the most recently admitted request
+                    if preemption == "swap":  # its blocks go to CPU memory
+                        victim.swapped = len(victim.table.blocks)
+                        res.swapped_out_blocks += victim.swapped
+                        cpu_blocks += victim.swapped
+                        res.peak_cpu_blocks = max(res.peak_cpu_blocks, cpu_blocks)
                     alloc.free(victim.table)
                     waiting.appendleft(victim)
                     res.preemptions += 1
@@ -325,6 +370,24 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
     return res
 
 
+def preemption_seconds(result: SimResult, model, dtype=torch.float16, machine: Machine | None = None,
+                       link_gbs: float = HOST_LINK_GBS) -> dict:
+    """Lower bounds on the time ``result``'s preemptions cost if its lengths were a real model's requests:
+    ``"recompute"``: its recomputed tokens' prefill at the machine's peak (2 FLOPs per weight per token, the
+    weight products; attention adds more at long contexts); ``"swap"``: its swapped bytes over the host link at
+    ``link_gbs`` GB/s each way. A run of one kind has 0 for the other."""
+    if not isinstance(result, SimResult):
+        raise TypeError(f"preemption_seconds takes a SimResult from simulate, got {type(result).__name__}")
+    machine = DEFAULT_GPU if machine is None else machine
+    if not isinstance(machine, Machine):
+        raise TypeError(f"machine must be a lib.roofline.Machine (e.g. lib.roofline.REFERENCE_MACHINES['H100 SXM']), "
+                        f"got {type(machine).__name__}")
+    link_gbs = checks.number(link_gbs, "link_gbs", above=0, maximum=1e6)
+    flops = 2 * costs.param_count(model) * result.recomputed_tokens
+    return {"recompute": flops / (machine.peak_gflops * 1e9),
+            "swap": result.swap_bytes(costs.kv_bytes_per_token(model, dtype)) / (link_gbs * 1e9)}
+
+
 def _listed(items, name: str, kind, what: str) -> list:
     """``items`` (any iterable) as a list, every element a ``kind``, else a TypeError saying what is expected."""
     try:
@@ -341,6 +404,62 @@ def compare_policies(requests, kv_tokens: int = 16384, block_size: int = 16, max
                      policies=POLICIES) -> dict[str, SimResult]:
     """``simulate`` under each policy, same requests and budget."""
     return {p: simulate(requests, p, kv_tokens, block_size, max_len) for p in policies}
+
+
+@dataclass(frozen=True)
+class BlockSizeCost:
+    """What paging sequences of given lengths in blocks of ``block_size`` positions costs: the empty slots of
+    their last blocks (internal waste) against the entries of their block tables."""
+
+    block_size: int
+    n_sequences: int
+    tokens: int  # positions holding tokens, all sequences together
+    table_entries: int  # blocks held = block-table entries, all sequences together
+
+    @property
+    def slots(self) -> int:
+        return self.table_entries * self.block_size
+
+    @property
+    def empty_slots(self) -> int:
+        """Slots of the last blocks that hold no token (never more than block_size - 1 per sequence)."""
+        return self.slots - self.tokens
+
+    @property
+    def empty_share(self) -> float:
+        """Empty slots / slots held."""
+        return self.empty_slots / self.slots
+
+    @property
+    def entries_per_sequence(self) -> float:
+        return self.table_entries / self.n_sequences
+
+    def table_bytes(self, entry_bytes: int = 4) -> int:
+        """Bytes of all block tables (vLLM keeps a block id in 4 bytes, an int32)."""
+        return self.table_entries * checks.integer(entry_bytes, "entry_bytes", 1)
+
+    def row(self) -> dict:
+        """Rounded, for a table."""
+        return {"block size": self.block_size, "empty slots": self.empty_slots,
+                "empty %": round(100 * self.empty_share, 2), "table entries": self.table_entries,
+                "entries / sequence": round(self.entries_per_sequence, 2)}
+
+
+def block_size_tradeoff(lengths, block_sizes=range(1, 65)) -> list[BlockSizeCost]:
+    """For each block size, the cost of holding sequences of ``lengths`` positions in blocks: each takes
+    ceil(length / block_size) blocks (its table's entries), and the last one has
+    blocks * block_size - length empty slots. Small blocks waste almost nothing but make long tables (more
+    entries to keep, look up and gather, each a small piece); large blocks make short tables and big pieces
+    but leave up to block_size - 1 slots empty per sequence (about half a block on average)."""
+    lengths = [checks.integer(n, "each length", 1) for n in _listed(lengths, "lengths", object, "positive integers")]
+    if not lengths:
+        raise ValueError("block_size_tradeoff needs at least one sequence length")
+    sizes = [checks.integer(b, "each block size", 1) for b in _listed(block_sizes, "block_sizes", object,
+                                                                           "positive integers")]
+    if not sizes:
+        raise ValueError("block_size_tradeoff needs at least one block size")
+    total = sum(lengths)
+    return [BlockSizeCost(b, len(lengths), total, sum(-(-n // b) for n in lengths)) for b in sizes]
 
 
 # ================================================================================= part 2: real serving
@@ -403,6 +522,12 @@ class ServeResult:
     prefix_hit_blocks: int  # blocks taken from the prefix cache instead of being computed
     preemptions: int
     seconds: float
+    preemption: str = "recompute"
+    recomputed_tokens: int = 0  # recompute: tokens prefilled again after preemptions (prompt + tokens made)
+    swapped_out_blocks: int = 0  # swap: blocks copied from the pool to CPU memory
+    swapped_in_blocks: int = 0  # swap: blocks copied back into the pool
+    swap_bytes: int = 0  # swap: bytes of K/V copied, both ways
+    peak_cpu_blocks: int = 0  # swap: most blocks in CPU memory at one time
 
     @property
     def tokens(self) -> int:
@@ -427,6 +552,13 @@ class ServeResult:
                 "idle slot-steps": sum(self.idle_slots), "mean TTFT (passes)": round(self.mean_ttft_steps(), 2),
                 "prefill tokens": self.prefill_tokens, "max blocks": max(self.blocks_used, default=0),
                 "preemptions": self.preemptions}
+
+    def preemption_costs(self) -> dict:
+        """What preemption cost in this run, counted (deterministic)."""
+        return {"preemption": self.preemption, "preemptions": self.preemptions, "forward passes": self.steps,
+                "prefill tokens": self.prefill_tokens, "of them recomputed": self.recomputed_tokens,
+                "blocks to CPU": self.swapped_out_blocks, "blocks from CPU": self.swapped_in_blocks,
+                "bytes moved": self.swap_bytes, "most blocks on CPU": self.peak_cpu_blocks}
 
     def timings(self) -> dict:
         """Measured on this machine (vary run to run)."""
@@ -457,11 +589,33 @@ class _Live:
     rec: RequestRecord
     table: BlockTable
     feed: list = field(default_factory=list)  # the tokens this request feeds in the next forward pass
+    swapped: tuple | None = None  # preempted by swapping: (positions, [(K, V) per layer] in CPU memory)
+
+
+def _swap_out(pool: PagedKVPool, s: _Live) -> int:
+    """Copy the K/V of ``s``'s positions to CPU memory and free its blocks; returns the blocks copied."""
+    blocks = torch.tensor(s.table.blocks, dtype=torch.long, device=pool.device)
+    s.swapped = (s.table.n_tokens, [(k[blocks].to("cpu"), v[blocks].to("cpu")) for k, v in zip(pool.k, pool.v)])
+    pool.free(s.table)
+    return len(blocks)
+
+
+def _swap_in(pool: PagedKVPool, s: _Live) -> int:
+    """Give ``s`` new blocks and copy its K/V back from CPU memory; returns the blocks copied."""
+    n_tokens, saved = s.swapped
+    pool.reserve(s.table, n_tokens)
+    blocks = torch.tensor(s.table.blocks, dtype=torch.long, device=pool.device)
+    for layer, (k, v) in enumerate(saved):
+        pool.k[layer][blocks] = k.to(pool.device)
+        pool.v[layer][blocks] = v.to(pool.device)
+    s.table.n_tokens, s.swapped = n_tokens, None
+    return len(blocks)
 
 
 @torch.no_grad()
 def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_id: int | None = None,
-          block_size: int = 16, n_blocks: int | None = None, prefix_cache: bool = False) -> ServeResult:
+          block_size: int = 16, n_blocks: int | None = None, prefix_cache: bool = False,
+          preemption: str = "recompute") -> ServeResult:
     """Serve ``requests`` (all arrived at time 0, first come first served) with greedy decoding on one
     shared ``PagedKVPool`` of ``n_blocks`` (default: enough for ``max_batch`` full-length sequences).
 
@@ -470,9 +624,13 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
     batch slot is free and the pool has the blocks; ``"static"``: a new batch only when the previous one has
     completely finished. A request finishes at ``eos_id`` or after ``max_new_tokens`` and leaves at once
     (under static batching its slot stays empty until the batch is done). If the pool runs out of blocks, the
-    most recently admitted request is preempted: its blocks are freed and it waits at the head of the queue,
-    to be fed again with its prompt and the tokens it had made (recomputation, as vLLM does)."""
+    most recently admitted request is preempted: its blocks are freed and it waits at the head of the queue.
+    ``preemption="recompute"`` (what vLLM does today) feeds it its prompt and the tokens it had made again when
+    it is admitted; ``"swap"`` copies its keys and values to CPU memory first and back into new blocks when it
+    is admitted, and it continues with its last token. Either way every request gets the tokens it would get
+    with a pool large enough never to preempt (greedy decoding)."""
     checks.choice(policy, "policy", ("static", "continuous"))
+    checks.choice(preemption, "preemption", PREEMPTIONS)
     max_batch, block_size = checks.integer(max_batch, "max_batch", 1), checks.integer(block_size, "block_size", 1)
     prefix_cache = checks.flag(prefix_cache, "prefix_cache")
     c = model.config
@@ -495,26 +653,38 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
     records = [RequestRecord(r.rid, len(r.prompt)) for r in requests]
     waiting = deque(_Live(r, rec, BlockTable(name=str(r.rid))) for r, rec in zip(requests, records))
     running: list[_Live] = []
-    res = ServeResult(policy, max_batch, records, 0, [], [], [], [], 0, 0, 0, 0, 0.0)
+    res = ServeResult(policy, max_batch, records, 0, [], [], [], [], 0, 0, 0, 0, 0.0, preemption)
+    cpu_blocks = 0  # swap: blocks of preempted requests held in CPU memory
     batch_size = 0  # static: the size of the batch in flight
     t0 = time.perf_counter()
     try:
         while waiting or running:
             # 1. admission: who joins this pass (their prompt's blocks must fit next to the running ones' growth)
-            joined = []
+            joined, resumed = [], set()  # resumed: swapped back in this pass (they feed one token, no prompt)
             if policy == "continuous" or not running:
                 while waiting and len(running) + len(joined) < max_batch:
                     s = waiting[0]
                     ids = s.req.prompt + s.rec.tokens  # after a preemption: prompt + what it had made
-                    if prefix_cache:
-                        pool.match_prefix(s.table, ids)
-                    s.feed = ids[s.table.n_tokens:]
+                    if s.swapped:  # it needs blocks for what waits in CPU memory, and one more position
+                        s.feed = [s.rec.tokens[-1]]
+                        grow = s.swapped[0] + 1
+                    else:
+                        if prefix_cache:
+                            pool.match_prefix(s.table, ids)
+                        s.feed = ids[s.table.n_tokens:]
+                        grow = len(s.feed)
                     batch = running + joined + [s]
                     need = pool.allocator.blocks_needed([x.table for x in batch],
-                                                        [1] * len(running) + [len(x.feed) for x in joined + [s]])
+                                                        [1] * len(running) + [len(x.feed) for x in joined] + [grow])
                     if need > pool.allocator.n_free:
                         pool.free(s.table)  # give back the prefix blocks it had taken; it waits
                         break
+                    if s.swapped:
+                        k = _swap_in(pool, s)
+                        res.swapped_in_blocks += k
+                        res.swap_bytes += k * pool.block_nbytes
+                        cpu_blocks -= k
+                        resumed.add(s)
                     joined.append(waiting.popleft())
                 if policy == "static" and joined:
                     batch_size = len(joined)
@@ -527,7 +697,14 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
                     logits = forward_paged(model, pool, [s.table for s in batch], [s.feed for s in batch])
                 except PoolExhaustedError:  # preempt the most recently admitted request; it is recomputed later
                     victim = batch.pop()
-                    pool.free(victim.table)
+                    if preemption == "swap" and victim.rec.tokens:  # it has made tokens: keep its K/V on the CPU
+                        k = _swap_out(pool, victim)
+                        res.swapped_out_blocks += k
+                        res.swap_bytes += k * pool.block_nbytes
+                        cpu_blocks += k
+                        res.peak_cpu_blocks = max(res.peak_cpu_blocks, cpu_blocks)
+                    else:  # it starts again from its prompt (a request that had not run yet loses nothing)
+                        pool.free(victim.table)
                     victim.rec.preemptions += 1
                     res.preemptions += 1
                     waiting.appendleft(victim)
@@ -543,9 +720,11 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
             res.fed_tokens.append(sum(len(s.feed) for s in batch) if logits is not None else 0)
             running = []
             for s, tok in zip(batch, next_ids if logits is not None else []):
-                if s in joined:  # it fed a prompt (its first, or a recomputation after a preemption)
+                if s in joined and s not in resumed:  # it fed a prompt (its first, or a recomputation)
                     res.prefills += 1
                     res.prefill_tokens += len(s.feed)
+                    if s.rec.tokens:
+                        res.recomputed_tokens += len(s.feed)
                     if prefix_cache:
                         pool.register_prefix(s.table, s.req.prompt + s.rec.tokens)
                 s.rec.tokens.append(tok)

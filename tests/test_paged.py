@@ -89,7 +89,7 @@ def test_pages_are_scattered_yet_the_answer_is_the_same():
         out2 = model(x[:, 9:], cache=cache)
         ref = model(x)
     torch.testing.assert_close(torch.cat([out, out2], 1), ref, atol=ATOL, rtol=0)
-    assert cache.block_table()[0] == [12, 13, 5, 4, 3]  # fresh blocks first, then freed ones: scattered
+    assert cache.block_table()[0] == [9, 10, 11, 3, 4]  # freed blocks first, the last freed first: scattered
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -534,3 +534,16 @@ def test_parallel_samples_share_the_prompt_and_equal_generate_on_repeated_prompt
     assert len({t.blocks[2] for t in paged.tables}) == 3  # the half-full block was copied on write
     with pytest.raises(ValueError, match=r"num_samples must be an integer >= 1, got 0"):
         generate(model, prompt, 3, num_samples=0)
+
+
+def test_locate_maps_positions_onto_the_tables_blocks():
+    t = BlockTable([7, 2, 9], 40)
+    assert t.locate(37, 16) == (9, 5) and t.locate(0, 16) == (7, 0) and t.locate(16, 16) == (2, 0)
+    assert t.locate(47, 16) == (9, 15)
+    # every slot of the table's blocks is one position's, exactly once
+    assert sorted(t.locate(p, 4) for p in range(12)) == sorted((b, o) for b in (7, 2, 9) for o in range(4))
+    with pytest.raises(ValueError, match=r"position must be a position from 0 to 47 \(the table has 3 block\(s\) "
+                                         r"of 16\), got 48"):
+        t.locate(48, 16)
+    with pytest.raises(ValueError, match=r"block_size must be an integer >= 1, got 0"):
+        t.locate(3, 0)

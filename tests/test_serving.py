@@ -7,8 +7,10 @@ from hypothesis import given, settings, strategies as st
 
 import lib
 from lib.corpus import read_corpus
-from lib.serving import (POLICIES, ContiguousAllocator, ServeRequest, SimRequest, compare_policies, demo_requests,
-                         request_stream, reservation, serve, simulate)
+from lib.paged import BlockAllocator, BlockTable
+from lib.serving import (POLICIES, PREEMPTIONS, ContiguousAllocator, ServeRequest, SimRequest, block_size_tradeoff,
+                         compare_policies, demo_requests, preemption_seconds, request_stream, reservation, serve,
+                         simulate)
 from lib.text import text_table
 
 
@@ -91,15 +93,116 @@ def test_max_reservation_by_hand():
     assert r.shares(saturated=False)["never"] == pytest.approx((1 + 1 + 2) / 24)
 
 
-def test_paged_with_preemption_by_hand():
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+def test_paged_with_preemption_by_hand(preemption):
     reqs = [SimRequest(0, 3, 2), SimRequest(1, 1, 3)]
-    r = simulate(reqs, "paged", kv_tokens=8, block_size=2, watermark=0.0)
+    r = simulate(reqs, "paged", kv_tokens=8, block_size=2, watermark=0.0, preemption=preemption)
     # step 0: A takes 2 blocks (3 prompt + 1 token), B 1 block; step 1: A takes the last block, B finds none
-    # and is preempted; step 2: B comes back (recomputing its 1 token) with 2 blocks; step 3: B finishes
-    assert r.steps == 4 and r.preemptions == 1 and r.recomputed_tokens == 1
+    # and is preempted; step 2: B comes back with 2 blocks (recompute: its prompt and its 1 token prefilled
+    # again; swap: its 1 block copied back from the CPU); step 3: B finishes
+    assert r.steps == 4 and r.preemptions == 1 and r.preemption == preemption
     assert r.running == [2, 1, 1, 1] and r.waiting == [0, 1, 0, 0]
     assert r.tokens == [6, 5, 3, 4] and r.future == [0, 0, 1, 0] and r.never == [0, 1, 0, 0]
     assert r.free == [2, 2, 4, 4]
+    if preemption == "recompute":
+        assert (r.prefill_tokens, r.recomputed_tokens) == (3 + 1 + 2, 2)
+        assert (r.swapped_out_blocks, r.swapped_in_blocks, r.peak_cpu_blocks) == (0, 0, 0) and r.swap_bytes(10) == 0
+    else:
+        assert (r.prefill_tokens, r.recomputed_tokens) == (3 + 1, 0)
+        assert (r.swapped_out_blocks, r.swapped_in_blocks, r.peak_cpu_blocks) == (1, 1, 1)
+        assert r.swap_bytes(10) == 2 * 2 * 10  # one block of 2 positions out and back, 10 bytes a position
+    costs = r.preemption_costs()
+    assert list(costs) == ["preemption", "preemptions", "steps", "tokens prefilled", "of them recomputed",
+                           "blocks to CPU", "blocks from CPU", "most blocks on CPU"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)), min_size=1, max_size=25),
+       st.sampled_from([1, 2, 4, 8]), st.integers(10, 40), st.sampled_from([0.0, 0.2]))
+def test_swap_and_recompute_schedule_alike_and_count_their_costs(lengths, block_size, n_blocks, watermark):
+    """The simulation tracks lengths only, so the two ways to preempt make the same schedule; what differs is
+    the bill: recomputation prefills every preempted request's prompt and tokens again, swapping copies each
+    preempted request's blocks out and back."""
+    reqs = [SimRequest(i, p, o) for i, (p, o) in enumerate(lengths)]
+    kv = n_blocks * block_size
+    if max(-(-r.total_len // block_size) for r in reqs) > n_blocks:
+        return
+    rc, sw = (simulate(reqs, "paged", kv_tokens=kv, block_size=block_size, watermark=watermark, preemption=p)
+              for p in ("recompute", "swap"))
+    for field in ("steps", "preemptions", "running", "waiting", "tokens", "future", "never", "free"):
+        assert getattr(rc, field) == getattr(sw, field), field
+    prompts = sum(r.prompt_len for r in reqs)
+    assert sw.prefill_tokens == prompts and sw.recomputed_tokens == 0
+    assert rc.prefill_tokens == prompts + rc.recomputed_tokens
+    assert (rc.recomputed_tokens > 0) == (rc.preemptions > 0)
+    assert sw.swapped_out_blocks == sw.swapped_in_blocks  # everything swapped out comes back
+    assert (sw.swapped_out_blocks > 0) == (sw.preemptions > 0)
+    assert sw.peak_cpu_blocks <= sw.swapped_out_blocks and sw.peak_cpu_blocks <= n_blocks
+    # a preempted request had at least one position per block: recomputation feeds at least as many positions
+    # as swapping moves blocks, and at most a block's worth per block
+    assert sw.swapped_out_blocks <= rc.recomputed_tokens <= block_size * sw.swapped_out_blocks
+
+
+def test_preemption_seconds_by_hand():
+    from lib.costs import PRESETS, kv_bytes_per_token, param_count
+    from lib.roofline import DEFAULT_GPU, Machine
+    reqs = [SimRequest(0, 3, 2), SimRequest(1, 1, 3)]
+    rc, sw = (simulate(reqs, "paged", kv_tokens=8, block_size=2, preemption=p) for p in ("recompute", "swap"))
+    cfg = PRESETS["llama-2-13b"]
+    slow = Machine("slow", peak_gflops=1.0, bandwidth_gbs=1.0)
+    assert preemption_seconds(rc, cfg, machine=slow) == {"recompute": 2 * param_count(cfg) * 2 / 1e9, "swap": 0.0}
+    t = preemption_seconds(sw, cfg, link_gbs=2.0)
+    assert t == {"recompute": 0.0, "swap": 2 * 2 * kv_bytes_per_token(cfg) / 2e9}  # 1 block of 2, out and back
+    assert preemption_seconds(rc, cfg)["recompute"] == 4 * param_count(cfg) / (DEFAULT_GPU.peak_gflops * 1e9)
+    with pytest.raises(ValueError, match=r"link_gbs must be a finite number > 0 and <= 1000000.0, got 0"):
+        preemption_seconds(sw, cfg, link_gbs=0)
+    with pytest.raises(TypeError, match=r"preemption_seconds takes a SimResult from simulate, got dict"):
+        preemption_seconds({}, cfg)
+    with pytest.raises(TypeError, match=r"machine must be a lib.roofline.Machine"):
+        preemption_seconds(rc, cfg, machine="H100")
+
+
+def test_block_size_tradeoff_counts_what_an_allocator_hands_out():
+    lengths = [1, 5, 16, 17, 100]
+    rows = block_size_tradeoff(lengths, [1, 4, 16, 64])
+    for row in rows:
+        alloc = BlockAllocator(200, row.block_size)
+        tables = [BlockTable() for _ in lengths]
+        for t, n in zip(tables, lengths):
+            alloc.reserve(t, n)
+        assert row.table_entries == sum(len(t.blocks) for t in tables) == alloc.n_used
+        assert row.empty_slots == alloc.n_used * row.block_size - sum(lengths)
+        assert row.table_bytes() == 4 * row.table_entries and row.table_bytes(8) == 8 * row.table_entries
+    by_hand = {1: (0, 139), 4: (3 + 3 + 0 + 3 + 0, 1 + 2 + 4 + 5 + 25), 16: (15 + 11 + 0 + 15 + 12, 1 + 1 + 1 + 2 + 7),
+               64: (63 + 59 + 48 + 47 + 28, 1 + 1 + 1 + 1 + 2)}
+    assert {r.block_size: (r.empty_slots, r.table_entries) for r in rows} == by_hand
+    assert rows[0].row() == {"block size": 1, "empty slots": 0, "empty %": 0.0, "table entries": 139,
+                             "entries / sequence": 27.8}
+    assert rows[1].empty_share == 9 / 148
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 3000), min_size=1, max_size=40))
+def test_block_size_tradeoff_trades_waste_for_entries(lengths):
+    rows = block_size_tradeoff(lengths)
+    assert [r.block_size for r in rows] == list(range(1, 65))
+    assert rows[0].empty_slots == 0 and rows[0].table_entries == sum(lengths)
+    for a, b in zip(rows, rows[1:]):
+        assert b.table_entries <= a.table_entries  # bigger blocks: never a longer table
+    for r in rows:
+        assert 0 <= r.empty_slots <= (r.block_size - 1) * len(lengths)  # only last blocks have empty slots
+        assert r.tokens == sum(lengths) and r.slots == r.tokens + r.empty_slots
+
+
+def test_block_size_tradeoff_errors():
+    with pytest.raises(ValueError, match=r"block_size_tradeoff needs at least one sequence length"):
+        block_size_tradeoff([])
+    with pytest.raises(ValueError, match=r"each length must be an integer >= 1, got 0"):
+        block_size_tradeoff([3, 0])
+    with pytest.raises(ValueError, match=r"each block size must be an integer >= 1, got 0"):
+        block_size_tradeoff([3], [0, 4])
+    with pytest.raises(TypeError, match=r"lengths must be a list of positive integers, got int 5"):
+        block_size_tradeoff(5)
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +263,8 @@ def test_simulation_errors():
         simulate(reqs, "paged", kv_tokens=16)
     with pytest.raises(ValueError, match=r"request 0 needs 20 positions, more than max_len=16"):
         simulate(reqs, "paged", max_len=16)
+    with pytest.raises(ValueError, match=r"preemption='evict' is not supported; allowed: recompute, swap"):
+        simulate(reqs, "paged", preemption="evict")
 
 
 # ------------------------------------------------------------------------------------------ real serving
@@ -201,6 +306,31 @@ def test_preemption_recomputes_and_still_gives_the_same_tokens(chat, requests, e
     assert res.prefill_tokens > sum(len(r.prompt) for r in requests)  # recomputation costs prefill work
     assert [r.tokens for r in res.records] == expected
     assert max(res.blocks_used) <= 12
+
+
+@pytest.mark.parametrize("prefix_cache", [False, True])
+def test_swap_and_recompute_give_the_same_tokens_and_count_their_costs(chat, requests, expected, prefix_cache):
+    model, tok = chat
+    kw = dict(max_batch=6, eos_id=tok.eos_id, block_size=4, n_blocks=12, prefix_cache=prefix_cache)
+    rc, sw = (serve(model, requests, "continuous", preemption=p, **kw) for p in PREEMPTIONS)
+    assert [r.tokens for r in rc.records] == [r.tokens for r in sw.records] == expected
+    assert rc.preemption == "recompute" and sw.preemption == "swap"
+    assert rc.preemptions > 0 and sw.preemptions > 0
+    if not prefix_cache:  # the same admissions and preemptions (a swapped request needs the blocks a recomputed
+        #                  one would; with a prefix cache, a recomputation shares cached blocks and needs fewer)...
+        assert rc.preemptions == sw.preemptions and rc.batch_rows == sw.batch_rows and rc.steps == sw.steps
+    # ...and different bills: recomputation prefills again, swapping copies blocks out and back
+    assert rc.recomputed_tokens > 0 and (rc.swapped_out_blocks, rc.swapped_in_blocks, rc.swap_bytes) == (0, 0, 0)
+    assert sw.recomputed_tokens == 0 and sw.swapped_out_blocks == sw.swapped_in_blocks > 0
+    if not prefix_cache:
+        assert rc.prefill_tokens == sw.prefill_tokens + rc.recomputed_tokens
+    pool_block = 2 * model.config.n_layers * model.config.n_kv_heads * 4 * model.config.head_dim * 4  # fp32
+    assert sw.swap_bytes == (sw.swapped_out_blocks + sw.swapped_in_blocks) * pool_block
+    assert 0 < sw.peak_cpu_blocks <= sw.swapped_out_blocks
+    if not prefix_cache:
+        assert sw.prefill_tokens == sum(len(r.prompt) for r in requests)
+    assert rc.preemption_costs()["of them recomputed"] == rc.recomputed_tokens
+    assert sw.preemption_costs()["bytes moved"] == sw.swap_bytes
 
 
 def test_continuous_batching_keeps_the_batch_full(chat, requests):
@@ -248,3 +378,5 @@ def test_serving_errors(chat, requests):
         serve(model, [ServeRequest(0, [1, 5], 32)], block_size=4, n_blocks=5)
     with pytest.raises(ValueError, match=r"max_batch must be an integer >= 1, got 0"):
         serve(model, requests, max_batch=0)
+    with pytest.raises(ValueError, match=r"preemption='evict' is not supported; allowed: recompute, swap"):
+        serve(model, requests, preemption="evict")

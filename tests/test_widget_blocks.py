@@ -85,7 +85,7 @@ def test_text_tier(frames):
     assert "cow 1" in lines[1 + next(f.index for f in frames if f.kind == "cow")]
     fork = next(f for f in frames if f.kind == "fork")
     text = block_tables_text(fork)
-    assert "A1  blocks [0x2]  <s>缓存让" in text and "B   blocks [1, 2]" in text
+    assert "A1  blocks [0 (refcount 2)]  <s>缓存让" in text and "B   blocks [1, 2]" in text  # not "0x2" (hex)
     assert block_tables_text(frames[0]) == "(no sequences)"
 
 

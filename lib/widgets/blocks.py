@@ -245,13 +245,14 @@ def block_color(b: BlockView, colors: dict) -> str:
 
 
 def block_tables_text(frame: PoolFrame) -> str:
-    """Each sequence's block table and text at this moment (the logical -> physical map)."""
+    """Each sequence's block table and text at this moment (the logical -> physical map). A block held by
+    more than one sequence shows its reference count: ``[0 (refcount 2), 5]``."""
     if not frame.tables:
         return "(no sequences)"
     w = max(len(n) for n in frame.tables)
     rows = []
     for n, blocks in frame.tables.items():
-        refs = ["x%d" % frame.blocks[b].refcount if frame.blocks[b].refcount > 1 else "" for b in blocks]
+        refs = [f" (refcount {frame.blocks[b].refcount})" if frame.blocks[b].refcount > 1 else "" for b in blocks]
         shown = ", ".join(f"{b}{r}" for b, r in zip(blocks, refs))
         rows.append(f"{n.ljust(w)}  blocks [{shown}]  {frame.texts[n]}")
     return "\n".join(rows)
