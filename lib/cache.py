@@ -13,6 +13,11 @@ The protocol a forward pass follows (the model never changes for a new kind of c
                                                   # -> every key and value so far (B, n_kv_heads, S, head_dim)
     cache.commit()                                # the new positions count: seq_len grows by T
     (cache.rollback() instead, if the pass failed: the cache is as it was before ``begin``)
+
+The keys ``update`` hands back are positions ``feed.first_key`` .. ``feed.first_key + feed.n_keys - 1``, in
+order, and attention builds its mask from those positions (causal, and with a sliding window only the last W
+positions). A cache that keeps every position starts at 0; a windowed ``KVCache`` (a ring buffer of W slots)
+hands back only the positions this pass's queries can still see.
 """
 from __future__ import annotations
 
@@ -28,17 +33,20 @@ from .config import ModelConfig
 class Feed:
     """Where the tokens of one pass sit, as the cache hands it to attention: ``positions`` (B or 1, T) of the
     fed tokens (in a ragged, right-padded batch a padding slot repeats its row's last real position; its
-    output is thrown away), ``n_keys`` (S, the longest row after the pass) and ``lengths`` (real tokens per
-    row when they differ, else None)."""
+    output is thrown away), ``n_keys`` (S, how many keys ``update`` hands back: the longest row after the
+    pass), ``lengths`` (real tokens per row when they differ, else None) and ``first_key`` (the position of
+    the first key handed back: 0, or where a sliding window's ring buffer starts)."""
 
     positions: torch.Tensor
     n_keys: int
     lengths: list | None = None
+    first_key: int = 0
 
     @classmethod
-    def contiguous(cls, start: int, n_new: int, device) -> "Feed":
-        """Every sequence starts at ``start`` and feeds ``n_new`` tokens."""
-        return cls(torch.arange(start, start + n_new, device=device)[None], start + n_new)
+    def contiguous(cls, start: int, n_new: int, device, first_key: int = 0) -> "Feed":
+        """Every sequence starts at ``start`` and feeds ``n_new`` tokens; the keys are positions first_key.."""
+        return cls(torch.arange(start, start + n_new, device=device)[None], start + n_new - first_key,
+                   first_key=first_key)
 
     @classmethod
     def ragged(cls, starts: list, lengths: list, device) -> "Feed":
@@ -50,13 +58,19 @@ class Feed:
         positions = torch.minimum(start + torch.arange(max(lengths), device=device)[None], last)  # (B, T)
         return cls(positions, max(s + n for s, n in zip(starts, lengths)), list(lengths))
 
-    def mask(self) -> torch.Tensor | None:
-        """(B, 1, T, S) bool for a ragged batch, True where a query may see a key (key j is visible from
-        position p when j <= p); None when the sequences are in step (attention then masks causally itself)."""
-        if self.lengths is None:
+    def mask(self, window: int | None = None) -> torch.Tensor | None:
+        """(B or 1, 1, T, S) bool, True where a query may see a key: the key at position j is visible from
+        position p when j <= p and, with a sliding ``window`` W, when j > p - W (the last W positions, p
+        itself included). None when the sequences are in step and there is no window (attention then
+        masks causally itself)."""
+        if self.lengths is None and window is None:
             return None
-        keys = torch.arange(self.n_keys, device=self.positions.device)
-        return (keys[None, None, :] <= self.positions[:, :, None])[:, None]  # (B, 1, T, S)
+        keys = torch.arange(self.first_key, self.first_key + self.n_keys, device=self.positions.device)  # (S,)
+        p = self.positions[:, :, None]  # (B or 1, T, 1)
+        visible = keys[None, None, :] <= p  # (B or 1, T, S)
+        if window is not None:
+            visible = visible & (keys[None, None, :] > p - window)
+        return visible[:, None]  # (B or 1, 1, T, S)
 
     def last(self, h: torch.Tensor) -> torch.Tensor:
         """(B, T, d) -> (B, 1, d): each sequence's last real position."""
@@ -200,35 +214,87 @@ class CacheBase:
 
 class KVCache(CacheBase):
     """Preallocated cache: K and V tensors of shape (B, n_kv_heads, max_len, head_dim) per layer,
-    allocated once; each step writes its rows in place at positions seq_len .. seq_len + T - 1."""
+    allocated once; each step writes its rows in place at positions seq_len .. seq_len + T - 1.
+
+    For a model with a sliding window W shorter than max_len it is a ring buffer of ``slots`` = W positions:
+    position p lives in slot p % W, so ``nbytes`` stops growing at W positions while ``seq_len`` keeps
+    counting (positions, and with them RoPE or learned positions, go on). ``keys(layer)`` returns the
+    min(seq_len, W) positions it holds in position order (oldest first). A pass hands attention the held
+    keys its queries can see plus its own, and writes its own into the ring at ``commit`` (so a failed pass
+    overwrites nothing)."""
 
     kind = "static"  # its name for generate(cache_kind=...) and Trace.cache_kind
 
     def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None):
         super().__init__(config, batch_size, max_len, device, dtype)
-        checks.cache_memory(self, max_len)
-        self.k = [torch.zeros(self.shape(max_len), dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
+        window = config.sliding_window
+        self.slots = max_len if window is None else min(window, max_len)  # positions it can hold
+        self.ring = self.slots < max_len  # a ring buffer: older positions are overwritten
+        checks.cache_memory(self, self.slots)
+        self.k = [torch.zeros(self.shape(self.slots), dtype=self.dtype, device=self.device)
+                  for _ in range(self.n_layers)]
         self.v = [torch.zeros_like(t) for t in self.k]
+        self._new = {}  # ring: layer -> this pass's (k, v), written at commit
+
+    def begin(self, model, batch_size: int, n_new: int, lengths=None) -> Feed:
+        feed = super().begin(model, batch_size, n_new, lengths)
+        if self.ring:  # the oldest key any query of this pass sees: seq_len - W + 1 (the first query's window)
+            feed = Feed.contiguous(self.seq_len, n_new, self.device, max(0, self.seq_len - self.slots + 1))
+        return feed
 
     def _write(self, layer, k, v):
+        if self.ring:
+            self._new[layer] = (k, v)
+            old_k, old_v = self._held(layer, max(0, self.seq_len - self.slots + 1))
+            return torch.cat([old_k, k], dim=2), torch.cat([old_v, v], dim=2)  # (B, n_kv_heads, S, head_dim)
         start, end = self.seq_len, self.seq_len + k.shape[2]
         self.k[layer][:, :, start:end] = k  # write in place: nothing else moves
         self.v[layer][:, :, start:end] = v
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # views, no copy
 
+    def _held(self, layer, first):
+        """Ring: the held positions first .. seq_len - 1, in position order (a gather: a copy)."""
+        slots = torch.arange(first, self.seq_len, device=self.device) % self.slots
+        return self.k[layer][:, :, slots], self.v[layer][:, :, slots]
+
+    def commit(self):
+        for layer, (k, v) in self._new.items():  # ring: the last W fed positions go to slots p % W
+            end = self.seq_len + k.shape[2]
+            slots = torch.arange(max(self.seq_len, end - self.slots), end, device=self.device) % self.slots
+            self.k[layer][:, :, slots] = k[:, :, k.shape[2] - len(slots):]
+            self.v[layer][:, :, slots] = v[:, :, v.shape[2] - len(slots):]
+        self._new = {}
+        super().commit()
+
     def kv(self, layer):
+        if self.ring:
+            return self._held(layer, max(0, self.seq_len - self.slots))
         return self.k[layer][:, :, :self.seq_len], self.v[layer][:, :, :self.seq_len]
 
     def _crop(self, seq_len):
-        pass  # positions past seq_len are simply overwritten by the next write
+        self._new = {}  # positions past seq_len are simply overwritten by the next write
+        if self.ring and 0 < seq_len < self.seq_len and self.seq_len > self.slots:
+            raise ValueError(
+                f"this sliding-window cache holds only positions {self.seq_len - self.slots}..{self.seq_len - 1} "
+                f"(a ring of {self.slots}): the ones before them are overwritten, so it cannot go back to "
+                f"seq_len={seq_len}; crop to 0 (empty) or keep seq_len={self.seq_len}")
+
+    def select(self, rows) -> "KVCache":
+        if not self.ring:
+            return super().select(rows)
+        index = torch.tensor(self._check_rows(rows), device=self.device)
+        out = type(self)(self.config, len(index), self.max_len, device=self.device, dtype=self.dtype)
+        out.k, out.v = [t[index] for t in self.k], [t[index] for t in self.v]  # the rings, copied slot for slot
+        out.seq_len = self.seq_len
+        return out
 
     @property
     def used_bytes(self) -> int:
-        """Bytes holding real tokens so far (seq_len of max_len positions); ``nbytes`` is reserved up front."""
-        return self.nbytes * self.seq_len // self.max_len
+        """Bytes holding real tokens so far (min(seq_len, slots) of its slots); ``nbytes`` is reserved up front."""
+        return self.nbytes * min(self.seq_len, self.slots) // self.slots
 
     def reset(self):
         """Forget every token (the memory stays allocated, ready for the next request)."""
-        self.seq_len, self._pending = 0, 0
+        self.seq_len, self._pending, self._new = 0, 0, {}
         for t in self.k + self.v:
             t.zero_()

@@ -275,7 +275,7 @@ class MiniTransformer(nn.Module):
                 rope = rope_tables(self.config.head_dim, feed.positions, self.config.rope_theta)
             if record is not None and record.capture:
                 record.tensors["embedding"] = h.detach()
-            mask = feed.mask()  # (B or 1, 1, T, S) or None
+            mask = feed.mask(self.config.sliding_window)  # (B or 1, 1, T, S) or None
             for block in self.blocks:
                 h = block(h, rope, mask, cache, record, packed)
         except BaseException:
@@ -284,6 +284,8 @@ class MiniTransformer(nn.Module):
             raise
         if cache is not None:
             cache.commit()
+        if record is not None and feed.first_key:  # a ring's keys start later: weights over positions 0..
+            record.attention = {l: F.pad(a, (feed.first_key, 0)) for l, a in record.attention.items()}
         if last_only:
             h = feed.last(h)  # (B, 1, d_model)
         head = self.lm_head if packed is None else packed.lm_head
