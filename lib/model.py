@@ -284,8 +284,9 @@ class MiniTransformer(nn.Module):
             raise
         if cache is not None:
             cache.commit()
-        if record is not None and feed.first_key:  # a ring's keys start later: weights over positions 0..
-            record.attention = {l: F.pad(a, (feed.first_key, 0)) for l, a in record.attention.items()}
+        if record is not None and feed.key_positions is not None:  # a ring's keys: weights over positions 0..
+            record.attention = {l: a.new_zeros(*a.shape[:-1], int(feed.key_positions[-1]) + 1)
+                                .index_copy_(-1, feed.key_positions, a) for l, a in record.attention.items()}
         if last_only:
             h = feed.last(h)  # (B, 1, d_model)
         head = self.lm_head if packed is None else packed.lm_head
