@@ -23,6 +23,7 @@ from .hf import from_hf
 from .model import ForwardRecord, MiniTransformer
 from .paged import PagedKVCache, PagedKVPool
 from .sampling import filter_logits
+from .sinks import sink_share, streaming_drift
 from .speculative import SpeculativeResult, speculative_generate
 from .tokenizer import CharTokenizer, UnknownCharacterError
 from .trace import Trace, TraceStep
@@ -32,4 +33,5 @@ __all__ = [
     "generate", "GenerationResult", "filter_logits", "Trace", "TraceStep", "CharTokenizer", "UnknownCharacterError",
     "load_demo", "load_checkpoint", "save_checkpoint", "DEMOS", "FastDecoder", "from_hf", "speculative_generate",
     "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
+    "sink_share", "streaming_drift",
 ]

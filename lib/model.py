@@ -129,7 +129,8 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             weights = None
         else:
-            # 4. written out: scores, mask (a query sees only keys at its position or before), softmax, weighted sum
+            # 4. written out: scores, mask (a query sees only keys at its position or before; with a sliding
+            #    window only the last W), softmax, weighted sum
             scores = (q @ keys.transpose(-2, -1)) / math.sqrt(hd)  # (B, n_heads, T, S)
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
