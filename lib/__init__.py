@@ -25,6 +25,7 @@ from .hf import from_hf
 from .model import ForwardRecord, MiniTransformer
 from .paged import PagedKVCache, PagedKVPool
 from .sampling import filter_logits
+from .sinks import sink_share, streaming_drift
 from .speculative import SpeculativeResult, speculative_generate
 from .tokenizer import CharTokenizer, UnknownCharacterError
 from .trace import Trace, TraceStep
@@ -37,4 +38,5 @@ __all__ = [
     "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
     "flash_attention",
     "kv_capacity",
+    "sink_share", "streaming_drift",
 ]

@@ -13,6 +13,11 @@ The protocol a forward pass follows (the model never changes for a new kind of c
                                                   # -> every key and value so far (B, n_kv_heads, S, head_dim)
     cache.commit()                                # the new positions count: seq_len grows by T
     (cache.rollback() instead, if the pass failed: the cache is as it was before ``begin``)
+
+The keys ``update`` hands back sit at positions ``feed.key_positions`` (None: 0, 1, 2, ...), and attention
+builds its mask from those positions: causal, and with a sliding window only the last W positions. A cache
+that keeps every position hands back 0..S-1; a windowed ``KVCache`` (a ring buffer of W slots) only the
+positions this pass's queries can still see (and, with attention sinks, the first few).
 """
 from __future__ import annotations
 
@@ -28,12 +33,18 @@ from .config import ModelConfig
 class Feed:
     """Where the tokens of one pass sit, as the cache hands it to attention: ``positions`` (B or 1, T) of the
     fed tokens (in a ragged, right-padded batch a padding slot repeats its row's last real position; its
-    output is thrown away), ``n_keys`` (S, the longest row after the pass) and ``lengths`` (real tokens per
-    row when they differ, else None)."""
+    output is thrown away), ``n_keys`` (S, how many keys ``update`` hands back: the longest row after the
+    pass), ``lengths`` (real tokens per row when they differ, else None); a cache that keeps only some
+    positions also says which: ``key_positions`` (S,) of the keys it hands back (None: 0..S-1), and the
+    ``window`` and ``sinks`` it keeps (each query then sees the first ``sinks`` positions and the last
+    ``window - sinks``)."""
 
     positions: torch.Tensor
     n_keys: int
     lengths: list | None = None
+    key_positions: torch.Tensor | None = None
+    window: int | None = None
+    sinks: int = 0
 
     @classmethod
     def contiguous(cls, start: int, n_new: int, device) -> "Feed":
@@ -50,13 +61,23 @@ class Feed:
         positions = torch.minimum(start + torch.arange(max(lengths), device=device)[None], last)  # (B, T)
         return cls(positions, max(s + n for s, n in zip(starts, lengths)), list(lengths))
 
-    def mask(self) -> torch.Tensor | None:
-        """(B, 1, T, S) bool for a ragged batch, True where a query may see a key (key j is visible from
-        position p when j <= p); None when the sequences are in step (attention then masks causally itself)."""
-        if self.lengths is None:
+    def mask(self, window: int | None = None) -> torch.Tensor | None:
+        """(B or 1, 1, T, S) bool, True where a query may see a key: the key at position j is visible from
+        position p when j <= p and, with a sliding window W (the model's ``window`` or the cache's, the
+        smaller), when j > p - W (the last W positions, p itself included) or j < sinks. None when the
+        sequences are in step and nothing is windowed (attention then masks causally itself)."""
+        windows = [w for w in (window, self.window) if w is not None]
+        if self.lengths is None and not windows:
             return None
-        keys = torch.arange(self.n_keys, device=self.positions.device)
-        return (keys[None, None, :] <= self.positions[:, :, None])[:, None]  # (B, 1, T, S)
+        keys = self.key_positions
+        if keys is None:
+            keys = torch.arange(self.n_keys, device=self.positions.device)  # (S,)
+        p = self.positions[:, :, None]  # (B or 1, T, 1)
+        visible = keys[None, None, :] <= p  # (B or 1, T, S)
+        if windows:
+            recent = keys[None, None, :] > p - (min(windows) - self.sinks)
+            visible = visible & (recent | (keys[None, None, :] < self.sinks))
+        return visible[:, None]  # (B or 1, 1, T, S)
 
     def last(self, h: torch.Tensor) -> torch.Tensor:
         """(B, T, d) -> (B, 1, d): each sequence's last real position."""
@@ -200,35 +221,108 @@ class CacheBase:
 
 class KVCache(CacheBase):
     """Preallocated cache: K and V tensors of shape (B, n_kv_heads, max_len, head_dim) per layer,
-    allocated once; each step writes its rows in place at positions seq_len .. seq_len + T - 1."""
+    allocated once; each step writes its rows in place at positions seq_len .. seq_len + T - 1.
+
+    With a sliding window W shorter than max_len (the model's ``config.sliding_window``, or ``window=``
+    given here: then the cache, not the model, limits what a query sees) it is a ring buffer of ``slots`` =
+    W positions: position p lives in slot p % W, so ``nbytes`` stops growing at W positions while
+    ``seq_len`` keeps counting (positions, and with them RoPE or learned positions, go on; lib never
+    re-numbers them). ``sinks=n`` (StreamingLLM's attention sinks) keeps positions 0..n-1 for good and rings
+    the last W - n. ``keys(layer)`` returns the positions it holds in position order (``held_positions()``).
+    A pass hands attention the held keys its queries can see plus its own, and writes its own into the ring
+    at ``commit`` (so a failed pass overwrites nothing)."""
 
     kind = "static"  # its name for generate(cache_kind=...) and Trace.cache_kind
 
-    def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None):
+    def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None, *,
+                 window: int | None = None, sinks: int = 0):
         super().__init__(config, batch_size, max_len, device, dtype)
-        checks.cache_memory(self, max_len)
-        self.k = [torch.zeros(self.shape(max_len), dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
+        self.window, self.sinks = checks.cache_window(window, sinks, config.sliding_window)
+        self.slots = max_len if self.window is None else min(self.window, max_len)  # positions it can hold
+        self.ring = self.slots < max_len  # a ring buffer: older positions are overwritten
+        checks.cache_memory(self, self.slots)
+        self.k = [torch.zeros(self.shape(self.slots), dtype=self.dtype, device=self.device)
+                  for _ in range(self.n_layers)]
         self.v = [torch.zeros_like(t) for t in self.k]
+        self._new = {}  # ring: layer -> this pass's (k, v), written at commit
+
+    def begin(self, model, batch_size: int, n_new: int, lengths=None) -> Feed:
+        feed = super().begin(model, batch_size, n_new, lengths)
+        if self.window is not None:  # the cache limits what a query sees (a ring: also which keys it hands back)
+            feed.window, feed.sinks = self.window, self.sinks
+        if self.ring:  # the sinks, and the oldest recent key any query of this pass sees (the first query's)
+            new = torch.arange(self.seq_len, self.seq_len + n_new, device=self.device)
+            feed.key_positions = torch.cat([self.held_positions(self.seq_len - self.slots + self.sinks + 1), new])  # (S,)
+            feed.n_keys = len(feed.key_positions)
+        return feed
+
+    def held_positions(self, first: int | None = None) -> torch.Tensor:
+        """The positions the cache holds, in order (the sinks, then from ``first`` on; None: all it holds)."""
+        if not self.ring:
+            return torch.arange(self.seq_len, device=self.device)
+        first = max(0, self.seq_len - self.slots + self.sinks if first is None else first)
+        return torch.cat([torch.arange(min(self.sinks, self.seq_len), device=self.device),
+                          torch.arange(min(max(first, self.sinks), self.seq_len), self.seq_len, device=self.device)])
+
+    def slot(self, positions: torch.Tensor) -> torch.Tensor:
+        """Where positions live: p itself, or in a ring a sink's own slot and then p's turn in the ring."""
+        if not self.ring:
+            return positions
+        return torch.where(positions < self.sinks, positions,
+                           self.sinks + (positions - self.sinks) % (self.slots - self.sinks))
 
     def _write(self, layer, k, v):
+        if self.ring:
+            self._new[layer] = (k, v)
+            slots = self.slot(self.held_positions(self.seq_len - self.slots + self.sinks + 1))  # a gather: a copy
+            return (torch.cat([self.k[layer][:, :, slots], k], dim=2),  # (B, n_kv_heads, S, head_dim)
+                    torch.cat([self.v[layer][:, :, slots], v], dim=2))
         start, end = self.seq_len, self.seq_len + k.shape[2]
         self.k[layer][:, :, start:end] = k  # write in place: nothing else moves
         self.v[layer][:, :, start:end] = v
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # views, no copy
 
+    def commit(self):
+        for layer, (k, v) in self._new.items():  # ring: the fed positions that stay (sinks, the last ones)
+            end = self.seq_len + k.shape[2]
+            new = torch.arange(self.seq_len, end, device=self.device)
+            stays = (new < self.sinks) | (new >= end - (self.slots - self.sinks))
+            self.k[layer][:, :, self.slot(new[stays])] = k[:, :, stays]
+            self.v[layer][:, :, self.slot(new[stays])] = v[:, :, stays]
+        self._new = {}
+        super().commit()
+
     def kv(self, layer):
+        if self.ring:
+            slots = self.slot(self.held_positions())
+            return self.k[layer][:, :, slots], self.v[layer][:, :, slots]
         return self.k[layer][:, :, :self.seq_len], self.v[layer][:, :, :self.seq_len]
 
     def _crop(self, seq_len):
-        pass  # positions past seq_len are simply overwritten by the next write
+        self._new = {}  # positions past seq_len are simply overwritten by the next write
+        if self.ring and 0 < seq_len < self.seq_len and self.seq_len > self.slots:
+            raise ValueError(
+                f"this sliding-window cache holds only {self.slots} of its {self.seq_len} positions (a ring): "
+                f"the others are overwritten, so it cannot go back to seq_len={seq_len}; crop to 0 (empty) or "
+                f"keep seq_len={self.seq_len}")
+
+    def select(self, rows) -> "KVCache":
+        if not self.ring:
+            return super().select(rows)
+        index = torch.tensor(self._check_rows(rows), device=self.device)
+        out = type(self)(self.config, len(index), self.max_len, device=self.device, dtype=self.dtype,
+                         window=self.window, sinks=self.sinks)
+        out.k, out.v = [t[index] for t in self.k], [t[index] for t in self.v]  # the rings, copied slot for slot
+        out.seq_len = self.seq_len
+        return out
 
     @property
     def used_bytes(self) -> int:
-        """Bytes holding real tokens so far (seq_len of max_len positions); ``nbytes`` is reserved up front."""
-        return self.nbytes * self.seq_len // self.max_len
+        """Bytes holding real tokens so far (min(seq_len, slots) of its slots); ``nbytes`` is reserved up front."""
+        return self.nbytes * min(self.seq_len, self.slots) // self.slots
 
     def reset(self):
         """Forget every token (the memory stays allocated, ready for the next request)."""
-        self.seq_len, self._pending = 0, 0
+        self.seq_len, self._pending, self._new = 0, 0, {}
         for t in self.k + self.v:
             t.zero_()

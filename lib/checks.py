@@ -320,6 +320,26 @@ def cache_memory(cache, n_positions: int, copies: int = 1) -> None:
                    cache.device, what)
 
 
+def cache_window(window, sinks, model_window) -> tuple:
+    """A KV cache's ``window`` (None: the model's ``sliding_window``) and ``sinks`` (StreamingLLM's first
+    positions kept for good), checked -> (window or None, sinks)."""
+    if window is None:
+        window = model_window
+    else:
+        window = integer(window, "window", 1, model_window, allowed=(
+            "None (the model's sliding_window) or an integer >= 1" + (
+                f" and <= the model's sliding_window={model_window} (it never looks further back)"
+                if model_window is not None else "")))
+    sinks = integer(sinks, "sinks", 0)
+    if sinks and window is None:
+        raise ValueError(f"sinks={sinks} needs a window: a cache that keeps every position has nothing to keep "
+                         "them from; give window=... (the positions kept, sinks included)")
+    if window is not None and sinks >= window:
+        raise ValueError(f"sinks must be from 0 to window - 1 = {window - 1} (at least one recent position, the "
+                         f"query's own, must fit), got sinks={sinks} with window={window}")
+    return window, sinks
+
+
 def loop_args(model, input_ids, max_new_tokens, use_cache, cache, trace, trace_levels, num_samples, pad_id, eos_id,
               trace_top_k):
     """The rest of generate()'s arguments, checked -> (num_samples, the padding id)."""

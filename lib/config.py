@@ -21,6 +21,8 @@ class ModelConfig:
     ``n_kv_heads=None`` means ``n_heads`` (multi-head attention); fewer key/value heads than query heads
     gives grouped-query attention (GQA), exactly one gives multi-query attention (MQA).
     ``head_dim`` defaults to ``d_model // n_heads``; ``d_ff`` defaults to ``4 * d_model``.
+    ``sliding_window=W`` lets each query see only the last W positions, itself included (Mistral); a
+    ``KVCache`` for it then keeps only W positions per layer (a ring buffer). None: every earlier position.
     """
 
     vocab_size: int
@@ -40,6 +42,7 @@ class ModelConfig:
     tie_embeddings: bool = True  # lm_head shares the token-embedding matrix
     head_dim: int | None = None
     attn_impl: str = "manual"  # "manual" (written out, weights visible) or "sdpa" (fused fast path)
+    sliding_window: int | None = None  # each query sees the last W positions (None: all earlier ones)
 
     def __post_init__(self):
         def fill(name, value):  # a default that depends on other fields (the dataclass is frozen)
@@ -72,6 +75,9 @@ class ModelConfig:
         fill("qkv_bias", self.bias if self.qkv_bias is None else self.qkv_bias)
         for name in ("bias", "qkv_bias", "tie_embeddings"):
             checks.flag(getattr(self, name), f"ModelConfig.{name}")
+        if self.sliding_window is not None:
+            fill("sliding_window", checks.integer(self.sliding_window, "ModelConfig.sliding_window", 1, allowed=(
+                "None (every earlier position) or an integer >= 1 (the positions a query sees, itself included)")))
 
     @property
     def n_rep(self) -> int:

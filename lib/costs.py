@@ -281,9 +281,14 @@ def kv_cache_bytes(config, n_tokens: int, batch_size: int = 1, dtype=torch.float
     """KV-cache bytes for ``batch_size`` sequences of ``n_tokens`` each: per-token bytes × n_tokens × batch.
 
     The cache grows linearly in both context length and batch size, and does not depend on d_ff or vocab.
+    A config with a ``sliding_window`` W keeps at most W tokens per sequence (a ring buffer, as
+    ``lib.KVCache`` does): past W tokens the bytes stop growing.
     """
     values = kv_values_per_token(config)
     n_tokens = check_count(n_tokens, "n_tokens")
+    window = getattr(model_config(config, allow_mla=True), "sliding_window", None)
+    if window is not None:
+        n_tokens = min(n_tokens, window)
     batch_size = check_count(batch_size, "batch_size")
     return _bytes(values * n_tokens * batch_size, dtype)
 

@@ -129,7 +129,8 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             weights = None
         else:
-            # 4. written out: scores, mask (a query sees only keys at its position or before), softmax, weighted sum
+            # 4. written out: scores, mask (a query sees only keys at its position or before; with a sliding
+            #    window only the last W), softmax, weighted sum
             scores = (q @ keys.transpose(-2, -1)) / math.sqrt(hd)  # (B, n_heads, T, S)
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
@@ -275,7 +276,7 @@ class MiniTransformer(nn.Module):
                 rope = rope_tables(self.config.head_dim, feed.positions, self.config.rope_theta)
             if record is not None and record.capture:
                 record.tensors["embedding"] = h.detach()
-            mask = feed.mask()  # (B or 1, 1, T, S) or None
+            mask = feed.mask(self.config.sliding_window)  # (B or 1, 1, T, S) or None
             for block in self.blocks:
                 h = block(h, rope, mask, cache, record, packed)
         except BaseException:
@@ -284,6 +285,9 @@ class MiniTransformer(nn.Module):
             raise
         if cache is not None:
             cache.commit()
+        if record is not None and feed.key_positions is not None:  # a ring's keys: weights over positions 0..
+            record.attention = {l: a.new_zeros(*a.shape[:-1], int(feed.key_positions[-1]) + 1)
+                                .index_copy_(-1, feed.key_positions, a) for l, a in record.attention.items()}
         if last_only:
             h = feed.last(h)  # (B, 1, d_model)
         head = self.lm_head if packed is None else packed.lm_head
