@@ -22,6 +22,7 @@ from .generate import GenerationResult, generate
 from .hf import from_hf
 from .model import ForwardRecord, MiniTransformer
 from .paged import PagedKVCache, PagedKVPool
+from .quant import QuantizedKVCache
 from .sampling import filter_logits
 from .speculative import SpeculativeResult, speculative_generate
 from .tokenizer import CharTokenizer, UnknownCharacterError
@@ -32,4 +33,5 @@ __all__ = [
     "generate", "GenerationResult", "filter_logits", "Trace", "TraceStep", "CharTokenizer", "UnknownCharacterError",
     "load_demo", "load_checkpoint", "save_checkpoint", "DEMOS", "FastDecoder", "from_hf", "speculative_generate",
     "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
+    "QuantizedKVCache",
 ]
