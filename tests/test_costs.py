@@ -270,13 +270,20 @@ def test_kv_known_figures():
     assert kv_bytes_per_token(PRESETS["gpt2"]) == 36_864
 
 
+def test_memory_crossover_with_a_cache_in_another_format():
+    w = weight_bytes("llama-2-7b", "fp16")
+    assert kv_memory_crossover_tokens("llama-2-7b", "fp16", kv_dtype="int8") == w / (256 * 1024)
+    assert kv_memory_crossover_tokens("llama-2-7b", "fp16", kv_dtype=None) == kv_memory_crossover_tokens("llama-2-7b")
+
+
 def test_mla():
     v3 = MLA_PRESETS["deepseek-v3"]
     assert v3.cached_values_per_layer == 512 + 64
     assert kv_bytes_per_token(v3, torch.bfloat16) == 61 * 576 * 2 == 70_272
     assert kv_bytes_per_token(MLA_PRESETS["deepseek-v2"], "bf16") == 60 * 576 * 2 == 69_120
     assert kv_cache_bytes(v3, 1000, 3, "bf16") == 70_272 * 3000
-    assert v3.mha_values_per_layer == 128 * (128 + 64 + 128)  # ~71x what MLA caches
+    assert v3.mha_values_per_layer == 2 * 128 * 128  # DeepSeek-V2's baseline: MHA with d_h = 128
+    assert round(v3.mha_values_per_layer / v3.cached_values_per_layer, 1) == 56.9  # "about 57x", not 71x
     with pytest.raises(ValueError, match=r"MLAConfig.kv_lora_rank must be a positive integer \(>= 1\), got 0"):
         MLAConfig(n_layers=1, kv_lora_rank=0, qk_rope_head_dim=64)
     with pytest.raises(TypeError, match=r"an MLAConfig describes only the KV cache .* so it works with "
