@@ -191,3 +191,21 @@ def test_measure_on_chat_bytes_error_and_agreement():
     assert 0 < m.max_logit_error < m.min_top2_gap / 2  # far from flipping any greedy choice
     with pytest.raises(ValueError, match=r"the model must be in fp32, not torch.bfloat16"):
         measure(model.to(torch.bfloat16), tok, ["<s>"])
+
+
+# ------------------------------------------------------------------------------------- the exercises
+
+def test_the_exercises_solution_is_lib_quantize_and_wrong_tries_get_told_what_is_wrong():
+    import lib.exercises as ex
+    from lib.exercises.quant import quantize_int8_solution
+    x = torch.randn(2, 3, 5, 16)
+    for got, want in zip(quantize_int8_solution(x), quantize(x)):
+        assert torch.equal(got, want)
+    no_keepdim = lambda x: (torch.round(x / (x.abs().amax(-1) / 127)[..., None]).to(torch.int8), x.abs().amax(-1) / 127)
+    assert "kept as a last dimension of size 1" in ex.check("int8_quantize", no_keepdim, quiet=True).message
+    by_128 = lambda x: quantize_int8_solution(x * 127 / 128)  # scales over 128: a different grid
+    assert "the scales are off" in ex.check("int8_quantize", by_128, quiet=True).message
+    floor = lambda x: (torch.trunc(x / quantize(x)[1].clamp_min(1e-30)).to(torch.int8), quantize(x)[1])
+    assert "rounded the wrong way" in ex.check("int8_quantize", floor, quiet=True).message
+    n_heads = lambda c, n, b, p: 2 * c.n_layers * c.n_heads * c.head_dim * p * n * b
+    assert "case 2 of 5 (chat-gqa" in ex.check("kv_bytes", n_heads, quiet=True).message
