@@ -209,3 +209,23 @@ def test_the_exercises_solution_is_lib_quantize_and_wrong_tries_get_told_what_is
     assert "rounded the wrong way" in ex.check("int8_quantize", floor, quiet=True).message
     n_heads = lambda c, n, b, p: 2 * c.n_layers * c.n_heads * c.head_dim * p * n * b
     assert "case 2 of 5 (chat-gqa" in ex.check("kv_bytes", n_heads, quiet=True).message
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(variant=st.sampled_from(list(VARIANTS)), batch=st.integers(1, 3), length=st.integers(1, 12),
+       cut=st.integers(1, 12), seed=st.integers(0, 1000))
+def test_property_any_split_of_the_feed_gives_the_one_pass_logits(variant, batch, length, cut, seed):
+    """Against its reference (the same cache fed everything at once): any prefill length, then one token at a
+    time, gives the same logits; layer 0 holds exactly the fp32 keys quantized."""
+    model = make_model(seed % 3, **VARIANTS[variant])
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (batch, length), generator=g)
+    cut = min(cut, length)
+    with torch.no_grad():
+        whole = model(ids, cache=QuantizedKVCache(model.config, batch, length))
+        cache = QuantizedKVCache(model.config, batch, length)
+        parts = [model(ids[:, :cut], cache=cache)] + [model(ids[:, t:t + 1], cache=cache) for t in range(cut, length)]
+        ref = lib.KVCache(model.config, batch, length)
+        model(ids, cache=ref)
+    assert cache.seq_len == length and torch.allclose(torch.cat(parts, dim=1), whole, atol=1e-5)
+    assert torch.allclose(cache.keys(0), dequantize(*quantize(ref.keys(0))), atol=1e-6)
