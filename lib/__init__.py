@@ -24,6 +24,7 @@ from .generate import GenerationResult, generate
 from .hf import from_hf
 from .model import ForwardRecord, MiniTransformer
 from .paged import PagedKVCache, PagedKVPool
+from .quant import QuantizedKVCache
 from .sampling import filter_logits
 from .sinks import sink_share, streaming_drift
 from .speculative import SpeculativeResult, speculative_generate
@@ -39,4 +40,5 @@ __all__ = [
     "flash_attention",
     "kv_capacity",
     "sink_share", "streaming_drift",
+    "QuantizedKVCache",
 ]

@@ -87,8 +87,10 @@ class MLAConfig:
     """The cache-relevant shape of multi-head latent attention (DeepSeek-V2/V3).
 
     Instead of per-head K and V, each layer caches one compressed latent vector of ``kv_lora_rank``
-    values plus one shared rotary key of ``qk_rope_head_dim`` values per token; K and V for all heads are
-    re-expanded from the latent. Only the cache is modelled here, not the parameters.
+    values plus one shared rotary key of ``qk_rope_head_dim`` values per token. Per-head K and V are never
+    rebuilt at inference: the up-projections from the latent to keys and to values are absorbed into the
+    query and output projections, so attention scores and mixes are computed against the latent itself.
+    Only the cache is modelled here, not the parameters.
     """
 
     n_layers: int
@@ -111,8 +113,11 @@ class MLAConfig:
 
     @property
     def mha_values_per_layer(self) -> int:
-        """What full per-head K (nope + rope dims) and V would cache instead, for comparison."""
-        return self.n_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim)
+        """The baseline of DeepSeek-V2's own comparison: MHA with the same heads and its per-head dimension
+        d_h (``qk_nope_head_dim``, 128) caches 2 × n_heads × d_h values per token and layer (32,768), about 57x
+        what MLA caches. (Counting MLA's decoupled 64 rotary dimensions into every key, 192 + 128 per head, would
+        give 71x: that is MLA's own key layout uncompressed, not MHA of the same model.)"""
+        return 2 * self.n_heads * self.qk_nope_head_dim
 
 
 # ----------------------------------------------------------------------------------------------- presets
@@ -461,10 +466,11 @@ def forward_flops(config, n_new: int, n_past: int = 0, last_only: bool = False) 
 
 # ---------------------------------------------------------------------------- KV cache vs the weights
 
-def kv_memory_crossover_tokens(model, dtype=torch.float16) -> float:
+def kv_memory_crossover_tokens(model, dtype=torch.float16, kv_dtype=None) -> float:
     """**KV cache memory = weight memory** at this many cached tokens, summed over the batch (batch × context):
-    ``weight_bytes / kv_bytes_per_token``. About 25,705 for Llama-2-7B."""
-    return weight_bytes(model, dtype) / kv_bytes_per_token(model_config(model), dtype)
+    ``weight_bytes / kv_bytes_per_token``. About 25,705 for Llama-2-7B. ``kv_dtype``: the cache's number
+    format when it differs from the weights' (None: ``dtype``)."""
+    return weight_bytes(model, dtype) / kv_bytes_per_token(model_config(model), dtype if kv_dtype is None else kv_dtype)
 
 
 def kv_read_crossover_tokens(model, dtype=torch.float16) -> float:

@@ -25,6 +25,7 @@ DEMOS = {
     "chat": "the main demo: 4 layers, d_model 64, 4 heads; <s> -> 人工智能<eos>, <s>深 -> 度学习<eos>",
     "draft": "a 1-layer, d_model 32 sibling on the same vocabulary, the draft for speculative decoding",
     "tiny": "the worked case: 2 layers, hidden size 4, one head; <s> -> 深度学习<eos>",
+    "chat-gqa": "chat's shape with grouped-query attention: 4 query heads share 2 K/V heads (half chat's KV cache)",
 }
 
 
@@ -97,7 +98,7 @@ def load_checkpoint(path, device=None, dtype=None):
 
 
 def load_demo(name: str = "chat", device=None, dtype=None):
-    """A shipped demo model -> (model, tokenizer). ``name``: "chat", "draft" or "tiny" (see ``DEMOS``)."""
+    """A shipped demo model -> (model, tokenizer). ``name``: "chat", "draft", "tiny" or "chat-gqa" (see ``DEMOS``)."""
     path = demo_path(name)
     if not path.is_file():
         raise FileNotFoundError(f"the demo weights {path} are missing; rebuild them with `python -m lib.train {name}`")

@@ -1,4 +1,4 @@
-"""Train the shipped demo models: ``python -m lib.train [chat|draft|tiny|all]``.
+"""Train the shipped demo models: ``python -m lib.train [chat|draft|tiny|chat-gqa|all]``.
 
 Training is next-token prediction on ``assets/corpus.txt`` (``lib.corpus``: each line is one sample, ``<s>`` +
 line + ``<eos>``), full batch, AdamW, a fixed seed, one CPU thread and deterministic kernels, so the same command
@@ -48,6 +48,9 @@ SPECS = {
                       lines=None, steps=600, lr=5e-3, expect=EXPECT_CHAT),
     "tiny": DemoSpec(config=dict(n_layers=2, d_model=4, n_heads=1, d_ff=16, max_seq_len=16, tie_embeddings=False),
                      lines=["深度学习"], steps=800, lr=2e-2, expect={"<s>": "深度学习<eos>"}),
+    # chat's shape with grouped-query attention: 4 query heads share 2 K/V heads, so half of chat's cache
+    "chat-gqa": DemoSpec(config=dict(n_layers=4, d_model=64, n_heads=4, n_kv_heads=2, max_seq_len=64),
+                    lines=None, steps=600, lr=3e-3, expect=EXPECT_CHAT),
 }
 
 

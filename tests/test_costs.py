@@ -270,13 +270,20 @@ def test_kv_known_figures():
     assert kv_bytes_per_token(PRESETS["gpt2"]) == 36_864
 
 
+def test_memory_crossover_with_a_cache_in_another_format():
+    w = weight_bytes("llama-2-7b", "fp16")
+    assert kv_memory_crossover_tokens("llama-2-7b", "fp16", kv_dtype="int8") == w / (256 * 1024)
+    assert kv_memory_crossover_tokens("llama-2-7b", "fp16", kv_dtype=None) == kv_memory_crossover_tokens("llama-2-7b")
+
+
 def test_mla():
     v3 = MLA_PRESETS["deepseek-v3"]
     assert v3.cached_values_per_layer == 512 + 64
     assert kv_bytes_per_token(v3, torch.bfloat16) == 61 * 576 * 2 == 70_272
     assert kv_bytes_per_token(MLA_PRESETS["deepseek-v2"], "bf16") == 60 * 576 * 2 == 69_120
     assert kv_cache_bytes(v3, 1000, 3, "bf16") == 70_272 * 3000
-    assert v3.mha_values_per_layer == 128 * (128 + 64 + 128)  # ~71x what MLA caches
+    assert v3.mha_values_per_layer == 2 * 128 * 128  # DeepSeek-V2's baseline: MHA with d_h = 128
+    assert round(v3.mha_values_per_layer / v3.cached_values_per_layer, 1) == 56.9  # "about 57x", not 71x
     with pytest.raises(ValueError, match=r"MLAConfig.kv_lora_rank must be a positive integer \(>= 1\), got 0"):
         MLAConfig(n_layers=1, kv_lora_rank=0, qk_rope_head_dim=64)
     with pytest.raises(TypeError, match=r"an MLAConfig describes only the KV cache .* so it works with "
@@ -335,7 +342,7 @@ COST_FUNCTIONS = [param_count, weight_bytes, streamed_weight_bytes, kv_bytes_per
 @pytest.mark.parametrize("fn", COST_FUNCTIONS)
 @pytest.mark.parametrize("bad", [None, {"vocab_size": 10}, 7])
 def test_non_config_rejected(fn, bad):
-    with pytest.raises(TypeError, match=r"model must be a lib.ModelConfig or a name \(chat, draft, tiny, gpt2, "
+    with pytest.raises(TypeError, match=r"model must be a lib.ModelConfig or a name \(chat, draft, tiny, chat-gqa, gpt2, "
                                         rf".*\), got {type(bad).__name__}"):
         fn(bad)
 
@@ -344,7 +351,7 @@ def test_non_config_rejected(fn, bad):
 def test_every_cost_function_takes_a_name(fn):
     assert fn("llama-2-7b") == fn(PRESETS["llama-2-7b"]) and fn("tiny") == fn(demo_config("tiny"))
     with pytest.raises(ValueError, match=r"unknown model 'llama-9b'; allowed: a lib.ModelConfig or one of: chat, "
-                                         r"draft, tiny, gpt2, gpt2-medium, llama-2-7b"):
+                                         r"draft, tiny, chat-gqa, gpt2, gpt2-medium, llama-2-7b"):
         fn("llama-9b")
 
 
@@ -572,7 +579,7 @@ def test_describe():
 # ------------------------------------------------------------------------------------ the model resolver
 
 def test_resolver_names_and_configs():
-    assert MODEL_NAMES == (*DEMOS, *PRESETS) == ("chat", "draft", "tiny", *PRESETS)
+    assert MODEL_NAMES == (*DEMOS, *PRESETS) == ("chat", "draft", "tiny", "chat-gqa", *PRESETS)
     assert resolve_model("llama-2-7b") == ("llama-2-7b", PRESETS["llama-2-7b"])
     assert model_config("llama-2-7b") is PRESETS["llama-2-7b"]
     for name in DEMOS:  # read from the checkpoint's metadata, no weights: the config load_demo builds
@@ -587,14 +594,14 @@ def test_resolver_names_and_configs():
 
 @pytest.mark.parametrize("call, exc, msg", [
     (lambda: resolve_model("gpt-5"), ValueError,
-     "unknown model 'gpt-5'; allowed: a lib.ModelConfig or one of: chat, draft, tiny, gpt2, gpt2-medium, llama-2-7b, "
+     "unknown model 'gpt-5'; allowed: a lib.ModelConfig or one of: chat, draft, tiny, chat-gqa, gpt2, gpt2-medium, llama-2-7b, "
      "llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-7b"),
-    (lambda: resolve_model("gpt-5", extra={"larger": TINY}), ValueError, "one of: larger, chat, draft, tiny, gpt2,"),
+    (lambda: resolve_model("gpt-5", extra={"larger": TINY}), ValueError, "one of: larger, chat, draft, tiny, chat-gqa, gpt2,"),
     (lambda: resolve_model("gpt-5", allow_mla=True), ValueError, "qwen2.5-7b, deepseek-v2, deepseek-v3"),
-    (lambda: resolve_model(7), TypeError, "model must be a lib.ModelConfig or a name (chat, draft, tiny, gpt2"),
+    (lambda: resolve_model(7), TypeError, "model must be a lib.ModelConfig or a name (chat, draft, tiny, chat-gqa, gpt2"),
     (lambda: resolve_model("deepseek-v3"), ValueError,
      "'deepseek-v3' is an MLA preset: lib.costs models only its KV cache, not its weights or FLOPs, so it works "
-     "with kv_bytes_per_token, kv_cache_bytes and describe; here choose one of: chat, draft, tiny, gpt2"),
+     "with kv_bytes_per_token, kv_cache_bytes and describe; here choose one of: chat, draft, tiny, chat-gqa, gpt2"),
     (lambda: resolve_model(MLA_PRESETS["deepseek-v3"]), TypeError, "an MLAConfig describes only the KV cache"),
     (lambda: demo_config("huge"), ValueError, "unknown demo model 'huge'; available: chat, draft, tiny"),
 ])

@@ -39,6 +39,13 @@ def test_all_demos_share_one_vocabulary_and_are_small():
     assert draft.num_parameters() < chat.num_parameters() / 5
 
 
+def test_the_gqa_demo_is_chats_shape_with_fewer_kv_heads():
+    chat, gqa = load_demo("chat")[0].config, load_demo("chat-gqa")[0].config
+    assert (gqa.n_heads, gqa.n_kv_heads, gqa.attention_kind) == (4, 2, "GQA") and chat.n_kv_heads == 4
+    assert gqa.replace(n_kv_heads=chat.n_kv_heads) == chat  # nothing else differs
+    assert SPECS["chat-gqa"].expect == SPECS["chat"].expect
+
+
 def test_the_corpus_is_one_sample_per_line():
     lines = read_corpus()
     raw = CORPUS_PATH.read_text(encoding="utf-8").splitlines()
@@ -61,7 +68,7 @@ def test_load_demo_device_and_dtype(device):
 
 
 def test_unknown_demo_name():
-    with pytest.raises(ValueError, match=r"unknown demo model 'gpt5'; available: chat, draft, tiny"):
+    with pytest.raises(ValueError, match=r"unknown demo model 'gpt5'; available: chat, draft, tiny, chat-gqa"):
         load_demo("gpt5")
 
 
@@ -102,13 +109,14 @@ LOSS_REL, LOSS_ABS = 0.02, 1e-4
 
 @functools.lru_cache(maxsize=None)
 def retrained(name):
-    """``python -m lib.train NAME``'s model, trained once per test process (tiny ~2 s, draft ~2 s, chat ~9 s)."""
+    """``python -m lib.train NAME``'s model, trained once per test process (tiny ~2 s, draft ~2 s, chat and
+    chat-gqa ~9 s each)."""
     return train(name, verbose=False)
 
 
 @pytest.mark.parametrize("name", list(DEMOS))
 def test_retraining_gives_the_shipped_phrases_and_loss_on_any_cpu(name):
-    """All three demos (about 15 s of training in all), so a change to the recipe of any of them shows."""
+    """All four demos (about 25 s of training in all), so a change to the recipe of any of them shows."""
     model, tok, info = retrained(name)
     shipped, shipped_tok = load_demo(name)
     recorded = demo_info(name)

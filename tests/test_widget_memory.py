@@ -118,7 +118,7 @@ def test_memory_table_text():
 
 @pytest.mark.parametrize("kw, exc, msg", [
     (dict(model="llama-9"), ValueError, r"unknown model 'llama-9'; allowed: a lib.ModelConfig or one of: chat, draft, "
-                                        r"tiny, gpt2, gpt2-medium"),
+                                        r"tiny, chat-gqa, gpt2, gpt2-medium"),
     (dict(model="deepseek-v3"), ValueError, r"'deepseek-v3' is an MLA preset: lib.costs models only its KV cache"),
     (dict(model=7), TypeError, r"model must be a lib.ModelConfig or a name \(chat, .*\), got int"),
     (dict(context=-1), ValueError, r"context \(tokens per request\) must be a positive integer \(>= 1\), got -1"),
@@ -237,3 +237,78 @@ def test_budget_html_bars():
     w24 = b.weight_bytes / (24 * GIB) * 100
     assert f"width:{w24:.1f}%;background:#2563eb" in h
     assert f"{b.max_requests(80):,} requests of 4,096 tokens fit" in h
+
+
+# ----------------------------------------------------------------------------- the KV cache's own format
+
+@pytest.mark.parametrize("kv_dtype", M.KV_DTYPES)
+def test_the_cache_format_is_chosen_apart_from_the_weights(kv_dtype):
+    c = PRESETS["llama-3-8b"]
+    b = M.memory_budget("llama-3-8b", "bf16", 8192, 4, kv_dtype=kv_dtype)
+    assert b.dtype == "bf16" and b.kv_dtype == kv_dtype
+    assert b.weight_bytes == weight_bytes(c, "bf16")  # the weights do not move
+    assert b.kv_bytes_per_token == kv_bytes_per_token(c, kv_dtype) == 32 * 2 * 8 * 128 * DTYPES[kv_dtype].bytes
+    assert b.kv_bytes == kv_cache_bytes(c, 8192, 4, kv_dtype)
+    assert b.memory_crossover_tokens == kv_memory_crossover_tokens(c, "bf16", kv_dtype)
+    assert b.max_requests(80) == int((80 * GIB - b.weight_bytes) // kv_cache_bytes(c, 8192, 1, kv_dtype))
+    assert M.memory_budget("llama-3-8b", "bf16", 8192, 4) == M.memory_budget("llama-3-8b", "bf16", 8192, 4, "bf16")
+
+
+def test_int8_and_int4_caches_in_the_table_and_their_bytes_per_number():
+    b16 = M.memory_budget("llama-2-7b", "fp16", 4096, 8)
+    b8 = M.memory_budget("llama-2-7b", "fp16", 4096, 8, kv_dtype="int8")
+    b4 = M.memory_budget("llama-2-7b", "fp16", 4096, 8, kv_dtype="int4")
+    assert b16.kv_bytes == 2 * b8.kv_bytes == 4 * b4.kv_bytes  # int4: half a byte per number
+    assert b8.memory_crossover_tokens == 2 * b16.memory_crossover_tokens
+    text = M.memory_table(b4)
+    assert "llama-2-7b in fp16 (KV cache in int4): 6,738,415,616 parameters" in text
+    assert "KV cache per token       128.00 KiB" in text and "KV cache                   4.00 GiB" in text
+    assert "in fp16 (KV cache in int8)" in M.budget_html(b8)
+    with pytest.raises(ValueError, match=r"unknown dtype 'int3'; allowed: fp64"):
+        M.memory_budget("llama-2-7b", "fp16", 4096, 8, kv_dtype="int3")
+
+
+def test_the_analytic_cache_leaves_out_the_scales_that_quantized_kv_cache_counts():
+    """lib.costs counts K and V numbers at the format's bytes; lib.QuantizedKVCache.nbytes adds its fp32 scales."""
+    c = lib.load_demo("chat")[0].config
+    q = lib.QuantizedKVCache(c, 2, 30)
+    assert q.data_bytes == kv_cache_bytes(c, 30, 2, "int8")
+    assert q.nbytes == kv_cache_bytes(c, 30, 2, "int8") + 2 * c.n_layers * 2 * c.n_kv_heads * 30 * 4
+
+
+def test_explorer_kv_dtype_control():
+    e = M.MemoryExplorer("llama-2-7b", "fp16", 4096, 8)
+    assert e.budget.kv_dtype == "fp16" and e.kv_dtype_box.value == "fp16"
+    assert e.kv_dtype_box.options == M.KV_DTYPES == ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+    e.kv_dtype_box.value = "int8"  # as if picked in the browser
+    assert e.budget == M.memory_budget("llama-2-7b", "fp16", 4096, 8, kv_dtype="int8")
+    assert "8.00 GiB" in e.html and "in fp16 (KV cache in int8)" in e.html
+    e.set(dtype="int4")  # the weights change, the cache keeps its format
+    assert (e.budget.dtype, e.budget.kv_dtype) == ("int4", "int8")
+    before = e.budget
+    with pytest.raises(ValueError, match=r"kv_dtype \(the KV cache's format\)='fp64' is not supported; allowed: "
+                                         r"fp32, bf16, fp16, fp8, int8, int4"):
+        e.set(kv_dtype="fp64")
+    assert e.budget == before and e.kv_dtype_box.value == "int8"
+    assert M.MemoryExplorer("gpt2", "fp32", kv_dtype="int4").budget.kv_dtype == "int4"
+
+
+def test_kv_per_token_bars_use_a_linear_axis():
+    fig = M.plot_kv_per_token("fp16")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0
+    widths = sorted(p.get_width() for p in ax.patches)
+    assert widths[-1] == 800.0  # llama-2-13b: 800 KiB per token, the longest bar
+
+
+def test_memory_plot_legend_hides_no_gpu_label():
+    fig = M.plot_memory("llama-2-7b", "fp16", batches=(1, 8, 32))
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    labels = [t for t in ax.texts if t.get_text().endswith("GiB GPU")]
+    assert [t.get_text() for t in labels] == [f"{g} GiB GPU" for g in M.GPU_GIB]
+    for t in labels:
+        assert not legend.overlaps(t.get_window_extent(renderer)), t.get_text()
+        assert ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]  # inside the axes, visible

@@ -3,9 +3,13 @@
 All numbers come from ``lib.costs`` (``param_count``, ``weight_bytes``, ``kv_bytes_per_token``,
 ``kv_cache_bytes``, ``kv_memory_crossover_tokens``); this module only arranges them:
 
-* ``memory_budget(model, dtype, context, batch)``: weights in memory, KV cache, total, the memory crossover
-  (KV cache memory = weight memory), and how many requests fit next to the weights on GPUs of 24, 40, 80
-  and 141 GiB;
+* ``memory_budget(model, dtype, context, batch, kv_dtype)``: weights in memory, KV cache, total, the memory
+  crossover (KV cache memory = weight memory), and how many requests fit next to the weights on GPUs of 24,
+  40, 80 and 141 GiB; the cache may be stored in another number format than the weights (``kv_dtype``: fp16,
+  bf16, fp8, int8, int4 ...). The analytic cache counts the K and V numbers only, at the format's bytes per
+  number (int4: half a byte): the per-vector scales that an int8 or int4 cache also stores are left out here
+  (4 bytes per head_dim numbers in ``lib.QuantizedKVCache``, whose ``.nbytes`` counts them: about 3% of the
+  cache at head_dim 128);
 * ``kv_per_token_rows``: KV bytes per token of MHA, GQA, MQA and MLA models side by side.
 
 What a decode step *reads* (weights read per step, KV reads, FLOPs) is ``lib.costs.step_cost``, shown by
@@ -30,6 +34,7 @@ from ..text import fmt_bytes, text_table
 from . import frame_slider
 
 GPU_GIB = (24, 40, 80, 141)  # e.g. RTX 4090 / L4, A100-40GB, A100/H100-80GB, H200
+KV_DTYPES = tuple(n for n in DTYPES if n != "fp64")  # the explorer's KV-cache formats: fp32 down to int4
 GIB = 2 ** 30
 
 
@@ -37,7 +42,8 @@ GIB = 2 ** 30
 
 @dataclass(frozen=True)
 class MemoryBudget:
-    """Weights + KV cache of ``batch`` concurrent requests of ``context`` tokens each, in one dtype."""
+    """Weights (in ``dtype``) + KV cache (in ``kv_dtype``) of ``batch`` concurrent requests of ``context`` tokens
+    each."""
 
     model: str
     config: ModelConfig
@@ -49,6 +55,7 @@ class MemoryBudget:
     kv_bytes_per_token: int  # lib.costs.kv_bytes_per_token
     kv_bytes: int  # lib.costs.kv_cache_bytes(config, context, batch)
     memory_crossover_tokens: float  # lib.costs.kv_memory_crossover_tokens: batch x context where KV memory = weights
+    kv_dtype: str  # the cache's number format (the weights': dtype)
 
     @property
     def total_bytes(self) -> int:
@@ -71,7 +78,7 @@ class MemoryBudget:
         free = gpu_gib * GIB - self.weight_bytes
         if free < 0:
             return 0
-        return int(free // kv_cache_bytes(self.config, context, 1, self.dtype))
+        return int(free // kv_cache_bytes(self.config, context, 1, self.kv_dtype))
 
     def gpu_rows(self, gpus=GPU_GIB) -> list[dict]:
         """Per GPU size: does this budget fit, what is left after the weights, how many requests fit."""
@@ -80,12 +87,14 @@ class MemoryBudget:
                  "requests that fit": self.max_requests(g)} for g in gpus]
 
 
-def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: int = 1) -> MemoryBudget:
+def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: int = 1,
+                  kv_dtype=None) -> MemoryBudget:
     """The memory of serving ``batch`` requests of ``context`` tokens with ``model`` (a preset name or a
-    ModelConfig; ``lib.costs.resolve_model``) in ``dtype`` (a name of ``lib.device.DTYPES``, weights and cache
-    alike)."""
+    ModelConfig; ``lib.costs.resolve_model``), weights in ``dtype`` and the KV cache in ``kv_dtype`` (names of
+    ``lib.device.DTYPES``; None: the weights' dtype)."""
     name, config = resolve_model(model)
     dtype = dtype_name(dtype)
+    kv_dtype = dtype if kv_dtype is None else dtype_name(kv_dtype)
     context = check_count(context, "context (tokens per request)", minimum=1)
     batch = check_count(batch, "batch (concurrent requests)", minimum=1)
     if context > config.max_seq_len:
@@ -93,15 +102,21 @@ def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: 
                          f"(max_seq_len={config.max_seq_len}); choose 1..{config.max_seq_len}")
     return MemoryBudget(model=name, config=config, dtype=dtype, context=context, batch=batch,
                         params=param_count(config), weight_bytes=weight_bytes(config, dtype),
-                        kv_bytes_per_token=kv_bytes_per_token(config, dtype),
-                        kv_bytes=kv_cache_bytes(config, context, batch, dtype),
-                        memory_crossover_tokens=kv_memory_crossover_tokens(config, dtype))
+                        kv_bytes_per_token=kv_bytes_per_token(config, kv_dtype),
+                        kv_bytes=kv_cache_bytes(config, context, batch, kv_dtype),
+                        memory_crossover_tokens=kv_memory_crossover_tokens(config, dtype, kv_dtype),
+                        kv_dtype=kv_dtype)
+
+
+def _formats(b: MemoryBudget) -> str:
+    """"fp16", or "fp16 (KV cache in int8)" when the cache is stored in another format than the weights."""
+    return b.dtype if b.kv_dtype == b.dtype else f"{b.dtype} (KV cache in {b.kv_dtype})"
 
 
 def memory_table(b: MemoryBudget) -> str:
     """The budget as text: weights in memory, KV, total, the memory crossover, and the GPUs."""
     lines = [
-        f"{b.model} in {b.dtype}: {b.params:,} parameters; {b.batch} request(s) x {b.context:,} tokens",
+        f"{b.model} in {_formats(b)}: {b.params:,} parameters; {b.batch} request(s) x {b.context:,} tokens",
         f"  weights in memory      {fmt_bytes(b.weight_bytes):>12}",
         f"  KV cache per token     {fmt_bytes(b.kv_bytes_per_token):>12}",
         f"  KV cache               {fmt_bytes(b.kv_bytes):>12}   ({b.kv_share:.1%} of the total)",
@@ -155,18 +170,20 @@ KIND_COLORS = {"MHA": "#2563eb", "GQA": "#16a34a", "MQA": "#ca8a04", "MLA": "#c0
 
 
 def plot_kv_per_token(dtype="fp16", **kw):
-    """Horizontal bars of KV bytes per token (log scale), coloured by attention kind."""
+    """Horizontal bars of KV bytes per token (a linear axis: a bar's length is the amount), coloured by
+    attention kind and labelled with the amount and the kind."""
     import matplotlib.pyplot as plt
 
     rows = kv_per_token_rows(dtype, **kw)[::-1]
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.2))
+    top = max(r["bytes"] for r in rows) / 1024
     ax.barh([r["model"] for r in rows], [r["bytes"] / 1024 for r in rows],
             color=[KIND_COLORS[r["kind"]] for r in rows])
     for i, r in enumerate(rows):
-        ax.text(r["bytes"] / 1024 * 1.05, i, f"{r['bytes'] / 1024:,.1f} KiB  {r['kind']}", va="center", fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlabel(f"KV cache per token, KiB ({dtype_name(dtype)}, log scale)")
-    ax.set_xlim(right=max(r["bytes"] for r in rows) / 1024 * 8)
+        ax.text(r["bytes"] / 1024 + top * 0.01, i, f"{r['bytes'] / 1024:,.1f} KiB  {r['kind']}", va="center",
+                fontsize=8)
+    ax.set_xlabel(f"KV cache per token, KiB ({dtype_name(dtype)})")
+    ax.set_xlim(0, top * 1.3)  # room for the labels
     fig.tight_layout()
     return fig
 
@@ -179,27 +196,35 @@ def _contexts(config: ModelConfig, start: int = 128) -> list[int]:
     return xs + [config.max_seq_len]
 
 
-def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32)):
-    """Total memory (weights + KV) against context length for a few batch sizes, with GPU sizes."""
+def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=None):
+    """Total memory (weights + KV) against context length for a few batch sizes, with GPU sizes (dashed,
+    labelled at the right end; the legend sits outside the axes so it hides none of them)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     name, config = resolve_model(model)
     xs = _contexts(config)
     fig, ax = plt.subplots()
-    w = memory_budget(model, dtype, xs[0], 1).weight_bytes / GIB
+    first = memory_budget(model, dtype, xs[0], 1, kv_dtype)
+    w = first.weight_bytes / GIB
     ax.axhline(w, color="#475569", lw=2, label=f"weights in memory ({w:.2f} GiB)")
     for b in batches:
-        ys = [memory_budget(model, dtype, x, b).total_bytes / GIB for x in xs]
+        ys = [memory_budget(model, dtype, x, b, kv_dtype).total_bytes / GIB for x in xs]
         ax.plot(xs, ys, marker="o", ms=3, label=f"weights + KV, batch {b}")
     for g in GPU_GIB:
         ax.axhline(g, color="#b91c1c", ls="--", lw=0.8)
-        ax.text(xs[0], g * 1.04, f"{g} GiB", color="#b91c1c", fontsize=8)
+        ax.text(xs[-1], g * 1.04, f"{g} GiB GPU", color="#b91c1c", fontsize=8, ha="right")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 4096 and 40, not 2^12 and 4x10^1
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
     ax.set_xlabel("context length per request (tokens)")
-    ax.set_ylabel("GiB")
-    ax.set_title(f"{name} in {dtype_name(dtype)}: weights + KV cache")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set_ylabel("GiB (log scale)")
+    ax.set_title(f"{name} in {_formats(first)}: weights + KV cache", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.set_size_inches(9, 3.8)
     fig.tight_layout()
     return fig
 
@@ -273,7 +298,7 @@ def budget_html(b: MemoryBudget) -> str:
             ("total", fmt_bytes(b.total_bytes)),
             ("KV cache memory = weight memory at", f"{b.memory_crossover_tokens:,.0f} tokens = "
                                                    f"{b.memory_crossover_context:,.0f} per request at batch {b.batch}")]
-    out = [f"<b>{html.escape(b.model)}</b> in {b.dtype}, {b.params:,} parameters",
+    out = [f"<b>{html.escape(b.model)}</b> in {html.escape(_formats(b))}, {b.params:,} parameters",
            "<table style='font-family:monospace;font-size:12px'>"
            + "".join(f"<tr><td style='padding:1px 10px 1px 0'>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
                      for k, v in rows) + "</table>"]
@@ -292,33 +317,36 @@ def budget_html(b: MemoryBudget) -> str:
 
 
 class MemoryExplorer:
-    """Live memory calculator: model, dtype, context length and batch size -> weights, KV, total, GPUs.
+    """Live memory calculator: model, weight dtype, KV-cache dtype, context length and batch size -> weights,
+    KV, total, GPUs.
 
-    Python API (no browser needed): ``set(model=..., dtype=..., context=..., batch=...)`` (bad values raise
-    a clear error and change nothing), ``.budget`` (a MemoryBudget), ``.html`` (what the view shows),
+    Python API (no browser needed): ``set(model=..., dtype=..., kv_dtype=..., context=..., batch=...)`` (bad
+    values raise a clear error and change nothing; ``kv_dtype`` None in the constructor: the weights' dtype), ``.budget`` (a MemoryBudget), ``.html`` (what the view shows),
     ``.last_update_ms``. ``.widget`` is the ipywidgets box to display. Changing the model clamps the
     context to the new model's window; the constructor's ``context`` defaults to 4096 clamped so too. The
     constructor refuses what ``set`` refuses: a model the picker lacks, a batch past the slider (1..256)."""
 
     BATCH_MAX = 256  # the requests slider's range is 1..256
 
-    def __init__(self, model="llama-2-7b", dtype="fp16", context: int | None = None, batch: int = 1):
+    def __init__(self, model="llama-2-7b", dtype="fp16", context: int | None = None, batch: int = 1,
+                 kv_dtype=None):
         import ipywidgets as W
 
         if context is None:  # 4096, or the model's window when it is shorter (as set(model=...) clamps it)
             context = min(4096, resolve_model(model)[1].max_seq_len)
-        self.budget = self._fits_controls(memory_budget(model, dtype, context, batch))
+        self.budget = self._fits_controls(memory_budget(model, dtype, context, batch, kv_dtype))
         b = self.budget
         self.model_box = W.Dropdown(options=list(PRESETS), value=b.model, description="model")
-        self.dtype_box = W.Dropdown(options=list(DTYPES), value=b.dtype, description="dtype")
+        self.dtype_box = W.Dropdown(options=list(DTYPES), value=b.dtype, description="weights")
+        self.kv_dtype_box = W.Dropdown(options=list(KV_DTYPES), value=b.kv_dtype, description="KV cache")
         self.context_box = W.BoundedIntText(value=b.context, min=1, max=b.config.max_seq_len, description="context")
         self.batch_box = W.IntSlider(value=b.batch, min=1, max=self.BATCH_MAX, description="requests")
         self.view = W.HTML()
-        for box, key in ((self.model_box, "model"), (self.dtype_box, "dtype"), (self.context_box, "context"),
-                         (self.batch_box, "batch")):
+        for box, key in ((self.model_box, "model"), (self.dtype_box, "dtype"), (self.kv_dtype_box, "kv_dtype"),
+                         (self.context_box, "context"), (self.batch_box, "batch")):
             box.observe(lambda ch, key=key: self._from_widget(key, ch["new"]), names="value")
-        self.widget = W.VBox([W.HBox([self.model_box, self.dtype_box]), W.HBox([self.context_box, self.batch_box]),
-                              self.view])
+        self.widget = W.VBox([W.HBox([self.model_box, self.dtype_box, self.kv_dtype_box]),
+                              W.HBox([self.context_box, self.batch_box]), self.view])
         self.last_update_ms = 0.0
         self._render()
 
@@ -326,19 +354,20 @@ class MemoryExplorer:
         if getattr(self.budget, key) != value:
             self.set(**{key: value})
 
-    def set(self, model=None, dtype=None, context=None, batch=None) -> MemoryBudget:
+    def set(self, model=None, dtype=None, context=None, batch=None, kv_dtype=None) -> MemoryBudget:
         t0 = time.perf_counter()
         b = self.budget
         model = b.model if model is None else model
         if context is None:  # a new model may have a shorter window: clamp the current context to it
             context = min(b.context, resolve_model(model)[1].max_seq_len)
         nb = self._fits_controls(memory_budget(model, b.dtype if dtype is None else dtype, context,
-                                               b.batch if batch is None else batch))
+                                               b.batch if batch is None else batch,
+                                               b.kv_dtype if kv_dtype is None else kv_dtype))
         self.budget = nb
         with self.context_box.hold_trait_notifications():
             self.context_box.max = nb.config.max_seq_len
-        for box, v in ((self.model_box, nb.model), (self.dtype_box, nb.dtype), (self.context_box, nb.context),
-                       (self.batch_box, nb.batch)):
+        for box, v in ((self.model_box, nb.model), (self.dtype_box, nb.dtype), (self.kv_dtype_box, nb.kv_dtype),
+                       (self.context_box, nb.context), (self.batch_box, nb.batch)):
             if box.value != v:
                 box.value = v
         self._render()
@@ -354,6 +383,7 @@ class MemoryExplorer:
                              f"(lib.widgets.memory.memory_budget takes any model)")
         checks.integer(b.batch, "batch (concurrent requests)", 1, self.BATCH_MAX,
                        allowed=f"an integer from 1 to {self.BATCH_MAX} (the requests slider's range)")
+        checks.choice(b.kv_dtype, "kv_dtype (the KV cache's format)", KV_DTYPES)
         return b
 
     def _render(self):

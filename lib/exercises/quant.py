@@ -1,0 +1,79 @@
+"""Build-it exercises of notebook 05: int8 quantization of K/V vectors, and the KV-cache size formula."""
+from __future__ import annotations
+
+import torch
+
+from ..costs import PRESETS, kv_cache_bytes
+from ..demo import demo_config
+from ..quant import QMAX, dequantize, quantize
+from . import Case, exercise
+
+
+def quantize_int8_solution(x):
+    """x (..., head_dim) -> (q int8 (..., head_dim), scale fp32 (..., 1)): symmetric absmax per vector."""
+    scale = x.float().abs().amax(dim=-1, keepdim=True) / 127  # one scale per (token, head)
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))  # an all-zero vector: avoid 0 / 0
+    q = torch.round(x.float() / safe).clamp(-127, 127).to(torch.int8)
+    return q, scale
+
+
+def _check_quantized(got, want) -> str | None:
+    """What is wrong with the learner's (q, scale), said without the expected numbers."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return "return a pair (q, scale): the int8 numbers and one scale per vector"
+    q, scale = got
+    q_ref, s_ref = want
+    if not isinstance(q, torch.Tensor) or q.dtype != torch.int8:
+        return f"q should be a tensor of dtype torch.int8, got {getattr(q, 'dtype', type(q).__name__)}"
+    if tuple(q.shape) != tuple(q_ref.shape):
+        return f"q has shape {tuple(q.shape)}: it should have the shape of x"
+    if not isinstance(scale, torch.Tensor) or tuple(scale.shape) != tuple(s_ref.shape):
+        return (f"scale has shape {tuple(getattr(scale, 'shape', ()))}: there is one scale per vector of head_dim "
+                f"numbers, kept as a last dimension of size 1 so that q * scale broadcasts")
+    if not torch.allclose(scale.float(), s_ref, rtol=1e-5, atol=1e-12):
+        return "the scales are off: each vector's scale maps its largest magnitude onto 127"
+    if int(q.to(torch.int16).abs().max()) > QMAX:
+        return "q leaves the symmetric range -127..127"
+    if int((q.to(torch.int16) - q_ref.to(torch.int16)).abs().max()) > 1:
+        return "some q are more than one step away from x / scale: round x / scale to the nearest integer"
+    err = (dequantize(q, scale) - dequantize(q_ref, s_ref)).abs()
+    if bool((err > s_ref / 2 * (1 + 1e-5) + 1e-30).any()):  # a rounding tie may go either way, nothing else
+        return "some q are rounded the wrong way: take the nearest integer of x / scale"
+    return None
+
+
+@exercise("int8_quantize", title="int8 quantization of keys and values, one scale per (token, head)",
+          hint="scale = the largest |x| of each vector (last dimension) / 127, kept with keepdim=True; "
+               "q = round(x / scale) as torch.int8; a vector of zeros needs a scale that does not divide by 0",
+          solution=quantize_int8_solution)
+def int8_quantize_cases():
+    g = torch.Generator().manual_seed(5)
+    keys = torch.randn(1, 2, 4, 8, generator=g) * 3  # (B, n_kv_heads, T, head_dim)
+    keys[0, 1, 2, 5] = -40.0  # one outlier: its vector gets a coarse grid, the others do not
+    with_zero = torch.randn(2, 1, 3, 16, generator=g)
+    with_zero[1, 0, 1] = 0.0
+    demo_keys = torch.randn(1, 4, 6, 16, generator=g) * 0.5
+    return [Case(f"keys of shape {tuple(x.shape)}: {what}", (x,), expected=quantize(x), compare=_check_quantized)
+            for x, what in ((keys, "one vector holds a large outlier"),
+                            (with_zero, "one vector is all zeros"),
+                            (demo_keys, "the chat model's shape: 4 KV heads, head_dim 16"))]
+
+
+def kv_bytes_solution(config, n_tokens, batch, bytes_per_number):
+    """2 (K and V) x layers x KV heads x head_dim x bytes per number x tokens x batch, rounded up to a byte."""
+    import math
+    return math.ceil(2 * config.n_layers * config.n_kv_heads * config.head_dim * bytes_per_number * n_tokens * batch)
+
+
+@exercise("kv_bytes", title="the KV-cache size formula",
+          hint="2 (K and V) x layers x KV heads (config.n_kv_heads, not n_heads) x head_dim x bytes per number "
+               "x tokens x batch; int4 is half a byte per number",
+          solution=kv_bytes_solution)
+def kv_bytes_cases():
+    rows = [("chat", demo_config("chat"), 64, 1, 4, "fp32"), ("chat-gqa", demo_config("chat-gqa"), 64, 4, 2, "fp16"),
+            ("llama-2-7b", PRESETS["llama-2-7b"], 4096, 8, 2, "fp16"),
+            ("llama-3-8b", PRESETS["llama-3-8b"], 8192, 3, 1, "int8"),
+            ("mistral-7b", PRESETS["mistral-7b"], 1001, 1, 0.5, "int4")]
+    return [Case(f"{name}, {tokens:,} tokens x batch {batch}, {fmt}", (config, tokens, batch, b),
+                 expected=kv_cache_bytes(config, tokens, batch, fmt))
+            for name, config, tokens, batch, b, fmt in rows]
