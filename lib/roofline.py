@@ -16,17 +16,24 @@ when it says "a GPU". Decode at context ``t`` with batch ``B`` (one new token pe
 so batching shares the weight read but not the KV reads: as B → ∞ the intensity rises to
 F(t) / ((t + 1)·kv_per_token) and no further (``lib.costs.decode_intensity_limit``).
 
+That one number mixes two kinds of operator that a real engine runs as separate kernels
+(``operator_groups``): the **weight products** (q/k/v, output, FFN, lm_head: each weight read once, used by
+every sequence: 2·B FLOPs per weight, so B FLOP/byte in 16-bit, compute-bound from batch ≈ ridge whatever the
+context) and **attention** (scores and weighted sum over each sequence's own cached K/V: about
+2·n_heads / n_kv_heads / bytes-per-value FLOP/byte, 1 for multi-head attention in 16-bit, whatever the batch).
+
 Measurement (``measure_machine``): peak = best of a few large fp32 matmuls, bandwidth = best of a few
 sums over a tensor much larger than the CPU caches (read bandwidth), timed by ``lib.timing.benchmark``
 (torch.utils.benchmark: warm-up, torch threads fixed and restored).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import torch
 
-from .costs import StepCost, check_count, check_positive
+from .costs import OpCost, StepCost, check_count, check_positive, step_cost
 from .device import describe_device, dtype_name, fixed_threads, resolve_device, resolve_dtype
 from .timing import benchmark
 
@@ -101,6 +108,55 @@ REFERENCE_MACHINES: dict[str, Machine] = {
 _MEMORY_GIB = {"H100 SXM": 80.0, "H200 SXM": 141.0}
 REFERENCE_MACHINES = {k: replace(m, memory_gib=_MEMORY_GIB.get(k)) for k, m in REFERENCE_MACHINES.items()}
 DEFAULT_GPU = REFERENCE_MACHINES["H100 SXM"]  # "a GPU" wherever the course names one
+
+
+# ----------------------------------------------------------------------------- per operator group
+
+OPERATOR_GROUPS = {
+    "weight products": ("norms", "qkv_proj", "out_proj", "ffn", "lm_head"),  # read weights, shared by the batch
+    "attention": ("kv_write", "attn_scores", "attn_values"),  # read / write each sequence's own K and V
+}
+
+
+def operator_groups(cost: StepCost) -> dict[str, OpCost]:
+    """A pass's operators (``lib.costs.step_cost``) summed into the two groups of ``OPERATOR_GROUPS``: the weight
+    products (and the norms, which read weights and multiply nothing) and the attention (with the K/V write).
+    The two add up to the whole pass."""
+    if not isinstance(cost, StepCost):
+        raise TypeError(f"operator_groups needs a lib.costs.StepCost (from step_cost / decode_cost / ...), got "
+                        f"{type(cost).__name__}")
+    out = {}
+    for group, names in OPERATOR_GROUPS.items():
+        ops = [cost.by_operator[n] for n in names]
+        out[group] = OpCost(flops=sum(o.flops for o in ops),
+                            streamed_weight_bytes=sum(o.streamed_weight_bytes for o in ops),
+                            kv_read_bytes=sum(o.kv_read_bytes for o in ops),
+                            kv_write_bytes=sum(o.kv_write_bytes for o in ops))
+    return out
+
+
+def operator_intensity(cost: StepCost) -> dict[str, float]:
+    """Arithmetic intensity (FLOP/byte) of each group of ``operator_groups`` and of the whole pass ("step")."""
+    groups = operator_groups(cost)
+    out = {g: op.flops / op.bytes for g, op in groups.items()}
+    out["step"] = cost.intensity
+    return out
+
+
+def weight_products_ridge_batch(model, machine: "Machine", dtype=torch.float16) -> int:
+    """The smallest batch at which a decode step's weight products reach ``machine``'s ridge (compute-bound).
+    Their FLOPs grow with the batch (B·F) and their bytes do not (the weights W, read once), so it is
+    ceil(ridge · W / F), whatever the context."""
+    if not isinstance(machine, Machine):
+        raise TypeError(f"machine must be a lib.roofline.Machine (REFERENCE_MACHINES, measure_machine), got "
+                        f"{type(machine).__name__}")
+    one = operator_groups(step_cost(model, 2, 1, 1, dtype))["weight products"]  # batch 1; context is irrelevant
+    b = math.ceil(machine.ridge * one.bytes / one.flops)
+    while b > 1 and (b - 1) * one.flops >= machine.ridge * one.bytes:  # guard the float rounding of ceil
+        b -= 1
+    while b * one.flops < machine.ridge * one.bytes:
+        b += 1
+    return b
 
 
 # --------------------------------------------------------------------------- measuring this machine

@@ -81,6 +81,53 @@ def accept_or_resample(p: torch.Tensor, q: torch.Tensor, x: int, generator: torc
     return False, int(draw(_residual(p, q)[None], generator))
 
 
+# ------------------------------------------------------------------------- by the numbers: α, k and c
+
+
+def _check_alpha_k(alpha, k) -> tuple[float, int]:
+    alpha = checks.number(alpha, "alpha (the chance that one draft token is accepted)", 0, 1)
+    k = checks.integer(k, "k (draft tokens proposed per round)", 1)
+    return alpha, k
+
+
+def expected_tokens_per_pass(alpha: float, k: int) -> float:
+    """Expected tokens one target pass yields when each of the k proposals is accepted independently with
+    probability ``alpha`` (Leviathan et al. 2023, eq. 1): the kept prefix has length i < k with probability
+    α^i (1 − α), all k are kept with probability α^k, and the target adds one token of its own either way:
+
+        E[tokens per pass] = 1 + α + α² + … + α^k = (1 − α^(k+1)) / (1 − α)      (k + 1 when α = 1)
+    """
+    alpha, k = _check_alpha_k(alpha, k)
+    if alpha == 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, k: int, c: float) -> float:
+    """Expected wall-time speed-up over the target alone (Leviathan et al. 2023, Theorem 3.8) when a draft pass
+    costs ``c`` target passes and a target pass over k + 1 tokens costs as much as one over a single token
+    (true while decoding is memory-bound): a round costs k·c + 1 target-pass times and yields
+    ``expected_tokens_per_pass(alpha, k)`` tokens, so
+
+        speed-up = (1 − α^(k+1)) / ((1 − α)(k·c + 1))
+    """
+    c = checks.number(c, "c (the cost of one draft pass, in target passes)", 0)
+    return expected_tokens_per_pass(alpha, k) / (k * c + 1)
+
+
+def implied_alpha(tokens_per_pass: float, k: int) -> float:
+    """The α at which ``expected_tokens_per_pass(α, k)`` equals ``tokens_per_pass`` (between 1 and k + 1):
+    the formula inverted by bisection (it rises strictly with α)."""
+    k = checks.integer(k, "k (draft tokens proposed per round)", 1)
+    t = checks.number(tokens_per_pass, "tokens_per_pass", 1, k + 1,
+                      allowed=f"a number from 1 to k + 1 = {k + 1} (one round yields 1 to k + 1 tokens)")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens_per_pass(mid, k) < t else (lo, mid)
+    return (lo + hi) / 2
+
+
 # ----------------------------------------------------------------------------------------- a run's record
 
 
@@ -100,11 +147,18 @@ class SpeculativeRound:
     kind: str  # "correction" (after a rejection), "bonus" (all proposals kept) or "target" (nothing proposed)
     emitted: list  # tokens appended this round (kept prefix + target token, cut after an <eos>)
     draft_passes: int
+    alpha: list = field(default_factory=list)  # per decided proposal (as accept_prob): the chance it is kept,
+    # sum_x min(p(x), q(x)) = 1 - TV(p, q) when sampling; 1.0 / 0.0 (the argmaxes agree or not) when greedy
 
     @property
     def rejected(self) -> int:
         """Proposals that did not make it (the first rejected one and every one after it)."""
         return len(self.proposed) - self.accepted
+
+    @property
+    def target_emitted(self) -> bool:
+        """Whether the target's own token made it into the text (not when a kept <eos> ended it first)."""
+        return len(self.emitted) == self.accepted + 1
 
 
 @dataclass
@@ -137,8 +191,27 @@ class SpeculativeResult:
 
     @property
     def acceptance_rate(self) -> float:
-        """Kept proposals / proposals (0.0 when nothing was proposed)."""
+        """Fraction of drafts kept: kept proposals / proposals (0.0 when nothing was proposed). Not the
+        per-token acceptance rate α: proposals after a rejection are dropped unchecked and count as not kept."""
         return self.n_accepted / self.n_proposed if self.n_proposed else 0.0
+
+    @property
+    def full_rounds(self) -> list:
+        """The rounds in which the draft proposed all k tokens and the text went on: the rounds the formula
+        ``expected_tokens_per_pass`` describes (the others were cut short by max_new_tokens or an <eos>)."""
+        return [r for r in self.rounds if len(r.proposed) == self.k and r.target_emitted]
+
+    @property
+    def n_decided(self) -> int:
+        """Proposals the target decided on: the kept ones and the first rejected one of each round."""
+        return sum(len(r.alpha) for r in self.rounds)
+
+    @property
+    def alpha(self) -> float | None:
+        """The measured per-token acceptance rate α of Leviathan et al.: the mean over decided proposals of the
+        chance each had to be kept, E[min(1, p/q)] = sum_x min(p(x), q(x)) = 1 − TV(p, q) (greedy: whether the
+        two argmaxes agree). None when nothing was proposed."""
+        return sum(a for r in self.rounds for a in r.alpha) / self.n_decided if self.n_decided else None
 
     @property
     def baseline_target_forwards(self) -> int:
@@ -159,7 +232,7 @@ class SpeculativeResult:
                 "round": r.index,
                 "proposed": show(r.proposed) if r.proposed else "-",
                 "kept": f"{r.accepted}/{len(r.proposed)}",
-                "target": f"{show([r.target_token])} ({r.kind})",
+                "target": f"{show([r.target_token])} ({r.kind})" if r.target_emitted else "- (text ended at <eos>)",
                 "emitted": show(r.emitted),
                 "new so far": total,
             })
@@ -256,14 +329,16 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
             res.target_forwards += 1
             p_rows = dist(logits)  # row i: the target's distribution after the prefix + x1..xi
             # 3. keep a prefix, then one token of the target's own
-            accepted, accept_prob, token, kind = 0, [], None, "target" if not proposed else "bonus"
+            accepted, accept_prob, alpha, token, kind = 0, [], [], None, "target" if not proposed else "bonus"
             for i, x in enumerate(proposed):
                 if greedy:
                     a = 1.0 if x == int(torch.argmax(logits[i])) else 0.0
                     ok = a == 1.0
+                    alpha.append(a)  # the distributions are the two argmaxes: they agree or not
                 else:
                     a = min(1.0, float(p_rows[i, x]) / float(q_rows[i][x]))
                     ok = float(torch.rand((), generator=gen, device=device)) < a
+                    alpha.append(min(1.0, float(torch.minimum(p_rows[i].double(), q_rows[i].double()).sum())))
                 accept_prob.append(a)
                 if not ok:
                     kind = "correction"
@@ -284,7 +359,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
                 q=[round(float(q[x]), 6) for q, x in zip(q_rows, proposed)],
                 p=[round(float(p_rows[i, x]), 6) for i, x in enumerate(proposed)],
                 accept_prob=[round(a, 6) for a in accept_prob], accepted=accepted, target_token=token, kind=kind,
-                emitted=emitted, draft_passes=len(proposed)))
+                emitted=emitted, draft_passes=len(proposed), alpha=alpha))
             res.sequences = seq
             if eos_id is not None and emitted[-1] == eos_id:
                 break
@@ -297,7 +372,10 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
 def measure_acceptance(target, draft, prompts, ks=(2, 4, 6), max_new_tokens: int = 40, temperature: float = 0.0,
                        top_k=None, top_p=None, eos_id=None, seeds=(0,)) -> list[dict]:
     """Run every prompt (list of token-id lists) for every seed with each k; one row of totals per k:
-    new tokens, target passes (vs one per token for ``generate``), draft passes, proposals kept."""
+    new tokens, target passes (vs one per token for ``generate``), draft passes, proposals kept ("drafts kept":
+    kept / proposed), the measured per-token acceptance rate α (``SpeculativeResult.alpha`` over all runs), the
+    measured tokens per target pass (all passes, and over the ``full_rounds`` alone: rounds not cut short by the
+    end of the text) and the tokens per pass ``expected_tokens_per_pass`` predicts from that α."""
     if not prompts:
         raise ValueError("prompts is empty: give at least one prompt (a list of token ids)")
     rows = []
@@ -307,11 +385,18 @@ def measure_acceptance(target, draft, prompts, ks=(2, 4, 6), max_new_tokens: int
         new = sum(r.n_new for r in runs)
         passes = sum(r.target_forwards for r in runs)
         proposed, kept = sum(r.n_proposed for r in runs), sum(r.n_accepted for r in runs)
+        decided = sum(r.n_decided for r in runs)
+        alpha = sum(a for r in runs for x in r.rounds for a in x.alpha) / decided if decided else None
+        full = [x for r in runs for x in r.full_rounds]
         rows.append({"k": k, "runs": len(runs), "new tokens": new, "target passes": passes,
-                     "generate passes": new, "saved": f"{1 - passes / new:.1%}",
+                     "saved": f"{1 - passes / new:.1%}",
                      "draft passes": sum(r.draft_forwards for r in runs), "kept": f"{kept}/{proposed}",
-                     "acceptance": f"{kept / proposed:.1%}" if proposed else "-",
-                     "tokens/pass": round(new / passes, 2)})
+                     "drafts kept": f"{kept / proposed:.1%}" if proposed else "-",
+                     "α": round(alpha, 4) if alpha is not None else "-",
+                     "tokens/pass": round(new / passes, 2),
+                     "full rounds": len(full),
+                     "tokens/full round": round(sum(len(x.emitted) for x in full) / len(full), 2) if full else "-",
+                     "predicted": round(expected_tokens_per_pass(alpha, k), 2) if alpha is not None else "-"})
     return rows
 
 

@@ -1,6 +1,7 @@
 """lib.roofline (the roofline, reference machines, measurement) and its widgets (lib.widgets.roofline).
 What a pass costs (FLOPs, bytes, crossovers, batching) is lib.costs's, tested in test_costs.py."""
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -284,3 +285,69 @@ def test_trace_points_follow_a_real_run():
         wr.trace_points(no_cache.trace, "tiny")
     with pytest.raises(TypeError, match="trace_points needs a lib.Trace"):
         wr.trace_points(out, "tiny")
+
+
+# ---------------------------------------------------------------------------------- per operator group
+
+@pytest.mark.parametrize("model", ["llama-2-7b", "llama-3-8b", "chat", "gpt2"])
+@pytest.mark.parametrize("context,batch", [(1, 1), (128, 64), (4096, 256)])
+def test_operator_groups_add_up_to_the_step(model, context, batch):
+    cost = costs.decode_cost(model, context, batch, "bf16")
+    groups = rl.operator_groups(cost)
+    assert set(groups) == set(rl.OPERATOR_GROUPS) and \
+        sorted(n for names in rl.OPERATOR_GROUPS.values() for n in names) == sorted(costs.OPERATORS)
+    for what in ("flops", "streamed_weight_bytes", "kv_read_bytes", "kv_write_bytes", "bytes"):
+        assert sum(getattr(g, what) for g in groups.values()) == getattr(cost, what)
+    w, a = groups["weight products"], groups["attention"]
+    assert w.kv_read_bytes == w.kv_write_bytes == 0 and a.streamed_weight_bytes == 0
+    got = rl.operator_intensity(cost)
+    assert got == {"weight products": w.flops / w.bytes, "attention": a.flops / a.bytes, "step": cost.intensity}
+
+
+def test_weight_products_scale_with_the_batch_and_attention_does_not():
+    """Decode in bf16: the weight products do ≈ B FLOP/byte at any context; attention ≈ n_heads / n_kv_heads
+    FLOP/byte at any batch (1 for MHA, 4 for Llama-3-8B's GQA), a little less at short context (the K/V write)."""
+    for model, n_rep in (("llama-2-7b", 1), ("llama-3-8b", 4)):
+        for t in (128, 2048, 32768):
+            for b in (1, 16, 256):
+                x = rl.operator_intensity(costs.decode_cost(model, t, b, "bf16"))
+                assert x["weight products"] == pytest.approx(b, rel=2e-4)  # norms: read, never multiplied
+                assert x["attention"] == pytest.approx(n_rep * t / (t + 1), rel=1e-9)
+                assert min(x["weight products"], x["attention"]) <= x["step"] <= max(x["weight products"], x["attention"])
+
+
+def test_weight_products_ridge_batch():
+    h100 = rl.DEFAULT_GPU
+    for model in ("llama-2-7b", "llama-3-8b", "qwen2.5-7b", "chat"):
+        b = rl.weight_products_ridge_batch(model, h100, "bf16")
+        for t in (2, 4096):
+            at = lambda n: rl.operator_intensity(costs.decode_cost(model, t, n, "bf16"))["weight products"]
+            assert h100.bound(at(b)) == "compute-bound" and h100.bound(at(b - 1)) == "memory-bound"
+    assert rl.weight_products_ridge_batch("llama-2-7b", h100, "bf16") == 296  # ridge 295.3, a hair under B
+    with pytest.raises(TypeError, match=r"machine must be a lib.roofline.Machine .*got str"):
+        rl.weight_products_ridge_batch("llama-2-7b", "H100 SXM")
+    with pytest.raises(TypeError, match=r"operator_groups needs a lib.costs.StepCost .*got int"):
+        rl.operator_groups(3)
+
+
+def test_operator_group_table_and_figure():
+    h100 = rl.DEFAULT_GPU
+    rows = wr.operator_group_rows("llama-2-7b", h100, batches=(1, 512), contexts=(128, 32768))
+    assert [(r["context"], r["batch"]) for r in rows] == [(128, 1), (128, 512), (32768, 1), (32768, 512)]
+    assert [r["weights"] for r in rows] == ["memory", "compute", "memory", "compute"]  # whatever the context
+    assert all(r["attention"] == "memory" for r in rows)  # whatever the batch
+    assert [r["step"] for r in rows] == ["memory"] * 4
+    assert rows[3]["step FLOP/B"] == wr.sig(costs.decode_cost("llama-2-7b", 32768, 512, "bf16").intensity)
+    assert wr.operator_group_table("llama-2-7b", h100, (1,), (128,)).splitlines()[0].split()[:3] == \
+        ["model", "context", "batch"]
+    with pytest.raises(ValueError, match="needs at least one context"):
+        wr.operator_group_rows("llama-2-7b", contexts=())
+    fig = wr.plot_operator_roofline("llama-3-8b", h100, batches=(1, 64, 1024), contexts=(128, 8192))
+    ax = fig.axes[0]
+    blue, red = [c.get_offsets() for c in ax.collections]
+    x = lambda t, b, g: rl.operator_intensity(costs.decode_cost("llama-3-8b", t, b, "bf16"))[g]
+    assert list(blue[:, 0]) == pytest.approx([x(128, b, "weight products") for b in (1, 64, 1024)])
+    assert list(red[:, 0]) == pytest.approx([x(t, 1, "attention") for t in (128, 8192)])
+    assert list(blue[:, 1]) == pytest.approx([h100.attainable(v) / 1e3 for v in blue[:, 0]])
+    assert "compute-bound from batch 296" in ax.get_title()
+    plt.close(fig)

@@ -13,6 +13,7 @@ from lib import KVCache, MiniTransformer, generate
 from lib.speculative import (accept_or_resample, acceptance_probability, chi_square_test, count_forward_passes,
                              distribution_check, expected_acceptance, measure_acceptance, next_token_probs,
                              output_distribution, residual_distribution, speculative_generate, text_table)
+from lib.speculative import expected_speedup, expected_tokens_per_pass, implied_alpha
 
 PROMPTS = ["<s>", "<s>深", "<s>hello", "<s>机器", "<s>the cat", "<s>kv", "<s>大语", "<s>注意", "<s>缓存",
            "<s>attention", "<s>模型逐"]
@@ -413,10 +414,140 @@ def test_measure_acceptance_totals(demo):
                                          eos_id=tok.eos_id, seed=s) for p in prompts for s in seeds]
             new = sum(r.n_new for r in runs)
             passes = sum(r.target_forwards for r in runs)
-            assert row["runs"] == len(runs) and row["new tokens"] == row["generate passes"] == new
+            assert row["runs"] == len(runs) and row["new tokens"] == new
             assert row["target passes"] == passes and row["draft passes"] == sum(r.draft_forwards for r in runs)
-            assert row["kept"] == f"{sum(r.n_accepted for r in runs)}/{sum(r.n_proposed for r in runs)}"
+            kept, proposed = sum(r.n_accepted for r in runs), sum(r.n_proposed for r in runs)
+            assert row["kept"] == f"{kept}/{proposed}" and row["drafts kept"] == f"{kept / proposed:.1%}"
             assert row["saved"] == f"{1 - passes / new:.1%}" and row["tokens/pass"] == round(new / passes, 2)
+            alpha = sum(r.alpha * r.n_decided for r in runs) / sum(r.n_decided for r in runs)
+            assert row["α"] == round(alpha, 4) and row["predicted"] == round(expected_tokens_per_pass(alpha, row["k"]), 2)
+            full = [x for r in runs for x in r.full_rounds]
+            assert row["full rounds"] == len(full) and all(len(x.proposed) == row["k"] for x in full)
+            assert row["tokens/full round"] == round(sum(len(x.emitted) for x in full) / len(full), 2)
     assert text_table(rows).splitlines()[0].split()[:4] == ["k", "runs", "new", "tokens"]
     with pytest.raises(ValueError, match=r"prompts is empty"):
         measure_acceptance(target, draft, [])
+
+
+# -- by the numbers: α, tokens per target pass, the wall-time speed-up ---------------------------------------------
+
+
+def test_expected_tokens_per_pass_edge_cases():
+    assert expected_tokens_per_pass(0, 4) == 1.0  # every proposal rejected: the target's own token only
+    assert expected_tokens_per_pass(1, 4) == 5.0 and expected_tokens_per_pass(1.0, 1) == 2.0  # all kept + bonus
+    assert expected_tokens_per_pass(0.5, 1) == pytest.approx(1.5)
+    assert expected_tokens_per_pass(0.5, 3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    # continuous at α = 1 (the closed form's 0/0)
+    assert expected_tokens_per_pass(1 - 1e-9, 6) == pytest.approx(7.0, rel=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(alpha=st.floats(0, 1), k=st.integers(1, 12))
+def test_expected_tokens_per_pass_is_the_geometric_sum(alpha, k):
+    """1 + α + … + α^k: the mean of a kept prefix (P(i kept) = α^i(1 − α), P(all k) = α^k) plus the target's token."""
+    dist = [alpha ** i * (1 - alpha) for i in range(k)] + [alpha ** k]
+    assert sum(dist) == pytest.approx(1.0)
+    mean = sum((i + 1) * pi for i, pi in enumerate(dist))
+    assert expected_tokens_per_pass(alpha, k) == pytest.approx(mean, rel=1e-9, abs=1e-12)
+    assert 1.0 <= expected_tokens_per_pass(alpha, k) <= k + 1
+    if 0.01 < alpha < 0.99:
+        assert implied_alpha(expected_tokens_per_pass(alpha, k), k) == pytest.approx(alpha, abs=1e-6)
+
+
+def test_expected_speedup():
+    assert expected_speedup(0.8, 4, 0.0) == pytest.approx(expected_tokens_per_pass(0.8, 4))  # a free draft
+    assert expected_speedup(1.0, 4, 0.25) == pytest.approx(5 / 2)  # (k + 1) / (k·c + 1)
+    assert expected_speedup(0.0, 3, 0.1) == pytest.approx(1 / 1.3)  # a useless draft costs time
+    # Leviathan et al.: α = 0.8, γ = 5 (k), c = 0.05 -> (1 − 0.8^6) / (0.2 · 1.25) ≈ 2.95
+    assert expected_speedup(0.8, 5, 0.05) == pytest.approx((1 - 0.8 ** 6) / (0.2 * 1.25))
+
+
+def test_the_numbers_check_their_arguments():
+    with pytest.raises(ValueError, match=r"alpha \(the chance that one draft token is accepted\) must be .*0.*1.*got 1.5"):
+        expected_tokens_per_pass(1.5, 4)
+    with pytest.raises(ValueError, match=r"alpha .* must be .*got -0.1"):
+        expected_tokens_per_pass(-0.1, 4)
+    with pytest.raises(ValueError, match=r"k \(draft tokens proposed per round\) must be an integer >= 1, got 0"):
+        expected_tokens_per_pass(0.5, 0)
+    with pytest.raises(ValueError, match=r"k \(draft tokens proposed per round\) must be an integer >= 1, got 2.5"):
+        expected_tokens_per_pass(0.5, 2.5)
+    with pytest.raises(ValueError, match=r"alpha .* must be .*got nan"):
+        expected_tokens_per_pass(float("nan"), 2)
+    with pytest.raises(ValueError, match=r"c \(the cost of one draft pass, in target passes\) must be .*got -1"):
+        expected_speedup(0.5, 2, -1)
+    with pytest.raises(ValueError, match=r"tokens_per_pass must be a number from 1 to k \+ 1 = 5 .*got 6"):
+        implied_alpha(6, 4)
+
+
+def test_a_draft_equal_to_the_target_is_always_accepted(demo):
+    """α = 1 and k + 1 tokens per target pass, greedy and sampled, when the draft is the target itself."""
+    target, _, tok = demo
+    for k in (1, 3, 5):
+        for temperature in (0.0, 1.0):
+            r = speculative_generate(target, target, tok.encode("<s>"), 4 * (k + 1), k=k, temperature=temperature,
+                                     seed=k)
+            assert r.alpha == pytest.approx(1.0, abs=1e-5)
+            assert r.n_accepted == r.n_proposed == 4 * k and r.target_forwards == 4
+            assert r.tokens_per_target_pass == k + 1 == expected_tokens_per_pass(1.0, k)
+            assert len(r.full_rounds) == 4 and all(x.kind == "bonus" for x in r.rounds)
+
+
+def test_alpha_is_one_minus_the_total_variation(demo):
+    """Sampling: every decided proposal records sum_x min(p, q) = 1 − TV(p, q) of its two distributions;
+    greedy: whether the argmaxes agree (= its accept_prob)."""
+    target, draft, tok = demo
+    r = speculative_generate(target, draft, tok.encode("<s>the kv"), 20, k=3, temperature=1.0, seed=2)
+    assert r.n_decided == sum(min(x.accepted + 1, len(x.proposed)) for x in r.rounds) > 0
+    ids = r.sequences[0].tolist()
+    for x in r.rounds:
+        for i, a in enumerate(x.alpha):
+            prefix = torch.tensor([ids[:x.start] + x.proposed[:i]])
+            with torch.no_grad():
+                p = torch.softmax(target(prefix)[0, -1].double(), -1)
+                q = torch.softmax(draft(prefix)[0, -1].double(), -1)
+            assert a == pytest.approx(1 - 0.5 * float((p - q).abs().sum()), abs=1e-5)
+    g = speculative_generate(target, draft, tok.encode("<s>the kv"), 20, k=3)
+    assert all(x.alpha == x.accept_prob for x in g.rounds)
+    assert g.alpha == sum(x.accepted for x in g.rounds) / g.n_decided  # kept / (kept + first rejections)
+    assert g.alpha > g.acceptance_rate  # drafts dropped unchecked after a rejection count as not kept
+
+
+def constant_model(seed: int, vocab: int = 6, max_seq_len: int = 512) -> MiniTransformer:
+    """A model whose next-token distribution is the same after every prefix: the attention and the FFN write
+    nothing but a fixed bias into the residual stream, so lm_head sees one vector whatever the tokens. Its
+    draft proposals are then accepted independently with one fixed α: the formula's assumption, exactly."""
+    torch.manual_seed(seed)
+    cfg = lib.ModelConfig(vocab_size=vocab, n_layers=1, d_model=8, n_heads=2, max_seq_len=max_seq_len,
+                          tie_embeddings=False)
+    m = MiniTransformer(cfg).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        m.norm_f.weight.fill_(1.0)
+        m.blocks[0].mlp.down_proj.bias.copy_(torch.randn(8))
+        m.lm_head.weight.copy_(0.3 * torch.randn(vocab, 8))
+    return m
+
+
+@torch.no_grad()
+def test_predicted_tokens_per_pass_matches_a_long_run():
+    """With a fixed α per position, the measured tokens per full round agree with (1 − α^(k+1)) / (1 − α)
+    within 4 standard errors over ~1,000 rounds (seeded: the run is the same every time)."""
+    target, draft = constant_model(0), constant_model(1)
+    ids = [0]
+    p = torch.softmax(target(torch.tensor([ids]))[0, -1].double(), -1)
+    q = torch.softmax(draft(torch.tensor([ids]))[0, -1].double(), -1)
+    alpha = float(torch.minimum(p, q).sum())
+    assert 0.4 < alpha < 0.95  # a draft that is right often, not always
+    for k in (2, 4):
+        runs = [speculative_generate(target, draft, ids, 400, k=k, temperature=1.0, seed=s) for s in range(6)]
+        rounds = [x for r in runs for x in r.full_rounds]
+        assert len(rounds) > 500
+        assert all(a == pytest.approx(alpha, abs=1e-6) for r in runs for x in r.rounds for a in x.alpha)
+        n = [len(x.emitted) for x in rounds]
+        probs = [alpha ** i * (1 - alpha) for i in range(k)] + [alpha ** k]  # P(i + 1 tokens)
+        mean = expected_tokens_per_pass(alpha, k)
+        var = sum((i + 1 - mean) ** 2 * pi for i, pi in enumerate(probs))
+        measured = sum(n) / len(n)
+        assert abs(measured - mean) < 4 * math.sqrt(var / len(n)), (k, measured, mean)
+        assert implied_alpha(measured, k) == pytest.approx(alpha, abs=0.05)

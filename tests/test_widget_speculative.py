@@ -149,3 +149,20 @@ def test_explorer_rejects_values_its_controls_cannot_show(models):
     with pytest.raises(ValueError, match=r"seed must be an integer from 0 to 2147483647, got 'a'"):
         ex.set(seed="a")
     assert ex.result.k == 4  # nothing changed
+
+
+def test_tokens_per_pass_figure(models):
+    from lib.speculative import expected_tokens_per_pass, measure_acceptance
+    target, draft, _, tok = models
+    rows = measure_acceptance(target, draft, [tok.encode("<s>the kv"), tok.encode("<s>model")], ks=(1, 2, 4),
+                              max_new_tokens=16, eos_id=tok.eos_id)
+    fig = S.plot_tokens_per_pass(rows)
+    ax = fig.axes[0]
+    line = [ln for ln in ax.lines if ln.get_label() == "predicted from the measured α"][0]
+    assert list(line.get_ydata()) == pytest.approx([expected_tokens_per_pass(r["α"], r["k"]) for r in rows])
+    dots = {c.get_label(): c.get_offsets().tolist() for c in ax.collections}
+    assert dots["measured, all passes"] == [[r["k"], r["tokens/pass"]] for r in rows]
+    assert dots["measured, full rounds"] == [[r["k"], r["tokens/full round"]] for r in rows]
+    assert [t.get_text() for t in ax.texts] == [f"α={r['α']:.2f}" for r in rows]
+    with pytest.raises(ValueError, match=r"needs the rows of lib.speculative.measure_acceptance \(keys k, α"):
+        S.plot_tokens_per_pass([{"k": 1}])

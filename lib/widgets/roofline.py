@@ -3,8 +3,8 @@
 Every cost is ``lib.costs.step_cost`` (per operator, the one convention for "context": the positions the
 newest token attends to, itself included); every machine is a ``lib.roofline.Machine`` (``DEFAULT_GPU``
 unless told otherwise). Nothing here runs a model. Three tiers (CONTRIBUTING.md):
-1. ``plot_roofline`` / ``plot_bytes_split`` (static matplotlib) and ``cost_table`` / ``operator_table`` /
-   ``crossover_table`` / ``ridge_table`` (text tables).
+1. ``plot_roofline`` / ``plot_bytes_split`` / ``plot_operator_roofline`` (static matplotlib) and ``cost_table`` /
+   ``operator_table`` / ``crossover_table`` / ``ridge_table`` / ``operator_group_table`` (text tables).
 2. ``plotly_batch_roofline``: a plotly figure with one precomputed frame per batch size and a slider.
 3. ``RooflineExplorer``: live ipywidgets (model, dtype, machine, batch, context), drivable from Python
    through ``set(...)``; ``state``, ``drawn`` and ``summary`` say what is shown.
@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import costs
 from ..device import DTYPES as _DTYPE_TABLE
-from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine
+from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import check_controls, figure_and_axes, frame_slider
 
 DEFAULT_MODELS = ("chat", "llama-2-7b", "llama-3-8b")  # the demo model, a 7B with MHA and an 8B with GQA
@@ -212,6 +212,85 @@ def ridge_rows(models, machine: Machine = DEFAULT_GPU, contexts=(128, 2048, 8192
 
 def ridge_table(models, machine: Machine = DEFAULT_GPU, contexts=(128, 2048, 8192), dtype="bf16") -> str:
     return _text_table(ridge_rows(models, machine, contexts, dtype))
+
+
+def operator_group_rows(model, machine: Machine = DEFAULT_GPU, batches=(1, 16, 64, 256, 512), contexts=(128, 2048, 32768),
+                        dtype="bf16") -> list[dict]:
+    """One row per context and batch of a decode step of ``model``: the intensity of its weight products, of its
+    attention and of the whole step (``lib.roofline.operator_groups``), each with its bound on ``machine``."""
+    _, batches = _models_and_batches(model, batches, "operator_group_rows")
+    if not list(contexts):
+        raise ValueError("operator_group_rows needs at least one context")
+    rows = []
+    short = {"memory-bound": "memory", "compute-bound": "compute"}
+    for t in contexts:
+        for b in batches:
+            cost = costs.decode_cost(model, t, b, dtype)
+            g = {name: op.flops / op.bytes for name, op in operator_groups(cost).items()}
+            rows.append({"model": _name(model), "context": t, "batch": b,
+                         "weights FLOP/B": sig(g["weight products"]),
+                         "weights": short[machine.bound(g["weight products"])],
+                         "attention FLOP/B": sig(g["attention"]), "attention": short[machine.bound(g["attention"])],
+                         "step FLOP/B": sig(cost.intensity), "step": short[machine.bound(cost.intensity)]})
+    return rows
+
+
+def operator_group_table(model, machine: Machine = DEFAULT_GPU, batches=(1, 16, 64, 256, 512),
+                         contexts=(128, 2048, 32768), dtype="bf16") -> str:
+    """``operator_group_rows`` as an aligned text table."""
+    return _text_table(operator_group_rows(model, machine, batches, contexts, dtype))
+
+
+GROUP_COLOURS = {"weight products": "#1f77b4", "attention": "#d62728"}
+
+
+def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, batches=(1, 4, 16, 64, 256, 1024),
+                           contexts=(128, 2048, 32768), dtype="bf16", ax=None, title: str | None = None):
+    """The roofline per operator group of a decode step of ``model``: the weight products (blue circles, one per
+    batch: they move right as the batch grows, whatever the context), the attention (red triangles, one per
+    context: the same at every batch) and, faint, the whole step at each context (grey, joined over the batches:
+    it stalls where the attention's bytes take over). Returns the figure."""
+    _, batches = _models_and_batches(model, batches, "plot_operator_roofline")
+    contexts = list(contexts)
+    if not contexts:
+        raise ValueError("plot_operator_roofline needs at least one context")
+    fig, ax = figure_and_axes(ax, (7, 4.5))
+    scale, unit = _y_unit(machine)
+    groups = {(t, b): operator_groups(costs.decode_cost(model, t, b, dtype)) for t in contexts for b in batches}
+    steps = {(t, b): costs.decode_cost(model, t, b, dtype).intensity for t in contexts for b in batches}
+    xw = [g["weight products"].flops / g["weight products"].bytes for (t, b), g in groups.items() if t == contexts[0]]
+    xa = [groups[(t, batches[0])]["attention"].flops / groups[(t, batches[0])]["attention"].bytes for t in contexts]
+    xs, ys = roof_line(machine, *_x_range([*xw, *xa, *steps.values()], machine))
+    ax.plot(xs, [y / scale for y in ys], color=ROOF_COLOUR, lw=2)
+    ax.axvline(machine.ridge, color=ROOF_COLOUR, ls=":", lw=1)
+    ax.text(machine.ridge, 0.02, f" ridge {machine.ridge:.4g}", fontsize=8, transform=ax.get_xaxis_transform())
+    for i, t in enumerate(contexts):
+        x = [steps[(t, b)] for b in batches]
+        ax.plot(x, [machine.attainable(v) / scale for v in x], color="#999999", lw=1, ls="--", marker="s", ms=3,
+                alpha=0.7, label="whole step, per context" if i == 0 else None)
+        ax.annotate(f"step, ctx {t}", (x[-1], machine.attainable(x[-1]) / scale), fontsize=7, color="#777777",
+                    xytext=(4, -3 - 8 * i), textcoords="offset points")
+    ax.scatter(xw, [machine.attainable(v) / scale for v in xw], color=GROUP_COLOURS["weight products"], zorder=3,
+               label="weight products (any context)")
+    for b, x in zip(batches, xw):
+        ax.annotate(f"B={b}", (x, machine.attainable(x) / scale), fontsize=7, color=GROUP_COLOURS["weight products"],
+                    xytext=(-4, 6), textcoords="offset points", ha="right")
+    ax.scatter(xa, [machine.attainable(v) / scale for v in xa], color=GROUP_COLOURS["attention"], marker="^",
+               zorder=3, label="attention (any batch)")
+    ax.annotate("attention, ctx " + " / ".join(map(str, contexts)), (xa[-1], machine.attainable(xa[-1]) / scale),
+                fontsize=7, color=GROUP_COLOURS["attention"], xytext=(4, 8), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(top=machine.peak_gflops / scale * 6)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel(f"attainable {unit}")
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
+    c = costs.model_config(model)
+    ax.set_title(title if title is not None else
+                 f"{_name(model)} ({c.attention_kind}, {c.n_heads} query / {c.n_kv_heads} KV heads), decode in "
+                 f"{costs.dtype_name(dtype)} on {machine.name}\nweight products compute-bound from batch "
+                 f"{weight_products_ridge_batch(model, machine, dtype)}", fontsize=8)
+    return fig
 
 
 def roof_line(machine: Machine, x_min: float, x_max: float) -> tuple[list[float], list[float]]:

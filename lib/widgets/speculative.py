@@ -6,6 +6,7 @@ re-runs a model except the live explorer, when the user changes a control.
 
 Three tiers (CONTRIBUTING.md):
 1. ``plot_rounds``: a static matplotlib grid (one row per round), ``SpeculativeResult.table`` as text;
+   ``plot_tokens_per_pass``: measured tokens per target pass against the prediction from the measured α;
 2. ``rounds_figure``: a plotly figure with one frame per round and a slider (survives export);
 3. ``SpeculativeExplorer``: ipywidgets (prompt, k, temperature, seed) that re-run both models, drivable
    from Python with ``set()``.
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from .. import checks
-from ..speculative import SpeculativeResult, speculative_generate
+from ..speculative import SpeculativeResult, expected_tokens_per_pass, speculative_generate
 from ..text import token_label
 from . import figure_and_axes, frame_slider, play_buttons, try_prompt
 
@@ -130,6 +131,38 @@ def plot_rounds(result: SpeculativeResult, tokenizer, ax=None, title: str | None
     shown = [s for s in COLORS if any(c.status == s for row in rows for c in row)]
     ax.legend(handles=[Patch(color=COLORS[s], label=MEANING[s]) for s in shown], fontsize=7, frameon=False,
               loc="upper center", bbox_to_anchor=(0.5, -0.02 - 0.5 / max(n, 1)), ncol=min(len(shown), 3))
+    fig.tight_layout()
+    return fig
+
+
+def plot_tokens_per_pass(rows: list[dict], ax=None, title: str | None = None):
+    """Tier 1: tokens per target pass against k, from ``lib.speculative.measure_acceptance`` rows: the
+    prediction (1 − α^(k+1)) / (1 − α) at each row's measured α (line), the measured tokens per full round
+    (dots) and per pass over the whole runs (open circles, lower: the last round of a text is cut short),
+    between the bounds 1 (every draft rejected) and k + 1 (every draft kept)."""
+    needed = ("k", "α", "tokens/pass", "tokens/full round")
+    if not rows or any(any(n not in r for n in needed) for r in rows):
+        raise ValueError(f"plot_tokens_per_pass needs the rows of lib.speculative.measure_acceptance (keys "
+                         f"{', '.join(needed)}), got {len(rows) if isinstance(rows, list) else type(rows).__name__} rows")
+    rows = [r for r in rows if r["α"] != "-"]
+    ks = [r["k"] for r in rows]
+    fig, ax = figure_and_axes(ax, (6.5, 3.8))
+    ax.plot(ks, [k + 1 for k in ks], color="#c7c7c7", ls="--", lw=1, label="k + 1 (α = 1)")
+    ax.plot(ks, [1] * len(ks), color="#c7c7c7", ls=":", lw=1, label="1 (α = 0)")
+    ax.plot(ks, [expected_tokens_per_pass(r["α"], r["k"]) for r in rows], color="#1f77b4", marker="", lw=2,
+            label="predicted from the measured α")
+    full = [(r["k"], r["tokens/full round"]) for r in rows if r["tokens/full round"] != "-"]
+    ax.scatter(*zip(*full), color="#ff7f0e", zorder=3, label="measured, full rounds")
+    ax.scatter(ks, [r["tokens/pass"] for r in rows], facecolor="none", edgecolor="#2ca02c", zorder=3,
+               label="measured, all passes")
+    for r in rows:
+        ax.annotate(f"α={r['α']:.2f}", (r["k"], expected_tokens_per_pass(r["α"], r["k"])), fontsize=7,
+                    xytext=(-4, 6), textcoords="offset points", ha="right", color="#1f77b4")
+    ax.set_xticks(ks)
+    ax.set_xlabel("k (draft tokens proposed per round)")
+    ax.set_ylabel("tokens per target pass")
+    ax.set_title(title if title is not None else "tokens per target pass: predicted vs measured", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
     fig.tight_layout()
     return fig
 
