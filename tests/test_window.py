@@ -295,3 +295,19 @@ def test_the_cost_model_caps_a_windowed_cache_at_the_window():
     assert kv_cache_bytes(v01, 32768) == kv_cache_bytes(v01, 4096) == kv_cache_bytes(mistral, 4096)
     assert kv_cache_bytes(v01, 1000) == kv_cache_bytes(mistral, 1000)
     assert kv_cache_bytes(mistral, 32768) == 8 * kv_cache_bytes(mistral, 4096)
+
+
+def test_the_quantized_cache_keeps_every_position_and_follows_the_window_mask():
+    from lib.quant import QuantizedKVCache
+    model = make_model(0, sliding_window=4)
+    ids = torch.randint(0, 50, (1, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = model(ids)
+        cache = QuantizedKVCache(model.config, 1, 20)
+        got = feed_chunks(model, ids, cache, [6, 1, 9])
+    assert cache.keys(0).shape[2] == 16
+    # int8 storage: close to the fp32 forward, not equal; far from the same model without its window
+    assert (got - want).abs().max() < 0.05
+    unwindowed = make_model(0)
+    with torch.no_grad():
+        assert (unwindowed(ids) - want).abs().max() > 10 * (got - want).abs().max()
