@@ -26,9 +26,12 @@ EXPECTED = {
     "03_kv_cache": {"images": 6, "plotly": 4, "widgets": 2},
     "04_worked_example": {"images": 0, "plotly": 1, "widgets": 1},
     "05_kv_cache_memory": {"images": 2, "plotly": 1, "widgets": 1},
-    "06_misconceptions": {"images": 1, "plotly": 1, "widgets": 1},
-    "07_paged_attention": {"images": 4, "plotly": 1, "widgets": 2},
-    "08_roofline": {"images": 2, "plotly": 1, "widgets": 1},
+    "06_misconceptions": {"images": 2, "plotly": 1, "widgets": 1},
+    "07_paged_attention": {"images": 5, "plotly": 1, "widgets": 1},
+    "08_roofline": {"images": 3, "plotly": 1, "widgets": 1},
+    "09_flash_attention": {"images": 2, "plotly": 0, "widgets": 0},
+    "10_sliding_window": {"images": 3, "plotly": 0, "widgets": 0},
+    "11_vllm_bridge": {"images": 1, "plotly": 0, "widgets": 0},
 }
 
 MUST_DRIVE = {
