@@ -126,27 +126,39 @@ def drive_heatmap(page, widget) -> list[str]:
 
 
 def drive_memory(page, widget) -> list[str]:
-    """Move the "requests" slider one notch; the budget on the page must be lib's budget for the new values."""
+    """Move the "requests" slider one notch, then pick another KV-cache format: each time the budget on the page
+    must be lib's budget for the new values."""
     from lib.text import fmt_bytes
     from lib.widgets.memory import memory_budget
 
+    def selected(label):
+        return control(widget, "dropdown", label).locator("select").evaluate("s => s.options[s.selectedIndex].label")
+
+    def shows_lib_budget(what, kv_dtype):
+        b = memory_budget(model, dtype, context, batch, kv_dtype=kv_dtype)
+        want = [f"KV cache ({b.batch} x {b.context:,} tokens)", f"{fmt_bytes(b.kv_bytes)} ({b.kv_share:.1%} of total)",
+                fmt_bytes(b.total_bytes), fmt_bytes(b.weight_bytes)]
+        text = widget.locator(".widget-html-content").last.inner_text()
+        missing = [w for w in want if w not in text]
+        assert not missing, f"memory explorer {what} ({model}, weights {dtype}, KV {kv_dtype}, context {context}, " \
+                            f"batch {b.batch}): the page does not show lib's numbers {missing}; it shows:\n{text}"
+        return f"{what}: page shows {want[0]} = {want[1]}, total {want[2]} (lib's numbers)"
+
     requests = control(widget, "slider", "requests")
-    model = control(widget, "dropdown", "model").locator("select").evaluate("s => s.options[s.selectedIndex].label")
-    dtype = control(widget, "dropdown", "dtype").locator("select").evaluate("s => s.options[s.selectedIndex].label")
+    model, dtype, kv_dtype = selected("model"), selected("weights"), selected("KV cache")
     context = int(control(widget, "inline-hbox", "context").locator("input").input_value())
     batch = int(readout(requests))
     before = drawn(widget)
-    new = batch + (1 if nudge(requests) == "ArrowRight" else -1)
-    wait_readout(page, requests, str(new), "after moving the requests slider")
+    batch += 1 if nudge(requests) == "ArrowRight" else -1
+    wait_readout(page, requests, str(batch), "after moving the requests slider")
     wait_drawn_change(page, widget, before, "after moving the requests slider")
-    b = memory_budget(model, dtype, context, new)
-    want = [f"KV cache ({b.batch} x {b.context:,} tokens)", f"{fmt_bytes(b.kv_bytes)} ({b.kv_share:.1%} of total)",
-            fmt_bytes(b.total_bytes), fmt_bytes(b.weight_bytes)]
-    text = widget.locator(".widget-html-content").last.inner_text()
-    missing = [w for w in want if w not in text]
-    assert not missing, f"memory explorer at {model} {dtype} context {context} batch {b.batch}: the page does not " \
-                        f"show lib's numbers {missing}; it shows:\n{text}"
-    return [f"requests {batch} -> {b.batch}: page shows {want[0]} = {want[1]}, total {want[2]} (lib's numbers)"]
+    checks = [shows_lib_budget(f"requests -> {batch}", kv_dtype)]
+    new_kv = "int8" if kv_dtype != "int8" else "fp16"
+    before = drawn(widget)
+    control(widget, "dropdown", "KV cache").locator("select").select_option(label=new_kv)
+    wait_drawn_change(page, widget, before, f"after picking the KV cache format {new_kv}")
+    checks.append(shows_lib_budget(f"KV cache {kv_dtype} -> {new_kv}", new_kv))
+    return checks
 
 
 def drive_slider(page, widget, tries: int = 3) -> list[str]:

@@ -37,7 +37,7 @@ EXPECTED = {
 MUST_DRIVE = {
     "02_autoregressive_generation": {"player"},  # GenerationPlayer: Step, Back, Play
     "03_kv_cache": {"heatmap"},  # AttentionExplorer: another layer and head
-    "05_kv_cache_memory": {"memory"},  # MemoryExplorer: the requests slider and lib's numbers
+    "05_kv_cache_memory": {"memory"},  # MemoryExplorer: the requests slider, the KV-cache format, lib's numbers
     "07_paged_attention": {"stepper"},  # BlockPoolWidget: Step, Back
 }
 
