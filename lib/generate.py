@@ -111,11 +111,15 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
                 finished = finished | (next_ids == eos_id)
                 if bool(finished.all()):
                     break
-    except BaseException:  # a failed call (a full pool, Ctrl-C) gives back what it took
+    except BaseException as failure:  # a failed call (a full pool, Ctrl-C) gives back what it took
         if forked is not None:
             getattr(forked, "release", lambda: None)()
         if use_cache:
-            passed.crop(start)  # the cache holds again exactly what it held before the call
+            try:
+                passed.crop(start)  # the cache holds again exactly what it held before the call
+            except ValueError as undo:  # a sliding-window ring that wrapped cannot go back: empty it, and say so
+                passed.crop(0)
+                getattr(failure, "add_note", lambda _: None)(f"the cache was emptied: {undo}")
         raise
     finally:
         model.train(was_training)

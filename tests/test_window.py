@@ -311,3 +311,16 @@ def test_the_quantized_cache_keeps_every_position_and_follows_the_window_mask():
     unwindowed = make_model(0)
     with torch.no_grad():
         assert (unwindowed(ids) - want).abs().max() > 10 * (got - want).abs().max()
+
+
+def test_a_failed_generate_on_a_wrapped_ring_empties_it_and_says_so():
+    model = make_model(0, sliding_window=4)
+    cache = KVCache(model.config, 1, 20)
+    ids = torch.randint(0, 50, (1, 8), generator=torch.Generator().manual_seed(0))
+    generate(model, ids, 3, cache=cache)
+    assert cache.seq_len == 10
+    with pytest.raises(ValueError, match="KV cache is full") as info:
+        generate(model, ids[:, :2], 30, cache=cache)  # fails once the ring has wrapped past where it started
+    assert cache.seq_len == 0
+    if hasattr(info.value, "__notes__"):  # Python >= 3.11
+        assert "the cache was emptied" in info.value.__notes__[0]
