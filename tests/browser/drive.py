@@ -195,7 +195,7 @@ def kind_of(widget) -> str:
         return "player" if has(".widget-play") else "stepper"
     if {"layer", "head"} <= labels and has(".widget-dropdown"):
         return "heatmap"
-    if {"model", "dtype", "requests"} <= labels:
+    if {"model", "weights", "KV cache", "requests"} <= labels:
         return "memory"
     return "slider"
 
