@@ -12,6 +12,7 @@ import random
 import torch
 
 from .device import pick_device
+from . import style
 from .fonts import use_cjk_font
 
 
@@ -34,10 +35,8 @@ def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None 
     seed_everything(seed)
     if threads is not None:
         torch.set_num_threads(threads)
+    style.apply()  # the course's colours, fonts and sizes for matplotlib and plotly (lib/style.py)
     use_cjk_font()
-    import matplotlib as mpl
-    mpl.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "figure.figsize": (7.5, 3.5),
-                         "axes.spines.top": False, "axes.spines.right": False})
     import plotly.io as pio
     pio.renderers.default = "plotly_mimetype"
     dev = pick_device(device if device is not None else os.environ.get("KVLAB_DEVICE"), verbose=False)

@@ -1,0 +1,78 @@
+"""The one visual language (lib/style.py): a colour-blind-safe palette with one meaning per concept, text that
+meets WCAG AA contrast, and more than hue to tell concepts apart."""
+import itertools
+
+import pytest
+
+from lib import style
+
+DEFICIENCIES = (None, "deuteranomaly", "protanomaly", "tritanomaly")
+# ΔE' in CAM02-UCS: about 1 is a just-noticeable difference between two patches side by side; colours that name
+# categories across a legend and a plot must differ at a glance, so we ask ten times that. Okabe–Ito's closest
+# pair under full dichromacy is orange vs reddish purple for tritanopia (11.0); matplotlib's default red and
+# green (#d62728, #2ca02c), the pair this replaced, are 5.2 apart for deuteranopes.
+MIN_DELTA_E = 10.0
+
+
+@pytest.mark.parametrize("deficiency", DEFICIENCIES, ids=lambda d: d or "typical")
+def test_every_pair_of_categorical_colours_stays_apart(deficiency):
+    pairs = {(a, b): style.cvd_distance(a, b, deficiency) for a, b in itertools.combinations(style.CATEGORICAL, 2)}
+    worst = min(pairs, key=pairs.get)
+    assert pairs[worst] >= MIN_DELTA_E, f"{worst} are only ΔE' {pairs[worst]:.1f} apart for {deficiency}"
+
+
+def test_the_old_red_green_pair_fails_the_same_check():
+    assert style.cvd_distance("#d62728", "#2ca02c", "deuteranomaly") < MIN_DELTA_E
+
+
+def test_text_colours_meet_wcag_aa_on_the_paper():
+    for fg in (style.INK, style.MUTED):
+        assert style.contrast_ratio(fg, style.PAPER) >= 4.5
+    for name in ("cached", "computed", "recomputed", "weights", "shared", "draft", "newest"):
+        c = style.text_colour(name)
+        assert style.contrast_ratio(c, style.PAPER) >= 4.5, (name, c)
+    assert style.text_colour("cached") == style.colour("cached")  # already dark enough: unchanged
+    assert style.text_colour("computed") != style.colour("computed")  # orange text is darkened
+
+
+def test_the_wcag_formula_on_known_values():
+    assert style.contrast_ratio("#000000", "#FFFFFF") == pytest.approx(21.0)
+    assert style.contrast_ratio("#FFFFFF", "#FFFFFF") == pytest.approx(1.0)
+    assert style.contrast_ratio("#767676", "#FFFFFF") == pytest.approx(4.54, abs=0.01)  # the AA grey
+
+
+def test_every_concept_has_a_second_cue_besides_hue():
+    main = ["cached", "computed", "recomputed", "weights", "shared", "draft", "newest"]
+    cues = [(style.concept(n).hatch, style.concept(n).marker, style.concept(n).linestyle) for n in main]
+    for field in range(3):
+        values = [c[field] for c in cues]
+        assert len(set(map(str, values))) == len(values), f"two concepts share cue {field}: {values}"
+    assert len({style.concept(n).colour for n in main}) == len(main)
+    assert {style.concept(n).colour for n in main} <= set(style.CATEGORICAL)
+
+
+def test_red_and_green_are_not_both_in_the_palette():
+    assert "#d62728" not in [c.lower() for c in style.CATEGORICAL]
+    assert not ({"red", "green"} & set(style.OKABE_ITO))
+
+
+def test_bad_names_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown concept 'kv-cash'; the course's concepts are: "):
+        style.concept("kv-cash")
+    with pytest.raises(ValueError, match=r"a colour is written #RRGGBB, got 'red'"):
+        style.contrast_ratio("red")
+    with pytest.raises(ValueError, match="deficiency must be one of"):
+        style.cvd_distance("#000000", "#FFFFFF", "colourblind")
+    with pytest.raises(ValueError, match="unknown CSS role 'text'"):
+        style.css("text")
+
+
+def test_apply_installs_matplotlib_and_plotly_defaults():
+    import matplotlib as mpl
+    import plotly.io as pio
+
+    style.apply()
+    assert mpl.rcParams["axes.prop_cycle"].by_key()["color"] == style.CATEGORICAL
+    assert mpl.rcParams["image.cmap"] == style.SEQUENTIAL
+    assert pio.templates.default == "plotly_white+kvlab"
+    assert list(pio.templates["kvlab"].layout.colorway) == style.CATEGORICAL
