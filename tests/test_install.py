@@ -210,7 +210,11 @@ def test_the_readme_install_lines_work_in_a_fresh_virtual_environment(tmp_path):
         env["PIP_CACHE_DIR"] = cache  # the user's pip cache: the one thing shared, and what makes it fast
     script = script_from_readme(repo, elsewhere)
     t0 = time.perf_counter()
-    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+    try:
+        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
+                              timeout=INSTALL_TIMEOUT_S)
+    finally:  # the environment is about a GB: not left in pytest's kept temporary folders
+        shutil.rmtree(repo / ".venv", ignore_errors=True)
     seconds = time.perf_counter() - t0
     log = textwrap.indent((done.stdout + done.stderr)[-6000:], "  ")
     assert done.returncode == 0, f"README's install lines failed after {seconds:.0f} s (sources: {found}):\n{log}"
