@@ -156,6 +156,21 @@ def package_sources() -> tuple[list[str], list[str]]:
     return found, missing
 
 
+def test_no_reachable_index_no_local_wheels_and_an_empty_cache_are_detected_as_no_source(tmp_path, monkeypatch):
+    """The skip rule is a detection, not a guess: a closed port, a missing wheel folder and an empty cache
+    are each reported as missing, and nothing is found."""
+    import test_install
+
+    (tmp_path / "cache").mkdir()
+    monkeypatch.setattr(test_install, "pip_config", lambda: {"index-url": "http://127.0.0.1:1/simple",
+                                                             "find-links": str(tmp_path / "no-wheels")})
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "cache"))
+    found, missing = test_install.package_sources()
+    assert found == []
+    assert missing[0].startswith("http://127.0.0.1:1/simple (") and missing[1] == str(tmp_path / "no-wheels")
+    assert missing[2] == f"pip's cache {tmp_path / 'cache'}"
+
+
 def copy_of_repo(dest: Path) -> Path:
     """The repository's tracked and not-ignored files (what a clone plus local edits holds), copied to dest."""
     listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
