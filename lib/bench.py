@@ -41,6 +41,10 @@ the speedups of sections 2 and 3.
    against the bandwidth measured on that device.
 
 Numbers depend on the machine and on what else runs on it: take the real figures on a quiet machine.
+
+On a terminal (not under CI, see ``lib.progress``) two bars show where it is: the sections, and below them
+each measured run of the current section (which contender or context pass, with an ETA). In a log only the
+section headers are printed. The bars change nothing that is measured or written.
 """
 from __future__ import annotations
 
@@ -64,6 +68,7 @@ from .measure import fit_loglog_slope, random_model, time_at_positions
 from .model import MiniTransformer
 from .device import fixed_threads
 from .fastdecode import FastDecoder, PackedLinear
+from . import progress
 from .roofline import measure_bandwidth_gbs
 from .timing import MIN_RUNS_TO_RANK, Timing, benchmark, rank, steady, time_call
 
@@ -151,23 +156,33 @@ class Contender:
         return Timing(tuple(self.seconds)) if self.seconds else None
 
 
-def interleaved(contenders: list, warmup: int, device="cpu", each_round=None) -> None:
+def interleaved(contenders: list, warmup: int, device="cpu", each_round=None, bar=None) -> None:
     """Run every contender ``warmup + c.runs`` times, one after the other within each round (so all of them
     see the same state of the machine; one with fewer runs sits out the last rounds); keep the timed seconds
     and the first output of each. A contender that raises is dropped with its error kept (e.g. a cache type
     this transformers version lacks). ``each_round()``, if given, runs at the start of every timed round
-    (the benchmark samples the memory bandwidth there)."""
+    (the benchmark samples the memory bandwidth there). ``bar``, if given (a ``lib.progress.bar``), is reset
+    to the number of runs and shows which one is running."""
+    if bar is not None:
+        bar.reset(total=sum(warmup + c.runs for c in contenders))
     for r in range(warmup + max(c.runs for c in contenders)):
         if each_round is not None and r >= warmup:
             each_round()
         for c in contenders:
             if c.error or r >= warmup + c.runs:
+                if bar is not None and r < warmup + c.runs:  # a failed contender's runs are skipped: count them
+                    bar.update()
                 continue
+            if bar is not None:
+                bar.set_description_str(f"{c.name}, {'warm-up' if r < warmup else f'run {r - warmup + 1}/{c.runs}'}")
             try:
                 seconds, seq = time_call(c.fn, device)
             except Exception as e:  # noqa: BLE001 - reported in the table, never hidden
                 c.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
                 continue
+            finally:
+                if bar is not None:
+                    bar.update()
             if c.sequences is None:
                 c.sequences = seq.detach().cpu()
             if r >= warmup:
@@ -267,12 +282,13 @@ COMPARISONS = (
 
 
 @torch.no_grad()
-def decode_section(hf, model, s: Settings, each_round=None) -> dict:
-    """Section 1. ``each_round()``, if given, runs once per timed round (the bandwidth samples)."""
+def decode_section(hf, model, s: Settings, each_round=None, bar=None) -> dict:
+    """Section 1. ``each_round()``, if given, runs once per timed round (the bandwidth samples); ``bar``: a
+    progress bar over the runs (``interleaved``)."""
     ids = prompt_ids(model)
     contenders = decode_contenders(hf, model, ids, s.new_tokens, s.runs, s.uncached_runs)
     # uncached ones in the first rounds only: fewer runs, same moments
-    interleaved(contenders, s.warmup, each_round=each_round)
+    interleaved(contenders, s.warmup, each_round=each_round, bar=bar)
     reference = contenders[0].sequences
     for c in contenders:
         if c.sequences is not None and not torch.equal(c.sequences, reference):
@@ -321,13 +337,21 @@ def decode_rows(contenders: list, new_tokens: int, bytes_per_generation: int) ->
 
 # ------------------------------------------------------------------- 2. cached vs uncached per token
 
-def _positions_interleaved(model, lengths, modes, runs: int, warmup: int, threads: int) -> dict:
+def _positions_interleaved(model, lengths, modes, runs: int, warmup: int, threads: int, bar=None) -> dict:
     """Per mode, a ``Timing`` per context length of ``runs`` passes of ``lib.measure.time_at_positions``
-    (one pass per mode per round, modes interleaved) of one step at each length."""
+    (one pass per mode per round, modes interleaved) of one step at each length. ``bar``: a progress bar
+    over the passes."""
     runs_by_mode = {m: [] for m in modes}
+    if bar is not None:
+        bar.reset(total=(warmup + runs) * len(modes))
     for r in range(warmup + runs):
         for m in modes:
+            if bar is not None:
+                bar.set_description_str(f"{m}, {'warm-up' if r < warmup else f'pass {r - warmup + 1}/{runs}'} "
+                                        f"over contexts {lengths[0]}-{lengths[-1]}")
             secs = time_at_positions(model, list(lengths), m, repeats=1, warmup=0, threads=threads)
+            if bar is not None:
+                bar.update()
             if r >= warmup:
                 runs_by_mode[m].append(secs)
     return {m: [Timing(col) for col in zip(*rs)] for m, rs in runs_by_mode.items()}
@@ -342,9 +366,9 @@ def _per_length(timings: dict, fast: str, slow: str) -> dict:
             "ratio": [r["ratio"] if r["separated"] else None for r in ranked], "why": [r["why"] for r in ranked]}
 
 
-def lengths_section(model, s: Settings, threads: int) -> dict:
+def lengths_section(model, s: Settings, threads: int, bar=None) -> dict:
     per = _per_length(_positions_interleaved(model, s.lengths, ("static", "no cache"), s.position_runs, s.warmup,
-                                             threads), "static", "no cache")
+                                             threads, bar), "static", "no cache")
     secs = per["seconds"]
     slopes = {m: round(fit_loglog_slope(list(s.lengths), v), 2) for m, v in secs.items()}
     # speedup: uncached time / cached time, where the two are separated (None where their ranges overlap)
@@ -368,10 +392,10 @@ def concat_bytes_copied(model, context: int, seed: int = 0) -> int:
     return cache.bytes_copied - before
 
 
-def cache_kinds_section(model, s: Settings, threads: int) -> dict:
+def cache_kinds_section(model, s: Settings, threads: int, bar=None) -> dict:
     c = model.config
     per = _per_length(_positions_interleaved(model, s.long_lengths, ("static", "concat"), s.position_runs,
-                                             s.warmup, threads), "static", "concat")
+                                             s.warmup, threads, bar), "static", "concat")
     secs = per["seconds"]
     copied = [concat_bytes_copied(model, t, s.seed) for t in s.long_lengths]
     expected = [kv_cache_bytes(c, t, 1, model.dtype) for t in s.long_lengths]
@@ -420,7 +444,7 @@ def _decode_loop(step, model, ids, new_tokens: int):
     return torch.cat([ids] + out, dim=1)
 
 
-def accelerator_section(hf, model, s: Settings, device: str) -> dict:
+def accelerator_section(hf, model, s: Settings, device: str, bar=None) -> dict:
     """lib's decode in bf16 on ``device``: lib.generate, the plain decode loop eager and compiled, and
     transformers' generate; MBU against the bandwidth measured there. Skipped cleanly without the device
     (or with ``device=None``)."""
@@ -458,7 +482,7 @@ def accelerator_section(hf, model, s: Settings, device: str) -> dict:
                                  s.runs),
                        Contender("transformers, static cache", "transformers", True,
                                  lambda: h.generate(ids, cache_implementation="static", **kw), s.runs)]
-    interleaved(contenders, s.warmup, dev)
+    interleaved(contenders, s.warmup, dev, bar=bar)
     moved = generation_bytes(m.config, len(PROMPT), n, torch.bfloat16)
     reference = contenders[0].sequences
     rows = []
@@ -642,11 +666,24 @@ def _available_cpus() -> int:
 
 
 def run(settings: Settings = FULL, threads: int | None = None, accelerator: str = "cuda", quick: bool = False,
-        command: str = "python -m lib.bench", log=print, twins=None) -> dict:
+        command: str = "python -m lib.bench", log=print, twins=None, show: bool | None = False) -> dict:
     """Every section; returns the result dict (what bench.json holds). ``twins``: an ``(hf_model or None,
-    lib_model)`` pair to use instead of ``twin_models()`` (the tests run the whole pipeline on a tiny one)."""
+    lib_model)`` pair to use instead of ``twin_models()`` (the tests run the whole pipeline on a tiny one).
+    ``show``: progress bars on stderr over the sections and the runs of each (True, False, or None: as
+    ``lib.progress.show_progress`` decides); ``log`` should then be ``lib.progress.write``."""
     threads = threads or _available_cpus()
     transformers = _transformers()
+    show = progress.show_progress() if show is None else show
+    with progress.bar(total=5, desc="bench", unit="section", show=show) as sections, \
+            progress.bar(desc="runs", unit="run", leave=False, show=show) as runs:
+        return _run(settings, threads, accelerator, quick, command, log, twins, transformers, sections, runs)
+
+
+def _run(settings, threads, accelerator, quick, command, log, twins, transformers, sections, runs) -> dict:
+    """``run``'s body; ``sections`` and ``runs`` are its two progress bars (disabled ones draw nothing)."""
+    def section(title):  # the header line, and the sections bar's current item
+        log(title)
+        sections.set_description_str(title.split(" ...")[0])
 
     def bandwidth(device="cpu"):  # GB/s to 0.1 (finer digits are noise); MBU divides by the best of them
         return round(measure_bandwidth_gbs(device, nbytes=settings.bandwidth_bytes,
@@ -663,22 +700,29 @@ def run(settings: Settings = FULL, threads: int | None = None, accelerator: str 
             products.append(round(matvec_gbs(lm_head, settings.bandwidth_repeats, shards=threads), 1))
 
         sample()
-        log("1. decode tokens/s ...")
+        section("1. decode tokens/s ...")
         with steady(threads):
-            decode = decode_section(hf, model, settings, each_round=sample)
+            decode = decode_section(hf, model, settings, each_round=sample, bar=runs)
         sample()
-        log("2. cached vs uncached across lengths ...")
-        lengths = lengths_section(model, settings, threads)
-        log("3. preallocated vs torch.cat ...")
-        kinds = cache_kinds_section(model, settings, threads)
+        sections.update()
+        section("2. cached vs uncached across lengths ...")
+        lengths = lengths_section(model, settings, threads, bar=runs)
+        sections.update()
+        section("3. preallocated vs torch.cat ...")
+        kinds = cache_kinds_section(model, settings, threads, bar=runs)
         sample()
+        sections.update()
+        sections.set_description_str("4. bandwidth utilisation")
         best = max(sums + products)
         for r in decode["rows"]:  # 4. MBU: achieved GB/s against the fastest read of the whole run
             if r["achieved_gbs"] is not None:
                 r["mbu"] = round(decode["bytes_per_generation"] / r["median_s"] / 1e9 / best, 3)
         matvec = matvec_gbs(lm_head)
-    log("5. accelerator ...")
-    accel = accelerator_section(hf, model, settings, accelerator)
+        sections.update()
+    section("5. accelerator ...")
+    runs.reset(total=0)
+    accel = accelerator_section(hf, model, settings, accelerator, bar=runs)
+    sections.update()
     return {"command": command, "quick": quick, "settings": asdict(settings),
             "machine": {"command": command, "cpu": _cpu_name(), "cpu_count": os.cpu_count(), "threads": threads,
                         "torch": torch.__version__, "python": platform.python_version(),
@@ -733,8 +777,7 @@ def main(argv=None) -> int:
             setattr(settings, name, value)
     command = "python -m lib.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     accelerator = None if args.accelerator.lower() == "none" else args.accelerator
-    result = run(settings, args.threads, accelerator, args.quick, command.strip(),
-                 log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    result = run(settings, args.threads, accelerator, args.quick, command.strip(), log=progress.write, show=None)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(result, indent=1))

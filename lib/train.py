@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from . import progress
 from .config import ModelConfig
 from .corpus import corpus_tokenizer, read_corpus
 from .demo import DEMOS, demo_path, save_checkpoint
@@ -91,15 +92,20 @@ def train(name: str, verbose: bool = True):
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=spec.steps, eta_min=spec.lr / 10)
         t0 = time.perf_counter()
         model.train()
-        for step in range(spec.steps):
-            logits = model(x)  # one causal forward over every position of every sample
-            loss = F.cross_entropy(logits.reshape(-1, config.vocab_size), y.reshape(-1), ignore_index=-100)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            if verbose and (step % 100 == 0 or step == spec.steps - 1):
-                print(f"[{name}] step {step:4d}  loss {loss.item():.4f}")
+        # a bar with the loss on a terminal (lib.progress); the plain loss lines in a log or under CI
+        with progress.bar(total=spec.steps, desc=name, unit="step", show=None if verbose else False) as steps:
+            for step in range(spec.steps):
+                logits = model(x)  # one causal forward over every position of every sample
+                loss = F.cross_entropy(logits.reshape(-1, config.vocab_size), y.reshape(-1), ignore_index=-100)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+                if not steps.disable:
+                    steps.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
+                    steps.update()
+                elif verbose and (step % 100 == 0 or step == spec.steps - 1):
+                    print(f"[{name}] step {step:4d}  loss {loss.item():.4f}")
         seconds = time.perf_counter() - t0
         model.eval()
     finally:

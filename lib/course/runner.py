@@ -2,7 +2,8 @@
 
 Each notebook runs top to bottom in a fresh kernel of this Python, in ``notebooks/``, and is written back
 with its outputs, minus what must not be committed: saved widget state (``metadata.widgets``, megabytes of
-JavaScript for a FigureWidget) and per-cell timing metadata. Prints each notebook's run time and size.
+JavaScript for a FigureWidget) and per-cell timing metadata. Prints each notebook's run time and size; on a
+terminal (not under CI, see ``lib.progress``) a bar shows which notebook is running and, below it, its cells.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import progress
 from . import notebook_paths
 
 MAX_BYTES = 1_000_000
@@ -24,15 +26,25 @@ def clean(nb) -> None:
         cell.metadata.pop("ExecuteTime", None)
 
 
-def run(path: Path, timeout: int = 600) -> tuple[float, int]:
+def run(path: Path, timeout: int = 600, show: bool | None = False) -> tuple[float, int]:
+    """Execute one notebook and write it back cleaned; (seconds, bytes). ``show``: a bar over its cells
+    (True, False, or None: as ``lib.progress.show_progress`` decides)."""
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
     t0 = time.perf_counter()
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
-                            record_timing=False)
-    client.execute()
+    with progress.bar(total=len(nb.cells), desc=path.stem, unit="cell", leave=False, show=show) as cells:
+
+        def at_cell(cell, cell_index, **_):  # nbclient's hook before every cell (markdown ones too)
+            cells.set_postfix_str(f"cell {cell_index + 1}: {cell.cell_type}", refresh=False)
+            cells.update(cell_index - cells.n)
+
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}}, record_timing=False,
+                                on_cell_start=None if cells.disable else at_cell)
+        client.execute()
+        cells.update(cells.total - cells.n)
     seconds = time.perf_counter() - t0
     clean(nb)
     nbformat.write(nb, path)
@@ -49,11 +61,15 @@ def main(argv=None) -> int:
         print(e, file=sys.stderr)
         return 2
     too_big = []
-    for p in paths:
-        seconds, size = run(p)
-        print(f"{p.name:40s} {seconds:6.1f} s  {size / 1e3:7.1f} kB")
-        if size > MAX_BYTES:
-            too_big.append(p.name)
+    show = progress.show_progress()
+    with progress.bar(total=len(paths), desc="notebooks", unit="notebook", show=show) as notebooks:
+        for p in paths:
+            notebooks.set_description(p.stem)
+            seconds, size = run(p, show=show)
+            notebooks.update()
+            progress.write(f"{p.name:40s} {seconds:6.1f} s  {size / 1e3:7.1f} kB", file=sys.stdout)
+            if size > MAX_BYTES:
+                too_big.append(p.name)
     if too_big:
         print(f"over {MAX_BYTES:,} bytes: {too_big}", file=sys.stderr)
         return 1
