@@ -71,8 +71,13 @@ def test_apply_installs_matplotlib_and_plotly_defaults():
     import matplotlib as mpl
     import plotly.io as pio
 
-    style.apply()
-    assert mpl.rcParams["axes.prop_cycle"].by_key()["color"] == style.CATEGORICAL
-    assert mpl.rcParams["image.cmap"] == style.SEQUENTIAL
-    assert pio.templates.default == "plotly_white+kvlab"
-    assert list(pio.templates["kvlab"].layout.colorway) == style.CATEGORICAL
+    template = pio.templates.default
+    try:
+        with mpl.rc_context():  # the rest of this worker's tests keep matplotlib's settings as they were
+            style.apply()
+            assert mpl.rcParams["axes.prop_cycle"].by_key()["color"] == style.CATEGORICAL
+            assert mpl.rcParams["image.cmap"] == style.SEQUENTIAL
+            assert pio.templates.default == "plotly_white+kvlab"
+            assert list(pio.templates["kvlab"].layout.colorway) == style.CATEGORICAL
+    finally:
+        pio.templates.default = template
