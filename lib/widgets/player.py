@@ -428,7 +428,7 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     fig.update_xaxes(range=[0, 1.35 * max(max_count, 1)], row=2, col=2)
     fig.update_yaxes(autorange="reversed", row=2, col=2)
     for a, axis in zip(fig.layout.annotations, ("xaxis", "xaxis2", "xaxis3")):  # each title left-aligned over its
-        a.update(x=fig.layout[axis].domain[0], xanchor="left", font_size=style.FONT_SIZE + 2)  # panel: no run-together
+        a.update(x=fig.layout[axis].domain[0], xanchor="left", align="left", font_size=style.FONT_SIZE + 2)  # no overlap
     fig.update_layout(
         title_text=html.escape(frames[0].caption), showlegend=False, height=520,
         margin=dict(l=60, r=30, t=110, b=110),
