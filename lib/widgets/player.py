@@ -242,19 +242,20 @@ def player_table(trace, tokenizer, other=None, layer: int = 0, top_k: int = 3, b
 
 def _draw_cells(ax, texts, fills, y, edge=style.MUTED, dashed=None, hatches=None, bold=None):
     """Squares of width 1 at x = 0, 1, ..., centred on y, each with its text (on a white label box where the
-    cell is hatched, so the hatch never crosses the text)."""
+    cell is hatched, so the hatch never crosses the text); ``bold`` cells get a heavy ink edge (the CJK font has
+    no bold weight, so the edge, not the text, carries the emphasis)."""
     from matplotlib.patches import Rectangle
 
     for x, (t, fc) in enumerate(zip(texts, fills)):
         ls = "--" if dashed and dashed[x] else "-"
         hatch = hatches[x] if hatches else ""
-        ax.add_patch(Rectangle((x - 0.45, y - 0.4), 0.9, 0.8, facecolor=fc, edgecolor=edge, linewidth=1, linestyle=ls,
-                               hatch=hatch or None))
+        heavy = bool(bold and bold[x])
+        ax.add_patch(Rectangle((x - 0.45, y - 0.4), 0.9, 0.8, facecolor=fc, edgecolor=style.INK if heavy else edge,
+                               linewidth=2.5 if heavy else 1, linestyle=ls, hatch=hatch or None))
         if t:
             box = dict(boxstyle="square,pad=0.1", facecolor=style.PAPER, edgecolor="none") if hatch else None
             ax.text(x, y, t, ha="center", va="center", color=style.INK, bbox=box,
-                    fontsize=style.FONT_SIZE if len(t) == 1 else style.SMALL_SIZE,
-                    fontweight="bold" if bold and bold[x] else "normal")
+                    fontsize=style.FONT_SIZE if len(t) == 1 else style.SMALL_SIZE)
 
 
 def _kv_handles(states=("new", "recomputed", "cached", "none")):
@@ -304,8 +305,7 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     axb.set_yticks(range(len(labels)), labels)
     axb.set_xlim(0, 1.3)
     for y, (p, b) in enumerate(zip(probs, f.bars[::-1])):
-        axb.text(p + 0.02, y, f"{p:.4f}" + (" ← chosen" if b.chosen else ""), va="center",
-                 fontsize=style.SMALL_SIZE, fontweight="bold" if b.chosen else "normal")
+        axb.text(p + 0.02, y, f"{p:.4f}" + (" ← chosen" if b.chosen else ""), va="center", fontsize=style.SMALL_SIZE)
     axb.set_xlabel("probability (sampling distribution)")
     axb.set_title(f"top-{top_k} next tokens", loc="left")
 
@@ -364,7 +364,8 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
     kv_color = [KV_COLORS[k] if k != "none" else style.MUTED for k in f.kv] + ["rgba(0,0,0,0)"] * pad
     kv_symbol = [KV_SYMBOL[k] for k in f.kv] + ["square"] * pad
     kv_hover = [f"position {p}: {KV_MEANING[k]}" for p, k in enumerate(f.kv)] + [""] * pad
-    line_color = [style.MUTED] * len(f.chips) + ["rgba(0,0,0,0)"] * pad
+    line_color = [style.INK if c.kind == "newest" else style.MUTED for c in f.chips] + ["rgba(0,0,0,0)"] * pad
+    chip_edge = [2.5 if c.kind == "newest" else 1 for c in f.chips] + [1] * pad
     bars = f.bars + [None] * (n_bars - len(f.bars))
     bar_x = [b.prob if b else 0 for b in bars]
     bar_text = [(f"{e(b.token)}  {b.prob:.4f}" + ("  ← chosen" if b.chosen else "")) if b else "" for b in bars]
@@ -372,9 +373,9 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
     bar_pattern = [style.plotly_pattern("newest") if b and b.chosen else "" for b in bars]
     return [
         dict(type="scatter", x=list(range(width)), y=[1] * width, text=chip_text, hovertext=chip_hover,
-             marker=dict(color=chip_color, line=dict(color=line_color, width=1))),
+             marker=dict(color=chip_color, line=dict(color=line_color, width=chip_edge))),
         dict(type="scatter", x=list(range(width)), y=[0] * width, hovertext=kv_hover,
-             marker=dict(color=kv_color, symbol=kv_symbol, line=dict(color=line_color, width=1))),
+             marker=dict(color=kv_color, symbol=kv_symbol, line=dict(color=[style.MUTED] * width, width=1))),
         dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text,
              marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK))),
         dict(type="bar", x=[f.with_cache, f.without_cache], y=["with cache", "without cache"],
@@ -405,7 +406,7 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     max_count = max(last.with_cache, last.without_cache)
     fig = make_subplots(rows=2, cols=2, specs=[[{"colspan": 2}, None], [{}, {}]], row_heights=[0.42, 0.58],
                         column_widths=[0.55, 0.45], vertical_spacing=0.3, horizontal_spacing=0.2,
-                        subplot_titles=("tokens (grey: prompt, white: generated, yellow bold: newest) and their K/V:<br>"
+                        subplot_titles=("tokens (grey: prompt, white: generated, yellow with a heavy edge: newest) and their K/V:<br>"
                                         + kv_key_html(),
                                         f"top-{top_k} next tokens (sampling distribution)",
                                         "K/V computed so far (per layer)"))
@@ -463,7 +464,7 @@ def frame_html(f: PlayerFrame) -> str:
             f"border:1px solid {border};border-radius:3px;padding:0 2px;color:{ink}")
     chips = "".join(f'<span title="position {p}: {c.kind}" style="{cell};font-size:1.08em;'
                     f'background:{CHIP_COLORS[c.kind]};'
-                    f'{"font-weight:bold;border-width:2px" if c.kind == "newest" else ""}">{e(c.text)}</span>'
+                    f'{f"font-weight:bold;border:2px solid {ink}" if c.kind == "newest" else ""}">{e(c.text)}</span>'
                     for p, c in enumerate(f.chips))
     kvs = "".join(f'<span title="position {p}: {e(KV_MEANING[k])}" style="{cell};font-weight:bold;'
                   f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'
