@@ -282,3 +282,12 @@ def test_step_html_escapes_and_marks_new_rows(case):
     assert h.count(f"background:{W.NEW_FILL}") == 2  # the newest cache row of each layer
     assert h.count(">+0</td>") == 2  # ... marked "+" as well as filled
     assert style.css("ink") in h and "#fff" not in h.lower() and "black" not in h  # text follows the theme
+
+
+def test_explorer_controls_show_whole_labels(tiny):
+    model, tok = tiny
+    e = W.WorkedExplorer(model, tok)
+    assert e.controls.children == (e.prompt_box, e.slider)
+    assert all(c.style.description_width == "initial" for c in e.controls.children)
+    e.set_prompt("<s>猫")  # the error text follows the theme, edged in the "wasted" colour
+    assert style.css("ink") in e.status.value and style.colour("recomputed") in e.status.value

@@ -273,8 +273,8 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
 
     ``head`` is a query head, or ``"all"`` for small multiples of every head of a layer (the picker then
     chooses the layer). The figure opens on the last step. Each panel is one heat-map of the whole run
-    (row s holds only the keys that existed at step s); a frame only moves two shapes, a grey cover over the
-    steps still to come and the box on the newest key column, so the axes never change. The picker swaps
+    (row s holds only the keys that existed at step s); a frame only moves shapes, a grey cover over the
+    steps still to come and the outline of the newest key column, so the axes never change. The picker swaps
     the weights in (``restyle``): the payload grows as layers x heads x keys², hence ``max_keys``.
     Hovering shows query, key and weight; under the grey cover it shows the later step it belongs to.
     """
@@ -307,7 +307,7 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
         small = head == "all"  # small multiples: token-only tick labels, and only when they fit
         fig.layout["xaxis" + suffix].update(type="category", range=[-0.5, W - 0.5], fixedrange=True, showgrid=False,
                                             showticklabels=not small or W <= 16, tickangle=0 if W <= 16 else -90,
-                                            tickvals=x_labels if small else None, tickfont=dict(size=10 if small else 12),
+                                            tickvals=x_labels if small else None, tickfont=dict(size=style.SMALL_SIZE + (1 if small else 3)),
                                             ticktext=[_plotly_safe(t) for t in base.key_tokens] if small else None)
         fig.layout["yaxis" + suffix].update(type="category", range=[n - 0.5, -0.5], fixedrange=True, showgrid=False,
                                             showticklabels=k % ncols == 0)

@@ -54,7 +54,7 @@ KV_COLORS["none"] = style.PAPER  # no K/V yet: an empty cell with a dashed edge
 KV_HATCH = {k: style.concept(c).hatch for k, c in KV_CONCEPT.items()}
 KV_SYMBOL = {k: style.plotly_symbol(c) for k, c in KV_CONCEPT.items()}  # plotly markers
 KV_SYMBOL["none"] = "square-open"
-# the chips: prompt a grey tile, generated a white one, the newest token the "newest" concept (and bold)
+# the chips: prompt a grey tile, generated a white one, the newest token the "newest" concept (and a heavy edge)
 CHIP_COLORS = {"prompt": style.GRID, "generated": style.PAPER, "newest": style.colour("newest")}
 KV_MEANING = {
     "new": "K/V computed for the first time in this step",
@@ -241,7 +241,7 @@ def player_table(trace, tokenizer, other=None, layer: int = 0, top_k: int = 3, b
 
 
 def _draw_cells(ax, texts, fills, y, edge=style.MUTED, dashed=None, hatches=None, bold=None):
-    """Squares of width 1 at x = 0, 1, ..., centred on y, each with its text (on a white label box where the
+    """Squares of width 1 at x = 0, 1, ..., centred on y, each with its text (on a paper label box where the
     cell is hatched, so the hatch never crosses the text); ``bold`` cells get a heavy ink edge (the CJK font has
     no bold weight, so the edge, not the text, carries the emphasis)."""
     from matplotlib.patches import Rectangle
