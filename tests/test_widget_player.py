@@ -411,3 +411,14 @@ def test_the_html_follows_the_theme_and_marks_each_kv_state(player):
     assert "repeating-linear-gradient" in h  # hatched cells, as in the figures
     assert style.css("ink") in P.message_html("x") and style.colour("recomputed") in P.message_html("x")
     player.set(use_cache=True)
+
+
+def test_static_figures_are_laid_out_without_the_notebook_setup(chat, pair):
+    """Constrained layout is asked for by the figure itself, so a script that never ran lib.notebook.setup
+    gets the same non-overlapping layout (the legend below the panels, outside them)."""
+    import matplotlib.layout_engine as le
+
+    _, tok = chat
+    for fig in (P.plot_step(pair[0], tok, 2, pair[1]), P.plot_strip(pair[1], tok, pair[0])):
+        assert isinstance(fig.get_layout_engine(), le.ConstrainedLayoutEngine)
+        plt.close(fig)

@@ -226,7 +226,7 @@ def plot_kv_counts(n: int = 16, prompt_len: int = 1):
     prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
     n = check_count(n, "n (tokens to generate)", minimum=1)
     pos = list(range(prompt_len, prompt_len + n))
-    fig, (a, b) = plt.subplots(1, 2, figsize=(style.FIGURE_WIDTH, 3.6))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(style.FIGURE_WIDTH, 3.6), layout="constrained")
     for cache in CACHES:
         per = kv_computations(prompt_len, n, use_cache=(cache == "cache"))
         cum = cumulative(per)
@@ -330,7 +330,7 @@ def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool 
 
     c = analytic_curves(model, n, prompt_len)
     cols = 3 if measurements is not None else 2
-    fig, axes = plt.subplots(2, cols, figsize=(style.FIGURE_WIDTH * cols / 2, 7.6))
+    fig, axes = plt.subplots(2, cols, figsize=(style.FIGURE_WIDTH * cols / 2, 7.6), layout="constrained")
     axes = axes.ravel()
     a = axes[0]
     for cache in CACHES:

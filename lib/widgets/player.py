@@ -277,7 +277,7 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
         f"an integer from 0 to {len(frames) - 1} (or negative from the end)"))
     f, last = frames[step], frames[-1]
     width = len(last.chips)
-    fig = plt.figure(figsize=(style.FIGURE_WIDTH, 5.0))
+    fig = plt.figure(figsize=(style.FIGURE_WIDTH, 5.0), layout="constrained")
     gs = fig.add_gridspec(2, 2, height_ratios=[1.0, 1.1], width_ratios=[1.3, 1.0])
     ax = fig.add_subplot(gs[0, :])
     _draw_cells(ax, [c.text for c in f.chips], [CHIP_COLORS[c.kind] for c in f.chips], 1.0,
@@ -331,7 +331,7 @@ def plot_strip(trace, tokenizer, other=None, layer: int = 0, batch: int = 0):
 
     frames = player_frames(trace, tokenizer, other, layer, 1, batch)
     width, n = len(frames[-1].chips), len(frames)
-    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 0.42 * n + 1.9))
+    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 0.42 * n + 1.9), layout="constrained")
     for i, f in enumerate(frames):
         y = n - 1 - i
         _draw_cells(ax, [c.text for c in f.chips], [KV_COLORS[k] for k in f.kv], y,
