@@ -28,7 +28,7 @@ __all__ = ["OKABE_ITO", "Concept", "CONCEPTS", "CATEGORICAL", "PAPER", "INK", "M
            "SEQUENTIAL", "DIVERGING", "FONT_SIZE", "SMALL_SIZE", "TITLE_SIZE", "FIGURE_WIDTH", "concept",
            "colour", "text_colour", "contrast_ratio", "relative_luminance", "cvd_distance", "apply",
            "apply_matplotlib", "plotly_template", "control_style", "control_layout", "grid", "css",
-           "classroom_scale"]
+           "classroom_scale", "plotly_pattern", "plotly_symbol"]
 
 # ---------------------------------------------------------------------------------------------- palette
 OKABE_ITO = {  # Okabe & Ito (2008), https://jfly.uni-koeln.de/color/ — the order of their table
@@ -86,6 +86,13 @@ CONCEPTS.update({  # other names for the same ideas, so a widget can say what it
     "decode": CONCEPTS["cached"], "attention": CONCEPTS["cached"], "weight products": CONCEPTS["weights"],
     "empty": CONCEPTS["free"], "current": CONCEPTS["newest"],
 })
+
+# Sampling (notebook 01, the player's candidates): a token the rule keeps vs one it removes. Neither is a category
+# of the palette: kept is a dark neutral, removed a light one, told apart by lightness and a hatch as well.
+CONCEPTS.update({c.name: c for c in [
+    Concept("kept", MUTED, "", "o", "-", "can be drawn (p after the cut)"),
+    Concept("removed", GRID, "..", "x", ":", "removed by the rule (p before the cut)"),
+]})
 
 # The categorical colours (what the CVD test checks pairwise), in the order series are coloured by default.
 CATEGORICAL = [OKABE_ITO[n] for n in ("blue", "orange", "bluish green", "vermillion", "reddish purple",
@@ -200,6 +207,22 @@ def plotly_template():
         margin=dict(l=60, r=20, t=80, b=50), xaxis=axis, yaxis=axis,
         colorscale=dict(sequential="Viridis", diverging="PuOr"),
     ))
+
+
+_PLOTLY_PATTERNS = {"": "", "//": "/", "xx": "x", "oo": ".", "..": ".", "--": "-", "\\\\": "\\"}
+_PLOTLY_SYMBOLS = {"o": "circle", "s": "square", "X": "x", "P": "cross", "^": "triangle-up", "v": "triangle-down",
+                   "D": "diamond", ".": "circle-open", "|": "line-ns-open", "x": "x-thin-open"}
+
+
+def plotly_pattern(name: str) -> str:
+    """A concept's hatch as a plotly bar ``marker.pattern.shape`` (plotly draws one stroke where matplotlib
+    doubles it: "//" -> "/", "xx" -> "x"; "oo" and ".." -> ".")."""
+    return _PLOTLY_PATTERNS[concept(name).hatch]
+
+
+def plotly_symbol(name: str) -> str:
+    """A concept's marker as a plotly ``marker.symbol`` ("o" -> "circle", "s" -> "square", "X" -> "x", ...)."""
+    return _PLOTLY_SYMBOLS[concept(name).marker]
 
 
 # --------------------------------------------------------------------------------------- ipywidgets

@@ -8,6 +8,8 @@ import torch
 
 from helpers import drawn_without_missing_glyphs
 import lib
+import matplotlib.colors as mcolors
+from lib import style
 from lib.widgets import attention as A
 
 
@@ -129,10 +131,17 @@ def test_static_heatmap_draws_the_grid_up_to_the_step_and_boxes_the_newest_key(r
     assert (img.mask == torch.isnan(expected).numpy()).all()
     assert torch.allclose(torch.tensor(img.filled(-1.0)).double(), torch.nan_to_num(expected, -1.0).double())
     boxes = [p for p in ax.patches if isinstance(p, mpatches.Rectangle)]
-    assert len(boxes) == 1 and boxes[0].get_x() == 5 - 0.5 and boxes[0].get_width() == 1  # step 4 wrote key 5
+    # the newest key is outlined, not told by hue alone: a dark halo under a line in the "newest" colour
+    assert len(boxes) == 2 and all(b.get_x() == 5 - 0.5 and b.get_width() == 1 for b in boxes)  # step 4 wrote key 5
+    assert [mcolors.to_hex(b.get_edgecolor()).upper() for b in boxes] == [style.INK, style.colour("newest")]
+    assert not any(b.get_fill() for b in boxes) and boxes[0].get_linewidth() > boxes[1].get_linewidth()
+    assert ax.get_images()[0].get_cmap().name.startswith(style.SEQUENTIAL)
+    # the weights written on the cells: ink on the light (high) end of viridis, paper on the dark end
+    colours = {t.get_text(): t.get_color() for t in ax.texts}
+    assert colours["1.00"] == style.INK and any(c == style.PAPER for c in colours.values())
     assert [t.get_text() for t in ax.get_xticklabels()] == ["<s>", "模", "型", "逐", "字", "生", "成", "文", "本"]
     assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["0: 模", "1: 型"]
-    assert "step 4's query 生 over 6 cached keys" in ax.get_title()
+    assert "step 4's query 生 over 6 cached keys\n(outlined: the newest key)" in ax.get_title(loc="left")
     plt.close(fig)
 
 
@@ -196,13 +205,19 @@ def test_plotly_frames_slider_and_fixed_axes(run, chat):
     assert fig.layout.sliders[0].active == n - 1  # opens on the last step
     for s, frame in enumerate(fig.frames):
         assert not frame.data  # a frame moves shapes only: the axes and the data never change
-        cover, box = frame.layout.shapes
+        cover, halo, box = frame.layout.shapes
         assert (cover.y0, cover.y1, cover.x0, cover.x1) == (s + 0.5, n - 0.5, -0.5, W - 0.5)  # steps to come
-        assert (box.x0, box.x1) == (view.newest_key[s] - 0.5, view.newest_key[s] + 0.5)  # the newest key
-        assert box.line.color == A.HIGHLIGHT
+        assert cover.fillcolor == style.FREE
+        for b in (halo, box):
+            assert (b.x0, b.x1) == (view.newest_key[s] - 0.5, view.newest_key[s] + 0.5)  # the newest key
+        assert (halo.line.color, box.line.color) == (style.INK, style.colour("newest"))
+        assert halo.line.width > box.line.width
         assert f"step {s}: query {view.query_tokens[s]} reads {view.keys_at(s)} cached key(s)" in frame.layout.title.text
     assert tuple(fig.layout.xaxis.range) == (-0.5, W - 0.5) and tuple(fig.layout.yaxis.range) == (n - 0.5, -0.5)
     assert fig.layout.shapes == fig.frames[-1].layout.shapes
+    # no fixed width, and fonts and colours left to the installed template (kvlab after lib.notebook.setup)
+    assert fig.layout.width is None and fig.layout.font.size is None and fig.layout.paper_bgcolor is None
+    assert "red" not in fig.layout.title.text and "outlined = newest key" in fig.layout.title.text
 
 
 def test_plotly_picker_swaps_in_each_layer_and_heads_weights(run, chat):
@@ -225,7 +240,7 @@ def test_plotly_all_heads_small_multiples(run, chat):
     for h in range(4):
         assert [list(r) for r in fig.data[h].z] == rows(run.trace.attention_grid(2, h))
     assert [a.text for a in fig.layout.annotations] == ["head 0", "head 1", "head 2", "head 3"]
-    assert len(fig.frames[0].layout.shapes) == 8  # a cover and a newest-key box per panel
+    assert len(fig.frames[0].layout.shapes) == 12  # a cover and a newest-key outline (halo + line) per panel
     assert {sh.xref for sh in fig.frames[0].layout.shapes} == {"x", "x2", "x3", "x4"}
     picker = fig.layout.updatemenus[0]
     assert [b.label for b in picker.buttons] == ["layer 0", "layer 1", "layer 2", "layer 3"] and picker.active == 2
@@ -273,10 +288,12 @@ def test_explorer_all_heads(explorer):
         grid = A.attention_view(ex.trace, ex.tokenizer, 1, h).grid_at(3)
         assert [list(r) for r in d["z"][h]] == [[None if math.isnan(w) else round(w, 4) for w in row]
                                                 for row in grid.tolist()]
-    assert len(ex.figure["layout"]["shapes"]) == 4 and ex.figure["layout"]["xaxis4"]["ticktext"][0] == "&lt;s&gt;"
-    scale = ex.figure["layout"]["coloraxis"]["colorscale"]  # spelled out: light for 0, dark for 1, as in tier 2
+    assert len(ex.figure["layout"]["shapes"]) == 8 and ex.figure["layout"]["xaxis4"]["ticktext"][0] == "&lt;s&gt;"
+    scale = ex.figure["layout"]["coloraxis"]["colorscale"]  # spelled out: dark for 0, light for 1, as in tier 2
     assert scale == [list(c) for c in A.attention_figure(ex.trace, ex.tokenizer).layout.coloraxis.colorscale]
-    assert scale[0] == [0.0, "rgb(247,251,255)"] and scale[-1] == [1.0, "rgb(8,48,107)"]
+    assert scale[0] == [0.0, "#440154"] and scale[-1] == [1.0, "#fde725"]  # viridis, as style.SEQUENTIAL
+    assert "width" not in ex.figure["layout"]
+    assert ex.figure["layout"]["template"]["layout"]["paper_bgcolor"] == style.PAPER  # kvlab, written out
     ex.set(head=0)
     assert ex.drawn["figure"] == "one head" and len(ex.drawn["z"]) == 1
 

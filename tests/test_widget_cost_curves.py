@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import lib
-from lib import costs
+from lib import costs, style
 from lib.fonts import use_cjk_font
 from lib.measure import cumulative, fit_loglog_slope, larger_config, measure_positions, random_model
 from lib.widgets import cost_curves as cc
@@ -199,6 +199,23 @@ def test_plotly_cost_curves():
     assert log.args[0]["xaxis3.type"] == log.args[0]["yaxis.type"] == "log"
     assert linear.args[0]["xaxis2.type"] == "linear"
     assert len(fig.to_json()) < 60_000  # survives export, small
+    # colours by concept: with a cache "read from the KV cache", without it "computed again"; weights their own
+    assert by_name["K/V, with cache"].line.color == style.colour("cached")
+    assert by_name["K/V, without cache"].line.color == style.colour("recomputed")
+    assert by_name["weights in memory"].line.color == style.colour("weights")
+    assert by_name["attention, with cache"].line.dash == "dash" != by_name["projections + FFN, with cache"].line.dash
+
+
+def test_plotly_cost_curves_layout_never_overlaps():
+    """The panels are named by their y axes (no titles over the panels to run together), the legend sits above
+    the plots below the buttons, and the figure has no fixed width."""
+    for fig in (cc.plotly_cost_curves("chat", 40), cc.CostCurvesExplorer("chat", n=40).figure):
+        assert not fig.layout.annotations
+        assert [fig.layout[f"yaxis{s}"].title.text for s in ("", "2", "3")] == [
+            "K/V computed (per layer)", "FLOPs (solid: proj. + FFN, dashed: attention)", "memory, bytes (fp16)"]
+        assert fig.layout.width is None and fig.layout.legend.y > 1 and fig.layout.legend.yanchor == "bottom"
+        assert all(m.y > fig.layout.legend.y for m in fig.layout.updatemenus)
+        assert fig.layout.legend.font.size is None and fig.layout.font.size is None  # the template's sizes
 
 
 def test_plotly_measured_rounds_and_switches():
@@ -207,6 +224,10 @@ def test_plotly_measured_rounds_and_switches():
     scale, view = fig.layout.updatemenus
     assert view.buttons[1].args[0]["y"][0] == [1.0, 3.0, 7.0, 15.0]
     assert view.buttons[1].args[0]["name"][0] == "no cache (slope 1.10)"
+    # each mode: its concept's colour, and a marker and a dash of its own (the legend names it too)
+    cues = {t.name.split(" (")[0]: (t.line.color, t.marker.symbol, t.line.dash) for t in fig.data}
+    assert cues["no cache"] == (style.colour("recomputed"), "x", "dot")
+    assert len({c[1:] for c in cues.values()}) == len(cues)
     only_steps = cc.plotly_measured({k: v for k, v in FAKE.items() if k != "cumulative"})
     assert len(only_steps.layout.updatemenus) == 1
     json.loads(fig.to_json())
@@ -295,3 +316,14 @@ def test_display_index():
     idx = cc._display_index(4096)
     assert idx[0] == 0 and idx[-1] == 4095 and idx == sorted(set(idx))
     assert len(idx) <= cc.MAX_POINTS * 3 // 2 + 2
+
+
+def test_static_lines_carry_a_second_cue_and_explorer_labels_are_whole():
+    fig = cc.plot_kv_counts(8)
+    with_c, without = fig.axes[0].lines
+    assert (with_c.get_color(), without.get_color()) == (style.colour("cached"), style.colour("recomputed"))
+    assert with_c.get_marker() != without.get_marker() and with_c.get_linestyle() != without.get_linestyle()
+    ex = cc.CostCurvesExplorer("chat", n=16)
+    for control in (ex.model, ex.n, ex.show, ex.loglog):
+        assert control.style.description_width == "initial", control.description
+    assert ex.controls.children == (ex.model, ex.n, ex.loglog, ex.show, ex.view)

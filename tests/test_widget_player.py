@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from helpers import drawn_without_missing_glyphs
 import lib
+from lib import style
 from lib.costs import kv_computations
 
 from lib.widgets import player as P
@@ -158,7 +159,10 @@ def test_table_rows(chat, pair):
     _, tok = chat
     text = P.player_table(pair[1], tok, pair[0])
     lines = text.splitlines()
-    assert "+ computed first time" in lines[0] and "! recomputed" in lines[0] and "= read from cache" in lines[0]
+    # distinct symbols, each explained by the legend line in the words of its lib.style concept
+    assert "+ computed (first time)" in lines[0] and "! computed again (wasted)" in lines[0]
+    assert "= read from the cache" in lines[0] and ". none yet (newest)" in lines[0]
+    assert len(set(P.KV_MARKS.values())) == len(P.KV_MARKS)
     assert "from a second Trace" in lines[0]
     rows = lines[3:]
     assert len(rows) == 5
@@ -180,11 +184,19 @@ def test_plot_step_draws_the_frame(chat, pair):
     texts = _texts(fig)
     assert "step 2 (decode): fed 工 at position 2 → chose 智 (p=0.9976)" in texts
     assert [t for t in texts if t in ("<s>", "人", "工", "智")] == ["<s>", "人", "工", "智"]
-    assert "0.9976 chosen" in texts and "3" in texts and "6" in texts
-    assert "running count after step 2 (steps 0–4: 5 in all)" in texts  # the step count derived from the trace
+    assert "0.9976 ← chosen" in texts and "3" in texts and "6" in texts
+    assert "running count after step 2\n(steps 0–4: 5 in all)" in texts  # the step count derived from the trace
     chips_ax = fig.axes[0]
-    fills = [matplotlib.colors.to_hex(p.get_facecolor()) for p in chips_ax.patches]
+    fills = [matplotlib.colors.to_hex(p.get_facecolor()).upper() for p in chips_ax.patches]
     assert fills[4:] == [P.KV_COLORS[k] for k in ("cached", "cached", "new", "none")]
+    # K/V cells: the concept colours of lib.style and, as a second cue, the concepts' hatches
+    assert fills[4:7] == [style.colour("cached"), style.colour("cached"), style.colour("computed")]
+    assert [p.get_hatch() for p in chips_ax.patches[4:]] == [None, None, style.concept("computed").hatch, None]
+    assert fills[3] == style.colour("newest")  # the newest chip (智) is the "newest" concept
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert ["K/V computed (first time)", "K/V computed again (wasted)", "K/V read from the cache"] == labels[-3:]
+    chosen_bar = [r for r in fig.axes[1].patches if matplotlib.colors.to_hex(r.get_facecolor()).upper() == P.CHOSEN_COLOR]
+    assert len(chosen_bar) == 1 and chosen_bar[0].get_hatch() == style.concept("newest").hatch
     with pytest.raises(ValueError, match=r"step must be an integer from 0 to 4 .*got 5"):
         P.plot_step(pair[0], tok, 5)
 
@@ -195,8 +207,13 @@ def test_plot_strip_has_a_row_per_step(chat, pair):
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == [f"step {i}" for i in range(4, -1, -1)]
     assert len(ax.patches) == sum(range(2, 7))  # rows of 2..6 cells
-    reds = sum(matplotlib.colors.to_hex(p.get_facecolor()) == P.KV_COLORS["recomputed"] for p in ax.patches)
-    assert reds == 0 + 1 + 2 + 3 + 4
+    wasted = [p for p in ax.patches if matplotlib.colors.to_hex(p.get_facecolor()).upper() == style.colour("recomputed")]
+    assert len(wasted) == 0 + 1 + 2 + 3 + 4
+    assert {p.get_hatch() for p in wasted} == {style.concept("recomputed").hatch}  # not the hue alone
+    first_time = [p for p in ax.patches if matplotlib.colors.to_hex(p.get_facecolor()).upper() == style.colour("computed")]
+    assert len(first_time) == 5 and {p.get_hatch() for p in first_time} == {style.concept("computed").hatch}
+    assert style.concept("computed").hatch != style.concept("recomputed").hatch
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [f"K/V {P.KV_SHORT[k]}" for k in P.KV_SHORT]
     assert "p=0.9985   K/V so far 5 / 15" in _texts(fig)
 
 
@@ -212,12 +229,22 @@ def test_plotly_figure_has_a_frame_per_step(chat, pair):
         assert len(chips.x) == len(kv.x) == 6 and len(bars.x) == 5  # fixed lengths: no re-layout
         assert [t for t in chips.text if t] == [t.replace("<", "&lt;").replace(">", "&gt;") for t in
                                                 (c.text for c in f.chips)]
-        assert list(kv.marker.color)[:len(f.kv)] == [P.KV_COLORS[k] for k in f.kv]
+        assert list(kv.marker.color)[:len(f.kv)] == [P.KV_COLORS[k] if k != "none" else style.MUTED for k in f.kv]
+        assert list(kv.marker.symbol)[:len(f.kv)] == [P.KV_SYMBOL[k] for k in f.kv]  # a marker as well as a hue
+        assert list(counts.marker.pattern.shape) == ["", "x"]  # "without cache" is hatched like the waste it is
         marked = [t for t in bars.text if "← chosen" in t]
         assert len(marked) == 1 and marked[0].startswith(f.chosen.replace("<", "&lt;").replace(">", "&gt;"))
         assert list(counts.x) == [f.with_cache, f.without_cache]
         assert fr.layout.title.text == f.caption.replace("<", "&lt;").replace(">", "&gt;")
     assert "&lt;s&gt;" in fig.frames[0].data[0].text[0]  # plotly reads text as HTML: <s> must be escaped
+    assert P.KV_SYMBOL == {"new": "square", "recomputed": "x", "cached": "circle", "none": "square-open"}
+    assert fig.layout.width is None  # the figure takes its cell's width
+    titles = [a.text for a in fig.layout.annotations]
+    assert all(P.KV_SHORT[k] in titles[0] for k in P.KV_SHORT)  # the key: marker, colour and words of each state
+    assert "red" not in titles[0] and "green" not in titles[0]
+    # each subplot title starts at its own panel's left edge (they never run together)
+    assert [a.x for a in fig.layout.annotations] == [fig.layout[x].domain[0] for x in ("xaxis", "xaxis2", "xaxis3")]
+    assert fig.layout.annotations[2].x > fig.layout.xaxis2.domain[1]
 
 
 def test_plotly_figure_stays_small_and_deterministic(chat):
@@ -357,3 +384,41 @@ def test_the_live_player_records_how_long_a_step_and_a_run_took(chat):
     for i in (0, 1, 2, 1):
         live.step = i
     assert live.last_update_seconds > 0
+
+
+def test_controls_show_their_whole_labels_in_a_grid(player):
+    described = [player.prompt_box, player.temperature, player.top_k, player.top_p, player.seed, player.use_cache,
+                 player.max_new, player.slider]
+    for control in described:  # description width "initial": "temperature" is never cut to "temperat…"
+        assert control.style.description_width == "initial", control.description
+    assert player.max_new.description == "max new tokens"
+    assert player.controls.children == (player.prompt_box, player.use_cache, player.seed, player.temperature,
+                                        player.top_k, player.top_p, player.max_new)
+    assert "repeat(3, minmax(max-content" in player.controls.layout.grid_template_columns
+    for button in (player.back_button, player.step_button):  # as wide as "◀ Back" / "Step ▶", never "◀ B…"
+        assert button.layout.width == "auto" and button.layout.min_width == "max-content"
+
+
+def test_the_html_follows_the_theme_and_marks_each_kv_state(player):
+    player.set(prompt="<s>", use_cache=False)
+    player.step = 2
+    h = player.view.value
+    assert "#000" not in h.lower() and "#fff;" not in h.lower() and "black" not in h and "white;" not in h
+    assert style.css("ink") in h and style.css("muted") in h  # page text follows JupyterLab's theme
+    for k in ("new", "recomputed", "none"):  # every state on screen: its colour, its mark and its words
+        assert P.KV_COLORS[k] in h and P.KV_SHORT[k] in h
+    assert h.count(f">{P.KV_MARKS['recomputed']}</span>") == 2 + 1  # two cells and the legend
+    assert "repeating-linear-gradient" in h  # hatched cells, as in the figures
+    assert style.css("ink") in P.message_html("x") and style.colour("recomputed") in P.message_html("x")
+    player.set(use_cache=True)
+
+
+def test_static_figures_are_laid_out_without_the_notebook_setup(chat, pair):
+    """Constrained layout is asked for by the figure itself, so a script that never ran lib.notebook.setup
+    gets the same non-overlapping layout (the legend below the panels, outside them)."""
+    import matplotlib.layout_engine as le
+
+    _, tok = chat
+    for fig in (P.plot_step(pair[0], tok, 2, pair[1]), P.plot_strip(pair[1], tok, pair[0])):
+        assert isinstance(fig.get_layout_engine(), le.ConstrainedLayoutEngine)
+        plt.close(fig)

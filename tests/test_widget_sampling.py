@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from helpers import drawn_without_missing_glyphs
 import lib
+from lib import style
 from lib.text import token_label
 from lib.widgets import sampling as S
 
@@ -157,11 +158,16 @@ def test_static_bars_draw_the_numbers_and_render_chinese(chat, start_logits):
     filled, outlines = ax.patches[:20], ax.patches[20:]
     heights = [p if k else b for p, b, k in zip(bars.probs, bars.before, bars.kept)]
     assert [round(r.get_height(), 6) for r in filled] == [round(h, 6) for h in heights]
-    grey = [matplotlib.colors.to_hex(r.get_facecolor()) == S.REMOVED for r in filled]
+    grey = [matplotlib.colors.to_hex(r.get_facecolor()).upper() == style.colour("removed") for r in filled]
     assert grey == [not k for k in bars.kept] and sum(grey) == 20 - bars.n_kept
+    # removed bars differ from kept ones by a hatch as well as by lightness, and the legend names both
+    assert [r.get_hatch() or "" for r in filled] == ["" if k else style.concept("removed").hatch for k in bars.kept]
+    assert style.contrast_ratio(S.KEPT, S.REMOVED) > 3
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [style.concept("kept").label,
+                                                                   style.concept("removed").label, "model, T=1"]
     assert [round(r.get_height(), 6) for r in outlines] == [round(m, 6) for m in bars.model]
     assert [t.get_text() for t in ax.get_xticklabels()] == bars.labels
-    assert ax.get_title() == bars.summary() == "T=0.8, top-k=10, top-p=0.6: 5 of 131 tokens can be drawn"
+    assert ax.get_title(loc="left") == bars.summary() == "T=0.8, top-k=10, top-p=0.6: 5 of 131 tokens can be drawn"
     plt.close(fig)
 
 
@@ -169,7 +175,7 @@ def test_static_bars_go_on_a_given_axis(chat, start_logits):
     _, tok = chat
     fig, axes = plt.subplots(1, 2)
     out = S.plot_sampling(start_logits, tok, 0, ax=axes[1], title="greedy", legend=False)
-    assert out is fig and axes[1].get_title() == "greedy" and axes[1].get_legend() is None
+    assert out is fig and axes[1].get_title(loc="left") == "greedy" and axes[1].get_legend() is None
     assert len(axes[0].patches) == 0 and len(axes[1].patches) == 40
     plt.close(fig)
 
@@ -186,6 +192,7 @@ def test_plotly_frames_one_per_temperature(chat, start_logits):
         heights = [p if k else b for p, b, k in zip(bars.probs, bars.before, bars.kept)]
         assert list(frame.data[0].y) == [round(h, 4) for h in heights]
         assert list(frame.data[0].marker.color) == [S.KEPT if k else S.REMOVED for k in bars.kept]
+        assert list(frame.data[0].marker.pattern.shape) == ["" if k else "." for k in bars.kept]
         assert bars.summary() in frame.layout.title.text
     assert list(fig.data[0].y) == list(fig.frames[4].data[0].y)  # first paint: temperature 1
     assert list(fig.layout.xaxis.ticktext) == S.sampling_bars(start_logits, tok, n_bars=15).labels
@@ -311,3 +318,15 @@ def test_plotly_text_is_escaped_so_special_tokens_show():
     blob = json.dumps(fig.to_plotly_json(), ensure_ascii=False)
     assert "&lt;eos&gt;" in blob and "&lt;s&gt;" in blob
     assert "<eos>" not in blob and "<s>" not in blob
+
+
+def test_explorer_controls_and_html_follow_the_style(chat):
+    model, tok = chat
+    ex = S.SamplingExplorer(model, tok, "<s>", top_k=3)
+    for control in (ex.prompt_box, ex.temperature, ex.top_k, ex.top_p, ex.seed):
+        assert control.style.description_width == "initial", control.description  # never "temperat…"
+    assert ex.controls.children == (ex.prompt_box, ex.seed, ex.draw_button, ex.temperature, ex.top_k, ex.top_p)
+    h = ex.bars_box.value
+    assert style.css("ink") in h and style.css("muted") in h  # the theme's text colours, not black / grey
+    assert "#999" not in h and "black" not in h and "grey" not in h
+    assert S.KEPT in h and S.REMOVED in h

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import lib
+from lib import style
 from lib.widgets import worked as W
 
 
@@ -237,6 +238,10 @@ def test_figure_frames_hold_the_tables(case):
     assert last["cache"][2] == [W.vec(s.cache_k[0][p]) for p in range(5)]
     assert last["cache"][5] == [W.vec(s.cache_v[1][p]) for p in range(5)]
     assert last["cache_fill"] == [W.OLD_FILL] * 4 + [W.NEW_FILL]
+    # the row computed in this step: the "computed (first time)" colour of the player, and the "+" mark as well
+    assert W.NEW_FILL == style.colour("computed") and W.OLD_FILL == style.PAPER
+    assert last["cache"][0] == ["0", "1", "2", "3", "+4"]
+    assert frames[0]["cache_fill"] == [W.NEW_FILL] + [style.FREE] * 4  # not cached yet: the "free" concept
     assert [row[1] for row in last["attention"][1:]] == [f"{float(w):.4f}" for w in s.layers[1].attn[0, 0]]
     assert last["numbers"][1][last["numbers"][0].index("layer 0 q")] == W.vec(s.layers[0].q[0])
     # step 0: the fixed grid has empty cells for positions not cached yet
@@ -275,3 +280,14 @@ def test_step_html_escapes_and_marks_new_rows(case):
     h = W.step_html(case, 0)
     assert "&lt;s&gt;" in h and "<s>" not in h
     assert h.count(f"background:{W.NEW_FILL}") == 2  # the newest cache row of each layer
+    assert h.count(">+0</td>") == 2  # ... marked "+" as well as filled
+    assert style.css("ink") in h and "#fff" not in h.lower() and "black" not in h  # text follows the theme
+
+
+def test_explorer_controls_show_whole_labels(tiny):
+    model, tok = tiny
+    e = W.WorkedExplorer(model, tok)
+    assert e.controls.children == (e.prompt_box, e.slider)
+    assert all(c.style.description_width == "initial" for c in e.controls.children)
+    e.set_prompt("<s>猫")  # the error text follows the theme, edged in the "wasted" colour
+    assert style.css("ink") in e.status.value and style.colour("recomputed") in e.status.value

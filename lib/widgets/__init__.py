@@ -4,11 +4,13 @@ from ..tokenizer import UnknownCharacterError
 
 
 def figure_and_axes(ax, figsize):
-    """(figure, axes) to draw on: ``ax`` and its figure, or a new figure of ``figsize`` when ``ax`` is None."""
+    """(figure, axes) to draw on: ``ax`` and its figure, or a new figure of ``figsize`` when ``ax`` is None, laid
+    out by matplotlib's constrained layout (titles, labels and legends never overlap or get cut) whether or not
+    ``lib.style.apply`` has run."""
     if ax is not None:
         return ax.figure, ax
     import matplotlib.pyplot as plt
-    return plt.subplots(figsize=figsize)
+    return plt.subplots(figsize=figsize, layout="constrained")
 
 
 def kept_prompt_message(err: ValueError, kept: str) -> str:

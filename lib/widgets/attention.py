@@ -23,16 +23,18 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import checks
+from .. import checks, style
 from ..text import token_label
 from ..trace import Trace
 from . import figure_and_axes, frame_slider, play_buttons
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
 DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
-COLORSCALE = "Blues"
-HIGHLIGHT = "#d62728"  # the newest key column
-FUTURE = "#f2f2f2"  # keys and steps that do not exist yet
+COLORSCALE = style.SEQUENTIAL  # uniform and colour-blind safe: dark for 0, light for 1
+# The newest key column: an outline, not a hue alone: the "newest" concept's colour drawn over a dark halo, so
+# it stands out on the dark and on the light end of the colour scale alike.
+HIGHLIGHT, HALO = style.colour("newest"), style.INK
+FUTURE = style.FREE  # keys and steps that do not exist yet
 
 
 # ------------------------------------------------------------------------------------------- checks
@@ -161,6 +163,8 @@ def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: boo
     cmap = _matplotlib_cmap()
     im = ax.imshow(np.ma.masked_invalid(g), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
     newest = view.newest_key[step]
+    ax.add_patch(patches.Rectangle((newest - 0.5, -0.5), 1, view.n_steps, fill=False, edgecolor=HALO,
+                                   linewidth=4.5))
     ax.add_patch(patches.Rectangle((newest - 0.5, -0.5), 1, view.n_steps, fill=False, edgecolor=HIGHLIGHT,
                                    linewidth=2, label="newest key"))
     if annotate is None:
@@ -169,8 +173,8 @@ def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: boo
         for s in range(step + 1):
             for j in range(view.keys_at(s)):
                 w = g[s, j]
-                ax.text(j, s, f"{w:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if w > 0.6 else "black")
+                ax.text(j, s, f"{w:.2f}", ha="center", va="center", fontsize=style.SMALL_SIZE - 1,
+                        color=style.INK if _light(cmap(w)) else style.PAPER)  # readable on its own cell
     ax.set_xticks(range(view.n_keys))
     ax.set_yticks(range(view.n_steps))
     if labels:
@@ -185,6 +189,11 @@ def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: boo
     return im
 
 
+def _light(rgba) -> bool:
+    """Whether ink text reads better than paper text on this colour (relative luminance above ~0.18)."""
+    return style.relative_luminance("#" + "".join(f"{round(c * 255):02X}" for c in rgba[:3])) > 0.18
+
+
 def _matplotlib_cmap():
     import matplotlib
 
@@ -194,15 +203,15 @@ def _matplotlib_cmap():
 def plot_attention(trace: Trace, tokenizer=None, layer: int = 0, head: int = 0, step: int | None = None,
                    batch: int = 0, ax=None):
     """Static heat-map of one layer and head as it stood after ``step`` (default: the last step).
-    Grey cells are keys not in the cache yet; the red box is the newest key column. Returns the Figure."""
+    Grey cells are keys not in the cache yet; the outlined column is the newest key. Returns the Figure."""
     view = attention_view(trace, tokenizer, layer, head, batch)
     step = _check_step(step, view.n_steps)
-    fig, ax = figure_and_axes(ax, (min(2.5 + 0.45 * view.n_keys, 12), min(1.6 + 0.32 * view.n_steps, 9)))
+    fig, ax = figure_and_axes(ax, (min(2.5 + 0.45 * view.n_keys, style.FIGURE_WIDTH),
+                                   min(1.8 + 0.32 * view.n_steps, 9)))
     im = _draw(ax, view, step)
     fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label="attention weight")
     ax.set_title(f"layer {layer}, head {head}: step {step}'s query {view.query_tokens[step]} "
-                 f"over {view.keys_at(step)} cached keys", fontsize=10)
-    fig.tight_layout()
+                 f"over {view.keys_at(step)} cached keys\n(outlined: the newest key)", loc="left")
     return fig
 
 
@@ -222,7 +231,7 @@ def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, st
     step = _check_step(step, v0.n_steps)
     side = max(1.5, min(2.6, 0.16 * v0.n_keys + 0.7))
     width, height = side * H + 1.4, side * len(layers) + 1.0
-    fig, axes = plt.subplots(len(layers), H, figsize=(width, height), squeeze=False)
+    fig, axes = plt.subplots(len(layers), H, figsize=(width, height), squeeze=False, layout="none")
     # fixed margins in inches (a constrained layout would take seconds for 16 panels)
     fig.subplots_adjust(left=0.5 / width, right=1 - 1.0 / width, bottom=0.35 / height, top=1 - 0.65 / height,
                         wspace=0.06, hspace=0.06)
@@ -231,13 +240,13 @@ def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, st
             ax = axes[i][h]
             im = _draw(ax, views[i][h], step, labels=False, annotate=False)
             if i == 0:
-                ax.set_title(f"head {h}", fontsize=9)
+                ax.set_title(f"head {h}", fontsize=style.FONT_SIZE)
             if h == 0:
-                ax.set_ylabel(f"layer {l}", fontsize=9)
+                ax.set_ylabel(f"layer {l}", fontsize=style.FONT_SIZE)
             if i == len(layers) - 1 and v0.n_keys <= 24:  # token labels only along the edges
-                ax.set_xticklabels(v0.key_tokens, fontsize=7)
+                ax.set_xticklabels(v0.key_tokens, fontsize=style.SMALL_SIZE)
     fig.suptitle(f"all heads, step {step}: query {v0.query_tokens[step]} over {v0.keys_at(step)} keys "
-                 f"(red: newest key)", fontsize=10, y=1 - 0.12 / height, va="top")
+                 f"(outlined: newest key)", fontsize=style.TITLE_SIZE, y=1 - 0.12 / height, va="top")
     cax = fig.add_axes([1 - 0.85 / width, 0.3, 0.12 / width, 0.4])
     fig.colorbar(im, cax=cax, label="attention weight")
     return fig
@@ -246,11 +255,11 @@ def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, st
 # ------------------------------------------------------------------- tier 2: plotly frames + slider
 
 def _plotly_colorscale() -> list:
-    """COLORSCALE spelled out as [[fraction, colour], ...], as plotly.py sends it: plotly.js reads the bare
-    name "Blues" the other way round (dark for small values)."""
+    """COLORSCALE spelled out as [[fraction, colour], ...], as plotly.py sends it (plotly.js reads some bare
+    names the other way round), the same scale as the static figures' and the template's."""
     from plotly.colors import make_colorscale, sequential
 
-    return make_colorscale(getattr(sequential, COLORSCALE))
+    return make_colorscale(getattr(sequential, COLORSCALE.capitalize()))
 
 
 def _plotly_safe(text: str) -> str:
@@ -264,8 +273,8 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
 
     ``head`` is a query head, or ``"all"`` for small multiples of every head of a layer (the picker then
     chooses the layer). The figure opens on the last step. Each panel is one heat-map of the whole run
-    (row s holds only the keys that existed at step s); a frame only moves two shapes, a grey cover over the
-    steps still to come and the box on the newest key column, so the axes never change. The picker swaps
+    (row s holds only the keys that existed at step s); a frame only moves shapes, a grey cover over the
+    steps still to come and the outline of the newest key column, so the axes never change. The picker swaps
     the weights in (``restyle``): the payload grows as layers x heads x keys², hence ``max_keys``.
     Hovering shows query, key and weight; under the grey cover it shows the later step it belongs to.
     """
@@ -298,7 +307,7 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
         small = head == "all"  # small multiples: token-only tick labels, and only when they fit
         fig.layout["xaxis" + suffix].update(type="category", range=[-0.5, W - 0.5], fixedrange=True, showgrid=False,
                                             showticklabels=not small or W <= 16, tickangle=0 if W <= 16 else -90,
-                                            tickvals=x_labels if small else None, tickfont=dict(size=10 if small else 12),
+                                            tickvals=x_labels if small else None, tickfont=dict(size=style.SMALL_SIZE + (1 if small else 3)),
                                             ticktext=[_plotly_safe(t) for t in base.key_tokens] if small else None)
         fig.layout["yaxis" + suffix].update(type="category", range=[n - 0.5, -0.5], fixedrange=True, showgrid=False,
                                             showticklabels=k % ncols == 0)
@@ -310,13 +319,12 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
             ref = dict(xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")
             out.append(dict(type="rect", **ref, x0=-0.5, x1=W - 0.5, y0=step + 0.5, y1=n - 0.5, layer="above",
                             fillcolor=FUTURE, line=dict(width=0)))
-            out.append(dict(type="rect", **ref, x0=newest - 0.5, x1=newest + 0.5, y0=-0.5, y1=n - 0.5,
-                            layer="above", line=dict(color=HIGHLIGHT, width=2)))
+            out += newest_key_outline(newest, n, **ref)
         return out
 
     def title(step):  # layer and head are not named here: the picker shows them, and it may change them
         return (f"step {step}: query {_plotly_safe(base.query_tokens[step])} reads "
-                f"{base.keys_at(step)} cached key(s); red box = newest key")
+                f"{base.keys_at(step)} cached key(s); outlined = newest key")
 
     fig.frames = [go.Frame(name=str(s), layout=dict(shapes=shapes(s), title=dict(text=title(s)))) for s in range(n)]
     slider = frame_slider(range(n), active=n - 1, y=0, x=0, len=1.0, pad=dict(t=45),
@@ -335,15 +343,21 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
     play = play_buttons(700, ("▶", "❚❚"), direction="right", x=1.02, xanchor="left", y=0.84, yanchor="top")
     plot_w = ncols * 210 if head == "all" else max(260, 36 * W)
     plot_h = nrows * 210 if head == "all" else max(200, 28 * n)
-    fig.update_layout(coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=1,
+    fig.update_layout(coloraxis=dict(colorscale=_plotly_colorscale(), cmin=0, cmax=1,
                                      colorbar=dict(title=dict(text="weight"), thickness=12, len=0.6, x=1.02,
                                                    xanchor="left", y=0, yanchor="bottom")),
-                      template="none", font=dict(size=12),  # no theme: a smaller file, the same picture
-                      title=dict(text=title(n - 1), font=dict(size=13), x=0, xanchor="left", xref="paper"),
+                      title=dict(text=title(n - 1), xref="paper"),  # fonts and colours: the kvlab template
                       shapes=shapes(n - 1), sliders=[slider], updatemenus=[picker, play],
-                      width=int(min(1100, 100 + plot_w + 170)), height=int(min(950, 80 + plot_h + 110)),
+                      height=int(min(950, 80 + plot_h + 110)),  # no width: the figure takes its cell's
                       margin=dict(l=100, r=170, t=80, b=110), plot_bgcolor=FUTURE)
     return fig
+
+
+def newest_key_outline(newest: int, n_steps: int, **ref) -> list:
+    """The two plotly shapes that outline the newest key column (``ref``: xref / yref of the panel): a dark halo
+    under a line in the "newest" colour, visible on either end of the colour scale."""
+    box = dict(type="rect", **ref, x0=newest - 0.5, x1=newest + 0.5, y0=-0.5, y1=n_steps - 0.5, layer="above")
+    return [dict(box, line=dict(color=HALO, width=5)), dict(box, line=dict(color=HIGHLIGHT, width=2))]
 
 
 def heatmap_rows(view: AttentionView) -> list:
@@ -353,6 +367,17 @@ def heatmap_rows(view: AttentionView) -> list:
 
 
 # ------------------------------------------------------------------------- tier 3: live ipywidgets
+
+def _template() -> dict:
+    """The kvlab template as a plain dict, for figures written out as dicts (built once)."""
+    global _TEMPLATE
+    if _TEMPLATE is None:
+        _TEMPLATE = {"layout": style.plotly_template().layout.to_plotly_json()}
+    return _TEMPLATE
+
+
+_TEMPLATE = None
+
 
 class AttentionExplorer:
     """Live heat-map: a prompt box that re-runs the model, layer and head pickers (or all heads), a step
@@ -376,11 +401,12 @@ class AttentionExplorer:
         self.trace = None
         self.error = None  # plain text of the last problem with the prompt (None when the last run worked)
         self.figure = None  # the plotly figure shown now: {"data": [...], "layout": {...}}
-        self.message = W.HTML()
-        self.prompt = W.Text(value=prompt, description="prompt", continuous_update=False)
-        self.layer = W.Dropdown(options=list(range(c.n_layers)), value=layer, description="layer")
-        self.head = W.Dropdown(options=list(range(c.n_heads)) + ["all"], value=head, description="head")
-        self.step = W.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True)
+        self.message = W.HTML(style={"text_color": style.css("ink")})
+        look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
+        self.prompt = W.Text(value=prompt, description="prompt", continuous_update=False, **look)
+        self.layer = W.Dropdown(options=list(range(c.n_layers)), value=layer, description="layer", **look)
+        self.head = W.Dropdown(options=list(range(c.n_heads)) + ["all"], value=head, description="head", **look)
+        self.step = W.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True, **look)
         self.output = W.Output()
         self.last_update_seconds = 0.0
         self._quiet = False
@@ -391,7 +417,8 @@ class AttentionExplorer:
         self.prompt.observe(lambda ch: self._on_prompt(ch["new"]), names="value")
         for w in (self.layer, self.head, self.step):
             w.observe(lambda ch: self.redraw(), names="value")
-        self.widget = W.VBox([W.HBox([self.prompt, self.layer, self.head]), self.step, self.message, self.output])
+        self.widget = W.VBox([style.grid(self.prompt, self.layer, self.head, self.step, columns=4),
+                              self.message, self.output])
 
     # -- model runs (only when the prompt changes) ---------------------------------------------------
     def _run(self, text: str, keep_message: bool = False) -> bool:
@@ -406,7 +433,8 @@ class AttentionExplorer:
             out = generate(self.model, ids, n, eos_id=self.tokenizer.eos_id, trace=True)
         except ValueError as e:  # UnknownCharacterError is a ValueError, and so is an empty prompt
             self.error = str(e)
-            self.message.value = f"<span style='color:#b00'>{html.escape(self.error)}</span>"
+            self.message.value = (f"<span style='color:{style.css('ink')};border-left:4px solid "
+                                  f"{style.colour('recomputed')};padding-left:6px'>{html.escape(self.error)}</span>")
             return False
         self.error = None
         self.trace = out.trace
@@ -479,7 +507,8 @@ class AttentionExplorer:
             layout.update(coloraxis={"colorscale": _plotly_colorscale(), "cmin": 0, "cmax": 1,
                                      "colorbar": {"title": {"text": "weight"}, "thickness": 12}},
                           plot_bgcolor=FUTURE, margin={"l": 100, "r": 40, "t": 70, "b": 50},
-                          width=int(min(1100, 140 + plot_w + 80)), height=int(min(950, 120 + plot_h)))
+                          height=int(min(950, 120 + plot_h)),  # no width: the figure takes its cell's
+                          template=_template())  # written out: this dict does not go through plotly.py
             self._bases[panels] = {"data": data, "layout": layout}
         return self._bases[panels]
 
@@ -500,12 +529,10 @@ class AttentionExplorer:
             data.append({**trace, "z": z, "text": hover})
         who = f"layer {layer}, all heads" if head == "all" else f"layer {layer}, head {head}"
         title = (f"{who} · step {step}: query {_plotly_safe(v0.query_tokens[step])} reads "
-                 f"{v0.keys_at(step)} cached key(s); red box = newest key")
-        shapes = [dict(type="rect", xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}",
-                       x0=newest - 0.5, x1=newest + 0.5, y0=-0.5, y1=n - 0.5, line=dict(color=HIGHLIGHT, width=2))
-                  for k in range(len(heads))]
-        self.figure = {"data": data, "layout": {**base["layout"], "shapes": shapes,
-                                                "title": dict(text=title, font=dict(size=13))}}
+                 f"{v0.keys_at(step)} cached key(s); outlined = newest key")
+        shapes = [sh for k in range(len(heads)) for sh in newest_key_outline(
+            newest, n, xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")]
+        self.figure = {"data": data, "layout": {**base["layout"], "shapes": shapes, "title": dict(text=title)}}
         bundle = {"application/vnd.plotly.v1+json": {**self.figure, "config": {"displaylogo": False}},
                   "text/plain": f"attention heat-map: {html.unescape(title)}"}
         self.output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)

@@ -49,7 +49,7 @@ import time
 
 import torch
 
-from .. import checks
+from .. import checks, style
 from ..checks import new_tokens_fit
 from ..config import ModelConfig
 from ..costs import (PRESETS, check_count, generation_steps, kv_cache_bytes, kv_computations,
@@ -61,7 +61,7 @@ from . import figure_and_axes
 MODEL_CHOICES = ("chat", "larger", *PRESETS)
 MODEL_LABELS = {"chat": "chat (demo model, d_model 64)", "larger": "larger (random weights, d_model 256)"}
 CACHES = ("cache", "no cache")
-FIGSIZE = (7.5, 3.6)  # the static figures
+FIGSIZE = (style.FIGURE_WIDTH, 3.6)  # the static figures: the cell's width
 PARTS = ("linear", "attention", "total")
 PART_LABELS = {"linear": "projections + FFN", "attention": "attention", "total": "total"}
 SHOWS = ("both", "with cache", "without cache")
@@ -69,10 +69,16 @@ VIEWS = ("per step", "cumulative")
 N_MAX = 4096  # the live slider stops here (presets allow 32k; the curves' shape is clear long before)
 MAX_POINTS = 400  # a live trace draws at most about this many (+ MAX_POINTS/2) points; slopes use every point
 TAIL = 0.5  # slopes are fitted over the last half of each curve
-COLORS = {"cache": "#1f77b4", "no cache": "#d62728", "static": "#1f77b4", "concat": "#ff7f0e",
-          "kv": "#9467bd", "weights": "#7f7f7f"}
-DASH = {"linear": "solid", "attention": "dash", "total": "dot"}
+# lib.style's concepts: with a cache = "read from the KV cache", without = "computed again (wasted)"; both ways of
+# keeping a cache (static, concat) are the cache's colour, told apart by marker and line style (and the legend)
+CONCEPT = {"cache": "cached", "no cache": "recomputed", "static": "cached", "concat": "cached", "kv": "cached",
+           "weights": "weights"}
+COLORS = {k: style.colour(c) for k, c in CONCEPT.items()}
+MARKERS = {"cache": "o", "no cache": style.concept("recomputed").marker, "static": "o", "concat": "s"}
+MODE_DASH = {"static": "solid", "concat": "dash", "no cache": "dot"}  # measured modes (plotly names)
+DASH = {"linear": "solid", "attention": "dash", "total": "dot"}  # the FLOPs parts (the cache: colour + label)
 MPL_STYLE = {"solid": "-", "dash": "--", "dot": ":"}
+_PLOTLY_MARKER = {"o": "circle", "s": "square", "X": "x"}
 SLOPE_DIGITS = 2
 MS_DIGITS = 4  # measured milliseconds go into figures rounded to 0.1 µs
 
@@ -203,9 +209,9 @@ def _finish(ax, loglog: bool, xlabel: str, ylabel: str, title: str):
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3, which="both" if loglog else "major")
-    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(title, loc="left")
+    ax.grid(alpha=0.5, which="both" if loglog else "major")
+    ax.legend()
 
 
 def _with_slope(label: str, slope, loglog: bool) -> str:
@@ -220,13 +226,13 @@ def plot_kv_counts(n: int = 16, prompt_len: int = 1):
     prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
     n = check_count(n, "n (tokens to generate)", minimum=1)
     pos = list(range(prompt_len, prompt_len + n))
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(style.FIGURE_WIDTH, 3.6), layout="constrained")
     for cache in CACHES:
         per = kv_computations(prompt_len, n, use_cache=(cache == "cache"))
         cum = cumulative(per)
-        a.plot(pos, per, "o-", ms=3, color=COLORS[cache], label=f"{'with' if cache == 'cache' else 'without'} cache")
-        b.plot(pos, cum, "o-", ms=3, color=COLORS[cache], label=f"{'with' if cache == 'cache' else 'without'} "
-                                                                 f"cache: {cum[-1]:,} in total")
+        cue = dict(color=COLORS[cache], marker=MARKERS[cache], ms=4, ls=style.concept(CONCEPT[cache]).linestyle)
+        a.plot(pos, per, **cue, label=f"{'with' if cache == 'cache' else 'without'} cache")
+        b.plot(pos, cum, **cue, label=f"{'with' if cache == 'cache' else 'without'} cache: {cum[-1]:,} in total")
     from matplotlib.ticker import MaxNLocator
 
     for ax in (a, b):
@@ -236,7 +242,6 @@ def plot_kv_counts(n: int = 16, prompt_len: int = 1):
             "per step: t without a cache, 1 with it")
     _finish(b, False, "context length t", "K/V computed so far",
             f"cumulative after {n} steps: O(n²) vs O(n)")
-    fig.tight_layout()
     return fig
 
 
@@ -252,12 +257,23 @@ def plot_flops(model="chat", n: int = 64, prompt_len: int = 1, cumulative: bool 
         for part in ("linear", "attention"):
             label = f"{PART_LABELS[part]}, {'with' if cache == 'cache' else 'without'} cache"
             ax.plot(c["positions"], series[cache][part], MPL_STYLE[DASH[part]], color=COLORS[cache],
+                    marker=MARKERS[cache], ms=4, markevery=_mark_every(len(c["positions"]), loglog),
                     label=_with_slope(label, c["slopes"][view][cache][part], loglog))
     what = "cumulative FLOPs" if cumulative else "FLOPs per step"
     _finish(ax, loglog, "context length t (tokens)", what,
             f"{c['name']}: {what}" + (" (log-log, slopes fitted over the last half)" if loglog else ""))
-    fig.tight_layout()
     return fig
+
+
+def _mark_every(n_points: int, loglog: bool):
+    """About eight markers per line (evenly spread on the axis the line is drawn on)."""
+    if n_points <= 12:
+        return None
+    if loglog:
+        import numpy as np
+
+        return sorted(set(np.unique(np.geomspace(1, n_points, 8).astype(int) - 1).tolist()))
+    return max(1, n_points // 8)
 
 
 def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, ax=None):
@@ -268,7 +284,7 @@ def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, 
     view = "cumulative" if cumulative else "per_step"
     fig, ax = figure_and_axes(ax, FIGSIZE)
     for mode, ys in series.items():
-        ax.plot(m["positions"], ys, "o-", ms=3, color=COLORS["no cache" if mode == "no cache" else mode],
+        ax.plot(m["positions"], ys, MPL_STYLE[MODE_DASH[mode]], marker=MARKERS[mode], ms=4, color=COLORS[mode],
                 label=f"{_mode_label(mode)} (slope {m['slopes'][mode][view]:.2f})")
     cfg = m.get("config", {})
     clock = "CPU" if m.get("clock") == "cpu" else "wall"
@@ -281,7 +297,6 @@ def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, 
 
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
-    fig.tight_layout()
     return fig
 
 
@@ -292,7 +307,7 @@ def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_s
     ax.plot(mem["positions"], mem["kv_bytes"], color=COLORS["kv"],
             label=f"KV cache, batch {mem['batch_size']}: {_bytes_label(mem['kv_bytes'][-1])} at "
                   f"{mem['positions'][-1]} tokens")
-    ax.axhline(mem["weight_bytes"], color=COLORS["weights"], ls="--",
+    ax.axhline(mem["weight_bytes"], color=COLORS["weights"], ls=style.concept("weights").linestyle,
                label=f"weights in memory: {_bytes_label(mem['weight_bytes'])}")
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
@@ -303,9 +318,8 @@ def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_s
     ax.yaxis.set_major_formatter(FuncFormatter(lambda b, _: _bytes_label(b)))
     ax.set_ylim(0, top)
     _finish(ax, False, "tokens per sequence", f"bytes ({mem['dtype']})",
-            f"{mem['name']}: KV cache memory = weight memory at {mem['memory_crossover_context']:,.0f} tokens "
+            f"{mem['name']}: KV cache memory = weight memory\nat {mem['memory_crossover_context']:,.0f} tokens "
             f"per sequence")
-    fig.tight_layout()
     return fig
 
 
@@ -316,7 +330,7 @@ def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool 
 
     c = analytic_curves(model, n, prompt_len)
     cols = 3 if measurements is not None else 2
-    fig, axes = plt.subplots(2, cols, figsize=(5 * cols, 7.2))
+    fig, axes = plt.subplots(2, cols, figsize=(style.FIGURE_WIDTH * cols / 2, 7.6), layout="constrained")
     axes = axes.ravel()
     a = axes[0]
     for cache in CACHES:
@@ -330,9 +344,6 @@ def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool 
     if measurements is not None:
         plot_measured(measurements, cumulative=False, loglog=loglog, ax=axes[4])
         axes[5].axis("off")
-    for ax in axes:
-        ax.title.set_fontsize(9)
-    fig.tight_layout()
     return fig
 
 
@@ -343,6 +354,19 @@ def _plotly_name(cache: str, part: str, slope) -> str:
     return f"{label} (slope {slope:.2f})" if slope is not None else label
 
 
+def _three_panels(fig, dtype: str, title: str, top: int = 200):
+    """The layout shared by the analytic plotly figure and the live explorer: each panel named by its y axis
+    (no titles above the panels to run together), the legend above the plots (the kvlab template's place),
+    ``top`` pixels above them for the title, the buttons (if any) and the legend, and no fixed width."""
+    for col, name in ((1, "K/V computed (per layer)"), (2, "FLOPs (solid: proj. + FFN, dashed: attention)"),
+                      (3, f"memory, bytes ({dtype})")):
+        fig.update_yaxes(title_text=name, row=1, col=col)
+    fig.update_xaxes(title_text="context length t")
+    fig.update_layout(height=360 + top, margin=dict(l=70, r=20, t=top, b=60), showlegend=True,
+                      title=dict(text=title, yref="container", y=0.98, yanchor="top"),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=1.03, yanchor="bottom"))
+
+
 def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1):
     """K/V computations, FLOPs (projections + FFN vs attention) and memory as one plotly figure; buttons switch
     per step / cumulative and linear / log-log axes, all data precomputed (keep n ≤ ~512 for a small file)."""
@@ -351,8 +375,7 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1):
 
     c = analytic_curves(model, n, prompt_len)
     mem = memory_curves(model, c["positions"][-1])  # the same tokens as the other panels
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
-                        subplot_titles=("K/V computed (per layer)", "FLOPs", f"memory ({mem['dtype']})"))
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1)
     ys = {"per_step": [], "cumulative": []}
     names = {"per_step": [], "cumulative": []}
     for cache in CACHES:  # traces 0, 1: K/V
@@ -374,20 +397,21 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1):
     fig.add_trace(go.Scatter(x=mem["positions"], y=mem["kv_bytes"], name="KV cache bytes", mode="lines",
                              line=dict(color=COLORS["kv"])), row=1, col=3)
     fig.add_trace(go.Scatter(x=[1, mem["positions"][-1]], y=[mem["weight_bytes"]] * 2, name="weights in memory",
-                             mode="lines", line=dict(color=COLORS["weights"], dash="dash")), row=1, col=3)
+                             mode="lines", line=dict(color=COLORS["weights"], dash="longdash")), row=1, col=3)
     idx = list(range(len(specs)))
-    view_menu = dict(type="buttons", direction="right", x=0.0, y=1.25, xanchor="left", showactive=True,
+    # from the top: the title, the buttons, the legend (above the plots, as the template places it), the plots
+    view_menu = dict(type="buttons", direction="right", x=0.0, y=1.3, xanchor="left", yanchor="bottom",
+                     showactive=True,
                      buttons=[dict(label=label, method="restyle", args=[{"y": ys[view], "name": names[view]}, idx])
                               for label, view in (("per step", "per_step"), ("cumulative", "cumulative"))])
     axes_names = [f"{a}axis{'' if i == 1 else i}" for i in (1, 2, 3) for a in "xy"]
-    scale_menu = dict(type="buttons", direction="right", x=0.35, y=1.25, xanchor="left", showactive=True,
+    scale_menu = dict(type="buttons", direction="right", x=0.35, y=1.3, xanchor="left", yanchor="bottom",
+                      showactive=True,
                       buttons=[dict(label=label, method="relayout", args=[{f"{a}.type": kind for a in axes_names}])
                                for label, kind in (("linear", "linear"), ("log-log", "log"))])
-    fig.update_xaxes(title_text="context length t")
-    fig.update_layout(updatemenus=[view_menu, scale_menu], height=430, margin=dict(l=50, r=20, t=110, b=50),
-                      title=dict(text=f"{c['name']}: generating {n} tokens with and without a KV cache "
-                                      f"(slopes: log-log fit over the last half)", font=dict(size=13)),
-                      legend=dict(orientation="h", y=-0.2, font=dict(size=10)))
+    _three_panels(fig, mem["dtype"], f"{c['name']}: generating {n} tokens with and without a KV cache "
+                                     f"(slopes: log-log fit over the last half)")
+    fig.update_layout(updatemenus=[view_menu, scale_menu])
     return fig
 
 
@@ -403,23 +427,24 @@ def plotly_measured(measurements):
     fig = go.Figure()
     for k, mode in enumerate(m["modes"]):
         fig.add_trace(go.Scatter(x=m["positions"], y=ys["per_step"][mode], name=names["per_step"][k],
-                                 mode="lines+markers", marker=dict(size=4),
-                                 line=dict(color=COLORS["no cache" if mode == "no cache" else mode])))
-    menus = [dict(type="buttons", direction="right", x=0.0, y=1.18, xanchor="left",
+                                 mode="lines+markers", marker=dict(size=6, symbol=_PLOTLY_MARKER[MARKERS[mode]]),
+                                 line=dict(color=COLORS[mode], dash=MODE_DASH[mode])))
+    menus = [dict(type="buttons", direction="right", x=0.0, y=1.25, xanchor="left", yanchor="bottom",
                   buttons=[dict(label=label, method="relayout", args=[{"xaxis.type": kind, "yaxis.type": kind}])
                            for label, kind in (("linear", "linear"), ("log-log", "log"))])]
     if len(views) == 2:
-        menus.append(dict(type="buttons", direction="right", x=0.3, y=1.18, xanchor="left", buttons=[
+        menus.append(dict(type="buttons", direction="right", x=0.3, y=1.25, xanchor="left", yanchor="bottom", buttons=[
             dict(label=label, method="restyle",
                  args=[{"y": [ys[v][mode] for mode in m["modes"]], "name": names[v]}])
             for label, v in (("per step", "per_step"), ("cumulative", "cumulative"))]))
     cfg = m.get("config", {})
     clock = "CPU" if m.get("clock") == "cpu" else "wall"
-    fig.update_layout(updatemenus=menus, height=400, margin=dict(l=60, r=20, t=90, b=50),
+    fig.update_layout(updatemenus=menus, height=460, margin=dict(l=60, r=20, t=150, b=50),
                       xaxis_title="context length t (tokens)", yaxis_title=f"ms ({clock} time)",
                       title=dict(text=f"measured: {cfg.get('n_layers', '?')} layers, d_model "
                                       f"{cfg.get('d_model', '?')} (slopes: log-log fit over the last half)",
-                                 font=dict(size=13)))
+                                 yref="container", y=0.98, yanchor="top"),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=1.03, yanchor="bottom"))
     return fig
 
 
@@ -444,16 +469,17 @@ class CostCurvesExplorer:
         self._check_choice(show, SHOWS, "show")
         self._check_choice(view, VIEWS, "view")
         self._curves = {}  # model name -> analytic_curves at the slider's maximum n (sliced on redraw)
+        look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
         self.model = W.Dropdown(options=[(MODEL_LABELS.get(k, k), k) for k in MODEL_CHOICES], value=name,
-                                description="model")
-        self.n = W.IntSlider(value=2, min=2, max=self._n_max(name), description="n", continuous_update=True)
+                                description="model", **look)
+        self.n = W.IntSlider(value=2, min=2, max=self._n_max(name), description="n", continuous_update=True, **look)
         self.n.value = self._check_n_value(n, name)
-        self.show = W.ToggleButtons(options=list(SHOWS), value=show, description="show")
-        self.view = W.ToggleButtons(options=list(VIEWS), value=view)
-        self.loglog = W.Checkbox(value=checks.flag(loglog, "loglog"), description="log-log")
-        self.text = W.HTML()
-        self.figure = go.FigureWidget(make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
-            "K/V computed (per layer)", "FLOPs: projections + FFN vs attention", "memory (fp16)")))
+        self.show = W.ToggleButtons(options=list(SHOWS), value=show, description="show",
+                                    style={**style.control_style(), "button_width": "auto"})
+        self.view = W.ToggleButtons(options=list(VIEWS), value=view, style={"button_width": "auto"})
+        self.loglog = W.Checkbox(value=checks.flag(loglog, "loglog"), description="log-log", indent=False, **look)
+        self.text = W.HTML(style={"text_color": style.css("ink")})
+        self.figure = go.FigureWidget(make_subplots(rows=1, cols=3, horizontal_spacing=0.1))
         self._names = []
         for cache in CACHES:
             self._add(go, f"K/V, {self._with(cache)} cache", COLORS[cache], "solid", 1)
@@ -461,18 +487,16 @@ class CostCurvesExplorer:
             for part in ("linear", "attention"):
                 self._add(go, f"{PART_LABELS[part]}, {self._with(cache)} cache", COLORS[cache], DASH[part], 2)
         self._add(go, "KV cache bytes", COLORS["kv"], "solid", 3)
-        self._add(go, "weights in memory", COLORS["weights"], "dash", 3)
-        self.figure.update_layout(height=420, margin=dict(l=50, r=20, t=60, b=50), showlegend=True,
-                                  legend=dict(orientation="h", y=-0.2, font=dict(size=10)))
-        self.figure.update_xaxes(title_text="context length t")
+        self._add(go, "weights in memory", COLORS["weights"], "longdash", 3)
+        _three_panels(self.figure, dtype_name(torch.float16), "", top=110)
         self.last_update_seconds = 0.0
         self._quiet = False
         self.redraw()
         self.model.observe(self._on_model, names="value")
         for w in (self.n, self.show, self.view, self.loglog):
             w.observe(lambda ch: self.redraw(), names="value")
-        self.widget = W.VBox([W.HBox([self.model, self.n]), W.HBox([self.show, self.view, self.loglog]),
-                              self.text, self.figure])
+        self.controls = style.grid(self.model, self.n, self.loglog, self.show, self.view, columns=3)
+        self.widget = W.VBox([self.controls, self.text, self.figure])
 
     # -- helpers -------------------------------------------------------------------------------------
     @staticmethod

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 
 import ipywidgets as widgets
 
-from .. import checks
+from .. import checks, style
 from ..costs import kv_computations
 from ..generate import generate
 from ..text import display_width, pad
@@ -46,18 +46,27 @@ from . import check_controls, frame_slider, play_buttons
 
 # -- colours and words, shared by every tier --------------------------------------------------------------
 
-CHIP_COLORS = {"prompt": "#d9d9d9", "generated": "#c6dbef", "newest": "#fdae6b"}
-KV_COLORS = {"new": "#74c476", "recomputed": "#de2d26", "cached": "#6baed6", "none": "#ffffff"}
+# Each K/V state is a concept of lib.style (one colour per idea across the course) with a second cue: a hatch on
+# matplotlib cells, a marker symbol in plotly, a one-character mark in text and HTML, and a label in every legend.
+KV_CONCEPT = {"new": "computed", "recomputed": "recomputed", "cached": "cached", "none": "free"}
+KV_COLORS = {k: style.colour(c) for k, c in KV_CONCEPT.items()}
+KV_COLORS["none"] = style.PAPER  # no K/V yet: an empty cell with a dashed edge
+KV_HATCH = {k: style.concept(c).hatch for k, c in KV_CONCEPT.items()}
+KV_SYMBOL = {k: style.plotly_symbol(c) for k, c in KV_CONCEPT.items()}  # plotly markers
+KV_SYMBOL["none"] = "square-open"
+# the chips: prompt a grey tile, generated a white one, the newest token the "newest" concept (and a heavy edge)
+CHIP_COLORS = {"prompt": style.GRID, "generated": style.PAPER, "newest": style.colour("newest")}
 KV_MEANING = {
     "new": "K/V computed for the first time in this step",
     "recomputed": "K/V computed again although an earlier step already had them (no cache: waste)",
     "cached": "K/V read from the cache, not computed",
     "none": "no K/V yet: the newest token is fed in the next step",
 }
-KV_SHORT = {"new": "computed first time", "recomputed": "recomputed", "cached": "read from cache",
+KV_SHORT = {"new": "computed (first time)", "recomputed": "computed again (wasted)", "cached": "read from the cache",
             "none": "none yet (newest)"}
 KV_MARKS = {"new": "+", "recomputed": "!", "cached": "=", "none": "."}  # the text table's one-character code
-CHOSEN_COLOR, BAR_COLOR = "#e6550d", "#9ecae1"
+CHOSEN_COLOR, BAR_COLOR = style.colour("newest"), style.colour("kept")  # the chosen token becomes the newest
+CHOSEN_HATCH = style.concept("newest").hatch
 MAX_POSITIONS = 64  # animations are capped at ~64 tokens (CONTRIBUTING.md)
 
 
@@ -231,14 +240,30 @@ def player_table(trace, tokenizer, other=None, layer: int = 0, top_k: int = 3, b
     return "\n".join([legend, line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
-def _draw_cells(ax, texts, fills, y, edge="#555555", dashed=None):
-    """Squares of width 1 at x = 0, 1, ..., centred on y, each with its text."""
+def _draw_cells(ax, texts, fills, y, edge=style.MUTED, dashed=None, hatches=None, bold=None):
+    """Squares of width 1 at x = 0, 1, ..., centred on y, each with its text (on a paper label box where the
+    cell is hatched, so the hatch never crosses the text); ``bold`` cells get a heavy ink edge (the CJK font has
+    no bold weight, so the edge, not the text, carries the emphasis)."""
     from matplotlib.patches import Rectangle
 
     for x, (t, fc) in enumerate(zip(texts, fills)):
         ls = "--" if dashed and dashed[x] else "-"
-        ax.add_patch(Rectangle((x - 0.45, y - 0.4), 0.9, 0.8, facecolor=fc, edgecolor=edge, linewidth=1, linestyle=ls))
-        ax.text(x, y, t, ha="center", va="center", fontsize=11 if len(t) == 1 else 8)
+        hatch = hatches[x] if hatches else ""
+        heavy = bool(bold and bold[x])
+        ax.add_patch(Rectangle((x - 0.45, y - 0.4), 0.9, 0.8, facecolor=fc, edgecolor=style.INK if heavy else edge,
+                               linewidth=2.5 if heavy else 1, linestyle=ls, hatch=hatch or None))
+        if t:
+            box = dict(boxstyle="square,pad=0.1", facecolor=style.PAPER, edgecolor="none") if hatch else None
+            ax.text(x, y, t, ha="center", va="center", color=style.INK, bbox=box,
+                    fontsize=style.FONT_SIZE if len(t) == 1 else style.SMALL_SIZE)
+
+
+def _kv_handles(states=("new", "recomputed", "cached", "none")):
+    """Legend entries of the K/V states: colour, hatch and the concept's words."""
+    from matplotlib.patches import Patch
+
+    return [Patch(facecolor=KV_COLORS[k], hatch=KV_HATCH[k] or None, edgecolor=style.MUTED,
+                  linestyle="--" if k == "none" else "-", label=f"K/V {KV_SHORT[k]}") for k in states]
 
 
 def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_k: int = 5, batch: int = 0):
@@ -252,12 +277,13 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
         f"an integer from 0 to {len(frames) - 1} (or negative from the end)"))
     f, last = frames[step], frames[-1]
     width = len(last.chips)
-    fig = plt.figure(figsize=(max(7.5, 0.5 * width + 1.5), 4.2))
-    gs = fig.add_gridspec(2, 2, height_ratios=[1.0, 1.3], width_ratios=[1.4, 1.0], hspace=0.55, wspace=0.45,
-                          bottom=0.2, top=0.9)
+    fig = plt.figure(figsize=(style.FIGURE_WIDTH, 5.0), layout="constrained")
+    gs = fig.add_gridspec(2, 2, height_ratios=[1.0, 1.1], width_ratios=[1.3, 1.0])
     ax = fig.add_subplot(gs[0, :])
-    _draw_cells(ax, [c.text for c in f.chips], [CHIP_COLORS[c.kind] for c in f.chips], 1.0)
-    _draw_cells(ax, ["" for _ in f.kv], [KV_COLORS[k] for k in f.kv], 0.0, dashed=[k == "none" for k in f.kv])
+    _draw_cells(ax, [c.text for c in f.chips], [CHIP_COLORS[c.kind] for c in f.chips], 1.0,
+                bold=[c.kind == "newest" for c in f.chips])
+    _draw_cells(ax, ["" for _ in f.kv], [KV_COLORS[k] for k in f.kv], 0.0, dashed=[k == "none" for k in f.kv],
+                hatches=[KV_HATCH[k] for k in f.kv])
     ax.set_xlim(-0.6, width - 0.4)
     ax.set_ylim(-0.6, 1.6)
     ax.set_yticks([0, 1], ["K/V", "tokens"])
@@ -265,35 +291,34 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     ax.set_xlabel("position")
     ax.tick_params(length=0)
     ax.spines[:].set_visible(False)
-    ax.set_title(f.caption, fontsize=10, loc="left")
-    handles = [Patch(facecolor=CHIP_COLORS[k], edgecolor="#555555", label=k) for k in CHIP_COLORS]
-    handles += [Patch(facecolor=KV_COLORS[k], edgecolor="#555555", label=lab) for k, lab in
-                (("new", "K/V computed (first time)"), ("recomputed", "K/V recomputed"),
-                 ("cached", "K/V read from cache"))]
-    fig.legend(handles=handles, ncol=6, fontsize=7, loc="lower center", frameon=False)
+    ax.set_title(f.caption, loc="left")
+    handles = [Patch(facecolor=CHIP_COLORS[k], edgecolor=style.MUTED, label=f"{k} token") for k in CHIP_COLORS]
+    handles += _kv_handles(("new", "recomputed", "cached"))
+    fig.legend(handles=handles, ncol=3, loc="outside lower center")
 
     axb = fig.add_subplot(gs[1, 0])
     labels = [b.token for b in f.bars][::-1]
     probs = [b.prob for b in f.bars][::-1]
     colors = [CHOSEN_COLOR if b.chosen else BAR_COLOR for b in f.bars][::-1]
-    axb.barh(range(len(labels)), probs, color=colors)
+    hatches = [CHOSEN_HATCH if b.chosen else "" for b in f.bars][::-1]
+    axb.barh(range(len(labels)), probs, color=colors, hatch=hatches, edgecolor=style.MUTED, linewidth=0.6)
     axb.set_yticks(range(len(labels)), labels)
-    axb.set_xlim(0, 1.15)
+    axb.set_xlim(0, 1.3)
     for y, (p, b) in enumerate(zip(probs, f.bars[::-1])):
-        axb.text(p + 0.02, y, f"{p:.4f}" + (" chosen" if b.chosen else ""), va="center", fontsize=8)
+        axb.text(p + 0.02, y, f"{p:.4f}" + (" ← chosen" if b.chosen else ""), va="center", fontsize=style.SMALL_SIZE)
     axb.set_xlabel("probability (sampling distribution)")
-    axb.set_title(f"top-{top_k} next tokens", fontsize=10, loc="left")
+    axb.set_title(f"top-{top_k} next tokens", loc="left")
 
     axc = fig.add_subplot(gs[1, 1])
     vals = [f.with_cache, f.without_cache]
-    axc.barh([1, 0], vals, color=[KV_COLORS["cached"], KV_COLORS["recomputed"]])
+    axc.barh([1, 0], vals, color=[KV_COLORS["cached"], KV_COLORS["recomputed"]],
+             hatch=[KV_HATCH["cached"] or None, KV_HATCH["recomputed"]], edgecolor=style.MUTED, linewidth=0.6)
     axc.set_yticks([1, 0], ["with cache", "without"])
     axc.set_xlim(0, 1.25 * max(last.without_cache, 1))
     for y, v in zip([1, 0], vals):
-        axc.text(v + 0.02 * last.without_cache, y, str(v), va="center", fontsize=9)
+        axc.text(v + 0.02 * last.without_cache, y, str(v), va="center", fontsize=style.SMALL_SIZE)
     axc.set_xlabel("K/V vectors computed so far (per layer)")
-    axc.set_title(f"running count after step {f.step} (steps 0–{f.n_steps - 1}: {f.n_steps} in all)", fontsize=10,
-                  loc="left")
+    axc.set_title(f"running count after step {f.step}\n(steps 0–{f.n_steps - 1}: {f.n_steps} in all)", loc="left")
     for a in (axb, axc):
         a.spines[["top", "right"]].set_visible(False)
     return fig
@@ -306,24 +331,24 @@ def plot_strip(trace, tokenizer, other=None, layer: int = 0, batch: int = 0):
 
     frames = player_frames(trace, tokenizer, other, layer, 1, batch)
     width, n = len(frames[-1].chips), len(frames)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * width + 4.0), 0.5 * n + 1.3))
+    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 0.42 * n + 1.9), layout="constrained")
     for i, f in enumerate(frames):
         y = n - 1 - i
         _draw_cells(ax, [c.text for c in f.chips], [KV_COLORS[k] for k in f.kv], y,
-                    dashed=[k == "none" for k in f.kv])
+                    dashed=[k == "none" for k in f.kv], hatches=[KV_HATCH[k] for k in f.kv])
         ax.text(width + 0.2, y, f"p={f.chosen_prob:.4f}   K/V so far {f.with_cache} / {f.without_cache}",
-                va="center", fontsize=8)
-    ax.set_xlim(-0.6, width + 5.2)
+                va="center", fontsize=style.SMALL_SIZE)
+    ax.set_xlim(-0.6, width + 5.0)
     ax.set_ylim(-0.6, n - 0.4)
     ax.set_yticks(range(n), [f"step {f.step}" for f in frames][::-1])
     ax.set_xticks(range(width))
-    ax.set_xlabel("position   (cells: green computed first time, red recomputed, blue read from the cache, "
-                  "dashed: newest token)", fontsize=8)
+    ax.set_xlabel("position")
     ax.tick_params(length=0)
     ax.spines[:].set_visible(False)
     mode = "with KV cache" if trace.use_cache else "without cache"
     ax.set_title(f"{mode}: each row is one forward pass; right: K/V computed so far, cache / no cache "
-                 f"(per layer)", fontsize=9, loc="left")
+                 f"(per layer)", loc="left")
+    fig.legend(handles=_kv_handles(), ncol=4, loc="outside lower center")
     return fig
 
 
@@ -336,23 +361,36 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
     e = html.escape  # plotly reads text as HTML: "<s>" would start strike-through
     chip_text = [e(c.text) for c in f.chips] + [""] * pad
     chip_hover = [f"position {p}: {e(c.text)} ({c.kind})" for p, c in enumerate(f.chips)] + [""] * pad
-    kv_color = [KV_COLORS[k] for k in f.kv] + ["rgba(0,0,0,0)"] * pad
+    kv_color = [KV_COLORS[k] if k != "none" else style.MUTED for k in f.kv] + ["rgba(0,0,0,0)"] * pad
+    kv_symbol = [KV_SYMBOL[k] for k in f.kv] + ["square"] * pad
     kv_hover = [f"position {p}: {KV_MEANING[k]}" for p, k in enumerate(f.kv)] + [""] * pad
-    line_color = ["#555555"] * len(f.chips) + ["rgba(0,0,0,0)"] * pad
+    line_color = [style.INK if c.kind == "newest" else style.MUTED for c in f.chips] + ["rgba(0,0,0,0)"] * pad
+    chip_edge = [2.5 if c.kind == "newest" else 1 for c in f.chips] + [1] * pad
     bars = f.bars + [None] * (n_bars - len(f.bars))
     bar_x = [b.prob if b else 0 for b in bars]
     bar_text = [(f"{e(b.token)}  {b.prob:.4f}" + ("  ← chosen" if b.chosen else "")) if b else "" for b in bars]
     bar_color = [(CHOSEN_COLOR if b.chosen else BAR_COLOR) if b else "rgba(0,0,0,0)" for b in bars]
+    bar_pattern = [style.plotly_pattern("newest") if b and b.chosen else "" for b in bars]
     return [
         dict(type="scatter", x=list(range(width)), y=[1] * width, text=chip_text, hovertext=chip_hover,
-             marker=dict(color=chip_color, line=dict(color=line_color, width=1))),
+             marker=dict(color=chip_color, line=dict(color=line_color, width=chip_edge))),
         dict(type="scatter", x=list(range(width)), y=[0] * width, hovertext=kv_hover,
-             marker=dict(color=kv_color, line=dict(color=line_color, width=1))),
-        dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text, marker=dict(color=bar_color)),
+             marker=dict(color=kv_color, symbol=kv_symbol, line=dict(color=[style.MUTED] * width, width=1))),
+        dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text,
+             marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK))),
         dict(type="bar", x=[f.with_cache, f.without_cache], y=["with cache", "without cache"],
              text=[str(f.with_cache), str(f.without_cache)],
-             marker=dict(color=[KV_COLORS["cached"], KV_COLORS["recomputed"]])),
+             marker=dict(color=[KV_COLORS["cached"], KV_COLORS["recomputed"]],
+                         pattern=dict(shape=[style.plotly_pattern("cached"), style.plotly_pattern("recomputed")],
+                                      fgcolor=style.INK))),
     ]
+
+
+def kv_key_html() -> str:
+    """The K/V key as plotly / HTML text: each state's marker in its colour, then its words."""
+    glyph = {"square": "■", "x": "✖", "circle": "●", "square-open": "□"}
+    return "   ".join(f'<span style="color:{style.text_colour(KV_CONCEPT[k]) if k != "none" else style.MUTED}">'
+                      f'{glyph[KV_SYMBOL[k]]}</span> {KV_SHORT[k]}' for k in ("new", "recomputed", "cached", "none"))
 
 
 def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0):
@@ -367,15 +405,16 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     n_bars = max(len(f.bars) for f in frames)
     max_count = max(last.with_cache, last.without_cache)
     fig = make_subplots(rows=2, cols=2, specs=[[{"colspan": 2}, None], [{}, {}]], row_heights=[0.42, 0.58],
-                        column_widths=[0.58, 0.42], vertical_spacing=0.24, horizontal_spacing=0.16,
-                        subplot_titles=("tokens (grey prompt, blue generated, orange newest) and their K/V "
-                                        "(green computed first time, red recomputed, blue read from the cache)",
-                                        f"top-{top_k} next tokens: probability (sampling distribution)",
+                        column_widths=[0.55, 0.45], vertical_spacing=0.3, horizontal_spacing=0.2,
+                        subplot_titles=("tokens (grey: prompt, white: generated, yellow with a heavy edge: newest) and their K/V:<br>"
+                                        + kv_key_html(),
+                                        f"top-{top_k} next tokens (sampling distribution)",
                                         "K/V computed so far (per layer)"))
     first = _plotly_traces(frames[0], width, n_bars)
     fig.add_trace(go.Scatter(mode="markers+text", marker_symbol="square", marker_size=26, hoverinfo="text",
-                             textfont=dict(size=13), **{k: v for k, v in first[0].items() if k != "type"}), 1, 1)
-    fig.add_trace(go.Scatter(mode="markers", marker_symbol="square", marker_size=16, hoverinfo="text",
+                             textfont=dict(size=style.FONT_SIZE + 3, color=style.INK),
+                             **{k: v for k, v in first[0].items() if k != "type"}), 1, 1)
+    fig.add_trace(go.Scatter(mode="markers", marker_size=16, hoverinfo="text",
                              **{k: v for k, v in first[1].items() if k != "type"}), 1, 1)
     fig.add_trace(go.Bar(orientation="h", textposition="outside", hoverinfo="skip", cliponaxis=False,
                          **{k: v for k, v in first[2].items() if k != "type"}), 2, 1)
@@ -389,10 +428,11 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     fig.update_yaxes(range=[n_bars - 0.5, -0.5], showticklabels=False, row=2, col=1)
     fig.update_xaxes(range=[0, 1.35 * max(max_count, 1)], row=2, col=2)
     fig.update_yaxes(autorange="reversed", row=2, col=2)
-    fig.update_annotations(font_size=11)
+    for a, axis in zip(fig.layout.annotations, ("xaxis", "xaxis2", "xaxis3")):  # each title left-aligned over its
+        a.update(x=fig.layout[axis].domain[0], xanchor="left", align="left", font_size=style.FONT_SIZE + 2)  # no overlap
     fig.update_layout(
-        title_text=html.escape(frames[0].caption), title_font_size=13, showlegend=False, height=480,
-        width=max(760, 34 * width + 200), margin=dict(l=60, r=30, t=90, b=110),
+        title_text=html.escape(frames[0].caption), showlegend=False, height=520,
+        margin=dict(l=60, r=30, t=110, b=110),
         updatemenus=[play_buttons(900, ("▶ Play", "❚❚ Pause"), tween_ms=250, direction="left", x=0.0, y=-0.14,
                                   xanchor="left", yanchor="top", pad=dict(r=10, t=0))],
         sliders=[frame_slider([f.step for f in frames], "step ", x=0.24, y=-0.1, len=0.76, xanchor="left",
@@ -407,45 +447,61 @@ TOP_KS = (("off", 0), ("1", 1), ("2", 2), ("3", 3), ("5", 5), ("10", 10), ("20",
 TOP_PS = (("off", 1.0), ("0.95", 0.95), ("0.9", 0.9), ("0.8", 0.8), ("0.5", 0.5), ("0.2", 0.2))
 
 
+def _swatch(fill: str, hatch: bool = False) -> str:
+    """CSS for a coloured cell: its fill, and diagonal stripes where the concept has a hatch (the second cue)."""
+    stripes = (f"background-image:repeating-linear-gradient(45deg,{style.PAPER} 0 1.5px,transparent 1.5px 5px);"
+               if hatch else "")
+    return f"background-color:{fill};{stripes}"
+
+
 def frame_html(f: PlayerFrame) -> str:
-    """One frame as self-contained HTML (inline styles, no scripts): what the live player shows."""
+    """One frame as self-contained HTML (inline styles, no scripts): what the live player shows. Sizes are in em
+    (they follow the page: larger in the classroom view); text colours follow JupyterLab's theme (``style.css``),
+    and text on a coloured cell is ``style.INK``, readable on that fixed fill in light and dark themes alike."""
     e = html.escape
-    cell = "display:inline-block;min-width:26px;height:26px;line-height:26px;margin:1px;text-align:center;" \
-           "border:1px solid #555;border-radius:3px;font-size:14px;padding:0 2px"
-    chips = "".join(f'<span title="position {p}: {c.kind}" style="{cell};background:{CHIP_COLORS[c.kind]};'
-                    f'{"font-weight:bold" if c.kind == "newest" else ""}">{e(c.text)}</span>'
+    ink, muted, border = style.INK, style.css("muted"), style.MUTED
+    cell = ("display:inline-block;min-width:1.9em;height:1.9em;line-height:1.9em;margin:1px;text-align:center;"
+            f"border:1px solid {border};border-radius:3px;padding:0 2px;color:{ink}")
+    chips = "".join(f'<span title="position {p}: {c.kind}" style="{cell};font-size:1.08em;'
+                    f'background:{CHIP_COLORS[c.kind]};'
+                    f'{f"font-weight:bold;border:2px solid {ink}" if c.kind == "newest" else ""}">{e(c.text)}</span>'
                     for p, c in enumerate(f.chips))
-    kvs = "".join(f'<span title="position {p}: {e(KV_MEANING[k])}" style="{cell};height:12px;line-height:12px;'
-                  f'font-size:9px;background:{KV_COLORS[k]};{"border-style:dashed" if k == "none" else ""}">{p}</span>'
+    kvs = "".join(f'<span title="position {p}: {e(KV_MEANING[k])}" style="{cell};font-weight:bold;'
+                  f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'
+                  f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span>'
                   for p, k in enumerate(f.kv))
     bars = "".join(
-        f'<div style="white-space:nowrap;height:20px;line-height:20px"><span style="display:inline-block;width:44px">'
+        f'<div style="white-space:nowrap;line-height:1.6em"><span style="display:inline-block;min-width:3.5em">'
         f'{e(b.token)}</span>'
-        f'<span style="display:inline-block;vertical-align:middle;height:12px;width:{round(200 * b.prob)}px;'
-        f'background:{CHOSEN_COLOR if b.chosen else BAR_COLOR}"></span> {b.prob:.4f}'
-        f'{" <b>← chosen</b>" if b.chosen else ""}</div>' for b in f.bars)
+        f'<span style="display:inline-block;vertical-align:middle;height:0.9em;width:{round(200 * b.prob)}px;'
+        f'border:1px solid {border};{_swatch(CHOSEN_COLOR if b.chosen else BAR_COLOR, b.chosen)}"></span> '
+        f'{b.prob:.4f}{" <b>← chosen</b>" if b.chosen else ""}</div>' for b in f.bars)
     top = max(f.without_cache, f.with_cache, 1)
     counts = "".join(
-        f'<div style="white-space:nowrap;height:20px"><span style="display:inline-block;width:100px">{lab}</span>'
-        f'<span style="display:inline-block;vertical-align:middle;height:12px;width:{round(160 * v / top)}px;'
-        f'background:{col}"></span> {v}</div>'
-        for lab, v, col in (("with cache", f.with_cache, KV_COLORS["cached"]),
-                            ("without cache", f.without_cache, KV_COLORS["recomputed"])))
+        f'<div style="white-space:nowrap;line-height:1.6em"><span style="display:inline-block;min-width:7.5em">'
+        f'{lab}</span><span style="display:inline-block;vertical-align:middle;height:0.9em;'
+        f'width:{round(160 * v / top)}px;border:1px solid {border};{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}">'
+        f'</span> {v}</div>'
+        for lab, v, k in (("with cache", f.with_cache, "cached"), ("without cache", f.without_cache, "recomputed")))
     src = "a second Trace" if f.count_source == "trace" else "lib.costs"
-    legend = " · ".join(f'<span style="background:{KV_COLORS[k]};border:1px solid #555;padding:0 4px">&nbsp;</span> '
-                        f'{KV_SHORT[k]}' for k in ("new", "recomputed", "cached"))
-    return (f'<div style="font-family:sans-serif;font-size:13px">'
+    legend = " · ".join(f'<span style="{cell};min-width:1.4em;height:1.3em;line-height:1.3em;font-weight:bold;'
+                        f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'
+                        f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span> '
+                        f'{KV_SHORT[k]}' for k in ("new", "recomputed", "cached", "none"))
+    return (f'<div style="font-family:sans-serif;color:{style.css("ink")}">'
             f'<div style="margin-bottom:4px"><b>{e(f.caption)}</b></div>'
-            f'<div>{chips}</div><div>{kvs}</div><div style="font-size:11px;margin:2px 0 8px 0">{legend}</div>'
-            f'<div style="display:flex;gap:40px">'
+            f'<div>{chips}</div><div>{kvs}</div><div style="font-size:0.9em;margin:2px 0 8px 0">K/V: {legend}</div>'
+            f'<div style="display:flex;flex-wrap:wrap;gap:1em 3em">'
             f'<div><div><b>top candidates</b> (sampling distribution)</div>{bars}</div>'
             f'<div><div><b>K/V computed so far</b> (layer {f.layer}, per layer; this step: {f.kv_computed} computed, '
-            f'{f.kv_read} read)</div>{counts}<div style="font-size:11px;color:#555">the '
+            f'{f.kv_read} read)</div>{counts}<div style="font-size:0.9em;color:{muted}">the '
             f'{"uncached" if f.use_cache else "cached"} count comes from {src}</div></div></div></div>')
 
 
 def message_html(text: str) -> str:
-    return (f'<div style="font-family:sans-serif;color:#a50f15;background:#fee0d2;border:1px solid #a50f15;'
+    """An error or a note under the player: theme-coloured text in a box edged in the "wasted" colour."""
+    return (f'<div style="font-family:sans-serif;color:{style.css("ink")};background:{style.css("paper")};'
+            f'border:1px solid {style.colour("recomputed")};border-left-width:6px;'
             f'padding:6px;white-space:pre-wrap">{html.escape(text)}</div>')
 
 
@@ -474,23 +530,24 @@ class GenerationPlayer(widgets.VBox):
         self.model, self.tokenizer = model, tokenizer
         self.frames, self.traces, self.message = [], (None, None), ""
         self.last_run_seconds = self.last_update_seconds = 0.0  # the last model re-run / step redraw, in seconds
-        self.prompt_box = w.Text(value=v["prompt"], description="prompt", continuous_update=False,
-                                 layout=w.Layout(width="340px"))
-        self.temperature = w.SelectionSlider(options=TEMPERATURES, description="temperature", value=v["temperature"])
-        self.top_k = w.Dropdown(options=TOP_KS, value=v["top_k"], description="top-k", layout=w.Layout(width="160px"))
-        self.top_p = w.SelectionSlider(options=TOP_PS, value=v["top_p"], description="top-p")
-        self.seed = w.BoundedIntText(value=v["seed"], min=0, max=MAX_SEED, description="seed",
-                                     layout=w.Layout(width="160px"))
-        self.use_cache = w.Checkbox(value=use_cache, description="KV cache", indent=False,
-                                    layout=w.Layout(width="100px"))
-        self.max_new = w.IntSlider(value=v["max_new_tokens"], min=1, max=limit, description="max new",
-                                   continuous_update=False)
-        self.slider = w.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True)
+        # every description shown whole (style.control_style), every control filling its grid cell
+        look = dict(style=style.control_style(), layout=w.Layout(**style.control_layout()))
+        self.prompt_box = w.Text(value=v["prompt"], description="prompt", continuous_update=False, **look)
+        self.temperature = w.SelectionSlider(options=TEMPERATURES, description="temperature", value=v["temperature"],
+                                             **look)
+        self.top_k = w.Dropdown(options=TOP_KS, value=v["top_k"], description="top-k", **look)
+        self.top_p = w.SelectionSlider(options=TOP_PS, value=v["top_p"], description="top-p", **look)
+        self.seed = w.BoundedIntText(value=v["seed"], min=0, max=MAX_SEED, description="seed", **look)
+        self.use_cache = w.Checkbox(value=use_cache, description="KV cache", indent=False, **look)
+        self.max_new = w.IntSlider(value=v["max_new_tokens"], min=1, max=limit, description="max new tokens",
+                                   continuous_update=False, **look)
+        self.slider = w.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True, **look)
         self.player = w.Play(value=0, min=0, max=0, interval=checks.integer(interval_ms, "interval_ms", 1),
-                             show_repeat=False, description="play")
+                             show_repeat=False, description="play", style=style.control_style())
         w.jslink((self.player, "value"), (self.slider, "value"))  # the browser moves the slider while playing
-        self.back_button = w.Button(description="◀ Back", layout=w.Layout(width="80px"))
-        self.step_button = w.Button(description="Step ▶", layout=w.Layout(width="80px"))
+        # buttons as wide as their text: "◀ Back" and "Step ▶" never become "◀ B…"
+        self.back_button = w.Button(description="◀ Back", layout=w.Layout(width="auto", min_width="max-content"))
+        self.step_button = w.Button(description="Step ▶", layout=w.Layout(width="auto", min_width="max-content"))
         self.view = w.HTML()
         self.back_button.on_click(lambda _: self.back())
         self.step_button.on_click(lambda _: self.next())
@@ -498,12 +555,11 @@ class GenerationPlayer(widgets.VBox):
         for control in inputs:
             control.observe(self._on_input, names="value")
         self.slider.observe(self._on_step, names="value")
-        super().__init__(children=[
-            w.HBox([self.prompt_box, self.use_cache, self.seed]),
-            w.HBox([self.temperature, self.top_k, self.top_p]),
-            w.HBox([self.max_new]),
-            w.HBox([self.player, self.back_button, self.step_button, self.slider]),
-            self.view])
+        self.controls = style.grid(self.prompt_box, self.use_cache, self.seed, self.temperature, self.top_k,
+                                   self.top_p, self.max_new, columns=3)
+        playback = w.HBox([self.player, self.back_button, self.step_button, self.slider],
+                          layout=w.Layout(align_items="center", flex_flow="row wrap"))
+        super().__init__(children=[self.controls, playback, self.view])
         self._rerun()
 
     # -- Python API ------------------------------------------------------------------------------------------

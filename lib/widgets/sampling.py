@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import checks
+from .. import checks, style
 from ..checks import sampling as check_sampling
 from ..sampling import draw, filter_logits, make_generator
 from ..text import token_label
@@ -30,7 +30,10 @@ from . import figure_and_axes, frame_slider, try_prompt
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
 MAX_BARS = 50  # never more bars than this: past ~50 they stop being readable
-KEPT, REMOVED, OUTLINE = "#1f77b4", "#c7c7c7", "#333333"
+# lib.style's concepts: "kept" (a dark neutral) and "removed" (a light one, dotted), the model's own T=1
+# distribution an ink outline; lightness and the hatch tell them apart as well as the colour
+KEPT, REMOVED, OUTLINE = style.colour("kept"), style.colour("removed"), style.INK
+REMOVED_HATCH = style.concept("removed").hatch
 
 
 # -- the numbers --------------------------------------------------------------------------------------------
@@ -160,23 +163,24 @@ def plot_bars(bars: Bars, ax=None, title: str | None = None, legend: bool = True
     """Draw ``bars`` on ``ax`` (a new figure if None) and return the figure."""
     from matplotlib.patches import Patch
 
-    fig, ax = figure_and_axes(ax, (max(4.0, 0.32 * len(bars.ids) + 1.5), 3.2))
+    fig, ax = figure_and_axes(ax, (min(style.FIGURE_WIDTH, max(4.0, 0.32 * len(bars.ids) + 1.5)), 3.4))
     x = list(range(len(bars.ids)))
     heights = [p if k else b for p, b, k in zip(bars.probs, bars.before, bars.kept)]
-    ax.bar(x, heights, color=[KEPT if k else REMOVED for k in bars.kept], width=0.8)
+    ax.bar(x, heights, color=[KEPT if k else REMOVED for k in bars.kept], width=0.8,
+           hatch=["" if k else REMOVED_HATCH for k in bars.kept], edgecolor=style.MUTED, linewidth=0.5)
     ax.bar(x, bars.model, fill=False, edgecolor=OUTLINE, linewidth=0.8, width=0.8)
-    ax.set_xticks(x, bars.labels, fontsize=9 if len(x) <= 25 else 7)
+    ax.set_xticks(x, bars.labels, fontsize=style.FONT_SIZE if len(x) <= 25 else style.SMALL_SIZE)
     for tick in ax.get_xticklabels():  # <eos>, <s>: upright would collide with their neighbours
         if len(tick.get_text()) > 1:
             tick.set_rotation(90)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("probability")
-    ax.set_title(title if title is not None else bars.summary(), fontsize=10)
+    ax.set_title(title if title is not None else bars.summary(), loc="left")
     if legend:
-        ax.legend(handles=[Patch(color=KEPT, label="can be drawn (p after the cut)"),
-                           Patch(color=REMOVED, label="removed (p before the cut)"),
-                           Patch(fill=False, edgecolor=OUTLINE, label="model, T=1")],
-                  fontsize=8, loc="upper right", frameon=False)
+        ax.legend(handles=[Patch(facecolor=KEPT, edgecolor=style.MUTED, label=style.concept("kept").label),
+                           Patch(facecolor=REMOVED, edgecolor=style.MUTED, hatch=REMOVED_HATCH,
+                                 label=style.concept("removed").label),
+                           Patch(fill=False, edgecolor=OUTLINE, label="model, T=1")], loc="upper right")
     return fig
 
 
@@ -209,7 +213,10 @@ def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | N
 
     def main_trace(b: Bars):
         heights = [p if k else q for p, q, k in zip(b.probs, b.before, b.kept)]
-        return go.Bar(x=x, y=_r(heights), marker_color=[KEPT if k else REMOVED for k in b.kept],
+        return go.Bar(x=x, y=_r(heights), marker=dict(
+                          color=[KEPT if k else REMOVED for k in b.kept],
+                          pattern=dict(shape=["" if k else style.plotly_pattern("removed") for k in b.kept],
+                                       fgcolor=style.MUTED)),
                       customdata=[[html.escape(lab), round(p, 4), round(q, 4)]  # plotly reads <s> as markup
                                   for lab, p, q in zip(b.labels, b.probs, b.before)],
                       hovertemplate="%{customdata[0]}: p sample %{customdata[1]}, before the cut %{customdata[2]}"
@@ -223,8 +230,8 @@ def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | N
                            layout=dict(title_text=html.escape(f"{title} — {b.summary()}")))
                   for t, b in zip(temperatures, views)]
     fig.update_layout(
-        title_text=html.escape(f"{title} — {views[start_i].summary()}"), title_font_size=13, barmode="overlay",
-        height=360, margin=dict(l=50, r=20, t=50, b=40), yaxis=dict(range=[0, 1.02], title="probability"),
+        title_text=html.escape(f"{title} — {views[start_i].summary()}"), barmode="overlay",
+        height=380, margin=dict(l=60, r=20, t=60, b=40), yaxis=dict(range=[0, 1.02], title="probability"),
         xaxis=dict(tickmode="array", tickvals=x, ticktext=[html.escape(lab) for lab in first.labels]),
         sliders=[frame_slider([f"{t:g}" for t in temperatures], "temperature: ", start_i, pad=dict(t=30))])
     return fig
@@ -236,19 +243,21 @@ def bars_html(bars: Bars, width_px: int = 260) -> str:
     rows = []
     for lab, m, b, p, k in zip(bars.labels, bars.model, bars.before, bars.probs, bars.kept):
         h = p if k else b
-        colour = KEPT if k else REMOVED
+        fill = (f"background:{KEPT}" if k else  # removed: the light fill, dotted (the hatch of the figures)
+                f"background:{REMOVED} radial-gradient({style.MUTED} 0.8px, transparent 1px) 0 0 / 4px 4px")
         bar = (f'<div style="position:relative;width:{width_px}px;height:14px">'
                f'<div style="position:absolute;left:0;top:2px;height:10px;width:{h * width_px:.1f}px;'
-               f'background:{colour}"></div>'
+               f'box-sizing:border-box;border:1px solid {style.MUTED};{fill}"></div>'
                f'<div style="position:absolute;left:{m * width_px:.1f}px;top:0;height:14px;width:2px;'
-               f'background:{OUTLINE}" title="model, T=1"></div></div>')
-        style = "" if k else "color:#999"
-        rows.append(f'<tr style="{style}"><td style="text-align:right">{html.escape(lab)}</td><td>{bar}</td>'
+               f'background:{OUTLINE};outline:1px solid {style.PAPER}" title="model, T=1"></div></div>')
+        row_style = "" if k else f"color:{style.css('muted')}"
+        rows.append(f'<tr style="{row_style}"><td style="text-align:right">{html.escape(lab)}</td><td>{bar}</td>'
                     f'<td style="text-align:right">{p:.4f}</td><td style="text-align:right">{m:.4f}</td></tr>')
-    head = ('<tr><th>token</th><th>bar (grey: removed; black tick: model at T=1)</th><th>p sample</th>'
-            '<th>p model</th></tr>')
-    return (f"<div><b>{html.escape(bars.summary())}</b>"
-            f'<table style="font-size:12px;border-collapse:collapse">{head}{"".join(rows)}</table></div>')
+    head = ('<tr><th>token</th><th>bar (dark: can be drawn; light, dotted: removed; tick: model at T=1)</th>'
+            '<th>p sample</th><th>p model</th></tr>')
+    return (f'<div style="color:{style.css("ink")}"><b>{html.escape(bars.summary())}</b>'
+            f'<table style="font-size:0.92em;border-collapse:collapse;color:inherit">{head}{"".join(rows)}</table>'
+            f'</div>')
 
 
 class SamplingExplorer:
@@ -271,14 +280,16 @@ class SamplingExplorer:
         self.message = ""
         self.last_update_seconds = 0.0  # wall time of the last callback (re-filter + render; + forward pass)
         self.samples: list[int] = []
-        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False)
+        look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
+        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False, **look)
         self.temperature = W.FloatSlider(value=temperature, min=0.0, max=2.0, step=0.05, description="temperature",
-                                         readout_format=".2f", continuous_update=True)
-        self.top_k = W.IntSlider(value=top_k or 0, min=0, max=MAX_BARS, description="top-k (0=off)")
+                                         readout_format=".2f", continuous_update=True, **look)
+        self.top_k = W.IntSlider(value=top_k or 0, min=0, max=MAX_BARS, description="top-k (0=off)", **look)
         self.top_p = W.FloatSlider(value=1.0 if top_p is None else top_p, min=self.TOP_P_MIN, max=1.0, step=0.05,
-                                   description="top-p (1=off)", readout_format=".2f")
-        self.seed = W.IntText(value=0, description="seed")
-        self.draw_button = W.Button(description="draw 20 tokens")
+                                   description="top-p (1=off)", readout_format=".2f", **look)
+        self.seed = W.IntText(value=0, description="seed", **look)
+        self.draw_button = W.Button(description="draw 20 tokens", layout=W.Layout(width="auto",
+                                                                                  min_width="max-content"))
         self.message_box = W.HTML()
         self.bars_box = W.HTML()
         self.samples_box = W.HTML()
@@ -288,9 +299,9 @@ class SamplingExplorer:
         for w in (self.temperature, self.top_k, self.top_p):
             w.observe(self._on_setting, names="value")
         self.draw_button.on_click(lambda _: self.sample())
-        self.widget = W.VBox([self.prompt_box, W.HBox([self.temperature, self.top_k, self.top_p]),
-                              self.message_box, self.bars_box, W.HBox([self.seed, self.draw_button]),
-                              self.samples_box])
+        self.controls = style.grid(self.prompt_box, self.seed, self.draw_button, self.temperature, self.top_k,
+                                   self.top_p, columns=3)
+        self.widget = W.VBox([self.controls, self.message_box, self.bars_box, self.samples_box])
 
     # -- the settings, as the sampling functions take them -----------------------------------------------------
     TOP_P_MIN = 0.05  # the top-p slider's range is 0.05..1
@@ -315,7 +326,9 @@ class SamplingExplorer:
 
     def _render(self):
         self.bars_box.value = bars_html(self.state)
-        self.message_box.value = (f'<span style="color:#b00">{html.escape(self.message)}</span>' if self.message
+        self.message_box.value = (f'<span style="color:{style.css("ink")};border-left:4px solid '
+                                  f'{style.colour("recomputed")};padding-left:6px">{html.escape(self.message)}</span>'
+                                  if self.message
                                   else f"prompt <code>{html.escape(self.prompt)}</code>: "
                                        f"{len(self.tokenizer.encode(self.prompt))} token(s)")
 
@@ -361,7 +374,7 @@ class SamplingExplorer:
         self.samples = draw_tokens(self.logits, n, seed=int(self.seed.value), **self.settings())
         labels = [token_label(t) for t in self.tokenizer.tokens(self.samples)]
         self.samples_box.value = (f"seed {int(self.seed.value)}, {n} draws: "
-                                  f"<span style='font-size:15px'>{html.escape(' '.join(labels))}</span>")
+                                  f"<span style='font-size:1.15em'>{html.escape(' '.join(labels))}</span>")
         return labels
 
     def __repr__(self):

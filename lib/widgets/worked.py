@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import checks
+from .. import checks, style
 from ..generate import generate
 from ..model import ForwardRecord
 from ..text import text_table
@@ -303,7 +303,11 @@ def _check_layer(case: WorkedCase, layer):
 
 # ------------------------------------------------------------------------- tier 2: plotly step-through
 
-NEW_FILL, OLD_FILL, EMPTY_FILL, HEAD_FILL = "#fde68a", "#f8fafc", "#ffffff", "#e2e8f0"
+# lib.style's concepts: the cache rows computed in this step are "computed (first time)" (as in the player), also
+# marked "+" in their position cell; rows from earlier steps plain paper; positions not cached yet "free"
+NEW_FILL, OLD_FILL, EMPTY_FILL, HEAD_FILL = style.colour("computed"), style.PAPER, style.FREE, style.GRID
+NEW_MARK = "+"  # the player's mark for K/V computed for the first time
+TABLE_SIZE = style.FONT_SIZE + 1  # plotly table text, in px-like plotly units
 
 
 def plotly_text(text: str) -> str:
@@ -331,7 +335,8 @@ def _newest_rows(case: WorkedCase, s: WorkedStep) -> tuple[list, list]:
 
 def _cache_columns(case: WorkedCase, s: WorkedStep, n_pos: int) -> tuple[list, list]:
     """Cache table columns on a fixed grid of n_pos rows (empty where a position is not cached yet)."""
-    cols = [[str(p) for p in range(n_pos)], [plotly_text(case.tokens[p]) if p < s.cache_len else "" for p in range(n_pos)]]
+    cols = [[f"{NEW_MARK}{p}" if p in s.positions else str(p) for p in range(n_pos)],
+            [plotly_text(case.tokens[p]) if p < s.cache_len else "" for p in range(n_pos)]]
     for l in range(case.config.n_layers):
         for t in (s.cache_k[l], s.cache_v[l]):
             cols.append([vec(t[p]) if p < s.cache_len else "" for p in range(n_pos)])
@@ -368,29 +373,32 @@ def worked_figure(case: WorkedCase):
     frames = figure_frames(case)
     n_pos = case.steps[-1].cache_len
     key_head = ["layer"] + [plotly_text(k) for k in _key_labels(case, n_pos)]
-    cache_head = ["pos", "token"] + [f"L{l} {kv}" for l in range(case.config.n_layers) for kv in ("K", "V")]
-    head = lambda vals: dict(values=vals, fill_color=HEAD_FILL, align="left", font=dict(size=11))
+    cache_head = [f"pos ({NEW_MARK}: new)", "token"] + [f"L{l} {kv}" for l in range(case.config.n_layers)
+                                                           for kv in ("K", "V")]
+    head = lambda vals: dict(values=vals, fill_color=HEAD_FILL, align="left",
+                             font=dict(size=TABLE_SIZE, color=style.INK), line=dict(color=style.GRID))
+    mono = dict(family="monospace", size=TABLE_SIZE, color=style.INK)
 
     def tables(f):
         return [
             go.Table(domain=dict(x=[0, 0.56], y=[0.42, 1]), columnwidth=[1.1, 1.9],
                      header=head(["quantity (newest token)", "numbers"]),
-                     cells=dict(values=f["numbers"], align="left", font=dict(family="monospace", size=11))),
+                     cells=dict(values=f["numbers"], align="left", font=mono, line=dict(color=style.GRID))),
             go.Table(domain=dict(x=[0.6, 1], y=[0.72, 1]), header=head(["rank", "next token", "logit", "prob"]),
-                     cells=dict(values=f["candidates"], align="left", font=dict(family="monospace", size=11))),
+                     cells=dict(values=f["candidates"], align="left", font=mono, line=dict(color=style.GRID))),
             go.Table(domain=dict(x=[0.6, 1], y=[0.42, 0.68]), header=head(key_head),
-                     cells=dict(values=f["attention"], align="left", font=dict(family="monospace", size=11))),
+                     cells=dict(values=f["attention"], align="left", font=mono, line=dict(color=style.GRID))),
             go.Table(domain=dict(x=[0, 1], y=[0, 0.38]), header=head(cache_head),
-                     columnwidth=[0.4, 0.6] + [2] * (len(cache_head) - 2),
+                     columnwidth=[0.55, 0.6] + [2] * (len(cache_head) - 2),
                      cells=dict(values=f["cache"], fill_color=[f["cache_fill"]], align="left",
-                                font=dict(family="monospace", size=10))),
+                                font=dict(mono, size=TABLE_SIZE - 1), line=dict(color=style.GRID))),
         ]
 
     fig = go.Figure(data=tables(frames[0]),
                     frames=[go.Frame(name=f["name"], data=tables(f), layout=dict(title_text=f["title"]))
                             for f in frames])
     fig.update_layout(
-        title=dict(text=frames[0]["title"], font=dict(size=13)), height=800, margin=dict(l=10, r=10, t=50, b=80),
+        title=dict(text=frames[0]["title"]), height=800, margin=dict(l=10, r=10, t=50, b=80),
         sliders=[frame_slider([f["name"] for f in frames], pad=dict(t=20))])
     return fig
 
@@ -398,14 +406,20 @@ def worked_figure(case: WorkedCase):
 # ----------------------------------------------------------------------------------- tier 3: live widget
 
 def _html_table(header, rows, highlight=()) -> str:
+    """A table whose text follows the theme (``style.css``); highlighted rows (K/V computed in this step) are the
+    "computed" fill with ink text on it, and their first cell carries the "+" mark as well."""
     esc = lambda x: html.escape(str(x))
-    th = "".join(f"<th style='text-align:left;padding:2px 8px;background:{HEAD_FILL}'>{esc(h)}</th>" for h in header)
+    th = "".join(f"<th style='text-align:left;padding:2px 8px;border-bottom:2px solid {style.css('border')}'>"
+                 f"{esc(h)}</th>" for h in header)
     body = []
     for i, r in enumerate(rows):
-        bg = f" style='background:{NEW_FILL}'" if i in highlight else ""
-        body.append(f"<tr{bg}>" + "".join(f"<td style='padding:2px 8px'>{esc(c)}</td>" for c in r) + "</tr>")
-    return (f"<table style='border-collapse:collapse;font-family:monospace;font-size:12px'><tr>{th}</tr>"
-            + "".join(body) + "</table>")
+        new = i in highlight
+        bg = f" style='background:{NEW_FILL};color:{style.INK}'" if new else ""
+        cells = [f"{NEW_MARK}{r[0]}" if new else r[0], *r[1:]]
+        body.append(f"<tr{bg}>" + "".join(f"<td style='padding:2px 8px;border-bottom:1px solid {style.css('border')}'>"
+                                          f"{esc(c)}</td>" for c in cells) + "</tr>")
+    return (f"<table style='border-collapse:collapse;font-family:monospace;font-size:0.92em;"
+            f"color:{style.css('ink')}'><tr>{th}</tr>" + "".join(body) + "</table>")
 
 
 def step_html(case: WorkedCase, step: int) -> str:
@@ -423,7 +437,8 @@ def step_html(case: WorkedCase, step: int) -> str:
              f"<b>{html.escape(s.chosen_token)}</b>", _html_table(["quantity", "numbers"], rows)]
     for l in range(case.config.n_layers):
         crow = cache_rows(case, step, l)
-        parts.append(f"<b>KV cache, layer {l}</b> ({s.cache_len} rows; this step's rows highlighted)")
+        parts.append(f"<b>KV cache, layer {l}</b> ({s.cache_len} rows; this step's rows highlighted and marked "
+                     f"{NEW_MARK})")
         parts.append(_html_table(["pos", "token", "K", "V"], [(p, t, vec(torch.tensor(k)), vec(torch.tensor(v)))
                                                               for p, t, k, v, _ in crow],
                                  highlight={i for i, r in enumerate(crow) if r[4]}))
@@ -444,14 +459,16 @@ class WorkedExplorer:
         self.max_new_tokens = checks.integer(max_new_tokens, "max_new_tokens", 1)
         self.case = run_worked_case(model, tokenizer, prompt, self.max_new_tokens)
         self.prompt, self.step, self.error, self.last_update_ms = prompt, 0, None, 0.0
-        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False)
-        self.slider = W.IntSlider(value=0, min=0, max=len(self.case) - 1, description="step")
+        look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
+        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False, **look)
+        self.slider = W.IntSlider(value=0, min=0, max=len(self.case) - 1, description="step", **look)
         self.view = W.HTML()
         self.status = W.HTML()
         # the observers skip values the Python API has already applied (no double work, no loops)
         self.prompt_box.observe(lambda ch: ch["new"] != self.prompt and self.set_prompt(ch["new"]), names="value")
         self.slider.observe(lambda ch: ch["new"] != self.step and self.set_step(ch["new"]), names="value")
-        self.widget = W.VBox([W.HBox([self.prompt_box, self.slider]), self.status, self.view])
+        self.controls = style.grid(self.prompt_box, self.slider, columns=2)
+        self.widget = W.VBox([self.controls, self.status, self.view])
         self._render()
 
     def set_prompt(self, prompt: str) -> None:
@@ -461,7 +478,8 @@ class WorkedExplorer:
             case = run_worked_case(self.model, self.tokenizer, prompt, self.max_new_tokens)
         except ValueError as e:  # includes UnknownCharacterError
             self.error, self.prompt = str(e), prompt
-            self.status.value = f"<span style='color:#b91c1c'>{html.escape(self.error)}</span>"
+            self.status.value = (f"<span style='color:{style.css('ink')};border-left:4px solid "
+                                 f"{style.colour('recomputed')};padding-left:6px'>{html.escape(self.error)}</span>")
             self.last_update_ms = (time.perf_counter() - t0) * 1e3
             return
         self.error = None
