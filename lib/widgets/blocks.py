@@ -350,7 +350,7 @@ def plot_story(frames, moments=None, cols: int | None = None, per_row: int = 2):
     rows = -(-len(frames[0].blocks) // cols)
     width = min(style.FIGURE_WIDTH, n_cols * (0.62 * cols + 0.3))
     height = n_rows * (0.62 * rows + 0.55) * width / (n_cols * (0.62 * cols + 0.3)) + 0.4
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, height), squeeze=False)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, height), squeeze=False, layout="constrained")
     for ax in axes.flat:
         ax.axis("off")
     for ax, m in zip(axes.flat, moments):

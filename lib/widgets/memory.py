@@ -207,26 +207,26 @@ def _contexts(config: ModelConfig, start: int = 128) -> list[int]:
 def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=None):
     """Total memory (weights + KV) against context length for a few batch sizes (shades of the sequential map, a
     marker each: an ordered quantity), the weights as their own line, GPU sizes as reference lines (labelled at the
-    right end; the legend sits outside the axes so it hides none of them)."""
+    left end, where the curves are low; the legend sits outside the axes so it hides none of them)."""
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.ticker import FuncFormatter
 
     name, config = resolve_model(model)
     xs = _contexts(config)
-    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 3.8))
+    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 3.8), layout="constrained")  # room for the outside legend
     first = memory_budget(model, dtype, xs[0], 1, kv_dtype)
     w = first.weight_bytes / GIB
     weights, ref = style.concept("weights"), style.concept("reference")
     ax.axhline(w, color=weights.colour, ls=weights.linestyle, lw=2, label=f"weights in memory ({w:.2f} GiB)")
-    shades = plt.get_cmap(style.SEQUENTIAL)(np.linspace(0.0, 0.45, max(len(batches), 2)))  # dark: apart from weights
+    shades = plt.get_cmap(style.SEQUENTIAL)(np.linspace(0.0, 0.35, max(len(batches), 2)))  # purple to blue: apart from the weights' green
     markers = "osD^v<>"
     for i, b in enumerate(batches):
         ys = [memory_budget(model, dtype, x, b, kv_dtype).total_bytes / GIB for x in xs]
         ax.plot(xs, ys, color=shades[i], marker=markers[i % len(markers)], ms=4, label=f"weights + KV, batch {b}")
     for g in GPU_GIB:
         ax.axhline(g, color=ref.colour, ls=ref.linestyle, lw=0.8)
-        ax.text(xs[-1], g * 1.03, f"{g} GiB GPU", color=style.MUTED, fontsize=style.SMALL_SIZE, ha="right", va="bottom")
+        ax.text(xs[0], g * 1.03, f"{g} GiB GPU", color=style.MUTED, fontsize=style.SMALL_SIZE, ha="left", va="bottom")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     plain = FuncFormatter(lambda v, _: f"{v:g}")  # 4096 and 40, not 2^12 and 4x10^1

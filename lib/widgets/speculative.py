@@ -172,7 +172,7 @@ def plot_tokens_per_pass(rows: list[dict], ax=None, title: str | None = None):
                marker="o", s=60, linewidth=1.2, zorder=3, label="measured, all passes")
     for r in rows:
         ax.annotate(f"α={r['α']:.2f}", (r["k"], expected_tokens_per_pass(r["α"], r["k"])),
-                    fontsize=style.SMALL_SIZE, xytext=(-4, 6), textcoords="offset points", ha="right",
+                    fontsize=style.SMALL_SIZE, xytext=(0, 9), textcoords="offset points", ha="center",
                     color=style.text_colour("cached"))
     ax.set_xticks(ks)
     ax.set_xlabel("k (draft tokens proposed per round)")
