@@ -219,7 +219,8 @@ def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=N
     w = first.weight_bytes / GIB
     weights, ref = style.concept("weights"), style.concept("reference")
     ax.axhline(w, color=weights.colour, ls=weights.linestyle, lw=2, label=f"weights in memory ({w:.2f} GiB)")
-    shades = plt.get_cmap(style.SEQUENTIAL)(np.linspace(0.0, 0.35, max(len(batches), 2)))  # purple to blue: apart from the weights' green
+    # purple to blue: apart from the weights' green
+    shades = plt.get_cmap(style.SEQUENTIAL)(np.linspace(0.0, 0.35, max(len(batches), 2)))
     markers = "osD^v<>"
     for i, b in enumerate(batches):
         ys = [memory_budget(model, dtype, x, b, kv_dtype).total_bytes / GIB for x in xs]

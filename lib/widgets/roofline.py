@@ -363,7 +363,8 @@ def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, t
             ax.annotate(p.get("label", f"B={p['batch']}"), (x, y), fontsize=style.SMALL_SIZE - 1,
                         color=_text_colour(colour[p["model"]]),
                         xytext=(dx, dy), textcoords="offset points", ha="left" if dx > 0 else "right")
-    handles = [Line2D([], [], ls="", marker="o", color=colour[m], markeredgecolor=style.INK, label=m) for m in models]
+    handles = [Line2D([], [], ls="", marker="o", color=colour[m], markeredgecolor=style.INK, label=m)
+               for m in models]
     phases = list(dict.fromkeys(p["phase"] for p in points))
     handles += [Line2D([], [], ls="", marker=PHASE_MARKERS[ph], color=style.MUTED, label=ph) for ph in phases]
     ax.legend(handles=handles, loc="lower right")
@@ -397,8 +398,8 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
         ys = [costs.decode_cost(c, t, b, dtype).kv_read_bytes / 1e9 for t in contexts]
         ax.plot(contexts, ys, color=kv.colour, ls=ls, marker=marker, ms=4, markevery=max(len(contexts) // 6, 1),
                 label=f"KV read, batch {b}")
-        ax.annotate(f"batch {b}", (contexts[-1], ys[-1]), fontsize=style.SMALL_SIZE, color=style.text_colour("cached"),
-                    xytext=(4, 0), textcoords="offset points", va="center")
+        ax.annotate(f"batch {b}", (contexts[-1], ys[-1]), fontsize=style.SMALL_SIZE,
+                    color=style.text_colour("cached"), xytext=(4, 0), textcoords="offset points", va="center")
         t = n / b  # the context per sequence at which KV reads equal the weights read
         if contexts[0] <= t <= contexts[-1]:
             ax.scatter([t], [w], color=kv.colour, marker=marker, edgecolor=style.INK, linewidth=0.5, zorder=3)

@@ -269,7 +269,8 @@ def _chip_style(status: str, key: bool = False) -> str:
            "bonus": f"font-weight:bold;border:2px dotted {style.INK};"}.get(status, f"border:1px solid {style.INK};")
     if key:
         cue = cue.replace("text-decoration:line-through;", "")  # the key's words stay readable
-    size = "padding:0 4px;" if key else "display:inline-block;min-width:18px;padding:1px 4px;margin:1px;text-align:center;"
+    size = ("padding:0 4px;" if key
+            else "display:inline-block;min-width:18px;padding:1px 4px;margin:1px;text-align:center;")
     return f"{size}border-radius:3px;background:{COLORS[status]};color:{style.INK};{cue}"
 
 
