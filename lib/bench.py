@@ -600,52 +600,67 @@ def plot(result: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    d, g, k = result["decode"], result["lengths"], result["cache_kinds"]
-    fig, axes = plt.subplots(2, 2, figsize=(15, 8), layout="constrained")
-    ok = [r for r in d["rows"] if r["tokens_per_s"]]
-    ax = axes[0, 0]
-    ax.barh([r["name"] for r in ok], [r["tokens_per_s"] for r in ok],
-            xerr=[[r["tokens_per_s"] - r["tokens_per_s_range"][0] for r in ok],
-                  [r["tokens_per_s_range"][1] - r["tokens_per_s"] for r in ok]], capsize=3,
-            color=["#3182bd" if r["impl"] == "lib" else "#fd8d3c" for r in ok])
-    ax.invert_yaxis()
-    ax.set_xlabel("tokens / s (median; bars: slowest to fastest run)")
-    shape = "GPT-2-124M shape" if result["model"]["shape"] == "gpt2" else "custom shape"
-    ax.set_title(f"1. decode {d['new_tokens']} tokens, {shape}, fp32 CPU")
-    ax = axes[0, 1]
-    for mode, label in (("static", "KV cache"), ("no cache", "no cache")):
-        ax.loglog(g["lengths"], [1e3 * x for x in g["seconds"][mode]], "o-",
-                  label=f"{label} (slope {g['slopes'][mode]})")
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("ms per step")
-    ax.set_title("2. one decode step vs context (lib)")
-    ax.legend()
-    ax = axes[1, 0]
-    for mode in ("static", "concat"):
-        ax.plot(k["lengths"], [1e3 * x for x in k["seconds"][mode]], "o-", label=f"{mode} cache: ms per step")
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("ms per step")
-    ax2 = ax.twinx()
-    ax2.plot(k["lengths"], [b / 2 ** 20 for b in k["concat_bytes_copied_per_step"]], "s--", color="grey",
-             label="torch.cat: MiB copied per step")
-    ax2.set_ylabel("MiB copied per step")
-    ax.legend(loc="upper left")
-    ax2.legend(loc="lower right")
-    ax.set_title("3. preallocated vs torch.cat cache")
-    ax = axes[1, 1]
-    cached = [r for r in d["rows"] if r["mbu"] is not None]
-    ax.barh([r["name"] for r in cached], [100 * r["mbu"] for r in cached],
-            color=["#3182bd" if r["impl"] == "lib" else "#fd8d3c" for r in cached])
-    m = result["machine"]
-    ax.axvline(100 * m["matvec_gbs"] / m["bandwidth_gbs"], color="grey", ls="--",
-               label="one-token F.linear over lm_head")
-    ax.invert_yaxis()
-    ax.set_xlim(0, 100)
-    ax.set_xlabel(f"% of {m['bandwidth_gbs']} GB/s, the fastest read of the run")
-    ax.set_title("4. bandwidth utilisation (MBU)")
-    ax.legend(loc="upper right")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    from . import style
+    with matplotlib.rc_context():  # the course's fonts, palette and constrained layout, for this figure only
+        style.apply_matplotlib()
+        # lib's implementations vs the others: the first two palette colours, the others also hatched (a second cue);
+        # the cache kinds are the course's concepts: KV cache = "cached", no cache = "recomputed" (every step again)
+        impl = {True: dict(color=style.CATEGORICAL[0], hatch=None), False: dict(color=style.CATEGORICAL[1], hatch="//")}
+        cue = {"static": style.concept("cached"), "no cache": style.concept("recomputed"),
+               "concat": style.concept("computed")}
+
+        def bars(ax, rows, values, **kw):
+            drawn = ax.barh([r["name"] for r in rows], values, edgecolor=style.INK, linewidth=0.5,
+                            color=[impl[r["impl"] == "lib"]["color"] for r in rows], **kw)
+            for bar, r in zip(drawn, rows):
+                bar.set_hatch(impl[r["impl"] == "lib"]["hatch"])
+
+        d, g, k = result["decode"], result["lengths"], result["cache_kinds"]
+        fig, axes = plt.subplots(2, 2, figsize=(1.6 * style.FIGURE_WIDTH, 8))
+        ok = [r for r in d["rows"] if r["tokens_per_s"]]
+        ax = axes[0, 0]
+        bars(ax, ok, [r["tokens_per_s"] for r in ok],
+             xerr=[[r["tokens_per_s"] - r["tokens_per_s_range"][0] for r in ok],
+                   [r["tokens_per_s_range"][1] - r["tokens_per_s"] for r in ok]], capsize=3)
+        ax.invert_yaxis()
+        ax.set_xlabel("tokens / s (median; bars: slowest to fastest run)")
+        shape = "GPT-2-124M shape" if result["model"]["shape"] == "gpt2" else "custom shape"
+        ax.set_title(f"1. decode {d['new_tokens']} tokens, {shape}, fp32 CPU")
+        ax = axes[0, 1]
+        for mode, label in (("static", "KV cache"), ("no cache", "no cache")):
+            ax.loglog(g["lengths"], [1e3 * x for x in g["seconds"][mode]], color=cue[mode].colour,
+                      marker=cue[mode].marker, ls=cue[mode].linestyle, label=f"{label} (slope {g['slopes'][mode]})")
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel("ms per step")
+        ax.set_title("2. one decode step vs context (lib)")
+        ax.legend()
+        ax = axes[1, 0]
+        for mode in ("static", "concat"):
+            ax.plot(k["lengths"], [1e3 * x for x in k["seconds"][mode]], color=cue[mode].colour,
+                    marker=cue[mode].marker, ls=cue[mode].linestyle, label=f"{mode} cache: ms per step")
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel("ms per step")
+        ax2 = ax.twinx()
+        ref = style.concept("reference")
+        ax2.plot(k["lengths"], [b / 2 ** 20 for b in k["concat_bytes_copied_per_step"]], color=ref.colour,
+                 marker=ref.marker, ls=ref.linestyle, label="torch.cat: MiB copied per step")
+        ax2.set_ylabel("MiB copied per step")
+        ax.legend(loc="upper left")
+        ax2.legend(loc="lower right")
+        ax.set_title("3. preallocated vs torch.cat cache")
+        ax = axes[1, 1]
+        cached = [r for r in d["rows"] if r["mbu"] is not None]
+        bars(ax, cached, [100 * r["mbu"] for r in cached])
+        m = result["machine"]
+        ax.axvline(100 * m["matvec_gbs"] / m["bandwidth_gbs"], color=ref.colour, ls=ref.linestyle,
+                   label="one-token F.linear over lm_head")
+        ax.invert_yaxis()
+        ax.set_xlim(0, 100)
+        ax.set_xlabel(f"% of {m['bandwidth_gbs']} GB/s, the fastest read of the run")
+        ax.set_title("4. bandwidth utilisation (MBU)")
+        ax.legend(loc="upper right")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
     return path
 
 

@@ -117,8 +117,11 @@ def test_bench_report_and_plot(bench_result, tmp_path):
     assert "min–max s" in text and "tok/s range" in text  # the spread beside every median
     assert "ranked only where every run of one is faster than every run of the other (at least 3 runs each)" in text
     assert "5. accelerator: skipped (not asked for" in text
+    import matplotlib
+    before = dict(matplotlib.rcParams)
     png = plot(bench_result, tmp_path / "bench.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert dict(matplotlib.rcParams) == before  # the course's style for this figure only: no global change
     json.dumps(bench_result)  # what bench.json holds: plain data
 
 

@@ -351,3 +351,39 @@ def test_operator_group_table_and_figure():
     assert list(blue[:, 1]) == pytest.approx([h100.attainable(v) / 1e3 for v in blue[:, 0]])
     assert "compute-bound from batch 296" in ax.get_title()
     plt.close(fig)
+
+
+def test_roofline_colours_and_markers_come_from_the_style():
+    from lib import style
+
+    assert wr.MODEL_COLOURS == tuple(style.CATEGORICAL)
+    assert wr.PHASE_COLOURS == {"prefill": style.colour("computed"), "decode": style.colour("cached")}
+    assert wr.PHASE_MARKERS == {"prefill": style.concept("prefill").marker, "decode": style.concept("decode").marker}
+    assert wr.GROUP_COLOURS == {"weight products": style.colour("weights"), "attention": style.colour("cached")}
+    assert wr.GROUP_MARKERS["weight products"] != wr.GROUP_MARKERS["attention"]  # shape tells them apart too
+    assert wr.ROOF_COLOUR == style.MUTED
+    fig = wr.plot_operator_roofline("llama-3-8b", GPU, batches=(1, 64), contexts=(128,))
+    ax = fig.axes[0]
+    import matplotlib.colors as mc
+    weights, attention = ax.collections
+    assert mc.to_hex(weights.get_facecolor()[0]) == style.colour("weights").lower()
+    assert mc.to_hex(attention.get_facecolor()[0]) == style.colour("cached").lower()
+    legend = {t.get_text(): h for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
+    assert set(legend) >= {"weight products (any context)", "attention (any batch)"}
+    for a in (ax, wr.plot_roofline(wr.roofline_points(batches=(1,)), GPU).axes[0]):  # the shared axes set-up
+        assert a.get_xscale() == a.get_yscale() == "log"
+        assert a.get_xlabel() == "arithmetic intensity (FLOP / byte)" and a.get_ylabel().startswith("attainable ")
+        assert a.lines[0].get_color() == wr.ROOF_COLOUR and a.lines[1].get_linestyle() == ":"
+    plt.close("all")
+
+
+def test_plotly_rooflines_take_the_template_and_the_cell_width():
+    fig = wr.plotly_batch_roofline(("llama-2-7b",), GPU, batches=(1, 8))
+    assert fig.layout.width is None and fig.layout.title.font.size is None and fig.layout.legend.font.size is None
+    names = [t.name for t in fig.data]
+    prefill = fig.data[names.index("llama-2-7b prefill")]
+    decode = fig.data[names.index("llama-2-7b decode")]
+    assert prefill.marker.symbol == "square" and decode.marker.symbol == "circle"  # shape, not only colour
+    e = wr.RooflineExplorer()
+    assert all(c.style.description_width == "initial" for c in e.controls.values())  # labels never cut
+    assert e.figure.data[1].marker.color == wr.PHASE_COLOURS["prefill"]

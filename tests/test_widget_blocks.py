@@ -142,3 +142,46 @@ def test_live_widget_python_api(chat):
     assert "not in the vocabulary" in w.state()["error"] and w.frames[0].block_size == 2
     with pytest.raises(ValueError, match=r"unknown control\(s\) \['colour'\]; allowed: prompt_a, prompt_b"):
         w.set(colour="red")
+
+
+def test_block_states_are_concepts_with_a_second_cue(frames):
+    import matplotlib.colors as mc
+    import matplotlib.pyplot as plt
+
+    from lib import style
+    from lib.widgets import blocks as B
+
+    assert B.FREE_COLOR == style.FREE and B.STATE_HATCHES["shared"] == style.concept("shared").hatch
+    cow = next(f for f in frames if f.kind == "cow")
+    ax = plot_pool(cow, colors=story_colors(frames))
+    touched = {b for _, b in cow.events}
+    for b, patch in zip(cow.blocks, ax.patches):
+        assert (patch.get_hatch() or "") == B.STATE_HATCHES.get(b.state, "")
+        assert (patch.get_linewidth() > 2) == (b.block in touched)  # a thick outline, not a red one
+        if b.state in ("free", "cached"):
+            assert patch.get_linestyle() == "--"
+    # a block held by one sequence: its sequence's colour, a light tint of the palette (dark text reads on it)
+    owned = next(b for b in cow.blocks if b.state not in ("free", "cached", "shared"))
+    fill = mc.to_hex(ax.patches[owned.block].get_facecolor()).upper()
+    assert fill == story_colors(frames)[owned.owners[0]] and fill in B.SEQ_COLORS
+    assert all(style.contrast_ratio(style.INK, c) >= 4.5 for c in (*B.SEQ_COLORS, B.SHARED_COLOR, B.CACHED_COLOR))
+    plt.close(ax.figure)
+    fig = plot_story(frames)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[:4] == ["free", "free, still in the prefix cache", "shared (refcount > 1)", "touched by the event"]
+    plt.close(fig)
+
+
+def test_html_and_plotly_use_style_colours(frames):
+    import re
+
+    from lib import style
+    from lib.widgets import blocks as B
+
+    h = frame_html(frames[3], story_colors(frames))
+    assert "#d62728" not in h and "#b00" not in h and style.css("ink") in h
+    palette = {c.upper() for c in (style.INK, style.MUTED, style.GRID, style.FREE, style.PAPER, *B.SEQ_COLORS,
+                                   B.SHARED_COLOR)}
+    assert {c.upper() for c in re.findall(r"#[0-9A-Fa-f]{6}", h)} <= palette
+    fig = story_figure(frames)
+    assert fig.layout.width is None and fig.data[1].marker.color == B.TOUCHED_EDGE

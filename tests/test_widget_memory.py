@@ -208,8 +208,8 @@ def test_static_plots_render_chinese_free_and_warning_free(recwarn):
 def test_explorer_python_api():
     e = M.MemoryExplorer("llama-2-7b", "fp16", 4096, 1)
     assert e.budget == M.memory_budget("llama-2-7b", "fp16", 4096, 1)
-    assert "weights in memory</td><td>12.55 GiB" in e.html and e.view.value == e.html
-    assert "KV cache memory = weight memory at</td><td>25,705 tokens = 25,705 per request at batch 1" in e.html
+    assert _row(e.html, "weights in memory") == "12.55 GiB" and e.view.value == e.html
+    assert _row(e.html, "KV cache memory = weight memory at") == "25,705 tokens = 25,705 per request at batch 1"
     assert e.dtype_box.options == tuple(DTYPES)
     e.set(batch=32)
     assert e.budget.kv_bytes == kv_cache_bytes(PRESETS["llama-2-7b"], 4096, 32) and e.batch_box.value == 32
@@ -230,13 +230,44 @@ def test_explorer_python_api():
     assert e.last_update_ms >= 0
 
 
+def _pieces(h: str) -> list[str]:
+    """The text of an HTML string, one piece per element (what a browser shows, cell by cell)."""
+    return [t.strip() for t in re.split(r"<[^>]+>", h) if t.strip()]
+
+
+def _row(h: str, label: str) -> str:
+    """The value next to ``label`` in the budget's table."""
+    pieces = _pieces(h)
+    return pieces[pieces.index(label) + 1]
+
+
 def test_budget_html_bars():
     b = M.memory_budget("llama-2-7b", "fp16", 4096, 8)
     h = M.budget_html(b)
-    assert h.count("background:#2563eb") == len(M.GPU_GIB)
+    weights, kv = lib.style.colour("weights"), lib.style.colour("cached")
+    striped = f"repeating-linear-gradient(135deg,{weights} 0 5px,{lib.style.PAPER} 5px 7px)"
+    assert h.count(f"background:{striped}") == len(M.GPU_GIB) + 1  # a bar per GPU, and the legend's swatch
+    assert h.count(f"background:{kv}'") == len(M.GPU_GIB) + 1
     w24 = b.weight_bytes / (24 * GIB) * 100
-    assert f"width:{w24:.1f}%;background:#2563eb" in h
-    assert f"{b.max_requests(80):,} requests of 4,096 tokens fit" in h
+    kv24 = min(b.kv_bytes / (24 * GIB), 1 - w24 / 100) * 100  # 64 GiB of cache: the bar stops at the GPU's end
+    assert f"width:{w24:.1f}%;background:{striped}" in h and f"width:{kv24:.1f}%;background:{kv}" in h
+    assert "model weights (striped)" in _pieces(h) and "KV cache (solid)" in _pieces(h)  # a text legend
+    assert f"{b.max_requests(80):,} requests of 4,096 tokens fit next to the weights" in _pieces(h)
+
+
+def test_budget_html_is_one_look_that_follows_the_theme():
+    b = M.memory_budget("llama-2-7b", "fp16", 4096, 9)
+    h = M.budget_html(b)
+    assert "monospace" not in h and "<pre" not in h  # one font family: the page's
+    assert f"color:{lib.style.css('ink')}" in h and lib.style.css("muted") in h and lib.style.css("border") in h
+    # the browser test reads these strings in the widget's last HTML output, each within one table cell
+    assert _row(h, f"KV cache (9 x 4,096 tokens)") == f"{fmt_bytes(b.kv_bytes)} ({b.kv_share:.1%} of total)"
+    assert _row(h, "total") == fmt_bytes(b.total_bytes) and _row(h, "weights in memory") == fmt_bytes(b.weight_bytes)
+    values = re.findall(r"<td style='([^']*)'>([^<]*)</td>", h)
+    assert all("text-align:right" in css for css, text in values if re.match(r"[\d,.]+ (GiB|MiB|KiB|B)\b", text))
+    palette = {c.upper() for c in (*lib.style.OKABE_ITO.values(), lib.style.PAPER, lib.style.INK, lib.style.MUTED,
+                                   lib.style.GRID, lib.style.FREE)}
+    assert {c.upper() for c in re.findall(r"#[0-9A-Fa-f]{6}", h)} <= palette  # every colour is lib.style's
 
 
 # ----------------------------------------------------------------------------- the KV cache's own format
@@ -301,12 +332,47 @@ def test_kv_per_token_bars_use_a_linear_axis():
     assert widths[-1] == 800.0  # llama-2-13b: 800 KiB per token, the longest bar
 
 
+def test_kv_per_token_bars_are_the_cache_colour_hatched_by_kind():
+    import matplotlib.colors as mc
+
+    rows = M.kv_per_token_rows("fp16")[::-1]
+    fig = M.plot_kv_per_token("fp16")
+    bars = fig.axes[0].patches[:len(rows)]
+    assert {mc.to_hex(b.get_facecolor()) for b in bars} == {lib.style.colour("cached").lower()}
+    assert [b.get_hatch() or "" for b in bars] == [M.KIND_HATCHES[r["kind"]] for r in rows]
+    assert len(set(M.KIND_HATCHES.values())) == len(M.KIND_HATCHES)  # every kind its own hatch
+    legend = fig.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["MHA", "GQA", "MQA", "MLA"]
+
+
+def test_memory_plot_uses_the_concepts_and_no_red():
+    import matplotlib.colors as mc
+
+    fig = M.plot_memory("llama-2-7b", "fp16", batches=(1, 8, 32))
+    ax = fig.axes[0]
+    weights = next(l for l in ax.lines if l.get_label().startswith("weights in memory"))
+    assert mc.to_hex(weights.get_color()) == lib.style.colour("weights").lower()
+    gpu = [l for l in ax.lines if not l.get_label() or l.get_label().startswith("_")]
+    assert len(gpu) == len(M.GPU_GIB)
+    assert {mc.to_hex(l.get_color()) for l in gpu} == {lib.style.concept("reference").colour.lower()}
+    batches = [l for l in ax.lines if "batch" in l.get_label()]
+    assert len({l.get_marker() for l in batches}) == 3  # a marker each, not only a shade
+    plt_close(fig)
+
+
+def plt_close(fig):
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+
+
 def test_memory_plot_legend_hides_no_gpu_label():
     fig = M.plot_memory("llama-2-7b", "fp16", batches=(1, 8, 32))
     fig.canvas.draw()
     ax = fig.axes[0]
     renderer = fig.canvas.get_renderer()
-    legend = ax.get_legend().get_window_extent(renderer)
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert legend.x0 >= ax.get_window_extent(renderer).x1  # outside the axes, to the right
+    assert legend.x1 <= fig.bbox.x1 + 0.5  # and not cut by the figure's edge
     labels = [t for t in ax.texts if t.get_text().endswith("GiB GPU")]
     assert [t.get_text() for t in labels] == [f"{g} GiB GPU" for g in M.GPU_GIB]
     for t in labels:

@@ -1,6 +1,7 @@
 """Speculative-decoding widget: its cells are the run's decisions, its three tiers draw them, its controls work."""
 import html
 import json
+import re
 
 import matplotlib.pyplot as plt
 import pytest
@@ -94,6 +95,9 @@ def test_plotly_frames(runs, models):
     assert len(fig.frames) == len(r.rounds) == len(fig.layout.sliders[0].steps)
     last = fig.frames[-1].data[0]
     assert list(last.marker.color) == [S.COLORS[c.status] for c in cells]
+    assert list(last.marker.symbol) == [S.SYMBOLS[c.status] for c in cells]  # the second cue, frame by frame
+    assert fig.layout.width is None  # the cell's width
+    assert all(s in ("square", "square-x", "square-open", "circle", "star-square") for s in S.SYMBOLS.values())
     first = fig.frames[0].data[0]
     assert [t for t, c in zip(first.text, cells) if c.round > 0] == [""] * sum(c.round > 0 for c in cells)
     assert fig.frames[0].layout.title.text.startswith("&lt;s&gt;, k=2 — round 0: ")
@@ -166,3 +170,45 @@ def test_tokens_per_pass_figure(models):
     assert [t.get_text() for t in ax.texts] == [f"α={r['α']:.2f}" for r in rows]
     with pytest.raises(ValueError, match=r"needs the rows of lib.speculative.measure_acceptance \(keys k, α"):
         S.plot_tokens_per_pass([{"k": 1}])
+
+
+def test_states_are_concepts_with_a_second_cue():
+    import matplotlib.colors as mc
+
+    assert S.COLORS["accepted"] == lib.style.colour("accepted") == lib.style.colour("computed")
+    assert S.COLORS["rejected"] == lib.style.colour("rejected") == lib.style.colour("recomputed")
+    assert S.COLORS["discarded"] == lib.style.colour("draft") and S.COLORS["cut"] == lib.style.FREE
+    # where two states share a colour, the hatch (matplotlib) and the symbol (plotly) still tell them apart
+    for a in S.COLORS:
+        for b in S.COLORS:
+            if a < b and S.COLORS[a] == S.COLORS[b] and {a, b} != {"target", "cut"}:
+                assert S.HATCHES[a] != S.HATCHES[b] and S.SYMBOLS[a] != S.SYMBOLS[b], (a, b)
+    green, red = "#2ca02c", "#d62728"  # the old pair, unreadable with deuteranopia
+    assert green not in S.COLORS.values() and red not in S.COLORS.values()
+
+
+def test_static_grid_cells_carry_colour_and_hatch(runs, models):
+    import matplotlib.colors as mc
+
+    tok = models[-1]
+    r = runs["mixed"]
+    fig = S.plot_rounds(r, tok)
+    ax = fig.axes[0]
+    cells = [c for row in S.round_cells(r, tok) for c in row]
+    assert [mc.to_hex(p.get_facecolor()) for p in ax.patches] == [S.COLORS[c.status].lower() for c in cells]
+    assert [p.get_hatch() or "" for p in ax.patches] == [S.HATCHES[c.status] for c in cells]
+    legend = ax.get_legend()
+    assert {t.get_text() for t in legend.get_texts()} == {S.MEANING[c.status] for c in cells}
+    plt.close(fig)
+
+
+def test_html_chips_follow_the_theme_and_mark_states_without_colour(runs, models):
+    tok = models[-1]
+    h = S.rounds_html(runs["good"], tok) + S.rounds_html(runs["mixed"], tok)
+    assert f"color:{lib.style.css('ink')}" in h and lib.style.css("muted") in h
+    assert "#fff" not in h and "#555" not in h and "#666" not in h  # no fixed greys that vanish in the dark theme
+    chips = re.findall(r'title="([^"]*)" style="([^"]*)"', h)
+    rejected = [css for title, css in chips if "draft token rejected" in title]
+    assert rejected and all("line-through" in css for css in rejected)
+    kept = [css for title, css in chips if "draft token kept" in title]
+    assert kept and not any("line-through" in css for css in kept)

@@ -29,13 +29,28 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import checks
+from .. import checks, style
 from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
 from . import check_controls, frame_slider
 
-FREE_COLOR, CACHED_COLOR, SHARED_COLOR = "#f0f0f0", "#d9d9d9", "#9e9ac8"
-SEQ_COLORS = ("#6baed6", "#fd8d3c", "#74c476", "#e377c2", "#bcbd22", "#17becf", "#c49c94", "#8c6d31")
+def _tint(hex_colour: str, amount: float = 0.5) -> str:
+    """``hex_colour`` mixed with the white paper (``amount`` of the colour): a block's fill, light enough that its
+    dark text (``style.INK``) keeps a contrast above 4.5:1 on every palette colour."""
+    rgb = [int(hex_colour.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4)]
+    return "#" + "".join(f"{round(255 - amount * (255 - c)):02X}" for c in rgb)
+
+
+# Block states from lib.style: a free block is the "free" concept (dashed outline); a free block still in the prefix
+# index keeps a grey a shade darker, dotted (its K/V can be read again); a block shared by several
+# sequences is the "shared" concept (purple, hatched); a block held by one sequence takes its sequence's colour
+# (the palette, less the shared purple) and its name is written in it. Fills are tints, so dark text reads on them.
+FREE_COLOR = style.FREE
+CACHED_COLOR = style.GRID  # a shade darker than free
+SHARED_COLOR = _tint(style.colour("shared"))
+SEQ_COLORS = tuple(_tint(c) for c in style.CATEGORICAL if c != style.colour("shared"))
+STATE_HATCHES = {"free": "", "cached": "..", "shared": style.concept("shared").hatch}
+TOUCHED_EDGE = style.INK  # the blocks an event touched: a thick dark outline (the others: thin, grey)
 EVENT_WORDS = {"alloc": "allocated", "share": "shared", "cow": "copied on write", "free": "freed",
                "hit": "prefix-cache hit", "evict": "evicted from the prefix index"}
 MAX_FRAMES = 64
@@ -272,8 +287,9 @@ def _grid(n_blocks: int, cols: int | None = None) -> int:
 
 
 def plot_pool(frame: PoolFrame, ax=None, colors: dict | None = None, cols: int | None = None, title: bool = True):
-    """One moment of the pool as a grid of blocks: colour = owner (purple: shared by several, grey: free but
-    still in the prefix cache, light: free); inside, the block id, its tokens and its reference count."""
+    """One moment of the pool as a grid of blocks: colour = owner (purple, hatched: shared by several; light grey,
+    dotted: free but still in the prefix cache; light grey, dashed outline: free); a thick outline marks the blocks
+    the event touched; inside, the block id, its tokens and its reference count."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
@@ -286,24 +302,27 @@ def plot_pool(frame: PoolFrame, ax=None, colors: dict | None = None, cols: int |
     for b in frame.blocks:
         r, c = divmod(b.block, cols)
         ax.add_patch(Rectangle((c + 0.04, -r - 0.96), 0.92, 0.92, facecolor=block_color(b, colors),
-                               edgecolor="#d62728" if b.block in touched else "#555555",
-                               linewidth=2.2 if b.block in touched else 0.8,
-                               linestyle="--" if b.state in ("free", "cached") else "-"))
-        ax.text(c + 0.1, -r - 0.14, str(b.block), fontsize=7, va="top", ha="left", color="#333333")
+                               edgecolor=TOUCHED_EDGE if b.block in touched else style.MUTED,
+                               linewidth=2.4 if b.block in touched else 0.8,
+                               linestyle="--" if b.state in ("free", "cached") else "-",
+                               hatch=STATE_HATCHES.get(b.state) or None, hatchcolor=style.MUTED))
+        small = style.SMALL_SIZE - 1.5
+        ax.text(c + 0.1, -r - 0.14, str(b.block), fontsize=small, va="top", ha="left", color=style.INK)
         if b.refcount > 1:
-            ax.text(c + 0.9, -r - 0.14, f"×{b.refcount}", fontsize=7, va="top", ha="right", color="#222222")
+            ax.text(c + 0.9, -r - 0.14, f"×{b.refcount}", fontsize=small, va="top", ha="right", color=style.INK)
         if b.tokens:
-            ax.text(c + 0.5, -r - 0.55, "".join(b.tokens), fontsize=7, ha="center", va="center",
-                    color="#777777" if b.state == "cached" else "#000000")
+            ax.text(c + 0.5, -r - 0.55, "".join(b.tokens), fontsize=small, ha="center", va="center",
+                    color=style.MUTED if b.state == "cached" else style.INK)
         if b.owners:
-            ax.text(c + 0.5, -r - 0.88, ",".join(b.owners), fontsize=6, ha="center", va="bottom", color="#333333")
+            ax.text(c + 0.5, -r - 0.88, ",".join(b.owners), fontsize=small - 1, ha="center", va="bottom",
+                    color=style.INK)
     ax.set_xlim(0, cols)
     ax.set_ylim(-rows, 0)
     ax.set_aspect("equal")
     ax.axis("off")
     if title:
         ax.set_title(f"{frame.index}. {frame.kind}: {frame.n_used} used, {frame.n_shared} shared, {frame.n_free} free",
-                     fontsize=9)
+                     fontsize=style.FONT_SIZE)
     return ax
 
 
@@ -329,14 +348,29 @@ def plot_story(frames, moments=None, cols: int | None = None, per_row: int = 2):
     n_rows = -(-len(moments) // n_cols)
     cols = _grid(len(frames[0].blocks), cols)
     rows = -(-len(frames[0].blocks) // cols)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(n_cols * (0.62 * cols + 0.3), n_rows * (0.62 * rows + 0.55)),
-                             squeeze=False)
+    width = min(style.FIGURE_WIDTH, n_cols * (0.62 * cols + 0.3))
+    height = n_rows * (0.62 * rows + 0.55) * width / (n_cols * (0.62 * cols + 0.3)) + 0.4
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, height), squeeze=False, layout="constrained")
     for ax in axes.flat:
         ax.axis("off")
     for ax, m in zip(axes.flat, moments):
         plot_pool(frames[m], ax, colors, cols)
-    fig.tight_layout()
+    _legend(fig, frames, colors)
     return fig
+
+
+def _legend(fig, frames, colors: dict) -> None:
+    """Under the grids: what each fill means (the states, then the sequences by name)."""
+    from matplotlib.patches import Patch
+
+    edge = dict(edgecolor=style.MUTED, linewidth=0.8, hatchcolor=style.MUTED)
+    handles = [Patch(facecolor=FREE_COLOR, linestyle="--", label="free", **edge),
+               Patch(facecolor=CACHED_COLOR, hatch=STATE_HATCHES["cached"], linestyle="--",
+                     label="free, still in the prefix cache", **edge),
+               Patch(facecolor=SHARED_COLOR, hatch=STATE_HATCHES["shared"], label="shared (refcount > 1)", **edge),
+               Patch(facecolor=style.PAPER, edgecolor=TOUCHED_EDGE, linewidth=2.4, label="touched by the event")]
+    handles += [Patch(facecolor=c, label=f"held by {n}", **edge) for n, c in colors.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4))
 
 
 # -- tier 2: plotly step-through ------------------------------------------------------------------------------
@@ -377,7 +411,7 @@ def _plotly_data(frame: PoolFrame, code: dict, cols: int):
 
 def story_figure(frames, cols: int | None = None):
     """A plotly ``go.Figure`` with one frame per event and a slider: the story precomputed, so it steps in a
-    saved notebook without a kernel. Red outlines mark the blocks the event touched."""
+    saved notebook without a kernel. Thick dark outlines mark the blocks the event touched."""
     import plotly.graph_objects as go
 
     code, scale = _codes(frames)
@@ -386,10 +420,10 @@ def story_figure(frames, cols: int | None = None):
     first = _plotly_data(frames[0], code, cols)
     fig = go.Figure()
     fig.add_trace(go.Heatmap(colorscale=scale, zmin=0, zmax=len(scale) // 2, showscale=False, xgap=3, ygap=3,
-                             texttemplate="%{text}", textfont=dict(size=11), hoverinfo="text",
+                             texttemplate="%{text}", textfont=dict(color=style.INK), hoverinfo="text",
                              **{k: v for k, v in first[0].items() if k != "type"}))
     fig.add_trace(go.Scatter(mode="markers", hoverinfo="skip", marker=dict(symbol="square-open", size=58,
-                                                                            color="#d62728", line=dict(width=3)),
+                                                                            color=TOUCHED_EDGE, line=dict(width=3)),
                              **{k: v for k, v in first[1].items() if k != "type"}))
 
     def title(f):
@@ -401,8 +435,7 @@ def story_figure(frames, cols: int | None = None):
     fig.update_xaxes(range=[-0.5, cols - 0.5], showticklabels=False, showgrid=False, zeroline=False)
     fig.update_yaxes(range=[rows - 0.5, -0.5], showticklabels=False, showgrid=False, zeroline=False)
     fig.update_layout(
-        title_text=title(frames[0]), title_font_size=12, showlegend=False, height=150 + 78 * rows,
-        width=max(620, 82 * cols + 80), margin=dict(l=20, r=20, t=90, b=90), plot_bgcolor="white",
+        title_text=title(frames[0]), showlegend=False, height=170 + 78 * rows, margin=dict(l=20, r=20, t=100, b=90),
         sliders=[frame_slider([f.index for f in frames], "event ", x=0.0, y=0, len=1.0, xanchor="left",
                               yanchor="top", pad=dict(t=10))])
     return fig
@@ -418,25 +451,28 @@ def frame_html(frame: PoolFrame, colors: dict | None = None, cols: int | None = 
     touched = {b for _, b in frame.events}
     cells = []
     for b in frame.blocks:
-        border = "3px solid #d62728" if b.block in touched else (
-            "1px dashed #888" if b.state in ("free", "cached") else "1px solid #555")
+        border = f"3px solid {TOUCHED_EDGE}" if b.block in touched else (
+            f"1px dashed {style.MUTED}" if b.state in ("free", "cached") else f"1px solid {style.MUTED}")
         ref = f' <span style="float:right">×{b.refcount}</span>' if b.refcount > 1 else ""
         cells.append(
             f'<td title="block {b.block}: {b.state}, reference count {b.refcount}" style="width:74px;height:54px;'
-            f'vertical-align:top;background:{block_color(b, colors)};border:{border};padding:2px;font-size:11px">'
+            f'vertical-align:top;background:{block_color(b, colors)};border:{border};padding:2px;font-size:11px;'
+            f'color:{style.INK}">'  # the block carries its own light background: dark text in both themes
             f'<b>{b.block}</b>{ref}<div style="text-align:center;font-size:14px;'
-            f'color:{"#777" if b.state == "cached" else "#000"}">{e("".join(b.tokens)) or "&nbsp;"}</div>'
+            f'color:{style.MUTED if b.state == "cached" else style.INK}">{e("".join(b.tokens)) or "&nbsp;"}</div>'
             f'<div style="text-align:center;font-size:9px">{e(",".join(b.owners))}</div></td>')
     rows = "".join("<tr>" + "".join(cells[i:i + cols]) + "</tr>" for i in range(0, len(cells), cols))
     tables = "".join(
-        f'<tr><td style="padding:1px 8px;background:{colors.get(n, SEQ_COLORS[0])}">{e(n)}</td>'
-        f'<td style="padding:1px 8px;font-family:monospace">{e(str(bl))}</td><td style="padding:1px 8px">'
-        f'{e(frame.texts[n])}</td></tr>' for n, bl in frame.tables.items())
-    return (f'<div><div style="font-weight:bold;margin:4px 0">{frame.index}. {e(frame.caption)}</div>'
-            f'<div style="font-size:12px;margin-bottom:4px">{frame.n_used} used, {frame.n_shared} shared, '
-            f'{frame.n_free} free; red outline: touched by this event</div>'
+        f'<tr><td style="padding:1px 8px;background:{colors.get(n, SEQ_COLORS[0])};color:{style.INK}">{e(n)}</td>'
+        f'<td style="padding:1px 8px;font-variant-numeric:tabular-nums">{e(str(bl))}</td>'
+        f'<td style="padding:1px 8px">{e(frame.texts[n])}</td></tr>' for n, bl in frame.tables.items())
+    return (f'<div style="color:{style.css("ink")}"><div style="font-weight:bold;margin:4px 0">{frame.index}. '
+            f'{e(frame.caption)}</div>'
+            f'<div style="font-size:12px;margin-bottom:4px;color:{style.css("muted")}">{frame.n_used} used, '
+            f'{frame.n_shared} shared, {frame.n_free} free; thick outline: touched by this event; dashed: free</div>'
             f'<table style="border-collapse:separate;border-spacing:3px">{rows}</table>'
-            f'<table style="margin-top:6px;font-size:12px"><tr><th>sequence</th><th>block table</th><th>text</th>'
+            f'<table style="margin-top:6px;font-size:12px"><tr><th style="text-align:left">sequence</th>'
+            f'<th style="text-align:left">block table</th><th style="text-align:left">text</th>'
             f'</tr>{tables}</table></div>')
 
 
@@ -462,19 +498,20 @@ class BlockPoolWidget:
         self.model, self.tokenizer, self.seed = model, tokenizer, checks.integer(seed, "seed", 0)
         self.error = ""
         self.frames, self.index, self.last_update_seconds = [], 0, 0.0
+        ctl = dict(style=style.control_style(), layout=style.control_layout())
         self.controls = {
-            "prompt_a": W.Text(value=v["prompt_a"], description="A", layout=W.Layout(width="180px")),
-            "prompt_b": W.Text(value=v["prompt_b"], description="B", layout=W.Layout(width="180px")),
-            "prompt_c": W.Text(value=v["prompt_c"], description="C", layout=W.Layout(width="180px")),
+            "prompt_a": W.Text(value=v["prompt_a"], description="A", **ctl),
+            "prompt_b": W.Text(value=v["prompt_b"], description="B", **ctl),
+            "prompt_c": W.Text(value=v["prompt_c"], description="C", **ctl),
             "n_samples": W.IntSlider(value=v["n_samples"], min=self.N_SAMPLES[0], max=self.N_SAMPLES[1],
-                                     description="samples of A"),
-            "block_size": W.Dropdown(options=self.BLOCK_SIZES, value=v["block_size"], description="block size"),
+                                     description="samples of A", **ctl),
+            "block_size": W.Dropdown(options=self.BLOCK_SIZES, value=v["block_size"], description="block size", **ctl),
             "n_blocks": W.IntSlider(value=v["n_blocks"], min=self.N_BLOCKS[0], max=self.N_BLOCKS[1],
-                                    description="pool blocks"),
+                                    description="pool blocks", **ctl),
         }
-        self.back_button = W.Button(description="◀ Back")
-        self.step_button = W.Button(description="Step ▶")
-        self.slider = W.IntSlider(value=0, min=0, max=0, description="event")
+        self.back_button = W.Button(description="◀ Back", layout=style.control_layout())
+        self.step_button = W.Button(description="Step ▶", layout=style.control_layout())
+        self.slider = W.IntSlider(value=0, min=0, max=0, description="event", **ctl)
         self.view = W.HTML()
         self.message = W.HTML()
         self.back_button.on_click(lambda _: self.back())
@@ -482,9 +519,10 @@ class BlockPoolWidget:
         self.slider.observe(lambda ch: self.goto(ch["new"]), names="value")
         for c in self.controls.values():
             c.observe(lambda _: self._record(), names="value")
-        self.widget = W.VBox([W.HBox([self.controls[k] for k in ("prompt_a", "prompt_b", "prompt_c")]),
-                              W.HBox([self.controls[k] for k in ("n_samples", "block_size", "n_blocks")]),
-                              W.HBox([self.back_button, self.step_button, self.slider]), self.message, self.view])
+        self.widget = W.VBox([style.grid(*(self.controls[k] for k in ("prompt_a", "prompt_b", "prompt_c", "n_samples",
+                                                                      "block_size", "n_blocks")),
+                                         self.back_button, self.step_button, self.slider, columns=3),
+                              self.message, self.view])
         self._record()
 
     def _record(self):
@@ -495,7 +533,7 @@ class BlockPoolWidget:
                                   v["n_samples"], v["block_size"], v["n_blocks"], seed=self.seed)
         except ValueError as e:  # unknown characters, too long: keep the last story and say why
             self.error = str(e)
-            self.message.value = f'<span style="color:#b00">{html.escape(self.error)}</span>'
+            self.message.value = f'<span style="color:{style.text_colour("rejected")}">{html.escape(self.error)}</span>'
             return
         self.error, self.message.value = "", ""
         self.frames = frames

@@ -25,7 +25,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from .. import checks
+from .. import checks, style
 from ..config import ModelConfig
 from ..costs import (MLA_PRESETS, PRESETS, check_count, kv_bytes_per_token, kv_cache_bytes,
                      kv_memory_crossover_tokens, kv_values_per_token, param_count, resolve_model, weight_bytes)
@@ -166,25 +166,33 @@ def kv_per_token_table(dtype="fp16", **kw) -> str:
                        "size", "smaller than MHA by"])
 
 
-KIND_COLORS = {"MHA": "#2563eb", "GQA": "#16a34a", "MQA": "#ca8a04", "MLA": "#c026d3"}
+KIND_HATCHES = {"MHA": "", "GQA": "//", "MQA": "xx", "MLA": ".."}  # every bar is KV cache; the hatch names the kind
 
 
 def plot_kv_per_token(dtype="fp16", **kw):
-    """Horizontal bars of KV bytes per token (a linear axis: a bar's length is the amount), coloured by
-    attention kind and labelled with the amount and the kind."""
+    """Horizontal bars of KV bytes per token (a linear axis: a bar's length is the amount), in the KV-cache
+    colour, hatched by attention kind and labelled with the amount and the kind."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     rows = kv_per_token_rows(dtype, **kw)[::-1]
-    fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.2))
+    kv = style.colour("cached")
+    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 0.32 * len(rows) + 1.4))
     top = max(r["bytes"] for r in rows) / 1024
-    ax.barh([r["model"] for r in rows], [r["bytes"] / 1024 for r in rows],
-            color=[KIND_COLORS[r["kind"]] for r in rows])
+    bars = ax.barh([r["model"] for r in rows], [r["bytes"] / 1024 for r in rows], color=kv, edgecolor=style.INK,
+                   linewidth=0.5)
+    for bar, r in zip(bars, rows):
+        bar.set_hatch(KIND_HATCHES[r["kind"]] or None)
+        bar.set_hatchcolor(style.PAPER)
     for i, r in enumerate(rows):
         ax.text(r["bytes"] / 1024 + top * 0.01, i, f"{r['bytes'] / 1024:,.1f} KiB  {r['kind']}", va="center",
-                fontsize=8)
+                fontsize=style.SMALL_SIZE)
+    kinds = [k for k in KIND_HATCHES if any(r["kind"] == k for r in rows)]
+    ax.legend(handles=[Patch(facecolor=kv, edgecolor=style.INK, linewidth=0.5, hatch=KIND_HATCHES[k] or None,
+                             hatchcolor=style.PAPER, label=k) for k in kinds],
+              title="KV cache of", loc="lower right")
     ax.set_xlabel(f"KV cache per token, KiB ({dtype_name(dtype)})")
     ax.set_xlim(0, top * 1.3)  # room for the labels
-    fig.tight_layout()
     return fig
 
 
@@ -197,23 +205,29 @@ def _contexts(config: ModelConfig, start: int = 128) -> list[int]:
 
 
 def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=None):
-    """Total memory (weights + KV) against context length for a few batch sizes, with GPU sizes (dashed,
-    labelled at the right end; the legend sits outside the axes so it hides none of them)."""
+    """Total memory (weights + KV) against context length for a few batch sizes (shades of the sequential map, a
+    marker each: an ordered quantity), the weights as their own line, GPU sizes as reference lines (labelled at the
+    left end, where the curves are low; the legend sits outside the axes so it hides none of them)."""
     import matplotlib.pyplot as plt
+    import numpy as np
     from matplotlib.ticker import FuncFormatter
 
     name, config = resolve_model(model)
     xs = _contexts(config)
-    fig, ax = plt.subplots()
+    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 3.8), layout="constrained")  # room for the outside legend
     first = memory_budget(model, dtype, xs[0], 1, kv_dtype)
     w = first.weight_bytes / GIB
-    ax.axhline(w, color="#475569", lw=2, label=f"weights in memory ({w:.2f} GiB)")
-    for b in batches:
+    weights, ref = style.concept("weights"), style.concept("reference")
+    ax.axhline(w, color=weights.colour, ls=weights.linestyle, lw=2, label=f"weights in memory ({w:.2f} GiB)")
+    # purple to blue: apart from the weights' green
+    shades = plt.get_cmap(style.SEQUENTIAL)(np.linspace(0.0, 0.35, max(len(batches), 2)))
+    markers = "osD^v<>"
+    for i, b in enumerate(batches):
         ys = [memory_budget(model, dtype, x, b, kv_dtype).total_bytes / GIB for x in xs]
-        ax.plot(xs, ys, marker="o", ms=3, label=f"weights + KV, batch {b}")
+        ax.plot(xs, ys, color=shades[i], marker=markers[i % len(markers)], ms=4, label=f"weights + KV, batch {b}")
     for g in GPU_GIB:
-        ax.axhline(g, color="#b91c1c", ls="--", lw=0.8)
-        ax.text(xs[-1], g * 1.04, f"{g} GiB GPU", color="#b91c1c", fontsize=8, ha="right")
+        ax.axhline(g, color=ref.colour, ls=ref.linestyle, lw=0.8)
+        ax.text(xs[0], g * 1.03, f"{g} GiB GPU", color=style.MUTED, fontsize=style.SMALL_SIZE, ha="left", va="bottom")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     plain = FuncFormatter(lambda v, _: f"{v:g}")  # 4096 and 40, not 2^12 and 4x10^1
@@ -222,10 +236,8 @@ def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=N
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
     ax.set_xlabel("context length per request (tokens)")
     ax.set_ylabel("GiB (log scale)")
-    ax.set_title(f"{name} in {_formats(first)}: weights + KV cache", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.set_size_inches(9, 3.8)
-    fig.tight_layout()
+    ax.set_title(f"{name} in {_formats(first)}: weights + KV cache")
+    fig.legend(loc="outside right upper")  # constrained layout keeps room for it
     return fig
 
 
@@ -261,27 +273,31 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
     lo = min(min(f["kv_gib"]) for f in frames) / 1.5
     hi = max(max(max(f["total_gib"]) for f in frames), max(GPU_GIB)) * 1.5
 
+    kv, weights, ref = style.concept("cached"), style.concept("weights"), style.concept("reference")
+
     def moving(f):  # traces 0..2 change with the batch size
         x_cross = f["memory_crossover_context"]
         inside = xs[0] <= x_cross <= xs[-1]
-        return [go.Scatter(x=xs, y=f["kv_gib"], name="KV cache", mode="lines+markers", line=dict(color="#ea580c")),
+        return [go.Scatter(x=xs, y=f["kv_gib"], name="KV cache", mode="lines+markers",
+                           line=dict(color=kv.colour), marker=dict(symbol="circle")),
                 go.Scatter(x=xs, y=f["total_gib"], name="weights + KV", mode="lines+markers",
-                           line=dict(color="#111827", width=3)),
+                           line=dict(color=style.INK, width=3), marker=dict(symbol="diamond")),
                 go.Scatter(x=[x_cross, x_cross] if inside else [], y=[lo, hi] if inside else [],
-                           name="KV memory = weight memory", mode="lines", line=dict(color="#ea580c", dash="dot"))]
+                           name="KV memory = weight memory", mode="lines", line=dict(color=kv.colour, dash="dot"))]
 
     fixed = [go.Scatter(x=xs, y=[frames[0]["weights_gib"]] * len(xs), name="weights in memory", mode="lines",
-                        line=dict(color="#2563eb", width=3))]
+                        line=dict(color=weights.colour, width=3, dash="longdash"))]
     fixed += [go.Scatter(x=[xs[0], xs[-1]], y=[g, g], name=f"{g} GiB GPU", mode="lines+text",
                          text=[f"{g} GiB", ""], textposition="top right", showlegend=False,
-                         line=dict(color="#b91c1c", dash="dash", width=1)) for g in GPU_GIB]
+                         textfont=dict(color=style.MUTED), line=dict(color=ref.colour, dash="dash", width=1))
+              for g in GPU_GIB]
     title = lambda f: (f"{name} in {dtype_name(dtype)}, batch {f['batch']}: KV cache memory = weight memory at "
                        f"{f['memory_crossover_context']:,.0f} tokens per request")
     fig = go.Figure(data=moving(frames[0]) + fixed,
                     frames=[go.Frame(name=str(f["batch"]), data=moving(f), traces=[0, 1, 2],
                                      layout=dict(title_text=title(f))) for f in frames])
     fig.update_layout(
-        title=dict(text=title(frames[0]), font=dict(size=13)), height=500, margin=dict(l=60, r=20, t=50, b=110),
+        title_text=title(frames[0]), height=520, margin=dict(b=110),
         xaxis=dict(type="log", title="context length per request (tokens)", tickvals=xs,
                    ticktext=[f"{x // 1024}k" if x >= 1024 else str(x) for x in xs]),
         yaxis=dict(type="log", title="GiB", range=[math.log10(lo), math.log10(hi)]),
@@ -291,28 +307,52 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
 
 # ------------------------------------------------------------------------------------ tier 3: live widget
 
+def _bar_fill(concept: str) -> str:
+    """CSS background of a budget bar's part: the concept's colour, striped for the weights (the second cue, so the
+    two parts read apart without colour; the legend under the bars says the same in words)."""
+    c = style.colour(concept)
+    if concept == "weights":
+        return f"repeating-linear-gradient(135deg,{c} 0 5px,{style.PAPER} 5px 7px)"
+    return c
+
+
 def budget_html(b: MemoryBudget) -> str:
-    """The budget as HTML: the numbers, then one bar per GPU (weights blue, KV orange, scaled to the GPU)."""
+    """The budget as HTML in one look: a table (proportional type, numbers right-aligned, colours from the
+    JupyterLab theme), then one bar per GPU, scaled to the GPU: model weights (bluish green, striped) then
+    KV cache (blue, solid), with a text legend."""
+    ink, muted, border = style.css("ink"), style.css("muted"), style.css("border")
+    cell = "padding:2px 10px 2px 0;border-bottom:1px solid " + border
+    num = cell + ";text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap"
     rows = [("weights in memory", fmt_bytes(b.weight_bytes)), ("KV cache per token", fmt_bytes(b.kv_bytes_per_token)),
             (f"KV cache ({b.batch} x {b.context:,} tokens)", f"{fmt_bytes(b.kv_bytes)} ({b.kv_share:.1%} of total)"),
             ("total", fmt_bytes(b.total_bytes)),
             ("KV cache memory = weight memory at", f"{b.memory_crossover_tokens:,.0f} tokens = "
                                                    f"{b.memory_crossover_context:,.0f} per request at batch {b.batch}")]
-    out = [f"<b>{html.escape(b.model)}</b> in {html.escape(_formats(b))}, {b.params:,} parameters",
-           "<table style='font-family:monospace;font-size:12px'>"
-           + "".join(f"<tr><td style='padding:1px 10px 1px 0'>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
-                     for k, v in rows) + "</table>"]
+    out = [f"<div style='color:{ink};font-size:13px;line-height:1.5'>"
+           f"<b>{html.escape(b.model)}</b> in {html.escape(_formats(b))}, {b.params:,} parameters",
+           "<table style='border-collapse:collapse;margin:4px 0 8px 0'>"
+           + "".join(f"<tr><td style='{cell}'>{html.escape(k)}</td><td style='{num}'>{html.escape(v)}</td></tr>"
+                     for k, v in rows) + "</table>",
+           f"<table style='border-collapse:collapse'><tr style='color:{muted}'><th style='{cell};text-align:left'>GPU"
+           f"</th><th style='{cell};text-align:left'>verdict</th><th style='{cell};text-align:right'>requests that "
+           f"fit</th><th style='{cell};text-align:left'>memory: weights, KV cache, free</th></tr>"]
     for r in b.gpu_rows():
         cap = float(r["gpu"].split()[0]) * GIB
         w = min(b.weight_bytes / cap, 1.0) * 100
         kv = min(b.kv_bytes / cap, 1.0 - w / 100) * 100
         verdict = "fits" if r["fits"] else "does not fit"
         out.append(
-            f"<div style='font-family:monospace;font-size:12px;margin-top:4px'>{r['gpu']:>7}: {verdict}; "
-            f"{r['requests that fit']:,} requests of {b.context:,} tokens fit next to the weights</div>"
-            f"<div style='width:420px;height:12px;border:1px solid #94a3b8;display:flex'>"
-            f"<div style='width:{w:.1f}%;background:#2563eb'></div><div style='width:{kv:.1f}%;background:#ea580c'>"
-            f"</div></div>")
+            f"<tr><td style='{num}'>{r['gpu']}</td><td style='{cell}'>{verdict}</td>"
+            f"<td style='{num}'>{r['requests that fit']:,} requests of {b.context:,} tokens fit next to the weights"
+            f"</td><td style='{cell};width:45%'><div style='width:100%;min-width:160px;height:12px;"
+            f"border:1px solid {muted};display:flex'>"
+            f"<div style='width:{w:.1f}%;background:{_bar_fill('weights')}'></div>"
+            f"<div style='width:{kv:.1f}%;background:{_bar_fill('cached')}'></div></div></td></tr>")
+    key = " ".join(f"<span style='display:inline-block;width:14px;height:10px;margin:0 4px 0 10px;"
+                   f"border:1px solid {muted};background:{fill}'></span>{label}"
+                   for fill, label in ((_bar_fill("weights"), "model weights (striped)"),
+                                       (_bar_fill("cached"), "KV cache (solid)"), ("transparent", "free")))
+    out.append(f"</table><div style='color:{muted};font-size:12px;margin-top:4px'>bars, left to right:{key}</div></div>")
     return "".join(out)
 
 
@@ -336,17 +376,19 @@ class MemoryExplorer:
             context = min(4096, resolve_model(model)[1].max_seq_len)
         self.budget = self._fits_controls(memory_budget(model, dtype, context, batch, kv_dtype))
         b = self.budget
-        self.model_box = W.Dropdown(options=list(PRESETS), value=b.model, description="model")
-        self.dtype_box = W.Dropdown(options=list(DTYPES), value=b.dtype, description="weights")
-        self.kv_dtype_box = W.Dropdown(options=list(KV_DTYPES), value=b.kv_dtype, description="KV cache")
-        self.context_box = W.BoundedIntText(value=b.context, min=1, max=b.config.max_seq_len, description="context")
-        self.batch_box = W.IntSlider(value=b.batch, min=1, max=self.BATCH_MAX, description="requests")
+        ctl = dict(style=style.control_style(), layout=style.control_layout())
+        self.model_box = W.Dropdown(options=list(PRESETS), value=b.model, description="model", **ctl)
+        self.dtype_box = W.Dropdown(options=list(DTYPES), value=b.dtype, description="weights", **ctl)
+        self.kv_dtype_box = W.Dropdown(options=list(KV_DTYPES), value=b.kv_dtype, description="KV cache", **ctl)
+        self.context_box = W.BoundedIntText(value=b.context, min=1, max=b.config.max_seq_len, description="context",
+                                            **ctl)
+        self.batch_box = W.IntSlider(value=b.batch, min=1, max=self.BATCH_MAX, description="requests", **ctl)
         self.view = W.HTML()
         for box, key in ((self.model_box, "model"), (self.dtype_box, "dtype"), (self.kv_dtype_box, "kv_dtype"),
                          (self.context_box, "context"), (self.batch_box, "batch")):
             box.observe(lambda ch, key=key: self._from_widget(key, ch["new"]), names="value")
-        self.widget = W.VBox([W.HBox([self.model_box, self.dtype_box, self.kv_dtype_box]),
-                              W.HBox([self.context_box, self.batch_box]), self.view])
+        self.widget = W.VBox([style.grid(self.model_box, self.dtype_box, self.kv_dtype_box, self.context_box,
+                                         self.batch_box, columns=3), self.view])
         self.last_update_ms = 0.0
         self._render()
 

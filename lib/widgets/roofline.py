@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from .. import costs
+from .. import costs, style
 from ..device import DTYPES as _DTYPE_TABLE
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import check_controls, figure_and_axes, frame_slider
@@ -28,10 +28,14 @@ DEFAULT_MODELS = ("chat", "llama-2-7b", "llama-3-8b")  # the demo model, a 7B wi
 BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
 CONTEXTS = tuple(2 ** i for i in range(18))  # 1 .. 131072
 DTYPES = tuple(_DTYPE_TABLE)  # every number format of lib.device.DTYPES
-PHASE_COLOURS = {"prefill": "#d62728", "decode": "#1f77b4"}
-PHASE_MARKERS = {"prefill": "s", "decode": "o"}
-ROOF_COLOUR = "#333333"
-MODEL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+# Colours and second cues from lib.style: prefill and decode are the course's "prefill" (computed) and "decode" (read
+# from the cache) concepts, each with its marker; models get the categorical palette in order (a marker per phase
+# and a label tell the points apart without colour); the roof and the ridge are reference lines.
+PHASE_COLOURS = {ph: style.colour(ph) for ph in ("prefill", "decode")}
+PHASE_MARKERS = {ph: style.concept(ph).marker for ph in ("prefill", "decode")}
+PLOTLY_PHASE_SYMBOLS = {"prefill": "square", "decode": "circle"}  # the same shapes as PHASE_MARKERS
+ROOF_COLOUR = style.concept("reference").colour
+MODEL_COLOURS = tuple(style.CATEGORICAL)
 DIGITS = 4  # significant digits of every float that goes into a figure or a table
 
 
@@ -241,55 +245,53 @@ def operator_group_table(model, machine: Machine = DEFAULT_GPU, batches=(1, 16, 
     return _text_table(operator_group_rows(model, machine, batches, contexts, dtype))
 
 
-GROUP_COLOURS = {"weight products": "#1f77b4", "attention": "#d62728"}
+GROUP_COLOURS = {g: style.colour(g) for g in ("weight products", "attention")}  # weights vs read-from-cache
+GROUP_MARKERS = {g: style.concept(g).marker for g in ("weight products", "attention")}
 
 
 def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, batches=(1, 4, 16, 64, 256, 1024),
                            contexts=(128, 2048, 32768), dtype="bf16", ax=None, title: str | None = None):
-    """The roofline per operator group of a decode step of ``model``: the weight products (blue circles, one per
-    batch: they move right as the batch grows, whatever the context), the attention (red triangles, one per
-    context: the same at every batch) and, faint, the whole step at each context (grey, joined over the batches:
-    it stalls where the attention's bytes take over). Returns the figure."""
+    """The roofline per operator group of a decode step of ``model``: the weight products (the weights' colour and
+    plus marker, one per batch: they move right as the batch grows, whatever the context), the attention (the
+    cache's blue circles, one per context: the same at every batch) and, faint, the whole step at each context
+    (grey, joined over the batches: it stalls where the attention's bytes take over). Returns the figure."""
     _, batches = _models_and_batches(model, batches, "plot_operator_roofline")
     contexts = list(contexts)
     if not contexts:
         raise ValueError("plot_operator_roofline needs at least one context")
-    fig, ax = figure_and_axes(ax, (7, 4.5))
+    fig, ax = figure_and_axes(ax, (style.FIGURE_WIDTH * 0.8, 4.5))
     scale, unit = _y_unit(machine)
     groups = {(t, b): operator_groups(costs.decode_cost(model, t, b, dtype)) for t in contexts for b in batches}
     steps = {(t, b): costs.decode_cost(model, t, b, dtype).intensity for t in contexts for b in batches}
     xw = [g["weight products"].flops / g["weight products"].bytes for (t, b), g in groups.items() if t == contexts[0]]
     xa = [groups[(t, batches[0])]["attention"].flops / groups[(t, batches[0])]["attention"].bytes for t in contexts]
-    xs, ys = roof_line(machine, *_x_range([*xw, *xa, *steps.values()], machine))
-    ax.plot(xs, [y / scale for y in ys], color=ROOF_COLOUR, lw=2)
-    ax.axvline(machine.ridge, color=ROOF_COLOUR, ls=":", lw=1)
-    ax.text(machine.ridge, 0.02, f" ridge {machine.ridge:.4g}", fontsize=8, transform=ax.get_xaxis_transform())
+    _roof_axes(ax, machine, [*xw, *xa, *steps.values()], f" ridge {machine.ridge:.4g}")
+    ref = style.concept("reference")
+    small = style.SMALL_SIZE - 1
     for i, t in enumerate(contexts):
         x = [steps[(t, b)] for b in batches]
-        ax.plot(x, [machine.attainable(v) / scale for v in x], color="#999999", lw=1, ls="--", marker="s", ms=3,
-                alpha=0.7, label="whole step, per context" if i == 0 else None)
-        ax.annotate(f"step, ctx {t}", (x[-1], machine.attainable(x[-1]) / scale), fontsize=7, color="#777777",
-                    xytext=(4, -3 - 8 * i), textcoords="offset points")
-    ax.scatter(xw, [machine.attainable(v) / scale for v in xw], color=GROUP_COLOURS["weight products"], zorder=3,
+        ax.plot(x, [machine.attainable(v) / scale for v in x], color=ref.colour, lw=1, ls=ref.linestyle,
+                marker=ref.marker, ms=5, alpha=0.7, label="whole step, per context" if i == 0 else None)
+        ax.annotate(f"step, ctx {t}", (x[-1], machine.attainable(x[-1]) / scale), fontsize=small,
+                    color=style.MUTED, xytext=(4, -3 - 9 * i), textcoords="offset points")
+    weights, attention = "weight products", "attention"
+    ax.scatter(xw, [machine.attainable(v) / scale for v in xw], color=GROUP_COLOURS[weights],
+               marker=GROUP_MARKERS[weights], s=60, edgecolor=style.INK, linewidth=0.5, zorder=3,
                label="weight products (any context)")
     for b, x in zip(batches, xw):
-        ax.annotate(f"B={b}", (x, machine.attainable(x) / scale), fontsize=7, color=GROUP_COLOURS["weight products"],
+        ax.annotate(f"B={b}", (x, machine.attainable(x) / scale), fontsize=small, color=style.text_colour(weights),
                     xytext=(-4, 6), textcoords="offset points", ha="right")
-    ax.scatter(xa, [machine.attainable(v) / scale for v in xa], color=GROUP_COLOURS["attention"], marker="^",
-               zorder=3, label="attention (any batch)")
+    ax.scatter(xa, [machine.attainable(v) / scale for v in xa], color=GROUP_COLOURS[attention],
+               marker=GROUP_MARKERS[attention], s=40, edgecolor=style.INK, linewidth=0.5, zorder=3,
+               label="attention (any batch)")
     ax.annotate("attention, ctx " + " / ".join(map(str, contexts)), (xa[-1], machine.attainable(xa[-1]) / scale),
-                fontsize=7, color=GROUP_COLOURS["attention"], xytext=(4, 8), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_ylim(top=machine.peak_gflops / scale * 6)
-    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel(f"attainable {unit}")
-    ax.legend(fontsize=7, frameon=False, loc="upper left")
+                fontsize=small, color=style.text_colour(attention), xytext=(4, 8), textcoords="offset points")
+    ax.legend(loc="upper left")
     c = costs.model_config(model)
     ax.set_title(title if title is not None else
                  f"{_name(model)} ({c.attention_kind}, {c.n_heads} query / {c.n_kv_heads} KV heads), decode in "
                  f"{costs.dtype_name(dtype)} on {machine.name}\nweight products compute-bound from batch "
-                 f"{weight_products_ridge_batch(model, machine, dtype)}", fontsize=8)
+                 f"{weight_products_ridge_batch(model, machine, dtype)}")
     return fig
 
 
@@ -313,6 +315,27 @@ def _y_unit(machine) -> tuple[float, str]:
     return (1e3, "TFLOP/s") if machine.peak_gflops >= 1e4 else (1.0, "GFLOP/s")
 
 
+def _text_colour(hex_colour: str) -> str:
+    """A palette colour made readable as text on the white card (``style.text_colour`` of its Okabe–Ito name)."""
+    return style.text_colour({v: k for k, v in style.OKABE_ITO.items()}[hex_colour])
+
+
+def _roof_axes(ax, machine: Machine, intensities, ridge_label: str) -> None:
+    """What every matplotlib roofline shares: the roof over ``intensities`` (reference colour, thick), the ridge
+    (reference colour, dotted, labelled at the foot), log-log axes with room above the peak, and the axis titles."""
+    scale, unit = _y_unit(machine)
+    xs, ys = roof_line(machine, *_x_range(intensities, machine))
+    ax.plot(xs, [y / scale for y in ys], color=ROOF_COLOUR, lw=2)
+    ax.axvline(machine.ridge, color=ROOF_COLOUR, ls=":", lw=1)
+    ax.text(machine.ridge, 0.02, ridge_label, fontsize=style.SMALL_SIZE, color=style.MUTED,
+            transform=ax.get_xaxis_transform())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(top=machine.peak_gflops / scale * 6)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel(f"attainable {unit}")
+
+
 # --------------------------------------------------------------------------------- tier 1: matplotlib
 
 def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, title: str | None = None,
@@ -324,39 +347,32 @@ def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, t
 
     if not points:
         raise ValueError("plot_roofline needs at least one point (see roofline_points)")
-    fig, ax = figure_and_axes(ax, (8, 4.5))
+    fig, ax = figure_and_axes(ax, (style.FIGURE_WIDTH * 0.9, 4.5))
     scale, unit = _y_unit(machine)
-    xs, ys = roof_line(machine, *_x_range([p["cost"].intensity for p in points], machine))
-    ax.plot(xs, [y / scale for y in ys], color=ROOF_COLOUR, lw=2)
-    ax.axvline(machine.ridge, color=ROOF_COLOUR, ls=":", lw=1)
-    ax.text(machine.ridge, 0.02, f" ridge {machine.ridge:.4g} FLOP/byte", fontsize=8,
-            transform=ax.get_xaxis_transform())
+    _roof_axes(ax, machine, [p["cost"].intensity for p in points], f" ridge {machine.ridge:.4g} FLOP/byte")
     models = list(dict.fromkeys(p["model"] for p in points))
     colour = {m: MODEL_COLOURS[i % len(MODEL_COLOURS)] for i, m in enumerate(models)}
     for p in points:
         x = p["cost"].intensity
         y = machine.attainable(x) / scale
         ax.scatter([x], [y], color=colour[p["model"]], marker=PHASE_MARKERS[p["phase"]], s=40, zorder=3,
-                   edgecolor="white", linewidth=0.5)
+                   edgecolor=style.INK, linewidth=0.5)
         if annotate:  # below-right for decode, above-left for prefill; one row per model so labels stack
             i = models.index(p["model"])
             dx, dy = (5, -10 - 9 * i) if p["phase"] == "decode" else (-5, 6 + 9 * i)
-            ax.annotate(p.get("label", f"B={p['batch']}"), (x, y), fontsize=7, color=colour[p["model"]],
+            ax.annotate(p.get("label", f"B={p['batch']}"), (x, y), fontsize=style.SMALL_SIZE - 1,
+                        color=_text_colour(colour[p["model"]]),
                         xytext=(dx, dy), textcoords="offset points", ha="left" if dx > 0 else "right")
-    handles = [Line2D([], [], ls="", marker="o", color=colour[m], label=m) for m in models]
+    handles = [Line2D([], [], ls="", marker="o", color=colour[m], markeredgecolor=style.INK, label=m)
+               for m in models]
     phases = list(dict.fromkeys(p["phase"] for p in points))
-    handles += [Line2D([], [], ls="", marker=PHASE_MARKERS[ph], color="grey", label=ph) for ph in phases]
-    ax.legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_ylim(top=machine.peak_gflops / scale * 6)
-    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel(f"attainable {unit}")
+    handles += [Line2D([], [], ls="", marker=PHASE_MARKERS[ph], color=style.MUTED, label=ph) for ph in phases]
+    ax.legend(handles=handles, loc="lower right")
     lengths = sorted({p["context"] for p in points})
     ax.set_title(title if title is not None else
                  f"{machine.name}: peak {machine.peak_gflops / scale:.4g} {unit} ({machine.dtype}), "
                  f"{machine.bandwidth_gbs:.4g} GB/s; points in {points[0]['cost'].dtype}, "
-                 f"prompt = context = {', '.join(map(str, lengths))}", fontsize=9)
+                 f"prompt = context = {', '.join(map(str, lengths))}")
     return fig
 
 
@@ -368,27 +384,35 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
     contexts = [t for t in CONTEXTS if t <= 4 * c.max_seq_len] if contexts is None else list(contexts)
     if not contexts:
         raise ValueError("plot_bytes_split needs at least one context length")
-    fig, ax = figure_and_axes(ax, (7.5, 4))
+    fig, ax = figure_and_axes(ax, (style.FIGURE_WIDTH, 4))
     w = costs.streamed_weight_bytes(c, dtype) / 1e9
-    ax.plot(contexts, [w] * len(contexts), color=ROOF_COLOUR, lw=2, label=f"weights read per step ({w:.4g} GB)")
+    weights, ref = style.concept("weights"), style.concept("reference")
+    ax.plot(contexts, [w] * len(contexts), color=weights.colour, ls=weights.linestyle, lw=2,
+            label=f"weights read per step ({w:.4g} GB)")
     n = costs.kv_read_crossover_tokens(c, dtype)
+    # every KV line is the cache's colour; the batches are told apart by line style, marker and label
+    kv = style.concept("cached")
+    styles = [("-", "o"), ("--", "s"), (":", "D"), ("-.", "^"), ((0, (5, 1)), "v")]
     for i, b in enumerate(batches):
-        ax.plot(contexts, [costs.decode_cost(c, t, b, dtype).kv_read_bytes / 1e9 for t in contexts],
-                color=f"C{i}", label=f"KV read, batch {b}")
+        ls, marker = styles[i % len(styles)]
+        ys = [costs.decode_cost(c, t, b, dtype).kv_read_bytes / 1e9 for t in contexts]
+        ax.plot(contexts, ys, color=kv.colour, ls=ls, marker=marker, ms=4, markevery=max(len(contexts) // 6, 1),
+                label=f"KV read, batch {b}")
+        ax.annotate(f"batch {b}", (contexts[-1], ys[-1]), fontsize=style.SMALL_SIZE,
+                    color=style.text_colour("cached"), xytext=(4, 0), textcoords="offset points", va="center")
         t = n / b  # the context per sequence at which KV reads equal the weights read
         if contexts[0] <= t <= contexts[-1]:
-            ax.scatter([t], [w], color=f"C{i}", zorder=3)
-            ax.annotate(f"{t:,.0f}", (t, w), fontsize=8, xytext=(4, -10), textcoords="offset points")
-    ax.axvline(c.max_seq_len, color="grey", ls=":", lw=1)
-    ax.text(c.max_seq_len, 0.02, f" max_seq_len {c.max_seq_len}", fontsize=8, color="grey",
+            ax.scatter([t], [w], color=kv.colour, marker=marker, edgecolor=style.INK, linewidth=0.5, zorder=3)
+            ax.annotate(f"{t:,.0f}", (t, w), fontsize=style.SMALL_SIZE, xytext=(4, -10), textcoords="offset points")
+    ax.axvline(c.max_seq_len, color=ref.colour, ls=":", lw=1)
+    ax.text(c.max_seq_len, 0.02, f" max_seq_len {c.max_seq_len}", fontsize=style.SMALL_SIZE, color=style.MUTED,
             transform=ax.get_xaxis_transform())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("context per sequence (positions the new token attends to)")
     ax.set_ylabel("GB read per decode step")
-    ax.set_title(f"{_name(model)} in {costs.dtype_name(dtype)}: weights read vs KV-cache reads per decode step",
-                 fontsize=10)
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    ax.set_title(f"{_name(model)} in {costs.dtype_name(dtype)}: weights read vs KV-cache reads per decode step")
+    ax.legend(loc="upper left")
     return fig
 
 
@@ -423,7 +447,8 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
         cs = [costs.decode_cost(m, t, b, dtype) for t in ctx[m]]
         xs = [sig(c.intensity) for c in cs]
         return go.Scatter(x=xs, y=[y(x) for x in xs], mode="markers+text", name=f"{_name(m)} decode",
-                          marker=dict(size=10, color=MODEL_COLOURS[i % len(MODEL_COLOURS)]),
+                          marker=dict(size=10, color=MODEL_COLOURS[i % len(MODEL_COLOURS)],
+                                      symbol=PLOTLY_PHASE_SYMBOLS["decode"], line=dict(color=style.INK, width=0.5)),
                           text=[f"ctx {t}" for t in ctx[m]], textposition="top left",
                           hovertext=[f"{_name(m)} decode, batch {b}, context {t}: {x} FLOP/B, "
                                      f"{machine.bound(x)}, KV reads {sig(100 * c.kv_read_share, 3)}% of bytes"
@@ -440,7 +465,8 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
         p = costs.prefill_cost(m, ctx[m][0], 1, dtype)
         px = sig(p.intensity)
         prefills.append(go.Scatter(x=[px], y=[y(px)], mode="markers", name=f"{_name(m)} prefill",
-                                   marker=dict(size=11, symbol="square", color=colour), hoverinfo="text",
+                                   marker=dict(size=11, symbol=PLOTLY_PHASE_SYMBOLS["prefill"], color=colour,
+                                               line=dict(color=style.INK, width=0.5)), hoverinfo="text",
                                    hovertext=[f"{_name(m)} prefill of {ctx[m][0]} tokens: {px} FLOP/B, "
                                               f"{machine.bound(px)}"]))
         every_x += lx + [px, costs.decode_cost(m, ctx[m][-1], 1, dtype).intensity]
@@ -459,11 +485,10 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
                            layout=dict(title_text=title(b))) for b in batches]
     fig.add_vline(x=sig(machine.ridge), line=dict(color=ROOF_COLOUR, dash="dot", width=1))
     fig.update_layout(
-        title_text=title(start), title_font_size=13, height=460, margin=dict(l=60, r=20, t=50, b=40),
+        title_text=title(start), height=500,
         xaxis=dict(type="log", title="arithmetic intensity (FLOP / byte)", range=[_log10(x_lo), _log10(x_hi)]),
         yaxis=dict(type="log", title=f"attainable {unit}",
                    range=[_log10(y(x_lo) / 2), _log10(machine.peak_gflops / scale * 3)]),
-        legend=dict(font=dict(size=10)),
         sliders=[frame_slider(batches, "batch: ", batches.index(start), pad=dict(t=40))])
     return fig
 
@@ -496,12 +521,14 @@ class RooflineExplorer:
         self._options = {"model": costs.MODEL_NAMES, "dtype": DTYPES, "machine": tuple(self.machines),
                          "batch": BATCHES, "context": CONTEXTS}
         values = self._check(model=model, dtype=dtype, machine=machine, batch=batch, context=context)
+        ctl = dict(style=style.control_style(), layout=style.control_layout())
         self.controls = {
-            "model": W.Dropdown(options=self._options["model"], value=values["model"], description="model"),
-            "dtype": W.Dropdown(options=DTYPES, value=values["dtype"], description="dtype"),
-            "machine": W.Dropdown(options=self._options["machine"], value=values["machine"], description="machine"),
-            "batch": W.SelectionSlider(options=BATCHES, value=values["batch"], description="batch"),
-            "context": W.SelectionSlider(options=CONTEXTS, value=values["context"], description="context"),
+            "model": W.Dropdown(options=self._options["model"], value=values["model"], description="model", **ctl),
+            "dtype": W.Dropdown(options=DTYPES, value=values["dtype"], description="dtype", **ctl),
+            "machine": W.Dropdown(options=self._options["machine"], value=values["machine"], description="machine",
+                                  **ctl),
+            "batch": W.SelectionSlider(options=BATCHES, value=values["batch"], description="batch", **ctl),
+            "context": W.SelectionSlider(options=CONTEXTS, value=values["context"], description="context", **ctl),
         }
         names = ("roof", "prefill", "decode", "decode batch→∞")
         self.figure = go.FigureWidget(
@@ -511,7 +538,7 @@ class RooflineExplorer:
                   go.Scatter(name=names[2], mode="markers", marker=dict(size=12, color=PHASE_COLOURS["decode"])),
                   go.Scatter(name=names[3], mode="markers", marker=dict(size=12, symbol="circle-open",
                                                                          color=PHASE_COLOURS["decode"]))],
-            layout=dict(height=380, margin=dict(l=60, r=20, t=30, b=40), legend=dict(font=dict(size=10)),
+            layout=dict(height=400, margin=dict(t=50),
                         xaxis=dict(type="log", title="arithmetic intensity (FLOP / byte)",
                                    range=[_log10(x) for x in self.X_RANGE]),
                         yaxis=dict(type="log")))
@@ -524,7 +551,7 @@ class RooflineExplorer:
         for w in self.controls.values():
             w.observe(self._on_change, names="value")
         c = self.controls
-        self.widget = W.VBox([W.HBox([c["model"], c["dtype"], c["machine"]]), W.HBox([c["batch"], c["context"]]),
+        self.widget = W.VBox([style.grid(c["model"], c["dtype"], c["machine"], c["batch"], c["context"], columns=3),
                               self.figure, self.summary_box])
 
     # -- the Python API ------------------------------------------------------------------------------------
@@ -620,5 +647,6 @@ class RooflineExplorer:
             self.figure.layout.yaxis.range = [_log10(y(self.X_RANGE[0]) / 2), _log10(m.peak_gflops / scale * 3)]
         self.state = s
         self.summary = self._summary(s)
-        self.summary_box.value = "<br>".join(html.escape(line) for line in self.summary.splitlines())
+        self.summary_box.value = (f"<div style='color:{style.css('ink')}'>"
+                                  + "<br>".join(html.escape(line) for line in self.summary.splitlines()) + "</div>")
         self.last_update_seconds = time.perf_counter() - t0

@@ -17,20 +17,29 @@ import html
 import time
 from dataclasses import dataclass
 
-from .. import checks
+from .. import checks, style
 from ..speculative import SpeculativeResult, expected_tokens_per_pass, speculative_generate
 from ..text import token_label
 from . import figure_and_axes, frame_slider, play_buttons, try_prompt
 
-COLORS = {
-    "accepted": "#2ca02c",  # a draft token the target kept
-    "rejected": "#d62728",  # the first draft token the target refused
-    "discarded": "#c7c7c7",  # draft tokens after a rejection: dropped unchecked
-    "correction": "#ff7f0e",  # the target's own token in place of the rejected one
-    "bonus": "#1f77b4",  # the target's extra token after k kept proposals
-    "target": "#9467bd",  # the target's token in a round without proposals (the last token of the budget)
-    "cut": "#f0f0f0",  # a token computed after <eos>: not part of the text
+# Each state: a concept of lib.style (its colour) and a second cue (a hatch in matplotlib, a marker symbol in plotly,
+# a text decoration in the HTML chips), so the grid reads without colour too. The target's own tokens (correction,
+# bonus, alone) share the "newest" colour: they are the token the target adds; their hatch and symbol tell them apart.
+CONCEPT_OF = {
+    "accepted": "accepted",  # a draft token the target kept
+    "rejected": "rejected",  # the first draft token the target refused
+    "discarded": "draft",  # draft tokens after a rejection: dropped unchecked
+    "correction": "newest",  # the target's own token in place of the rejected one
+    "bonus": "newest",  # the target's extra token after k kept proposals
+    "target": "newest",  # the target's token in a round without proposals (the last token of the budget)
+    "cut": "free",  # a token computed after <eos>: not part of the text
 }
+COLORS = {s: style.colour(c) for s, c in CONCEPT_OF.items()}
+HATCHES = {"accepted": style.concept("accepted").hatch, "rejected": style.concept("rejected").hatch,
+           "discarded": style.concept("draft").hatch, "correction": "oo", "bonus": "**", "target": "", "cut": ""}
+SYMBOLS = {"accepted": "square", "rejected": "square-x", "discarded": "square-open", "correction": "circle",
+           "bonus": "star-square", "target": "square", "cut": "square"}  # plotly markers: the second cue
+BLANK = style.PAPER  # a cell of a round not yet shown
 MEANING = {
     "accepted": "draft token kept", "rejected": "draft token rejected", "discarded": "dropped after a rejection",
     "correction": "target's correction", "bonus": "target's bonus token", "target": "target alone",
@@ -102,36 +111,38 @@ def describe(result: SpeculativeResult, sep: str = "; ") -> str:
 
 # -- tier 1: static matplotlib ---------------------------------------------------------------------------------
 def plot_rounds(result: SpeculativeResult, tokenizer, ax=None, title: str | None = None):
-    """Tier 1: one row per round; green kept, red rejected, grey dropped, then the target's own token
-    (orange correction, blue bonus). The right margin says how many tokens the round added."""
+    """Tier 1: one row per round; the draft's tokens kept (orange, hatched //), rejected (vermillion, xx) or
+    dropped (sky blue, dotted), then the target's own token (yellow: ring-hatched correction, starred bonus).
+    The right margin says how many tokens the round added."""
     from matplotlib.patches import Patch, Rectangle
 
     rows = round_cells(result, tokenizer)
     k = result.k
     n = len(rows)
-    fig, ax = figure_and_axes(ax, (max(6.0, 1.5 + 0.55 * (k + 3)), 1.6 + 0.42 * max(n, 1)))
+    fig, ax = figure_and_axes(ax, (min(style.FIGURE_WIDTH, max(6.0, 1.5 + 0.55 * (k + 3))), 1.6 + 0.42 * max(n, 1)))
     for row in rows:
         for c in row:
             x = c.slot + (0.4 if c.slot == k else 0)  # a gap before the target's column
             y = n - 1 - c.round
-            ax.add_patch(Rectangle((x, y), 0.92, 0.84, color=COLORS[c.status], ec="white"))
-            dark = c.status in ("accepted", "rejected", "correction", "bonus", "target")
-            ax.text(x + 0.46, y + 0.42, c.label, ha="center", va="center", fontsize=9 if len(c.label) == 1 else 6,
-                    color="white" if dark else "#555")
+            ax.add_patch(Rectangle((x, y), 0.92, 0.84, facecolor=COLORS[c.status], edgecolor=style.INK,
+                                   linewidth=0.6, hatch=HATCHES[c.status] or None, hatchcolor=style.PAPER))
+            ax.text(x + 0.46, y + 0.42, c.label, ha="center", va="center", color=style.INK,
+                    fontsize=style.FONT_SIZE if len(c.label) == 1 else style.SMALL_SIZE - 2,
+                    bbox=dict(boxstyle="square,pad=0.1", facecolor=COLORS[c.status], edgecolor="none"))
         r = result.rounds[row[0].round]
-        ax.text(k + 1.55, n - 1 - r.index + 0.42, f"+{len(r.emitted)}", va="center", fontsize=9)
+        ax.text(k + 1.55, n - 1 - r.index + 0.42, f"+{len(r.emitted)}", va="center")
     ax.set_xlim(-0.1, k + 2.2)
     ax.set_ylim(-0.2, n)
-    ax.set_yticks([n - 1 - i + 0.42 for i in range(n)], [f"round {i}" for i in range(n)], fontsize=8)
-    ax.set_xticks([i + 0.46 for i in range(k)] + [k + 0.86], [f"x{i + 1}" for i in range(k)] + ["target"], fontsize=8)
+    ax.set_yticks([n - 1 - i + 0.42 for i in range(n)], [f"round {i}" for i in range(n)])
+    ax.set_xticks([i + 0.46 for i in range(k)] + [k + 0.86], [f"x{i + 1}" for i in range(k)] + ["target"])
     ax.tick_params(length=0)
     for side in ("left", "bottom", "top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title(title if title is not None else describe(result, sep="\n"), fontsize=9)
+    ax.set_title(title if title is not None else describe(result, sep="\n"))
     shown = [s for s in COLORS if any(c.status == s for row in rows for c in row)]
-    ax.legend(handles=[Patch(color=COLORS[s], label=MEANING[s]) for s in shown], fontsize=7, frameon=False,
+    ax.legend(handles=[Patch(facecolor=COLORS[s], edgecolor=style.INK, linewidth=0.6, hatch=HATCHES[s] or None,
+                             hatchcolor=style.PAPER, label=MEANING[s]) for s in shown],
               loc="upper center", bbox_to_anchor=(0.5, -0.02 - 0.5 / max(n, 1)), ncol=min(len(shown), 3))
-    fig.tight_layout()
     return fig
 
 
@@ -146,24 +157,28 @@ def plot_tokens_per_pass(rows: list[dict], ax=None, title: str | None = None):
                          f"{', '.join(needed)}), got {len(rows) if isinstance(rows, list) else type(rows).__name__} rows")
     rows = [r for r in rows if r["α"] != "-"]
     ks = [r["k"] for r in rows]
-    fig, ax = figure_and_axes(ax, (6.5, 3.8))
-    ax.plot(ks, [k + 1 for k in ks], color="#c7c7c7", ls="--", lw=1, label="k + 1 (α = 1)")
-    ax.plot(ks, [1] * len(ks), color="#c7c7c7", ls=":", lw=1, label="1 (α = 0)")
-    ax.plot(ks, [expected_tokens_per_pass(r["α"], r["k"]) for r in rows], color="#1f77b4", marker="", lw=2,
-            label="predicted from the measured α")
+    fig, ax = figure_and_axes(ax, (style.FIGURE_WIDTH * 0.72, 3.8))
+    ref = style.concept("reference")
+    ax.plot(ks, [k + 1 for k in ks], color=ref.colour, ls="--", lw=1, label="k + 1 (α = 1)")
+    ax.plot(ks, [1] * len(ks), color=ref.colour, ls=":", lw=1, label="1 (α = 0)")
+    predicted = style.concept("cached")  # the line: what the formula reads off α
+    ax.plot(ks, [expected_tokens_per_pass(r["α"], r["k"]) for r in rows], color=predicted.colour,
+            ls=predicted.linestyle, lw=2, label="predicted from the measured α")
+    measured = style.concept("accepted")  # the points: tokens the target kept, counted
     full = [(r["k"], r["tokens/full round"]) for r in rows if r["tokens/full round"] != "-"]
-    ax.scatter(*zip(*full), color="#ff7f0e", zorder=3, label="measured, full rounds")
-    ax.scatter(ks, [r["tokens/pass"] for r in rows], facecolor="none", edgecolor="#2ca02c", zorder=3,
-               label="measured, all passes")
+    ax.scatter(*zip(*full), color=measured.colour, marker=measured.marker, edgecolor=style.INK, linewidth=0.5,
+               zorder=3, label="measured, full rounds")
+    ax.scatter(ks, [r["tokens/pass"] for r in rows], facecolor="none", edgecolor=style.text_colour("accepted"),
+               marker="o", s=60, linewidth=1.2, zorder=3, label="measured, all passes")
     for r in rows:
-        ax.annotate(f"α={r['α']:.2f}", (r["k"], expected_tokens_per_pass(r["α"], r["k"])), fontsize=7,
-                    xytext=(-4, 6), textcoords="offset points", ha="right", color="#1f77b4")
+        ax.annotate(f"α={r['α']:.2f}", (r["k"], expected_tokens_per_pass(r["α"], r["k"])),
+                    fontsize=style.SMALL_SIZE, xytext=(0, 9), textcoords="offset points", ha="center",
+                    color=style.text_colour("cached"))
     ax.set_xticks(ks)
     ax.set_xlabel("k (draft tokens proposed per round)")
     ax.set_ylabel("tokens per target pass")
-    ax.set_title(title if title is not None else "tokens per target pass: predicted vs measured", fontsize=9)
-    ax.legend(fontsize=7, frameon=False, loc="upper left")
-    fig.tight_layout()
+    ax.set_title(title if title is not None else "tokens per target pass: predicted vs measured")
+    ax.legend(loc="upper left")
     return fig
 
 
@@ -182,10 +197,11 @@ def rounds_figure(result: SpeculativeResult, tokenizer, title: str = "speculativ
     size = 24
 
     def state(upto: int):
-        """Colours and labels with rounds 0..upto shown, later ones blank."""
-        colors = [COLORS[c.status] if c.round <= upto else "#f7f7f7" for c in cells]
+        """Colours, symbols and labels with rounds 0..upto shown, later ones blank."""
+        colors = [COLORS[c.status] if c.round <= upto else BLANK for c in cells]
+        symbols = [SYMBOLS[c.status] if c.round <= upto else "square" for c in cells]
         labels = [html.escape(c.label) if c.round <= upto else "" for c in cells]
-        return colors, labels
+        return colors, symbols, labels
 
     def heading(upto: int) -> str:
         passes = upto + 1
@@ -194,29 +210,28 @@ def rounds_figure(result: SpeculativeResult, tokenizer, title: str = "speculativ
         return (f"{html.escape(title)} — round {upto}: {new} new tokens in {passes} target passes "
                 f"(generate: {new})<br>{text}")
 
-    colors, labels = state(n - 1)
+    colors, symbols, labels = state(n - 1)
+    outline = dict(color=style.INK, width=1)
     trace = go.Scatter(x=xs, y=ys, mode="markers+text", text=labels, hovertext=hover, hoverinfo="text",
-                       marker=dict(symbol="square", size=size, color=colors, line=dict(color="white", width=1)),
-                       textfont=dict(color="black", size=12), showlegend=False)
+                       marker=dict(symbol=symbols, size=size, color=colors, line=outline), showlegend=False)
     fig = go.Figure(data=[trace])
     frames = []
     for i in range(n):
-        c, lab = state(i)
-        frames.append(go.Frame(name=str(i), data=[go.Scatter(marker=dict(color=c), text=lab)], traces=[0],
-                               layout=dict(title_text=heading(i))))
+        c, sym, lab = state(i)
+        frames.append(go.Frame(name=str(i), data=[go.Scatter(marker=dict(color=c, symbol=sym), text=lab)],
+                               traces=[0], layout=dict(title_text=heading(i))))
     fig.frames = frames
     legend = [go.Scatter(x=[None], y=[None], mode="markers", name=MEANING[s],
-                         marker=dict(symbol="square", size=12, color=COLORS[s]))
+                         marker=dict(symbol=SYMBOLS[s], size=12, color=COLORS[s], line=outline))
               for s in COLORS if any(c.status == s for c in cells)]
     fig.add_traces(legend)
-    fig.update_layout(
-        title_text=heading(n - 1), title_font_size=12, height=150 + 30 * n, width=560 + 40 * k,
-        margin=dict(l=70, r=20, t=70, b=40), plot_bgcolor="white",
+    fig.update_layout(  # colours and fonts come from the kvlab template; no fixed width: the cell's
+        title_text=heading(n - 1), height=170 + 30 * n, margin=dict(l=70, t=90, b=40),
         xaxis=dict(range=[-0.6, k + 1.0], tickvals=list(range(k)) + [k + 0.4],
                    ticktext=[f"x{i + 1}" for i in range(k)] + ["target"], showgrid=False, zeroline=False),
         yaxis=dict(range=[n - 0.5, -0.5], tickvals=list(range(n)), ticktext=[f"round {i}" for i in range(n)],
                    showgrid=False, zeroline=False),
-        legend=dict(orientation="h", y=-0.05, yanchor="top", font_size=10),
+        legend=dict(orientation="h", y=-0.05, yanchor="top"),
         sliders=[frame_slider(range(n), "round: ", n - 1, pad=dict(t=20))],
         updatemenus=[play_buttons(700, from_current=False, x=0, y=-0.02, xanchor="right", yanchor="top")])
     return fig
@@ -224,26 +239,39 @@ def rounds_figure(result: SpeculativeResult, tokenizer, title: str = "speculativ
 
 # -- tier 3: live ipywidgets -------------------------------------------------------------------------------------
 def rounds_html(result: SpeculativeResult, tokenizer) -> str:
-    """The rounds as coloured token chips, one line per round, under a summary (what the explorer shows)."""
+    """The rounds as coloured token chips, one line per round, under a summary (what the explorer shows). A chip's
+    colour is its state's concept colour with dark text on it; struck-through text marks what the text lost
+    (rejected, dropped, after <eos>), a bold outline the target's own token, so the chips read without colour."""
+    muted = style.css("muted")
     lines = []
     for row in round_cells(result, tokenizer):
         chips = []
         for c in row:
-            sep = '<span style="margin:0 6px;color:#888">|</span>' if c.slot == result.k else ""
-            deco = "text-decoration:line-through;" if c.status in ("rejected", "discarded", "cut") else ""
-            fg = "#fff" if c.status not in ("discarded", "cut") else "#555"
-            chips.append(f'{sep}<span title="{html.escape(c.hover)}" style="display:inline-block;min-width:18px;'
-                         f'padding:1px 4px;margin:1px;border-radius:3px;text-align:center;background:'
-                         f'{COLORS[c.status]};color:{fg};{deco}">{html.escape(c.label)}</span>')
+            sep = f'<span style="margin:0 6px;color:{muted}">|</span>' if c.slot == result.k else ""
+            chips.append(f'{sep}<span title="{html.escape(c.hover)}" style="{_chip_style(c.status)}">'
+                         f'{html.escape(c.label)}</span>')
         r = result.rounds[row[0].round]
-        lines.append(f'<div><span style="display:inline-block;width:64px;color:#666">round {r.index}</span>'
-                     f'{"".join(chips)}<span style="margin-left:8px;color:#666">+{len(r.emitted)}</span></div>')
-    key = " ".join(f'<span style="background:{COLORS[s]};padding:0 4px;border-radius:3px;color:'
-                   f'{"#555" if s in ("discarded", "cut") else "#fff"}">{MEANING[s]}</span>'
+        lines.append(f'<div><span style="display:inline-block;width:64px;color:{muted}">round {r.index}</span>'
+                     f'{"".join(chips)}<span style="margin-left:8px;color:{muted}">+{len(r.emitted)}</span></div>')
+    key = " ".join(f'<span style="{_chip_style(s, key=True)}">{MEANING[s]}</span>'
                    for s in ("accepted", "rejected", "discarded", "correction", "bonus"))
-    return (f"<div style='font-size:13px'><b>{html.escape(describe(result))}</b><br>"
+    return (f"<div style='font-size:13px;color:{style.css('ink')}'><b>{html.escape(describe(result))}</b><br>"
             f"text: <code>{html.escape(tokenizer.decode(result.sequences[0]))}</code>"
             f"<div style='margin:4px 0'>{''.join(lines)}</div><div style='font-size:11px'>{key}</div></div>")
+
+
+def _chip_style(status: str, key: bool = False) -> str:
+    """CSS of one chip: the state's colour with INK text (readable on every concept colour, in both themes: the chip
+    carries its own background) and the state's second cue."""
+    cue = {"rejected": "text-decoration:line-through;", "discarded": f"text-decoration:line-through;"
+           f"border:1px dashed {style.INK};", "cut": "text-decoration:line-through;",
+           "correction": f"font-weight:bold;border:2px solid {style.INK};",
+           "bonus": f"font-weight:bold;border:2px dotted {style.INK};"}.get(status, f"border:1px solid {style.INK};")
+    if key:
+        cue = cue.replace("text-decoration:line-through;", "")  # the key's words stay readable
+    size = ("padding:0 4px;" if key
+            else "display:inline-block;min-width:18px;padding:1px 4px;margin:1px;text-align:center;")
+    return f"{size}border-radius:3px;background:{COLORS[status]};color:{style.INK};{cue}"
 
 
 class SpeculativeExplorer:
@@ -260,11 +288,12 @@ class SpeculativeExplorer:
         self.max_new_tokens = checks.integer(max_new_tokens, "max_new_tokens", 1)
         k, temperature, seed = self._check(k, temperature, seed)
         checks.text(prompt, "prompt")
-        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False)
-        self.k_slider = W.IntSlider(value=k, min=1, max=8, description="k (draft)")
+        ctl = dict(style=style.control_style(), layout=style.control_layout())
+        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False, **ctl)
+        self.k_slider = W.IntSlider(value=k, min=1, max=8, description="k (draft)", **ctl)
         self.temperature = W.SelectionSlider(options=list(TEMPERATURES), value=float(temperature),
-                                             description="temperature")
-        self.seed = W.IntText(value=seed, description="seed")
+                                             description="temperature", **ctl)
+        self.seed = W.IntText(value=seed, description="seed", **ctl)
         self.view = W.HTML()
         self.message = ""
         self.last_update_seconds = 0.0
@@ -273,7 +302,7 @@ class SpeculativeExplorer:
         self._render()
         for w in (self.prompt_box, self.k_slider, self.temperature, self.seed):
             w.observe(self._on_change, names="value")
-        self.widget = W.VBox([W.HBox([self.prompt_box, self.seed]), W.HBox([self.k_slider, self.temperature]),
+        self.widget = W.VBox([style.grid(self.prompt_box, self.seed, self.k_slider, self.temperature, columns=2),
                               self.view])
 
     @staticmethod
@@ -292,7 +321,8 @@ class SpeculativeExplorer:
                                     seed=int(self.seed.value))
 
     def _render(self):
-        error = f'<div style="color:#b00">{html.escape(self.message)}</div>' if self.message else ""
+        error = (f'<div style="color:{style.text_colour("rejected")}">{html.escape(self.message)}</div>'
+                 if self.message else "")
         self.view.value = error + rounds_html(self.result, self.tokenizer)
 
     def _on_change(self, change=None):
