@@ -1,8 +1,10 @@
+import os
 import sys
 
 import matplotlib
 import pytest
 import torch
+from hypothesis import settings
 
 from lib import load_demo
 from lib.device import available_devices
@@ -14,6 +16,12 @@ DEVICES = available_devices()  # cuda / mps when present, always cpu
 # The models under test are tiny: one CPU thread per test process is fastest (thread hand-offs cost more
 # than the maths) and lets pytest-xdist run one process per core without oversubscribing them.
 torch.set_num_threads(1)
+
+# Property tests draw the same examples on every run (a test suite that passes or fails by the dice is no proof);
+# `HYPOTHESIS_PROFILE=explore` draws fresh ones for a longer hunt (see README, the fuzz suite).
+settings.register_profile("kvlab", derandomize=True, database=None, deadline=None)
+settings.register_profile("explore", max_examples=500, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kvlab"))
 
 
 @pytest.fixture(params=DEVICES)
