@@ -25,11 +25,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -c "import lib, torch; print('kv-cache-lab ready: torch', torch.__version__, '| devices:', lib.device.available_devices())"
 	touch $(STAMP)
 
-# Command 1: set everything up and open JupyterLab on the notebook map.
+# Command 1: set everything up and open JupyterLab on the notebook map, with the project's own JupyterLab
+# settings (lib/course/lab_settings/: no news prompt, no update check; the user's ~/.jupyter is not touched).
 lab: setup
 	$(PY) -m ipykernel install --user --name kv-cache-lab --display-name "Python (KV Cache Lab)" >/dev/null
-	$(VENV)/bin/jupyter lab notebooks/00_index.ipynb --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
-		$(if $(filter 0,$(shell id -u)),--allow-root)
+	$(PY) -m lib.course.lab notebooks/00_index.ipynb --port $(PORT)
 
 # Command 2: set everything up and run the whole test suite (unit tests, strict nbval over every notebook,
 # then every notebook in a real browser: JupyterLab, the classroom view and the static site).
