@@ -302,16 +302,17 @@ def hex_of(rgb) -> str:
 
 def unreadable_text(locator, minimum: float = 4.5) -> list[str]:
     """Text in the widget HTML under ``locator`` whose contrast against its background is below ``minimum``
-    (WCAG AA), as "text: colour on background = ratio" lines; empty when every piece is readable."""
+    (WCAG AA), one line per pair of colours: "colour on background = ratio: N pieces, e.g. 'text', ..."; empty
+    when every piece is readable."""
     from lib.style import contrast_ratio
 
-    bad = []
+    bad: dict[tuple, list] = {}
     for t in locator.evaluate(TEXT_COLOURS_JS):
         fg, bg = hex_of(t["fg"]), hex_of(t["bg"])
-        ratio = contrast_ratio(fg, bg)
-        if ratio < minimum:
-            bad.append(f"{t['text']!r}: {fg} on {bg} = {ratio:.2f}:1")
-    return bad
+        if contrast_ratio(fg, bg) < minimum:
+            bad.setdefault((fg, bg), []).append(t["text"])
+    return [f"{fg} on {bg} = {contrast_ratio(fg, bg):.2f}:1: {len(texts)} pieces, e.g. "
+            + ", ".join(repr(x) for x in texts[:4]) for (fg, bg), texts in bad.items()]
 
 
 def text_pieces(locator) -> int:
