@@ -98,8 +98,8 @@ def render(books: list[Notebook], folder: Path) -> str:
     both = sum(all(t in s.files for t in THEMES) for b in books for s in b.shots)
     parts = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>KV Cache Lab: gallery</title>',
              f"<style>{CSS}</style></head><body>", "<h1>KV Cache Lab: every figure and widget</h1>",
-             f"<p>{len(books)} notebook{'s' * (len(books) != 1)}, {pairs} figures and widgets as JupyterLab shows them ({both} in both "
-             f"themes): JupyterLab Light on the left, JupyterLab Dark on the right. Made by "
+             f"<p>{len(books)} notebook{'s' * (len(books) != 1)}, {pairs} figures and widgets as JupyterLab shows "
+             f"them ({both} in both themes): JupyterLab Light on the left, JupyterLab Dark on the right. Made by "
              f"<code>python -m lib.course.gallery</code> from the browser test's screenshots.</p>",
              "<nav>" + "".join(f'<a href="#{b.name}">{html.escape(b.name)}</a>' for b in books) + "</nav>"]
     for b in books:
@@ -149,7 +149,8 @@ def main(argv=None) -> int:
         print(e, file=sys.stderr)
         return 2
     books = collect(Path(args.shots))
-    print(f"{out}: {len(books)} notebook{'s' * (len(books) != 1)}, {sum(len(b.shots) for b in books)} figures and widgets "
+    shots = sum(len(b.shots) for b in books)
+    print(f"{out}: {len(books)} notebook{'s' * (len(books) != 1)}, {shots} figures and widgets "
           f"(light and dark side by side); open it from disk")
     return 0
 

@@ -135,7 +135,8 @@ def start_lab(root: Path, home: Path) -> Server:
     argv = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.root_dir={root}",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
             "--IdentityProvider.token=", "--ServerApp.password=", "--LabApp.expose_app_in_browser=True",
-            *course_lab.options(), "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False", "--allow-root",
+            *course_lab.options(), "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False",
+            "--allow-root",
             "--ServerApp.terminals_enabled=False"]
     return Server(argv, port, ARTIFACTS / "logs" / "jupyterlab.log", env=isolated_env(home), cwd=root,
                   ready_path="/api/status").wait_ready()

@@ -111,7 +111,9 @@ SECTIONS_JS = """() => {
   const page = document.scrollingElement || document.documentElement;
   let sc = page;
   for (let n = document.querySelector('#rendered_cells'); n && n !== document.body && n !== page; n = n.parentElement) {
-    if (/(auto|scroll|overlay)/.test(getComputedStyle(n).overflowY) && n.scrollHeight > n.clientHeight + 1) { sc = n; break; }
+    if (/(auto|scroll|overlay)/.test(getComputedStyle(n).overflowY) && n.scrollHeight > n.clientHeight + 1) {
+      sc = n; break;
+    }
   }
   const top = sc === page ? 0 : sc.getBoundingClientRect().top + sc.clientTop;
   const hs = Array.from(document.querySelectorAll('#rendered_cells h1, #rendered_cells h2'))
@@ -123,7 +125,9 @@ SECTIONS_JS = """() => {
 SCROLL_TOP_JS = """() => { const s = (%s)(); const page = document.scrollingElement || document.documentElement;
   let sc = page;
   for (let n = document.querySelector('#rendered_cells'); n && n !== document.body && n !== page; n = n.parentElement) {
-    if (/(auto|scroll|overlay)/.test(getComputedStyle(n).overflowY) && n.scrollHeight > n.clientHeight + 1) { sc = n; break; }
+    if (/(auto|scroll|overlay)/.test(getComputedStyle(n).overflowY) && n.scrollHeight > n.clientHeight + 1) {
+      sc = n; break;
+    }
   }
   sc.scrollTo({top: 0, behavior: 'instant'}); return s.scroller; }""" % SECTIONS_JS
 LANDED_PX = 3  # a heading "is at the top" when its top is within this many px of the scroller's top

@@ -3,13 +3,14 @@ run all cells, then check what a reader would see and drive every widget once.
 
 Per notebook it asserts: every code cell ran, no error output, no "Error displaying widget", no browser
 console error, no request to anything but loopback, the expected number of PNG figures, plotly figures and
-widget views (tests/browser/expected.py), each of them drawn on the page; every piece of text in the widgets' HTML has a contrast of at least 4.5:1
-against the background it is drawn on (WCAG AA, ``lib.style.contrast_ratio``); and each widget reacts to its
-controls (tests/browser/drive.py). Every figure, plotly figure and widget is saved as a screenshot whose name
-says the theme (``lab-light-…``, ``lab-dark-…``; ``python -m lib.course.gallery`` puts them side by side).
-One server and one page serve both themes: the theme is switched once, as a person does (Settings → Theme),
-which stores it in the server's own settings folder. Before any notebook, JupyterLab must have started without
-its "official Jupyter news" prompt, with the same settings as ``make lab``.
+widget views (tests/browser/expected.py), each of them drawn on the page; every piece of text in the widgets'
+HTML has a contrast of at least 4.5:1 against the background it is drawn on (WCAG AA,
+``lib.style.contrast_ratio``); and each widget reacts to its controls (tests/browser/drive.py). Every figure,
+plotly figure and widget is saved as a screenshot whose name says the theme (``lab-light-…``, ``lab-dark-…``;
+``python -m lib.course.gallery`` puts them side by side). One server and one page serve both themes: the theme
+is switched once, as a person does (Settings → Theme), which stores it in the server's own settings folder.
+Before any notebook, JupyterLab must have started without its "official Jupyter news" prompt, with the same
+settings as ``make lab``.
 """
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ def test_lab_starts_without_the_news_prompt(lab, lab_page):
         schema = json.load(r)["schema"]["properties"]
     assert schema["fetchNews"]["default"] == "false" and schema["checkForUpdates"]["default"] is False, \
         f"JupyterLab did not get the project's settings (lib/course/lab_settings/overrides.json): " \
-        f"fetchNews={schema['fetchNews'].get('default')!r}, checkForUpdates={schema['checkForUpdates'].get('default')!r}"
+        f"fetchNews={schema['fetchNews'].get('default')!r}, " \
+        f"checkForUpdates={schema['checkForUpdates'].get('default')!r}"
     time.sleep(3)  # the prompt is emitted once the layout is restored and the settings are loaded
     text = lab_page.evaluate("() => document.body.innerText")
     assert NEWS not in text, "JupyterLab asks about news at start-up; lib/course/lab_settings/overrides.json should " \
