@@ -11,7 +11,7 @@ PORT ?= 8888
 CLASSROOM_PORT ?= 8866
 NB ?= 02_autoregressive_generation
 
-.PHONY: bench setup lab test test-lib test-notebooks test-browser system-deps classroom site notebooks train clean
+.PHONY: bench setup lab test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean
 
 setup: $(STAMP)
 
@@ -25,11 +25,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -c "import lib, torch; print('kv-cache-lab ready: torch', torch.__version__, '| devices:', lib.device.available_devices())"
 	touch $(STAMP)
 
-# Command 1: set everything up and open JupyterLab on the notebook map.
+# Command 1: set everything up and open JupyterLab on the notebook map, with the project's own JupyterLab
+# settings (lib/course/lab_settings/: no news prompt, no update check; the user's ~/.jupyter is not touched).
 lab: setup
 	$(PY) -m ipykernel install --user --name kv-cache-lab --display-name "Python (KV Cache Lab)" >/dev/null
-	$(VENV)/bin/jupyter lab notebooks/00_index.ipynb --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
-		$(if $(filter 0,$(shell id -u)),--allow-root)
+	$(PY) -m lib.course.lab notebooks/00_index.ipynb --port $(PORT)
 
 # Command 2: set everything up and run the whole test suite (unit tests, strict nbval over every notebook,
 # then every notebook in a real browser: JupyterLab, the classroom view and the static site).
@@ -46,10 +46,16 @@ test-notebooks: setup
 		$(PY) -m pytest -q -n 2 --dist loadfile --nbval notebooks --nbval-current-env -p no:cacheprovider; \
 	else echo "no notebooks yet: nothing for nbval to compare"; fi
 
-# Headless Chromium (Debian's, driven by Playwright) against JupyterLab, the classroom view and the static
-# site, loopback only; screenshots go to test-artifacts/screenshots/.
+# Headless Chromium (Debian's, driven by Playwright) against JupyterLab (light and dark theme), the classroom
+# view and the static site, loopback only; screenshots go to test-artifacts/screenshots/, and the gallery of
+# them to test-artifacts/gallery.html (built even when a browser test failed; the exit status is pytest's).
 test-browser: setup system-deps
-	KVLAB_BROWSER=1 $(PY) -m pytest -q tests/browser
+	KVLAB_BROWSER=1 $(PY) -m pytest -q tests/browser; status=$$?; $(PY) -m lib.course.gallery; exit $$status
+
+# One offline page with every figure and widget of the course, light and dark side by side, from the browser
+# test's screenshots: test-artifacts/gallery.html.
+gallery: setup
+	$(PY) -m lib.course.gallery
 
 # Debian packages the browser test needs: chromium and a CJK font (apt-get, as root or through sudo).
 system-deps:

@@ -3,6 +3,8 @@
     python -m lib.course.runner [NAME ...]           re-run notebooks and store their outputs (make notebooks)
     python -m lib.course.site [--out site] [NAME ...]  every notebook as an offline HTML page (make site)
     python -m lib.course.classroom NAME [--port N]   one notebook for a projector, Voilà (make classroom)
+    python -m lib.course.lab [PATH] [--port N]       JupyterLab with the project's own settings (make lab)
+    python -m lib.course.gallery                     the browser test's screenshots on one page (make gallery)
 
 No teaching module imports this package, and no notebook does: a notebook calls ``lib.notebook.setup()``.
 A notebook is named by its file name with or without ``.ipynb`` (``02_autoregressive_generation``) or by a path.

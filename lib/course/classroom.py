@@ -5,6 +5,12 @@ It is Voilà with a template of our own (written to a temporary folder at start)
 without the icon font it would fetch from a CDN (the widget manager ships the icons), plus larger type, more
 contrast, and keys for stepping: → / ← press "Step ▶" / "◀ Back" of the player nearest the middle of the
 screen, Page Down / Page Up (or j / k) jump to the next / previous heading. Nothing is loaded from the network.
+
+Voilà's page scrolls an inner panel, not the window, so the keys look for the element that really scrolls (the
+nearest ancestor of the cells that can scroll, else the page) and move it until the heading's top is the
+panel's top. The kernel draws its figures in the course's style at projector scale: an IPython start-up file
+(in a private IPYTHONDIR) calls ``lib.style.apply(scale=lib.style.classroom_scale())`` once the notebook's
+``lib.notebook.setup()`` has installed the style at notebook scale.
 """
 from __future__ import annotations
 
@@ -17,34 +23,40 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .. import style
 from . import notebook_path
 
 TEMPLATE = "kvlab-classroom"
 DEFAULT_PORT = 8866
 
+# Colours come from lib.style (INK on PAPER, links in the palette's blue at text contrast, the pressed button
+# in the "newest" colour). The bottom padding lets the last heading reach the top of the panel too.
 CSS = """
 :root {
   --jp-content-font-size1: 22px; --jp-content-font-size0: 20px; --jp-ui-font-size1: 19px; --jp-code-font-size: 19px;
   --jp-widgets-font-size: 19px; --jp-widgets-inline-height: 36px; --jp-widgets-inline-label-width: 150px;
-  --jp-content-font-color0: #000; --jp-content-font-color1: #000; --jp-content-font-color2: #111;
-  --jp-ui-font-color0: #000; --jp-ui-font-color1: #000; --jp-ui-font-color2: #111;
-  --jp-content-link-color: #0033aa;
+  --jp-content-font-color0: @INK@; --jp-content-font-color1: @INK@; --jp-content-font-color2: @INK@;
+  --jp-ui-font-color0: @INK@; --jp-ui-font-color1: @INK@; --jp-ui-font-color2: @INK@;
+  --jp-content-link-color: @LINK@;
 }
-body { background: #fff !important; color: #000; }
-#rendered_cells { padding: 0 3vw 6em 3vw; }
+body { background: @PAPER@ !important; color: @INK@; }
+#rendered_cells { padding: 0 3vw 90vh 3vw; }
 body .jp-RenderedHTMLCommon { font-size: 22px; line-height: 1.5; max-width: 1400px; }
-body .jp-RenderedHTMLCommon h1 { font-size: 2.1em; border-bottom: 3px solid #000; padding-bottom: 0.2em; }
+body .jp-RenderedHTMLCommon h1 { font-size: 2.1em; border-bottom: 3px solid @INK@; padding-bottom: 0.2em; }
 body .jp-RenderedHTMLCommon h2 { font-size: 1.6em; margin-top: 1.6em; }
 body .jp-RenderedHTMLCommon h3 { font-size: 1.3em; }
-body .jp-RenderedHTMLCommon code { font-size: 0.9em; background: #eef; color: #000; }
-body .jp-OutputArea-output pre { font-size: 18px; line-height: 1.35; color: #000; }
+body .jp-RenderedHTMLCommon code { font-size: 0.9em; background: @FREE@; color: @INK@; }
+body .jp-OutputArea-output pre { font-size: 18px; line-height: 1.35; color: @INK@; }
 .jp-OutputArea-output .widget-html-content { zoom: 1.3; }  /* the widgets' own HTML uses small pixel sizes */
-.jupyter-widgets button.jupyter-button { font-weight: bold; border: 2px solid #000; }
-.jupyter-widgets button.jupyter-button.kvlab-pressed { background: #ffd54f; }
-#kvlab-keys { position: fixed; bottom: 0; left: 0; right: 0; padding: 6px 16px; background: #000; color: #fff;
-              font: 16px sans-serif; z-index: 1000; opacity: 0.85; }
-#kvlab-keys kbd { background: #fff; color: #000; border-radius: 3px; padding: 0 5px; }
+.jupyter-widgets button.jupyter-button { font-weight: bold; border: 2px solid @INK@; }
+.jupyter-widgets button.jupyter-button.kvlab-pressed { background: @NEWEST@; }
+#kvlab-keys { position: fixed; bottom: 0; left: 0; right: 0; padding: 6px 16px; background: @INK@; color: @PAPER@;
+              font: 16px sans-serif; z-index: 1000; opacity: 0.9; }
+#kvlab-keys kbd { background: @PAPER@; color: @INK@; border-radius: 3px; padding: 0 5px; }
 """
+for _key, _value in {"@INK@": style.INK, "@PAPER@": style.PAPER, "@FREE@": style.FREE,
+                     "@LINK@": style.text_colour("blue", style.PAPER, 7.0), "@NEWEST@": style.colour("newest")}.items():
+    CSS = CSS.replace(_key, _value)
 
 KEYS_JS = r"""
 (function () {
@@ -71,14 +83,27 @@ KEYS_JS = r"""
     setTimeout(function () { b.classList.remove("kvlab-pressed"); }, 250);
     return true;
   }
-  function jump(dir) {  // to the next / previous heading
-    var hs = Array.prototype.slice.call(document.querySelectorAll("#rendered_cells h1, #rendered_cells h2"));
-    var y = 5, target = null;
-    if (dir > 0) { target = hs.find(function (h) { return h.getBoundingClientRect().top > y + 5; }); }
-    else { target = hs.filter(function (h) { return h.getBoundingClientRect().top < -5; }).pop(); }
-    if (target) { target.scrollIntoView({block: "start"}); return true; }
-    return false;
+  function scroller() {  // what really scrolls: Voilà's inner panel, or else the page
+    var page = document.scrollingElement || document.documentElement;
+    for (var n = document.querySelector("#rendered_cells"); n && n !== document.body && n !== page;
+         n = n.parentElement) {
+      if (/(auto|scroll|overlay)/.test(getComputedStyle(n).overflowY) && n.scrollHeight > n.clientHeight + 1) return n;
+    }
+    return page;
   }
+  function jump(dir) {  // scroll until the next / previous heading's top is the scroller's top
+    var sc = scroller(), page = document.scrollingElement || document.documentElement;
+    var top = sc === page ? 0 : sc.getBoundingClientRect().top + sc.clientTop;
+    var offsets = Array.prototype.map.call(document.querySelectorAll("#rendered_cells h1, #rendered_cells h2"),
+      function (h) { var r = h.getBoundingClientRect(); return r.height > 0 ? r.top - top : NaN; })
+      .filter(function (d) { return !isNaN(d); });
+    var d = dir > 0 ? offsets.find(function (o) { return o > 3; })
+                    : offsets.filter(function (o) { return o < -3; }).pop();
+    if (d === undefined) return false;
+    sc.scrollTo({top: sc.scrollTop + d, behavior: "instant"});
+    return true;
+  }
+  window.kvlabClassroom = {scroller: scroller, jump: jump};  // for the browser test
   document.addEventListener("keydown", function (e) {
     var t = e.target;
     if (e.altKey || e.ctrlKey || e.metaKey) return;
@@ -144,11 +169,37 @@ def _voila_lab_template() -> Path:
                             f"is voila installed in this environment ({sys.prefix})?")
 
 
+STARTUP = """# KV Cache Lab, classroom view: the course's style at projector scale (lib/course/classroom.py).
+def _kvlab_classroom_style(*_):
+    import sys
+    style = sys.modules.get("lib.style")
+    if style is None:
+        return
+    import matplotlib as mpl
+    if mpl.rcParams["font.size"] == style.FONT_SIZE:  # lib.notebook.setup() has just installed the notebook scale
+        style.apply(scale=style.classroom_scale())
+
+
+get_ipython().events.register("post_run_cell", _kvlab_classroom_style)
+"""
+
+
+def write_startup(root: Path) -> Path:
+    """Write the IPython start-up file of the classroom kernel under ``root`` (the IPYTHONDIR ``environment``
+    sets); returns it."""
+    path = root / "ipython" / "profile_default" / "startup" / "50-kvlab-classroom.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(STARTUP)
+    return path
+
+
 def write_template(root: Path) -> Path:
-    """Write the classroom template under ``root`` (a folder to put on JUPYTER_PATH); returns its folder.
+    """Write the classroom template under ``root`` (a folder to put on JUPYTER_PATH) and the kernel's start-up
+    file (``write_startup``); returns the template's folder.
 
     Voilà's own lab page, minus the stylesheets it would fetch from a CDN, is the base; ours adds the
     classroom CSS and the stepping keys."""
+    write_startup(root)
     text = _voila_lab_template().read_text()
     offline = _CDN_LINK.sub("", text)
     remote = re.findall(r'(?:src|href)="(https?://[^"]*)"', offline)
@@ -174,11 +225,13 @@ def command(target: Path, port: int = DEFAULT_PORT, open_browser: bool = False) 
 
 
 def environment(template_root: Path) -> dict:
-    """The environment for Voilà: our template first on JUPYTER_PATH; stored outputs were made on the CPU,
-    but a classroom may use its GPU, so KVLAB_DEVICE is left as the user set it."""
+    """The environment for Voilà: our template first on JUPYTER_PATH, and IPYTHONDIR at the folder of the
+    kernel's start-up file (projector-scale style; the user's own IPython profile is not read). Stored outputs
+    were made on the CPU, but a classroom may use its GPU, so KVLAB_DEVICE is left as the user set it."""
     env = dict(os.environ)
     rest = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
     env["JUPYTER_PATH"] = os.pathsep.join([str(template_root)] + rest)
+    env["IPYTHONDIR"] = str(Path(template_root) / "ipython")
     return env
 
 

@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from .. import style
 from . import ROOT, notebook_paths
 
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -46,9 +47,9 @@ MathJax.Hub.Config({
 {% block extra_css %}
 <style>
   nav.kvlab { font-family: var(--jp-ui-font-family, sans-serif); font-size: 14px; padding: 8px 16px;
-              border-bottom: 1px solid #d0d7de; background: #f6f8fa; display: flex; gap: 24px; }
-  nav.kvlab a { color: #0b5394; }
-  .kvlab-live-note { border-left: 4px solid #e6550d; background: #fff5eb; padding: 8px 12px;
+              border-bottom: 1px solid @GRID@; background: @FREE@; display: flex; gap: 24px; }
+  nav.kvlab a { color: @LINK@; }
+  .kvlab-live-note { border-left: 4px solid @NOTE@; background: @FREE@; color: @INK@; padding: 8px 12px;
                      font-family: var(--jp-ui-font-family, sans-serif); font-size: 14px; }
 </style>
 {% endblock extra_css %}
@@ -61,9 +62,9 @@ MathJax.Hub.Config({
 INDEX = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>KV Cache Lab</title>
 <style>
- body {{ font-family: sans-serif; max-width: 860px; margin: 40px auto; padding: 0 16px; color: #111;
+ body {{ font-family: sans-serif; max-width: 860px; margin: 40px auto; padding: 0 16px; color: @INK@;
         line-height: 1.5; }}
- li {{ margin: 6px 0; }} a {{ color: #0b5394; }} code {{ background: #f3f3f3; padding: 0 3px; }}
+ li {{ margin: 6px 0; }} a {{ color: @LINK@; }} code {{ background: @FREE@; padding: 0 3px; }}
 </style></head>
 <body>
 <h1>KV Cache Lab</h1>
@@ -75,6 +76,13 @@ or one as a classroom page with <code>make classroom NB=NAME</code>.</p>
 </ol>
 </body></html>
 """
+
+# The pages' own colours come from lib.style: links in the palette's blue at text contrast, the live-widget
+# note marked in the "computed" orange (it is a side note, not a state), neutral fills and borders.
+_COLOURS = {"@INK@": style.INK, "@GRID@": style.GRID, "@FREE@": style.FREE, "@LINK@": style.text_colour("blue"),
+            "@NOTE@": style.colour("computed")}
+for _key, _value in _COLOURS.items():
+    TEMPLATE, INDEX = TEMPLATE.replace(_key, _value), INDEX.replace(_key, _value)
 
 
 def title_of(nb, default: str) -> str:

@@ -29,6 +29,8 @@ def _enabled(config) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    # The gallery is built from the screenshots of every other browser test: it runs last.
+    items.sort(key=lambda item: Path(str(item.path)).name == "test_browser_gallery.py")
     if _enabled(config):
         return
     skip = pytest.mark.skip(reason="browser test: run `make test-browser`, `pytest tests/browser` or set "

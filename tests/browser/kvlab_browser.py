@@ -20,6 +20,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
+from lib.course import lab as course_lab
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = Path(os.environ.get("KVLAB_ARTIFACTS", ROOT / "test-artifacts"))
@@ -102,7 +104,8 @@ class Server:
 
 def isolated_env(home: Path) -> dict:
     """Environment for a server: Jupyter's config, data, runtime and lab settings in ``home`` (nothing in the
-    user's ~/.jupyter is read or written), the notebook setting that keeps every cell in the page, no news."""
+    user's ~/.jupyter is read or written) and the notebook setting that keeps every cell in the page. The news
+    prompt is kept away by the project's own settings (``lib.course.lab.options()``, as ``make lab``), not here."""
     env = dict(os.environ)
     for key, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
                      ("JUPYTERLAB_SETTINGS_DIR", "lab-settings"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
@@ -112,8 +115,6 @@ def isolated_env(home: Path) -> dict:
     settings = home / "lab-settings"
     _write_json(settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings",
                 {"windowingMode": "none"})  # every cell stays in the DOM, so every output can be found
-    _write_json(settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings",
-                {"fetchNews": "false", "checkForUpdates": False})
     # The debugger's state probe races the kernel restart and logs a console error; the test needs no debugger.
     _write_json(home / "config" / "labconfig" / "page_config.json",
                 {"disabledExtensions": {"@jupyterlab/debugger-extension": True}})
@@ -128,13 +129,14 @@ def _write_json(path: Path, data: dict):
 
 
 def start_lab(root: Path, home: Path) -> Server:
-    """JupyterLab on 127.0.0.1 (free port, no token) serving ``root``, the app exposed as window.jupyterapp."""
+    """JupyterLab on 127.0.0.1 (free port, no token) serving ``root``, the app exposed as window.jupyterapp, with the
+    project's JupyterLab settings (the same ``lib.course.lab.options()`` as ``make lab``)."""
     port = free_port()
     argv = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.root_dir={root}",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
             "--IdentityProvider.token=", "--ServerApp.password=", "--LabApp.expose_app_in_browser=True",
-            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False", "--allow-root",
+            *course_lab.options(), "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False",
+            "--allow-root",
             "--ServerApp.terminals_enabled=False"]
     return Server(argv, port, ARTIFACTS / "logs" / "jupyterlab.log", env=isolated_env(home), cwd=root,
                   ready_path="/api/status").wait_ready()
@@ -255,3 +257,65 @@ def settle(page, fn_js: str, arg=None, timeout_ms: int = 60_000, what: str = "")
     error = page.evaluate(f"() => window.{slot}.error")
     page.evaluate(f"() => {{ delete window.{slot}; }}")
     assert error is None, f"{what or fn_js}: the page's promise was rejected: {error}"
+
+
+# -- themes and readable text ----------------------------------------------------------------------------
+
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}  # short name (in file names) -> JupyterLab's
+
+# Every piece of text in the widget HTML under ``el`` (elements with a text node of their own, drawn, not in an
+# SVG): its computed colour and the background it is drawn on, both as [r, g, b] after compositing every
+# semi-transparent layer (the element's ancestors' backgrounds, down to the page's opaque one).
+TEXT_COLOURS_JS = """(el) => {
+  const parse = c => { const m = c.match(/rgba?\\(([^)]+)\\)/); if (!m) return null;
+    const v = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number); return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
+  const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3]));
+  const backdrop = node => {
+    const layers = [];
+    for (let n = node; n && n.nodeType === 1; n = n.parentElement) {
+      const s = getComputedStyle(n);
+      if (s.backgroundImage && s.backgroundImage !== 'none') return null;  // a gradient or image: not measurable
+      const c = parse(s.backgroundColor);
+      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    let rgb = [255, 255, 255];
+    for (const c of layers.reverse()) rgb = over(c, rgb);
+    return rgb;
+  };
+  const res = [];
+  el.querySelectorAll('.widget-html-content, .widget-html-content *').forEach(n => {
+    if (n.closest('svg')) return;
+    const own = Array.from(n.childNodes).filter(t => t.nodeType === 3 && t.textContent.trim()).map(t => t.textContent)
+      .join(' ').trim();
+    const r = n.getBoundingClientRect(), s = getComputedStyle(n);
+    if (!own || r.width === 0 || r.height === 0 || s.visibility === 'hidden') return;
+    const bg = backdrop(n), fg = parse(s.color);
+    if (!bg || !fg) return;
+    res.push({text: own.slice(0, 60), fg: over(fg, bg).map(Math.round), bg: bg.map(Math.round)});
+  });
+  return res;
+}"""
+
+
+def hex_of(rgb) -> str:
+    return "#" + "".join(f"{int(round(c)):02X}" for c in rgb[:3])
+
+
+def unreadable_text(locator, minimum: float = 4.5) -> list[str]:
+    """Text in the widget HTML under ``locator`` whose contrast against its background is below ``minimum``
+    (WCAG AA), one line per pair of colours: "colour on background = ratio: N pieces, e.g. 'text', ..."; empty
+    when every piece is readable."""
+    from lib.style import contrast_ratio
+
+    bad: dict[tuple, list] = {}
+    for t in locator.evaluate(TEXT_COLOURS_JS):
+        fg, bg = hex_of(t["fg"]), hex_of(t["bg"])
+        if contrast_ratio(fg, bg) < minimum:
+            bad.setdefault((fg, bg), []).append(t["text"])
+    return [f"{fg} on {bg} = {contrast_ratio(fg, bg):.2f}:1: {len(texts)} pieces, e.g. "
+            + ", ".join(repr(x) for x in texts[:4]) for (fg, bg), texts in bad.items()]
+
+
+def text_pieces(locator) -> int:
+    """How many pieces of widget HTML text ``unreadable_text`` measured under ``locator``."""
+    return len(locator.evaluate(TEXT_COLOURS_JS))

@@ -1,7 +1,9 @@
 """The classroom view (``python -m lib.course.classroom NAME``, Voilà with our template) in headless Chromium, for
 two notebooks: the page shows no code, uses large type, has every plotly figure and widget of the notebook
-drawn and working (driven as in JupyterLab), → steps the player from the keyboard, and loads nothing but
-loopback, with no console error. ``KVLAB_CLASSROOM_ALL=1`` opens every notebook instead of two.
+drawn and working (driven as in JupyterLab), → steps the player from the keyboard, PgDn / PgUp / j / k land
+each on the next / previous section heading (its top at the top of the element that really scrolls: Voilà's
+inner panel), the widget HTML text has >= 4.5:1 contrast, and the page loads nothing but loopback, with no
+console error. ``KVLAB_CLASSROOM_ALL=1`` opens every notebook instead of two.
 """
 from __future__ import annotations
 
@@ -54,7 +56,8 @@ def voila(tmp_path_factory):
     root = kb.copy_notebooks(base / "notebooks")
     classroom.write_template(base / "template")
     env = kb.isolated_env(base / "home")
-    env["JUPYTER_PATH"] = classroom.environment(base / "template")["JUPYTER_PATH"]
+    for key in ("JUPYTER_PATH", "IPYTHONDIR"):  # our template, and the kernel's projector-scale start-up file
+        env[key] = classroom.environment(base / "template")[key]
     port = kb.free_port()
     server = kb.Server(classroom.command(root, port), port, kb.ARTIFACTS / "logs" / "classroom.log", env=env,
                        cwd=root).wait_ready()
@@ -95,8 +98,67 @@ def test_classroom_view(name, voila, browser, guard, clean_screenshots):
             notes += [f"widget {k} {kind}: {line}" for line in drive(page, out, kind)]
             if kind in ("player", "stepper"):
                 notes.append(f"widget {k} {kind}: {keyboard_step(page, out)}")
+            unreadable = kb.unreadable_text(out)
+            assert not unreadable, f"{name} widget {k} ({kind}): text below 4.5:1 contrast:\n" + "\n".join(unreadable)
             kb.screenshot(out, f"classroom-{name}-widget-{k}-{kind}-driven")
+        notes += section_keys(page)
         print(f"\n{label}: {got}" + "".join(f"\n    {n}" for n in notes))
+
+
+# The element that really scrolls the page (the nearest ancestor of the cells that can scroll, else the page),
+# and the offset of every section heading (h1, h2) from its top edge, in px.
+SECTIONS_JS = """() => {
+  const page = document.scrollingElement || document.documentElement;
+  let sc = page;
+  for (let n = document.querySelector('#rendered_cells'); n && n !== document.body && n !== page; n = n.parentElement) {
+    if (/(auto|scroll|overlay)/.test(getComputedStyle(n).overflowY) && n.scrollHeight > n.clientHeight + 1) {
+      sc = n; break;
+    }
+  }
+  const top = sc === page ? 0 : sc.getBoundingClientRect().top + sc.clientTop;
+  const hs = Array.from(document.querySelectorAll('#rendered_cells h1, #rendered_cells h2'))
+    .filter(h => h.getBoundingClientRect().height > 0);
+  return {scroller: sc === page ? 'the page' : `${sc.tagName.toLowerCase()}#${sc.id}.${sc.className}`,
+          height: sc.scrollHeight, scrollTop: sc.scrollTop, texts: hs.map(h => h.textContent.trim().slice(0, 40)),
+          offsets: hs.map(h => h.getBoundingClientRect().top - top)};
+}"""
+SCROLL_TOP_JS = """() => { const s = (%s)(); const page = document.scrollingElement || document.documentElement;
+  let sc = page;
+  for (let n = document.querySelector('#rendered_cells'); n && n !== document.body && n !== page; n = n.parentElement) {
+    if (/(auto|scroll|overlay)/.test(getComputedStyle(n).overflowY) && n.scrollHeight > n.clientHeight + 1) {
+      sc = n; break;
+    }
+  }
+  sc.scrollTo({top: 0, behavior: 'instant'}); return s.scroller; }""" % SECTIONS_JS
+LANDED_PX = 3  # a heading "is at the top" when its top is within this many px of the scroller's top
+KEYS = [("PageDown", 1), ("j", 1), ("PageDown", 1), ("k", -1), ("PageUp", -1)]
+
+
+def section_keys(page) -> list[str]:
+    """From the top of the page: PgDn, j, PgDn, k, PgUp; each must bring the next / previous heading's top to the
+    top of the element that really scrolls."""
+    page.evaluate(SCROLL_TOP_JS)
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    notes = []
+    for key, direction in KEYS:
+        before = page.evaluate(SECTIONS_JS)
+        offs = before["offsets"]
+        ahead = [i for i, o in enumerate(offs) if (o > LANDED_PX if direction > 0 else o < -LANDED_PX)]
+        assert ahead, f"no heading {'below' if direction > 0 else 'above'} the top to jump to with {key}: {offs}"
+        want = ahead[0] if direction > 0 else ahead[-1]
+        page.keyboard.press(key)
+        try:
+            page.wait_for_function(f"() => Math.abs(({SECTIONS_JS})().offsets[{want}]) <= {LANDED_PX}", timeout=10_000)
+        except Exception as e:
+            after = page.evaluate(SECTIONS_JS)
+            raise AssertionError(
+                f"{key} should bring heading {want} ({before['texts'][want]!r}) to the top of {before['scroller']} "
+                f"(scrollHeight {before['height']} px); it moved the scroller {before['scrollTop']} -> "
+                f"{after['scrollTop']} px and the heading is {after['offsets'][want]:.0f} px from the top") from e
+        after = page.evaluate(SECTIONS_JS)
+        notes.append(f"key {key}: {before['scroller']} scrolled {before['scrollTop']:.0f} -> {after['scrollTop']:.0f}"
+                     f" px, heading {want} {after['texts'][want]!r} at {after['offsets'][want]:+.1f} px")
+    return notes
 
 
 def code_openings(name: str) -> list[str]:

@@ -1,14 +1,22 @@
-"""Every notebook in JupyterLab, in headless Chromium: restart the kernel, run all cells, then check what a
-reader would see and drive every widget once.
+"""Every notebook in JupyterLab, in headless Chromium, in the light and then the dark theme: restart the kernel,
+run all cells, then check what a reader would see and drive every widget once.
 
 Per notebook it asserts: every code cell ran, no error output, no "Error displaying widget", no browser
 console error, no request to anything but loopback, the expected number of PNG figures, plotly figures and
-widget views (tests/browser/expected.py), each of them drawn on the page; and each widget reacts to its
-controls (tests/browser/drive.py). Every plotly figure and widget is saved as a screenshot.
+widget views (tests/browser/expected.py), each of them drawn on the page; every piece of text in the widgets'
+HTML has a contrast of at least 4.5:1 against the background it is drawn on (WCAG AA,
+``lib.style.contrast_ratio``); and each widget reacts to its controls (tests/browser/drive.py). Every figure,
+plotly figure and widget is saved as a screenshot whose name says the theme (``lab-light-…``, ``lab-dark-…``;
+``python -m lib.course.gallery`` puts them side by side). One server and one page serve both themes: the theme
+is switched once, as a person does (Settings → Theme), which stores it in the server's own settings folder.
+Before any notebook, JupyterLab must have started without its "official Jupyter news" prompt, with the same
+settings as ``make lab``.
 """
 from __future__ import annotations
 
 import json
+import time
+import urllib.request
 
 import pytest
 
@@ -17,7 +25,13 @@ from drive import drive, kind_of
 from expected import EXPECTED, MUST_DRIVE, counted, output_kind
 
 RUN_ALL_TIMEOUT_MS = 300_000  # one notebook; its own budget is 40 s on an idle machine
-DRIVEN: dict[str, set] = {}  # notebook -> widget kinds driven in it (for every notebook that passed)
+DRIVEN: dict[tuple, set] = {}  # (theme, notebook) -> widget kinds driven in it (for every notebook that passed)
+CASES = [(theme, name) for theme in kb.THEMES for name in kb.notebook_names()]  # every notebook light, then dark
+NEWS = "official Jupyter news"  # JupyterLab's prompt: "Would you like to get notified about official Jupyter news?"
+
+# Switch JupyterLab's theme (what Settings -> Theme does; it is stored in the server's settings folder).
+SET_THEME_JS = "(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})"
+THEME_IS_JS = "(theme) => document.body.dataset.jpThemeName === theme"
 
 # Tag every output node of the open notebook with data-kvlab="<notebook>/c<cell>-o<output>"; list them.
 OUTPUTS_JS = """(name) => {
@@ -104,10 +118,35 @@ def run_all(page, path: str):
     page.wait_for_function(KERNEL_IDLE_JS, arg=path, timeout=60_000)
 
 
-@pytest.mark.parametrize("name", kb.notebook_names())
-def test_notebook_in_jupyterlab(name, lab_page, guard):
+def test_lab_starts_without_the_news_prompt(lab, lab_page):
+    """The server has the project's settings (news off, as ``make lab``), and no news prompt shows after start-up."""
+    url = f"{lab.url}/lab/api/settings/@jupyterlab/apputils-extension:notification"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        schema = json.load(r)["schema"]["properties"]
+    assert schema["fetchNews"]["default"] == "false" and schema["checkForUpdates"]["default"] is False, \
+        f"JupyterLab did not get the project's settings (lib/course/lab_settings/overrides.json): " \
+        f"fetchNews={schema['fetchNews'].get('default')!r}, " \
+        f"checkForUpdates={schema['checkForUpdates'].get('default')!r}"
+    time.sleep(3)  # the prompt is emitted once the layout is restored and the settings are loaded
+    text = lab_page.evaluate("() => document.body.innerText")
+    assert NEWS not in text, "JupyterLab asks about news at start-up; lib/course/lab_settings/overrides.json should " \
+                             "set fetchNews to 'false'"
+
+
+def set_theme(page, theme: str):
+    """Switch JupyterLab to ``theme`` ("light" / "dark") unless it is in it already; wait until it is drawn."""
+    want = kb.THEMES[theme]
+    if not page.evaluate(THEME_IS_JS, want):
+        kb.settle(page, SET_THEME_JS, want, what=f"switching to {want}")
+        page.wait_for_function(THEME_IS_JS, arg=want, timeout=60_000)
+    assert page.evaluate("() => document.body.dataset.jpThemeLight") == str(theme == "light").lower()
+
+
+@pytest.mark.parametrize("theme,name", CASES, ids=[f"{t}-{n}" for t, n in CASES])
+def test_notebook_in_jupyterlab(theme, name, lab_page, guard):
     page, path = lab_page, f"{name}.ipynb"
-    guard.label = name
+    guard.label = f"{theme} {name}"
+    set_theme(page, theme)
     want = EXPECTED.get(name)
     assert want is not None, f"{name} has no row in tests/browser/expected.py; add " \
                              f"{name!r}: {counted(kb.NOTEBOOKS / path)!r}"
@@ -131,45 +170,56 @@ def test_notebook_in_jupyterlab(name, lab_page, guard):
         def output(o):
             return page.locator(f'[data-kvlab="{name}/{o["id"]}"]')
 
+        shot = f"lab-{theme}-{name}"
         for o in by_kind["image"]:
             img = output(o).locator("img").first
             img.wait_for(state="attached")
             assert img.evaluate("i => i.complete && i.naturalWidth > 0"), f"{name} {o['id']}: a PNG did not load"
+            kb.screenshot(output(o), f"{shot}-{o['id']}-image")
         for o in by_kind["plotly"]:
             out = output(o)
             plot = out.locator(".js-plotly-plot").first
             plot.locator(".main-svg").first.wait_for(state="attached")
             assert plot.evaluate("g => g.getBoundingClientRect().height > 50 && (g.data || []).length > 0"), \
                 f"{name} {o['id']}: the plotly figure has no size or no data"
-            kb.screenshot(out, f"lab-{name}-{o['id']}-plotly")
+            kb.screenshot(out, f"{shot}-{o['id']}-plotly")
         notes = []
         for o in by_kind["widget"]:
             out = output(o)
             out.locator(".jupyter-widgets").first.wait_for()
             assert "Error displaying widget" not in out.inner_text(), f"{name} {o['id']}: {out.inner_text()[:300]}"
             kind = kind_of(out)
-            kb.screenshot(out, f"lab-{name}-{o['id']}-{kind}")
+            kb.screenshot(out, f"{shot}-{o['id']}-{kind}")
+            unreadable = kb.unreadable_text(out)
+            assert not unreadable, f"{name} {o['id']} ({kind}) in {kb.THEMES[theme]}: text below 4.5:1 " \
+                                   f"contrast:\n" + "\n".join(unreadable[:20])
+            notes.append(f"{o['id']} {kind}: {kb.text_pieces(out)} pieces of text, all >= 4.5:1 contrast")
             notes += [f"{o['id']} {kind}: {line}" for line in drive(page, out, kind)]
             kinds.add(kind)
-            kb.screenshot(out, f"lab-{name}-{o['id']}-{kind}-driven")
+            unreadable = kb.unreadable_text(out)
+            assert not unreadable, f"{name} {o['id']} ({kind}) in {kb.THEMES[theme]}, once driven: text below " \
+                                   f"4.5:1 contrast:\n" + "\n".join(unreadable[:20])
+            kb.screenshot(out, f"{shot}-{o['id']}-{kind}-driven")
 
         body = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").inner_text()
         assert "Error displaying widget" not in body, f"{name}: a widget failed to display"
-        assert not guard.errors_for(name), f"{name}: browser console errors:\n" + "\n".join(guard.errors_for(name))
-        assert not guard.offsite_for(name), f"{name}: requests off the machine: {guard.offsite_for(name)}"
-        print(f"\n{name}: {json.dumps(got)}" + "".join(f"\n    {n}" for n in notes))
-        DRIVEN[name] = kinds
+        label = guard.label
+        assert not guard.errors_for(label), f"{label}: browser console errors:\n" + "\n".join(guard.errors_for(label))
+        assert not guard.offsite_for(label), f"{label}: requests off the machine: {guard.offsite_for(label)}"
+        print(f"\n{label}: {json.dumps(got)}" + "".join(f"\n    {n}" for n in notes))
+        DRIVEN[theme, name] = kinds
     finally:
         kb.settle(page, CLOSE_JS, path, what=f"closing {path}")
 
 
 def test_every_required_widget_kind_was_driven(lab_page):
-    """The player, the heat-map and the memory explorer (MUST_DRIVE) were found and driven in their notebooks."""
+    """The player, the heat-map and the memory explorer (MUST_DRIVE) were found and driven in their notebooks, in
+    both themes."""
     assert DRIVEN, "no notebook passed in JupyterLab"
-    for name, kinds in DRIVEN.items():
+    for (theme, name), kinds in DRIVEN.items():
         need = MUST_DRIVE.get(name, set())
-        assert need <= kinds, f"{name}: should show widgets of kinds {sorted(need)}, but the browser test found " \
-                              f"and drove only {sorted(kinds)}"
+        assert need <= kinds, f"{name} ({theme}): should show widgets of kinds {sorted(need)}, but the browser test " \
+                              f"found and drove only {sorted(kinds)}"
 
 
 def test_lab_start_up_was_clean(lab_page, guard):
