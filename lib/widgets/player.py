@@ -433,7 +433,8 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     fig.update_layout(
         title_text=html.escape(frames[0].caption), showlegend=False, height=520,
         margin=dict(l=60, r=30, t=110, b=110),
-        updatemenus=[play_buttons(900, ("▶ Play", "❚❚ Pause"), tween_ms=250, direction="left", x=0.0, y=-0.14,
+        # no tween: plotly.js cannot tween bars that carry a pattern (the chosen bar's hatch): "e.classed is not a function"
+        updatemenus=[play_buttons(900, ("▶ Play", "❚❚ Pause"), tween_ms=0, direction="left", x=0.0, y=-0.14,
                                   xanchor="left", yanchor="top", pad=dict(r=10, t=0))],
         sliders=[frame_slider([f.step for f in frames], "step ", x=0.24, y=-0.1, len=0.76, xanchor="left",
                               yanchor="top", pad=dict(t=0))])
