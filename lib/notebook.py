@@ -12,7 +12,7 @@ import random
 import torch
 
 from .device import pick_device
-from . import style
+from . import i18n, style
 from .fonts import use_cjk_font
 
 
@@ -26,12 +26,15 @@ def seed_everything(seed: int = 0) -> None:
         pass
 
 
-def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None = 1) -> torch.device:
+def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None = 1,
+          lang: str = "en") -> torch.device:
     """Seed, fonts, plotting defaults; returns the device the notebook should use.
 
     ``threads`` (default 1) fixes torch's CPU threads: the demo models are tiny, one thread is fastest for
     them (thread hand-offs cost more than the maths), and it makes CPU results bit-identical on any machine.
-    Pass ``threads=None`` to keep torch's default."""
+    Pass ``threads=None`` to keep torch's default. ``lang="zh"`` makes widgets and figures speak Chinese (the
+    Chinese edition's notebooks, ``notebooks/zh/``, say so in this one line)."""
+    i18n.set_language(lang)
     seed_everything(seed)
     if threads is not None:
         torch.set_num_threads(threads)
