@@ -30,7 +30,7 @@ def language() -> str:
     return _current
 
 
-def t(text: str, **fields) -> str:
+def t(text: str, /, **fields) -> str:
     """``text`` in the current language (formatted with ``fields`` after translation, so a translation may
     move them)."""
     out = ZH.get(text, text) if _current == "zh" else text
