@@ -198,6 +198,11 @@ class _Recorder:
         self.finish_done()
 
 
+def _state(state: str) -> str:
+    """A block's state in words ("cached": free, but still in the prefix cache)."""
+    return t("block state\x04cached") if state == "cached" else t(state)
+
+
 def record_story(model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello"), n_samples: int = 2,
                  block_size: int = 4, n_blocks: int = 16, max_new_tokens: int = 8, temperature: float = 1.0,
                  seed: int = 0) -> list[PoolFrame]:
@@ -408,7 +413,7 @@ def _plotly_data(frame: PoolFrame, code: dict, cols: int):
         ref = f" ×{b.refcount}" if b.refcount > 1 else ""
         text[r][c] = f"<b>{b.block}</b>{ref}<br>{html.escape(''.join(b.tokens))}<br>{','.join(b.owners)}"
         hover[r][c] = t("block {block}: {state}, reference count {refs}<br>owners: {owners}<br>tokens: {tokens}",
-                        block=b.block, state=t(b.state), refs=b.refcount, owners=", ".join(b.owners) or "-",
+                        block=b.block, state=_state(b.state), refs=b.refcount, owners=", ".join(b.owners) or "-",
                         tokens=html.escape(" ".join(b.tokens)) or "-")
     touched = sorted({b for _, b in frame.events})
     xs = [b % cols for b in touched] or [None]
@@ -462,8 +467,9 @@ def frame_html(frame: PoolFrame, colors: dict | None = None, cols: int | None = 
         border = f"3px solid {TOUCHED_EDGE}" if b.block in touched else (
             f"1px dashed {style.MUTED}" if b.state in ("free", "cached") else f"1px solid {style.MUTED}")
         ref = f' <span style="float:right">×{b.refcount}</span>' if b.refcount > 1 else ""
+        tip = t("block {block}: {state}, reference count {refs}", block=b.block, state=_state(b.state), refs=b.refcount)
         cells.append(
-            f'<td title="{e(t("block {block}: {state}, reference count {refs}", block=b.block, state=t(b.state), refs=b.refcount))}" style="width:74px;height:54px;'
+            f'<td title="{e(tip)}" style="width:74px;height:54px;'
             f'vertical-align:top;background:{block_color(b, colors)};border:{border};padding:2px;font-size:11px;'
             f'color:{style.INK}">'  # the block carries its own light background: dark text in both themes
             f'<b>{b.block}</b>{ref}<div style="text-align:center;font-size:14px;'
