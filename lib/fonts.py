@@ -1,11 +1,12 @@
 """A CJK font that ships with the project, so 人工智能 renders in every matplotlib figure on any machine.
 
 ``assets/fonts/KVLabNotoSansSC-Regular.otf`` is a subset of Noto Sans CJK SC holding the demo vocabulary's
-characters (the tokenizer rejects every other character, so nothing a notebook can show is missing).
+characters (the tokenizer rejects every other character, so no token a notebook can show is missing) and the
+characters of the widgets' Chinese words (``lib.i18n.ZH``: titles, labels and legends under ``lang="zh"``).
 ``use_cjk_font()`` registers it and puts it after DejaVu Sans in matplotlib's fallback list: Latin text keeps
 matplotlib's usual look, Chinese glyphs come from the subset.
 
-Rebuild the subset after changing the corpus (needs fonttools and Debian's fonts-noto-cjk):
+Rebuild the subset after changing the corpus or the Chinese words (needs fonttools and Debian's fonts-noto-cjk):
 ``python -m lib.fonts --rebuild``.
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ def rebuild(source: str = SYSTEM_TTC) -> Path:
     from fontTools.ttLib import TTCollection
 
     from .corpus import corpus_tokenizer
+    from .i18n import ZH
 
     index = next(i for i, f in enumerate(TTCollection(source).fonts)
                  if f["name"].getDebugName(1) == "Noto Sans CJK SC")
@@ -48,7 +50,7 @@ def rebuild(source: str = SYSTEM_TTC) -> Path:
     opts.font_number, opts.layout_features, opts.name_IDs, opts.notdef_outline = index, ["*"], ["*"], True
     font = subset.load_font(source, opts)
     sub = subset.Subsetter(opts)
-    sub.populate(text="".join(corpus_tokenizer().chars) + EXTRA_CHARS)
+    sub.populate(text="".join(corpus_tokenizer().chars) + EXTRA_CHARS + "".join(ZH.values()))
     sub.subset(font)
     for rec in font["name"].names:  # a name of its own, so it never shadows a system-wide Noto install
         if rec.nameID in (1, 3, 4, 6, 16):

@@ -7,14 +7,267 @@ shows a learner — titles, axis labels, legends, buttons, tooltips, its message
     t("step {step} of {n}", step=3, n=5)   # formatted after translation
 
 ``ZH`` maps an English text (as the widget writes it) to its Chinese text; a text with no entry is shown in
-English. Terms follow the course glossary (``notebooks/zh/GLOSSARY.md``).
+English. Terms follow the course glossary (``notebooks/zh/GLOSSARY.md``). Where one English word needs two
+Chinese ones, the key carries a context before ``CONTEXT`` (gettext's separator): ``t("block state\x04cached")``
+is "cached" in English and 仍在前缀缓存中 in Chinese, while ``t("cached")`` (a count with the cache) is 有缓存.
+Every text a widget passes to ``t`` has an entry (``tests/test_i18n.py`` reads them from the source).
 """
 from __future__ import annotations
 
 LANGUAGES = ("en", "zh")
 _current = "en"
 
-ZH: dict[str, str] = {}
+CONTEXT = "\x04"  # separates a key's context from its English text
+
+ZH: dict[str, str] = {
+    # -- shared: prompts and messages (lib/widgets/__init__.py) --
+    "{what}; still showing {kept}.": "{what}；仍显示 {kept}。",
+    "{n} character(s) not in the vocabulary: {chars}. It knows printable ASCII, the Chinese characters and "
+    "punctuation of the training corpus (such as 人工智能深度学习), and <s>, <eos>, <pad>, <unk>.":
+        "有 {n} 个字符不在词表中：{chars}。词表包含可打印 ASCII 字符、训练语料中的汉字和标点（如 人工智能深度学习），"
+        "以及 <s>、<eos>、<pad>、<unk>。",
+    "not in this model's vocabulary: {chars}. It knows printable ASCII, <s>, <eos> and the corpus's Chinese "
+    "characters (such as 人工智能深度学习)":
+        "不在这个模型的词表中：{chars}。它认识可打印 ASCII 字符、<s>、<eos> 和语料中的汉字（如 人工智能深度学习）",
+    # -- controls shared by several widgets --
+    "prompt": "提示词", "layer": "层", "head": "头", "step": "步", "step ": "步 ", "all": "全部",
+    "temperature": "温度", "temperature: ": "温度：", "seed": "随机种子", "model": "模型", "show": "显示",
+    "◀ Back": "◀ 后退", "Step ▶": "前进 ▶", "▶ Play": "▶ 播放", "❚❚ Pause": "❚❚ 暂停", "play": "播放",
+    "event": "事件", "event ": "事件 ", "batch": "批次", "batch: ": "批次：", "machine": "硬件", "context": "上下文",
+    "requests": "请求数", "weights": "权重", "KV cache": "KV 缓存", "max new tokens": "最多生成 token 数",
+    "KV cache": "KV 缓存", "top-k (0=off)": "top-k（0=关）", "top-p (1=off)": "top-p（1=关）",
+    "off": "关", "0 (greedy)": "0（贪心）", "draw 20 tokens": "采样 20 个 token", "k (draft)": "k（草稿）",
+    "samples of A": "A 的样本数", "block size": "块大小", "pool blocks": "池中块数", "round: ": "轮次：",
+    "concurrent requests: ": "并发请求数：",
+    # -- phases and states --
+    "prefill": "预填充", "decode": "解码", "recompute": "重计算", "prompt token": "提示词 token",
+    "generated token": "已生成 token", "newest token": "最新 token", "generated": "已生成", "newest": "最新",
+    "computed (first time)": "首次计算", "computed again (wasted)": "重复计算（浪费）",
+    "read from the cache": "从缓存读取", "none yet (newest)": "尚无（最新 token）",
+    "K/V computed for the first time in this step": "本步首次计算的 K/V",
+    "K/V computed again although an earlier step already had them (no cache: waste)":
+        "前面的步骤已经算过、这里又重算的 K/V（无缓存：浪费）",
+    "K/V read from the cache, not computed": "从缓存读取的 K/V，没有重新计算",
+    "no K/V yet: the newest token is fed in the next step": "尚无 K/V：最新 token 要到下一步才输入",
+    "memory-bound": "访存受限", "compute-bound": "计算受限",
+    # -- the generation player --
+    "position {p}": "位置 {p}", "positions {a}..{b}": "位置 {a}..{b}",
+    "step {i} ({phase}): fed {fed} at {pos} → chose {chosen} (p={p})":
+        "第 {i} 步（{phase}）：在{pos} 输入 {fed} → 选出 {chosen}（p={p}）",
+    "phase": "阶段", "sequence (newest last)": "序列（最新在末尾）", "top-{k} candidates (p)": "top-{k} 候选（p）",
+    "chosen": "选中", "K/V so far: cache / no cache": "累计 K/V：有缓存 / 无缓存", "* chosen": "* 选中",
+    "counts per layer (layer {layer} of {n}); the {which} count comes from {src}":
+        "计数按每层计（共 {n} 层，显示第 {layer} 层）；{which}的计数来自 {src}",
+    "a second Trace": "第二个 Trace", "uncached": "无缓存", "cached": "有缓存", "position": "位置",
+    "tokens": "token", "token": "token", "probability (sampling distribution)": "概率（采样分布）",
+    "top-{k} next tokens": "top-{k} 下一个 token", "with cache": "有缓存", "without": "无缓存",
+    "without cache": "无缓存", "with KV cache": "使用 KV 缓存",
+    "K/V vectors computed so far (per layer)": "累计计算的 K/V 向量（每层）",
+    "running count after step {step}\n(steps 0–{last}: {n} in all)": "第 {step} 步后的累计数\n（第 0–{last} 步，共 {n} 步）",
+    "p={p}   K/V so far {a} / {b}": "p={p}   累计 K/V {a} / {b}",
+    "step {step}": "第 {step} 步",
+    "{mode}: each row is one forward pass; right: K/V computed so far, cache / no cache (per layer)":
+        "{mode}：每行是一次前向传播；右侧：累计计算的 K/V，有缓存 / 无缓存（每层）",
+    "position {p}: {text} ({kind})": "位置 {p}：{text}（{kind}）", "position {p}: {what}": "位置 {p}：{what}",
+    "position {p}: {kind}": "位置 {p}：{kind}",
+    " ← chosen": " ← 选中", "  ← chosen": "  ← 选中", "← chosen": "← 选中",
+    "top-{k} next tokens (sampling distribution)": "top-{k} 下一个 token（采样分布）",
+    "K/V computed so far (per layer)": "累计计算的 K/V（每层）",
+    "tokens (grey: prompt, white: generated, yellow with a heavy edge: newest) and their K/V:":
+        "token（灰：提示词，白：已生成，黄色粗边：最新）及其 K/V：",
+    "<b>top candidates</b> (sampling distribution)": "<b>候选 token</b>（采样分布）",
+    "<b>K/V computed so far</b> (layer {layer}, per layer; this step: {computed} computed, {read} read)":
+        "<b>累计计算的 K/V</b>（第 {layer} 层，按每层计；本步：计算 {computed} 个，读取 {read} 个）",
+    "the {which} count comes from {src}": "{which}的计数来自 {src}",
+    "the run without the cache chose different tokens; its count comes from lib.costs":
+        "无缓存的那次运行选出了不同的 token；它的计数改由 lib.costs 给出",
+    "The prompt has {n} character(s) that are not in the model's vocabulary: {shown}. Allowed: printable ASCII, "
+    "the Chinese characters of the training corpus (tokenizer.chars) and the special tokens <s>, <eos>, <pad>, "
+    "<unk>. Remove or replace them, e.g. try <s>人 or <s>深.":
+        "提示词中有 {n} 个字符不在模型的词表中：{shown}。允许的字符：可打印 ASCII、训练语料中的汉字（tokenizer.chars），"
+        "以及特殊 token <s>、<eos>、<pad>、<unk>。请删除或替换它们，例如试试 <s>人 或 <s>深。",
+    "Cannot generate from this prompt: {err}": "无法从这个提示词生成：{err}",
+    # -- the attention heat-map --
+    "step {step}: query {query} (pos {qpos}) -> key {key} (pos {kpos}): weight {weight}":
+        "第 {step} 步：查询 {query}（位置 {qpos}）-> 键 {key}（位置 {kpos}）：权重 {weight}",
+    "layer {layer}, head {head}: step {step}'s query {query} over {n} cached keys\n(outlined: the newest key)":
+        "第 {layer} 层，第 {head} 头：第 {step} 步的查询 {query} 作用于 {n} 个缓存的键\n（描边：最新的键）",
+    "all heads, step {step}: query {query} over {n} keys (outlined: newest key)":
+        "所有头，第 {step} 步：查询 {query} 作用于 {n} 个键（描边：最新的键）",
+    "step {step}: query {query} reads {n} cached key(s); outlined = newest key":
+        "第 {step} 步：查询 {query} 读取 {n} 个缓存的键；描边 = 最新的键",
+    "not in the cache yet": "尚未进入缓存", "key position in the cache (its token)": "键在缓存中的位置（及其 token）",
+    "step: newest query": "步：最新的查询", "attention weight": "注意力权重", "step {s}: {query}": "第 {s} 步：{query}",
+    "generated <b>{text}</b> in {n} steps": "用 {n} 步生成了 <b>{text}</b>",
+    "layer {layer}, all heads": "第 {layer} 层，所有头", "layer {layer}, head {head}": "第 {layer} 层，第 {head} 头",
+    "attention heat-map: {title}": "注意力热力图：{title}", "newest key": "最新的键", "head {h}": "第 {h} 头",
+    "layer {l}": "第 {l} 层", "the prompt has {n} tokens; the model's context window holds {limit}":
+        "提示词有 {n} 个 token；模型的上下文窗口只能容纳 {limit} 个",
+    "query at %{y}<br>key at position %{x}<br>weight %{z:.4f}": "查询：%{y}<br>键的位置：%{x}<br>权重 %{z:.4f}",
+    "weight": "权重",
+    # -- the block pool --
+    "{used} used, {shared} shared, {free} free; thick outline: touched by this event; dashed: free":
+        "已用 {used}，共享 {shared}，空闲 {free}；粗边框：本事件涉及的块；虚线：空闲",
+    "an empty pool: {n} blocks of {size} token slots, all on the free list":
+        "空的块池：{n} 个块，每块 {size} 个 token 槽位，全部在空闲链表上",
+    "block {block}: {state}, reference count {refs}<br>owners: {owners}<br>tokens: {tokens}":
+        "块 {block}：{state}，引用计数 {refs}<br>持有者：{owners}<br>token：{tokens}",
+    "; {hits} full block(s) found in the prefix cache, only the rest computed":
+        "；前缀缓存中命中 {hits} 个满块，只计算其余部分",
+    "{name} arrives: prompt {text} ({n} tokens) takes {blocks} block(s){reused}; its first token is {first}":
+        "{name} 到达：提示词 {text}（{n} 个 token）占用 {blocks} 个块{reused}；它的第一个 token 是 {first}",
+    "{name} forks into {n} samples ({children}): they share its {shared} block(s), reference count {n}; nothing "
+    "is copied": "{name} 分叉为 {n} 个样本（{children}）：共享它的 {shared} 个块，引用计数为 {n}；没有复制任何数据",
+    "{n} block(s) {what}": "{n} 个块{what}",
+    "every request is done: all {n} blocks are free again ({copies} copy-on-write copies, {hits} block(s) reused "
+    "from the prefix cache)": "所有请求都已完成：{n} 个块全部重新空闲（写时复制 {copies} 次，前缀缓存复用 {hits} 个块）",
+    "{i}. {kind}: {used} used, {shared} shared, {free} free": "{i}. {kind}：已用 {used}，共享 {shared}，空闲 {free}",
+    "sequence": "序列", "block table": "块表", "text": "文本",
+    "{name} is done; its {n} block(s) lose a reference (a block nobody else holds returns to the free list)":
+        "{name} 已完成；它的 {n} 个块各少一个引用（没有其他持有者的块回到空闲链表）",
+    "free": "空闲", "free, still in the prefix cache": "空闲，但仍在前缀缓存中", "shared (refcount > 1)": "共享（引用计数 > 1）",
+    "touched by the event": "本事件涉及的块", "held by {name}": "由 {name} 持有",
+    "{used} used, {shared} shared, {free} free": "已用 {used}，共享 {shared}，空闲 {free}",
+    "decode step: {names} each add one token": "解码步：{names} 各追加一个 token",
+    "decode step: {names} adds one token": "解码步：{names} 追加一个 token",
+    "; every write fits in a last block": "；每次写入都放得进最后一个块",
+    "block {block}: {state}, reference count {refs}": "块 {block}：{state}，引用计数 {refs}",
+    "allocated": "被分配", "shared": "共享", "copied on write": "被写时复制", "freed": "被释放",
+    "prefix-cache hit": "命中前缀缓存", "evicted from the prefix index": "被移出前缀索引",
+    "start": "开始", "hit": "前缀命中", "fork": "分叉", "cow": "写时复制", "finish": "完成", "end": "结束",
+    "full": "池满", "used": "已用", "block state\x04cached": "仍在前缀缓存中",
+    # -- cost curves --
+    "{what}, with cache": "{what}，有缓存", "{what}, without cache": "{what}，无缓存",
+    "CPU time": "CPU 时间", "wall time": "墙钟时间", "{label} (slope {slope})": "{label}（斜率 {slope}）",
+    "context length t (keys attended in the step)": "上下文长度 t（本步关注的键数）",
+    "K/V computed in the step": "本步计算的 K/V", "per step: t without a cache, 1 with it": "每步：无缓存为 t，有缓存为 1",
+    "context length t": "上下文长度 t", "K/V computed so far": "累计计算的 K/V",
+    "cumulative after {n} steps: O(n²) vs O(n)": "{n} 步后的累计值：O(n²) 对 O(n)",
+    "cumulative FLOPs": "累计 FLOPs", "FLOPs per step": "每步 FLOPs", "context length t (tokens)": "上下文长度 t（token）",
+    "cumulative ms": "累计毫秒", "ms per step": "每步毫秒",
+    "measured: {layers} layers, d_model {d}; log-log slopes over the last half":
+        "实测：{layers} 层，d_model {d}；对数坐标斜率取自后半段",
+    "tokens per sequence": "每个序列的 token 数", "bytes ({dtype})": "字节（{dtype}）",
+    "{name}: KV cache memory = weight memory\nat {n} tokens per sequence": "{name}：每个序列 {n} 个 token 时\nKV 缓存显存 = 权重显存",
+    "K/V computations, cumulative": "K/V 计算量，累计",
+    "{name}: generating {n} tokens with and without a KV cache (slopes: log-log fit over the last half)":
+        "{name}：有无 KV 缓存时生成 {n} 个 token（斜率：后半段的对数坐标拟合）",
+    "{model}, n = {n}: K/V computed {kv_c} with cache vs {kv_n} without ({kv_x}x); FLOPs {f_c} vs {f_n} ({f_x}x); "
+    "KV cache {kv_bytes} vs weights in memory {w_bytes}":
+        "{model}，n = {n}：计算的 K/V 有缓存 {kv_c} 个，无缓存 {kv_n} 个（{kv_x} 倍）；FLOPs {f_c} 对 {f_n}（{f_x} 倍）；"
+        "KV 缓存 {kv_bytes}，显存中的权重 {w_bytes}",
+    "KV cache, batch {batch}: {size} at {n} tokens": "KV 缓存，批次 {batch}：{n} 个 token 时 {size}",
+    "weights in memory: {size}": "显存中的权重：{size}", "K/V computed (per layer)": "计算的 K/V（每层）",
+    "FLOPs (solid: proj. + FFN, dashed: attention)": "FLOPs（实线：投影 + FFN，虚线：注意力）",
+    "memory, bytes ({dtype})": "显存，字节（{dtype}）", "KV cache bytes": "KV 缓存字节数", "weights in memory": "显存中的权重",
+    "{which}: {n} in total": "{which}：共 {n} 个", " (log-log, slopes fitted over the last half)": "（对数坐标，斜率由后半段拟合）",
+    "measured: {layers} layers, d_model {d} (slopes: log-log fit over the last half)":
+        "实测：{layers} 层，d_model {d}（斜率：后半段的对数坐标拟合）",
+    "chat (demo model, d_model 64)": "chat（演示模型，d_model 64）",
+    "larger (random weights, d_model 256)": "larger（随机权重，d_model 256）",
+    "projections + FFN": "投影 + FFN", "attention": "注意力", "both": "两者", "per step": "每步", "cumulative": "累计",
+    "no cache": "无缓存", "static cache (in place)": "静态缓存（原地写入）", "concat cache (torch.cat)": "拼接缓存（torch.cat）",
+    "linear": "线性坐标", "log-log": "对数坐标",
+    # -- memory --
+    "KV cache per token, KiB ({dtype})": "每个 token 的 KV 缓存，KiB（{dtype}）",
+    "context length per request (tokens)": "每个请求的上下文长度（token）", "GiB (log scale)": "GiB（对数坐标）",
+    "{name} in {formats}: weights + KV cache": "{name}（{formats}）：权重 + KV 缓存",
+    "{name} in {dtype}, batch {batch}: KV cache memory = weight memory at {n} tokens per request":
+        "{name}（{dtype}），批次 {batch}：每个请求 {n} 个 token 时 KV 缓存显存 = 权重显存",
+    "KV cache of": "KV 缓存类型", "weights in memory ({size} GiB)": "显存中的权重（{size} GiB）", "{g} GiB GPU": "{g} GiB GPU",
+    "KV cache per token": "每个 token 的 KV 缓存", "KV cache ({batch} x {context} tokens)": "KV 缓存（{batch} x {context} 个 token）",
+    "{size} ({share} of total)": "{size}（占总量 {share}）", "total": "总计",
+    "KV cache memory = weight memory at": "KV 缓存显存 = 权重显存 时",
+    "{tokens} tokens = {context} per request at batch {batch}": "{tokens} 个 token = 批次 {batch} 下每个请求 {context} 个",
+    "<b>{model}</b> in {formats}, {params} parameters": "<b>{model}</b>（{formats}），{params} 个参数",
+    "fits": "放得下", "does not fit": "放不下",
+    "llama-2-7b as GQA-8 (hypothetical)": "llama-2-7b 改为 GQA-8（假设）",
+    "llama-2-7b as MQA (hypothetical)": "llama-2-7b 改为 MQA（假设）",
+    "weights + KV, batch {b}": "权重 + KV，批次 {b}", "verdict": "结论", "requests that fit": "放得下的请求数",
+    "memory: weights, KV cache, free": "显存：权重、KV 缓存、空闲", "bars, left to right:": "条形从左到右：",
+    "weights + KV": "权重 + KV", "KV memory = weight memory": "KV 显存 = 权重显存",
+    "{n} requests of {context} tokens fit next to the weights": "除权重外还放得下 {n} 个 {context} token 的请求",
+    "model weights (striped)": "模型权重（条纹）", "KV cache (solid)": "KV 缓存（实心）",
+    # -- roofline --
+    " ridge {ridge}": " 脊点 {ridge}", "attention, ctx {contexts}": "注意力，上下文 {contexts}",
+    "arithmetic intensity (FLOP / byte)": "算术强度（FLOP / 字节）", "attainable {unit}": "可达 {unit}",
+    " ridge {ridge} FLOP/byte": " 脊点 {ridge} FLOP/字节",
+    "context per sequence (positions the new token attends to)": "每个序列的上下文（新 token 关注的位置数）",
+    "GB read per decode step": "每个解码步读取的 GB",
+    "{model} in {dtype}: weights read vs KV-cache reads per decode step": "{model}（{dtype}）：每个解码步读取的权重与 KV 缓存",
+    "{machine} roofline ({dtype}): decode with batch {b}": "{machine} 屋顶线模型（{dtype}）：批次 {b} 的解码",
+    "step, ctx {ctx}": "整步，上下文 {ctx}", "weight products (any context)": "权重乘法（任意上下文）",
+    "attention (any batch)": "注意力（任意批次）",
+    "{model} ({kind}, {q} query / {kv} KV heads), decode in {dtype} on {machine}\nweight products compute-bound "
+    "from batch {b}": "{model}（{kind}，{q} 个查询头 / {kv} 个 KV 头），在 {machine} 上以 {dtype} 解码\n权重乘法从批次 {b} 起计算受限",
+    "{machine}: peak {peak} {unit} ({mdtype}), {bw} GB/s; points in {dtype}, prompt = context = {lengths}":
+        "{machine}：峰值 {peak} {unit}（{mdtype}），{bw} GB/s；数据点为 {dtype}，提示词 = 上下文 = {lengths}",
+    "weights read per step ({size} GB)": "每步读取的权重（{size} GB）", "batch {b}": "批次 {b}", "roof": "屋顶",
+    "decode batch→∞": "解码 批次→∞",
+    " (the roof is its {mdtype} peak, not a {dtype} one)": "（屋顶是它的 {mdtype} 峰值，不是 {dtype} 峰值）",
+    "never reaches the ridge at this context, at any batch": "在这个上下文下，批次再大也到不了脊点",
+    "reaches the ridge from batch {b}": "从批次 {b} 起到达脊点",
+    "{model} in {dtype} on {machine}: peak {peak} {unit}, {bw} GB/s, ridge {ridge} FLOP/byte{note}":
+        "{model}（{dtype}）在 {machine} 上：峰值 {peak} {unit}，{bw} GB/s，脊点 {ridge} FLOP/字节{note}",
+    "decode, batch {batch}, context {context}: {x} FLOP/byte, {bound}; at least {ms} ms per step, at most {tps} "
+    "tokens/s": "解码，批次 {batch}，上下文 {context}：{x} FLOP/字节，{bound}；每步至少 {ms} ms，最多 {tps} token/s",
+    "bytes per decode step: weights read {w}, KV read {kv} ({share}% of all), KV write {kvw}; KV reads equal the "
+    "weights read at context {ctx} per sequence at this batch":
+        "每个解码步的字节数：读取权重 {w}，读取 KV {kv}（占全部的 {share}%），写入 KV {kvw}；在这个批次下，"
+        "每个序列的上下文达到 {ctx} 时 KV 读取量等于权重读取量",
+    "batching: as batch → ∞ decode tends to {x} FLOP/byte and {ridge}": "批处理：批次 → ∞ 时解码趋于 {x} FLOP/字节，{ridge}",
+    "prefill of {context} tokens, batch {batch}: {x} FLOP/byte, {bound}": "{context} 个 token 的预填充，批次 {batch}：{x} FLOP/字节，{bound}",
+    "KV read, batch {b}": "KV 读取，批次 {b}", "{model} decode": "{model} 解码",
+    "note: context {context} is longer than this model's max_seq_len {max} (the arithmetic still holds; the model "
+    "could not run it)": "注意：上下文 {context} 超过了这个模型的 max_seq_len {max}（算术仍然成立，但模型跑不了这么长）",
+    "whole step, per context": "整步，按上下文", "ctx {n}": "上下文 {n}",
+    "{model} decode, batch {b}, context {n}: {x} FLOP/B, {bound}, KV reads {share}% of bytes":
+        "{model} 解码，批次 {b}，上下文 {n}：{x} FLOP/B，{bound}，KV 读取占字节数的 {share}%",
+    "{model} batch→∞": "{model} 批次→∞", "{model} prefill": "{model} 预填充",
+    "{model} decode at context {n}, batch → ∞: {x} FLOP/B": "{model} 在上下文 {n} 解码，批次 → ∞：{x} FLOP/B",
+    "{model} prefill of {n} tokens: {x} FLOP/B, {bound}": "{model} 预填充 {n} 个 token：{x} FLOP/B，{bound}",
+    # -- sampling --
+    "{rule}: {n} of {vocab} tokens can be drawn": "{rule}：{vocab} 个 token 中有 {n} 个可被采样",
+    "probability": "概率", "greedy (T=0)": "贪心（T=0）", "model, T=1": "模型，T=1",
+    "bar (dark: can be drawn; light, dotted: removed; tick: model at T=1)": "条形（深色：可被采样；浅色带点：被剔除；刻线：模型在 T=1 时）",
+    "p sample": "p 采样", "p model": "p 模型", "prompt <code>{prompt}</code>: {n} token(s)": "提示词 <code>{prompt}</code>：{n} 个 token",
+    "seed {seed}, {n} draws: ": "随机种子 {seed}，采样 {n} 次：", "sampling distribution": "采样分布",
+    "model (T=1): %{y}": "模型（T=1）：%{y}",
+    "%{customdata[0]}: p sample %{customdata[1]}, before the cut %{customdata[2]}":
+        "%{customdata[0]}：p 采样 %{customdata[1]}，截断前 %{customdata[2]}",
+    "can be drawn (p after the cut)": "可被采样（截断后的 p）", "removed by the rule (p before the cut)": "被规则剔除（截断前的 p）",
+    "next-token distribution": "下一个 token 的分布",
+    # -- speculative decoding --
+    "k={k}, {rule}: {n} new tokens in {passes} target passes (generate: {base}){sep}{drafts} draft passes, "
+    "{kept}/{proposed} proposals kept ({rate})":
+        "k={k}，{rule}：目标模型 {passes} 次前向传播生成 {n} 个新 token（generate：{base} 次）{sep}草稿模型 {drafts} 次前向传播，"
+        "{kept}/{proposed} 个提议被接受（{rate}）",
+    "round {round}: {label} — {meaning}": "第 {round} 轮：{label} — {meaning}", "greedy": "贪心",
+    "T={temp}, seed {seed}": "T={temp}，随机种子 {seed}", "k (draft tokens proposed per round)": "k（每轮提议的草稿 token 数）",
+    "tokens per target pass": "目标模型每次前向传播的 token 数", "; p target {p}, q draft {q}": "；p 目标 {p}，q 草稿 {q}",
+    ", kept with probability {a}": "，以概率 {a} 接受", "round {i}": "第 {i} 轮", "k + 1 (α = 1)": "k + 1（α = 1）",
+    "1 (α = 0)": "1（α = 0）", "predicted from the measured α": "由实测 α 预测", "measured, full rounds": "实测，完整轮次",
+    "measured, all passes": "实测，全部前向传播", "tokens per target pass: predicted vs measured": "目标模型每次前向传播的 token 数：预测与实测",
+    "{title} — round {upto}: {new} new tokens in {passes} target passes (generate: {new})":
+        "{title} — 第 {upto} 轮：目标模型 {passes} 次前向传播生成 {new} 个新 token（generate：{new} 次）",
+    "text: <code>{text}</code>": "文本：<code>{text}</code>", "target": "目标", "speculative decoding": "投机解码",
+    "draft token kept": "草稿 token 被接受", "draft token rejected": "草稿 token 被拒绝", "dropped after a rejection": "拒绝后丢弃",
+    "target's correction": "目标模型的修正", "target's bonus token": "目标模型的额外 token", "target alone": "仅目标模型",
+    "after <eos>, unused": "<eos> 之后，未使用",
+    # -- the worked example --
+    "token fed": "输入的 token", "token embedding": "token 嵌入", "{token} at position {p}": "位置 {p} 上的 {token}",
+    "= input to layer 0": "= 第 0 层的输入", "+ position embedding": "+ 位置嵌入",
+    "<b>step {step} ({phase})</b>: fed {fed} → chose <b>{chosen}</b>": "<b>第 {step} 步（{phase}）</b>：输入 {fed} → 选出 <b>{chosen}</b>",
+    "pos ({mark}: new)": "位置（{mark}：新）",
+    "<b>KV cache, layer {l}</b> ({n} rows; this step's rows highlighted and marked {mark})":
+        "<b>KV 缓存，第 {l} 层</b>（{n} 行；本步写入的行高亮并标记 {mark}）",
+    "generated: {text} ({n} forward passes)": "已生成：{text}（{n} 次前向传播）", "layer {l} {name}": "第 {l} 层 {name}",
+    "quantity": "量", "numbers": "数值",
+    "step {step} ({phase}): feed {fed} → next token {chosen}; the cache now holds {n} K and V rows per layer":
+        "第 {step} 步（{phase}）：输入 {fed} → 下一个 token {chosen}；缓存现在每层有 {n} 行 K 和 V",
+    "pos": "位置", "quantity (newest token)": "量（最新 token）", "rank": "名次", "next token": "下一个 token", "prob": "概率",
+    "k (new)": "k（新）", "v (new)": "v（新）", "weights @ V": "权重 @ V", "attention output": "注意力输出", "FFN output": "FFN 输出",
+}
 
 
 def set_language(lang: str) -> None:
@@ -30,8 +283,10 @@ def language() -> str:
     return _current
 
 
-def t(text: str, **fields) -> str:
+def t(text: str, /, **fields) -> str:
     """``text`` in the current language (formatted with ``fields`` after translation, so a translation may
     move them)."""
     out = ZH.get(text, text) if _current == "zh" else text
+    if CONTEXT in out:  # English with a context (or an untranslated one): the text after the separator
+        out = out.split(CONTEXT, 1)[1]
     return out.format(**fields) if fields else out

@@ -1,5 +1,6 @@
 """Widgets and plots that read Traces and ``lib.costs``; each visual comes in three tiers (see CONTRIBUTING.md):
 a static matplotlib figure or table, a plotly step-through that survives export, and a live ipywidgets view."""
+from ..i18n import language, t
 from ..tokenizer import UnknownCharacterError
 
 
@@ -13,14 +14,24 @@ def figure_and_axes(ax, figsize):
     return plt.subplots(figsize=figsize, layout="constrained")
 
 
+def prompt_problem(err: ValueError) -> str:
+    """What a live widget says about a prompt it cannot use. In English the error's own message; in another
+    language an unknown character is explained in the learner's words (lib's API errors stay English)."""
+    if isinstance(err, UnknownCharacterError) and language() != "en":
+        return t("{n} character(s) not in the vocabulary: {chars}. It knows printable ASCII, the Chinese characters "
+                 "and punctuation of the training corpus (such as 人工智能深度学习), and <s>, <eos>, <pad>, <unk>.",
+                 n=len(err.chars), chars=", ".join(repr(c) for c in err.chars))
+    return str(err)
+
+
 def kept_prompt_message(err: ValueError, kept: str) -> str:
     """What a live widget says when a new prompt fails (``err``) and it keeps showing the last good one."""
     if isinstance(err, UnknownCharacterError):
-        what = (f"not in this model's vocabulary: {''.join(err.chars)!r}. It knows printable ASCII, <s>, <eos> "
-                f"and the corpus's Chinese characters (such as 人工智能深度学习)")
+        what = t("not in this model's vocabulary: {chars}. It knows printable ASCII, <s>, <eos> and the corpus's "
+                 "Chinese characters (such as 人工智能深度学习)", chars=repr("".join(err.chars)))
     else:
         what = str(err)
-    return f"{what}; still showing {kept!r}."
+    return t("{what}; still showing {kept}.", what=what, kept=repr(kept))
 
 
 # A plotly step-through (tier 2): one frame per step, a slider that jumps to a frame, optional Play / Pause.

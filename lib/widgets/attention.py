@@ -26,7 +26,8 @@ import torch
 from .. import checks, style
 from ..text import token_label
 from ..trace import Trace
-from . import figure_and_axes, frame_slider, play_buttons
+from ..i18n import t
+from . import figure_and_axes, frame_slider, play_buttons, prompt_problem
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
 DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
@@ -123,9 +124,10 @@ class AttentionView:
         _check_step(step, self.n_steps)
         _check_index(key, "key", self.n_keys, f"the grid has {self.n_keys} key positions")
         w = float(self.grid[step, key])
-        weight = "not in the cache yet" if math.isnan(w) else f"{w:.{DECIMALS}f}"
-        return (f"step {step}: query {self.query_tokens[step]} (pos {self.query_positions[step]}) -> "
-                f"key {self.key_tokens[key]} (pos {key}): weight {weight}")
+        weight = t("not in the cache yet") if math.isnan(w) else f"{w:.{DECIMALS}f}"
+        return t("step {step}: query {query} (pos {qpos}) -> key {key} (pos {kpos}): weight {weight}", step=step,
+                 query=self.query_tokens[step], qpos=self.query_positions[step], key=self.key_tokens[key], kpos=key,
+                 weight=weight)
 
     def grid_at(self, step: int | None = None) -> torch.Tensor:
         """The grid as it stood after ``step``: later rows are NaN (same shape, so nothing re-lays out)."""
@@ -166,7 +168,7 @@ def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: boo
     ax.add_patch(patches.Rectangle((newest - 0.5, -0.5), 1, view.n_steps, fill=False, edgecolor=HALO,
                                    linewidth=4.5))
     ax.add_patch(patches.Rectangle((newest - 0.5, -0.5), 1, view.n_steps, fill=False, edgecolor=HIGHLIGHT,
-                                   linewidth=2, label="newest key"))
+                                   linewidth=2, label=t("newest key")))
     if annotate is None:
         annotate = view.n_keys <= 12
     if annotate:
@@ -180,8 +182,8 @@ def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: boo
     if labels:
         ax.set_xticklabels(view.key_tokens)
         ax.set_yticklabels([view.row_label(s) for s in range(view.n_steps)])
-        ax.set_xlabel("key position in the cache (its token)")
-        ax.set_ylabel("step: newest query")
+        ax.set_xlabel(t("key position in the cache (its token)"))
+        ax.set_ylabel(t("step: newest query"))
     else:
         ax.set_xticklabels([])
         ax.set_yticklabels([])
@@ -209,9 +211,10 @@ def plot_attention(trace: Trace, tokenizer=None, layer: int = 0, head: int = 0, 
     fig, ax = figure_and_axes(ax, (min(2.5 + 0.45 * view.n_keys, style.FIGURE_WIDTH),
                                    min(1.8 + 0.32 * view.n_steps, 9)))
     im = _draw(ax, view, step)
-    fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label="attention weight")
-    ax.set_title(f"layer {layer}, head {head}: step {step}'s query {view.query_tokens[step]} "
-                 f"over {view.keys_at(step)} cached keys\n(outlined: the newest key)", loc="left")
+    fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label=t("attention weight"))
+    ax.set_title(t("layer {layer}, head {head}: step {step}'s query {query} over {n} cached keys\n"
+                   "(outlined: the newest key)", layer=layer, head=head, step=step, query=view.query_tokens[step],
+                   n=view.keys_at(step)), loc="left")
     return fig
 
 
@@ -240,15 +243,15 @@ def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, st
             ax = axes[i][h]
             im = _draw(ax, views[i][h], step, labels=False, annotate=False)
             if i == 0:
-                ax.set_title(f"head {h}", fontsize=style.FONT_SIZE)
+                ax.set_title(t("head {h}", h=h), fontsize=style.FONT_SIZE)
             if h == 0:
-                ax.set_ylabel(f"layer {l}", fontsize=style.FONT_SIZE)
+                ax.set_ylabel(t("layer {l}", l=l), fontsize=style.FONT_SIZE)
             if i == len(layers) - 1 and v0.n_keys <= 24:  # token labels only along the edges
                 ax.set_xticklabels(v0.key_tokens, fontsize=style.SMALL_SIZE)
-    fig.suptitle(f"all heads, step {step}: query {v0.query_tokens[step]} over {v0.keys_at(step)} keys "
-                 f"(outlined: newest key)", fontsize=style.TITLE_SIZE, y=1 - 0.12 / height, va="top")
+    fig.suptitle(t("all heads, step {step}: query {query} over {n} keys (outlined: newest key)", step=step,
+                   query=v0.query_tokens[step], n=v0.keys_at(step)), fontsize=style.TITLE_SIZE, y=1 - 0.12 / height, va="top")
     cax = fig.add_axes([1 - 0.85 / width, 0.3, 0.12 / width, 0.4])
-    fig.colorbar(im, cax=cax, label="attention weight")
+    fig.colorbar(im, cax=cax, label=t("attention weight"))
     return fig
 
 
@@ -292,17 +295,17 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
     heads = list(range(trace.n_heads)) if head == "all" else [head]
     ncols = min(len(heads), 4)
     nrows = math.ceil(len(heads) / ncols)
-    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=[f"head {h}" for h in heads] if head == "all" else None,
+    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=[t("head {h}", h=h) for h in heads] if head == "all" else None,
                         horizontal_spacing=0.04, vertical_spacing=0.12)
     # category axes: the hover reads the query and key straight from the axis labels
     x_labels = [_plotly_safe(base.col_label(j)) for j in range(W)]
-    y_labels = [_plotly_safe(f"step {s}: {base.query_tokens[s]}") for s in range(n)]
+    y_labels = [_plotly_safe(t("step {s}: {query}", s=s, query=base.query_tokens[s])) for s in range(n)]
     for k, h in enumerate(heads):
         fig.add_trace(go.Heatmap(
             z=heatmap_rows(attention_view(trace, tokenizer, layer, h, batch)), x=x_labels, y=y_labels,
             coloraxis="coloraxis", hoverongaps=False,  # one colour scale for every panel, defined once below
-            hovertemplate="query at %{y}<br>key at position %{x}<br>weight %{z:.4f}<extra></extra>",
-            name=f"head {h}"), row=k // ncols + 1, col=k % ncols + 1)
+            hovertemplate=t("query at %{y}<br>key at position %{x}<br>weight %{z:.4f}") + "<extra></extra>",
+            name=t("head {h}", h=h)), row=k // ncols + 1, col=k % ncols + 1)
         suffix = "" if k == 0 else str(k + 1)
         small = head == "all"  # small multiples: token-only tick labels, and only when they fit
         fig.layout["xaxis" + suffix].update(type="category", range=[-0.5, W - 0.5], fixedrange=True, showgrid=False,
@@ -323,19 +326,19 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
         return out
 
     def title(step):  # layer and head are not named here: the picker shows them, and it may change them
-        return (f"step {step}: query {_plotly_safe(base.query_tokens[step])} reads "
-                f"{base.keys_at(step)} cached key(s); outlined = newest key")
+        return t("step {step}: query {query} reads {n} cached key(s); outlined = newest key", step=step,
+                 query=_plotly_safe(base.query_tokens[step]), n=base.keys_at(step))
 
     fig.frames = [go.Frame(name=str(s), layout=dict(shapes=shapes(s), title=dict(text=title(s)))) for s in range(n)]
     slider = frame_slider(range(n), active=n - 1, y=0, x=0, len=1.0, pad=dict(t=45),
-                          currentvalue=dict(prefix="step ", xanchor="right"))
+                          currentvalue=dict(prefix=t("step "), xanchor="right"))
     # one picker option per (layer, head) (per layer for "all"): the z of every panel
     options = ([(l, None) for l in range(trace.n_layers)] if head == "all"
                else [(l, h) for l in range(trace.n_layers) for h in range(trace.n_heads)])
     buttons = []
     for l, h in options:
         z = [heatmap_rows(attention_view(trace, tokenizer, l, hh, batch)) for hh in (heads if h is None else [h])]
-        buttons.append(dict(label=f"layer {l}" + ("" if h is None else f" · head {h}"), method="restyle",
+        buttons.append(dict(label=t("layer {l}", l=l) + ("" if h is None else " · " + t("head {h}", h=h)), method="restyle",
                             args=[{"z": z}, list(range(len(heads)))]))
     # the right margin holds, top to bottom: the layer / head picker, Play and Pause, the colour bar
     picker = dict(type="dropdown", direction="down", x=1.02, xanchor="left", y=1.0, yanchor="top",
@@ -344,7 +347,7 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
     plot_w = ncols * 210 if head == "all" else max(260, 36 * W)
     plot_h = nrows * 210 if head == "all" else max(200, 28 * n)
     fig.update_layout(coloraxis=dict(colorscale=_plotly_colorscale(), cmin=0, cmax=1,
-                                     colorbar=dict(title=dict(text="weight"), thickness=12, len=0.6, x=1.02,
+                                     colorbar=dict(title=dict(text=t("weight")), thickness=12, len=0.6, x=1.02,
                                                    xanchor="left", y=0, yanchor="bottom")),
                       title=dict(text=title(n - 1), xref="paper"),  # fonts and colours: the kvlab template
                       shapes=shapes(n - 1), sliders=[slider], updatemenus=[picker, play],
@@ -403,10 +406,11 @@ class AttentionExplorer:
         self.figure = None  # the plotly figure shown now: {"data": [...], "layout": {...}}
         self.message = W.HTML(style={"text_color": style.css("ink")})
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
-        self.prompt = W.Text(value=prompt, description="prompt", continuous_update=False, **look)
-        self.layer = W.Dropdown(options=list(range(c.n_layers)), value=layer, description="layer", **look)
-        self.head = W.Dropdown(options=list(range(c.n_heads)) + ["all"], value=head, description="head", **look)
-        self.step = W.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True, **look)
+        self.prompt = W.Text(value=prompt, description=t("prompt"), continuous_update=False, **look)
+        self.layer = W.Dropdown(options=list(range(c.n_layers)), value=layer, description=t("layer"), **look)
+        self.head = W.Dropdown(options=[(str(h), h) for h in range(c.n_heads)] + [(t("all"), "all")], value=head,
+                               description=t("head"), **look)
+        self.step = W.IntSlider(value=0, min=0, max=0, description=t("step"), continuous_update=True, **look)
         self.output = W.Output()
         self.last_update_seconds = 0.0
         self._quiet = False
@@ -428,11 +432,11 @@ class AttentionExplorer:
             ids = self.tokenizer.encode(text)
             n = min(self.max_new_tokens, self.model.config.max_seq_len - len(ids) + 1)
             if n < 1:
-                raise ValueError(f"the prompt has {len(ids)} tokens; the model's context window holds "
-                                 f"{self.model.config.max_seq_len}")
+                raise ValueError(t("the prompt has {n} tokens; the model's context window holds {limit}",
+                                   n=len(ids), limit=self.model.config.max_seq_len))
             out = generate(self.model, ids, n, eos_id=self.tokenizer.eos_id, trace=True)
         except ValueError as e:  # UnknownCharacterError is a ValueError, and so is an empty prompt
-            self.error = str(e)
+            self.error = prompt_problem(e)
             self.message.value = (f"<span style='color:{style.css('ink')};border-left:4px solid "
                                   f"{style.colour('recomputed')};padding-left:6px'>{html.escape(self.error)}</span>")
             return False
@@ -441,8 +445,8 @@ class AttentionExplorer:
         self._views = {}  # (layer, head) -> (AttentionView, hover texts), computed once per trace
         self._bases = {}  # number of panels -> the figure without weights, built once per trace
         if not keep_message:
-            self.message.value = (f"generated <b>{html.escape(self.tokenizer.decode(out.new_tokens[0]))}</b> "
-                                  f"in {len(self.trace)} steps")
+            self.message.value = t("generated <b>{text}</b> in {n} steps",
+                                   text=html.escape(self.tokenizer.decode(out.new_tokens[0])), n=len(self.trace))
         return True
 
     def _on_prompt(self, text: str):
@@ -527,14 +531,15 @@ class AttentionExplorer:
         for trace, (view, hover) in zip(base["data"], views):
             z = [_rounded(r) for r in view.grid_at(step).tolist()]  # later steps: None, drawn empty
             data.append({**trace, "z": z, "text": hover})
-        who = f"layer {layer}, all heads" if head == "all" else f"layer {layer}, head {head}"
-        title = (f"{who} · step {step}: query {_plotly_safe(v0.query_tokens[step])} reads "
-                 f"{v0.keys_at(step)} cached key(s); outlined = newest key")
+        who = t("layer {layer}, all heads", layer=layer) if head == "all" else t("layer {layer}, head {head}",
+                                                                                   layer=layer, head=head)
+        title = who + " · " + t("step {step}: query {query} reads {n} cached key(s); outlined = newest key",
+                                step=step, query=_plotly_safe(v0.query_tokens[step]), n=v0.keys_at(step))
         shapes = [sh for k in range(len(heads)) for sh in newest_key_outline(
             newest, n, xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")]
         self.figure = {"data": data, "layout": {**base["layout"], "shapes": shapes, "title": dict(text=title)}}
         bundle = {"application/vnd.plotly.v1+json": {**self.figure, "config": {"displaylogo": False}},
-                  "text/plain": f"attention heat-map: {html.unescape(title)}"}
+                  "text/plain": t("attention heat-map: {title}", title=html.unescape(title))}
         self.output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
         self.last_update_seconds = time.perf_counter() - t0
 

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import checks, style
+from ..i18n import t
 from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
-from . import check_controls, frame_slider
+from . import check_controls, frame_slider, prompt_problem
 
 def _tint(hex_colour: str, amount: float = 0.5) -> str:
     """``hex_colour`` mixed with the white paper (``amount`` of the colour): a block's fill, light enough that its
@@ -150,10 +151,11 @@ class _Recorder:
         logits = prefill(self.model, self.pool, table, ids, prefix_cache=True)
         self.seqs[name] = {"table": table, "ids": ids + self.choose(logits), "prompt": len(ids)}
         hits = sum(op == "hit" for op, _, _ in self.pool.allocator.events[self.n_events:])
-        reused = f"; {hits} full block(s) found in the prefix cache, only the rest computed" if hits else ""
+        reused = t("; {hits} full block(s) found in the prefix cache, only the rest computed", hits=hits) if hits else ""
         self.snapshot("hit" if hits else "prefill",
-                      f"{name} arrives: prompt {text!r} ({len(ids)} tokens) takes {len(table.blocks)} block(s)"
-                      f"{reused}; its first token is {self.tok.decode(self.seqs[name]['ids'][-1:])!r}")
+                      t("{name} arrives: prompt {text} ({n} tokens) takes {blocks} block(s){reused}; its first token "
+                        "is {first}", name=name, text=repr(text), n=len(ids), blocks=len(table.blocks), reused=reused,
+                        first=repr(self.tok.decode(self.seqs[name]['ids'][-1:]))))
         self.finish_done()
 
     def fork(self, name: str, n: int):
@@ -164,8 +166,9 @@ class _Recorder:
             self.seqs[child] = {"table": self.pool.fork(parent["table"], child), "ids": list(parent["ids"]),
                                 "prompt": parent["prompt"]}
         self.pool.free(parent["table"])
-        self.snapshot("fork", f"{name} forks into {n} samples ({', '.join(f'{name}{i + 1}' for i in range(n))}): "
-                              f"they share its {shared} block(s), reference count {n}; nothing is copied")
+        self.snapshot("fork", t("{name} forks into {n} samples ({children}): they share its {shared} block(s), "
+                                "reference count {n}; nothing is copied", name=name, n=n,
+                                children=", ".join(f"{name}{i + 1}" for i in range(n)), shared=shared))
 
     def done(self, s) -> bool:
         return s["ids"][-1] == self.tok.eos_id or len(s["ids"]) - s["prompt"] >= self.max_new
@@ -175,22 +178,29 @@ class _Recorder:
         for n in gone:
             n_blocks = len(self.seqs[n]["table"].blocks)
             self.pool.free(self.seqs.pop(n)["table"])
-            self.snapshot("finish", f"{n} is done; its {n_blocks} block(s) lose a reference (a block nobody else "
-                                    f"holds returns to the free list)")
+            self.snapshot("finish", t("{name} is done; its {n} block(s) lose a reference (a block nobody else "
+                                      "holds returns to the free list)", name=n, n=n_blocks))
 
     def decode(self):
         names = list(self.seqs)
         tables = [self.seqs[n]["table"] for n in names]
         logits = decode_step(self.model, self.pool, tables, [self.seqs[n]["ids"][-1] for n in names])
-        for n, t in zip(names, self.choose(logits)):
-            self.seqs[n]["ids"].append(t)
+        for n, token in zip(names, self.choose(logits)):
+            self.seqs[n]["ids"].append(token)
         ev = [op for op, _, _ in self.pool.allocator.events[self.n_events:]]
-        words = [f"{ev.count(op)} block(s) {EVENT_WORDS[op]}" for op in ("cow", "alloc") if ev.count(op)]
+        words = [t("{n} block(s) {what}", n=ev.count(op), what=t(EVENT_WORDS[op])) for op in ("cow", "alloc")
+                 if ev.count(op)]
         kind = "cow" if "cow" in ev else "decode"
-        self.snapshot(kind, f"decode step: {', '.join(names)} " + ("each add" if len(names) > 1 else "adds") +
-                      " one token" +
-                      (f"; {', '.join(words)}" if words else "; every write fits in a last block"))
+        who = ", ".join(names)
+        self.snapshot(kind, (t("decode step: {names} each add one token", names=who) if len(names) > 1 else
+                             t("decode step: {names} adds one token", names=who)) +
+                      (f"; {', '.join(words)}" if words else t("; every write fits in a last block")))
         self.finish_done()
+
+
+def _state(state: str) -> str:
+    """A block's state in words ("cached": free, but still in the prefix cache)."""
+    return t("block state\x04cached") if state == "cached" else t(state)
 
 
 def record_story(model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello"), n_samples: int = 2,
@@ -215,7 +225,8 @@ def record_story(model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello")
     was_training = model.training
     model.eval()
     r = _Recorder(model, tokenizer, n_blocks, block_size, temperature, seed, max_new_tokens)
-    r.snapshot("start", f"an empty pool: {n_blocks} blocks of {block_size} token slots, all on the free list")
+    r.snapshot("start", t("an empty pool: {n} blocks of {size} token slots, all on the free list", n=n_blocks,
+                          size=block_size))
     try:
         with torch.no_grad():
             r.arrive("A", prompts[0])
@@ -227,9 +238,9 @@ def record_story(model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello")
             r.arrive("C", prompts[2])
             while r.seqs and len(r.frames) < MAX_FRAMES:
                 r.decode()
-        r.snapshot("end", f"every request is done: all {n_blocks} blocks are free again "
-                          f"({r.pool.allocator.n_copies} copy-on-write copies, "
-                          f"{r.pool.allocator.n_prefix_hits} block(s) reused from the prefix cache)")
+        r.snapshot("end", t("every request is done: all {n} blocks are free again ({copies} copy-on-write copies, "
+                            "{hits} block(s) reused from the prefix cache)", n=n_blocks,
+                            copies=r.pool.allocator.n_copies, hits=r.pool.allocator.n_prefix_hits))
     except PoolExhaustedError as e:
         r.snapshot("full", str(e))
     finally:
@@ -321,7 +332,8 @@ def plot_pool(frame: PoolFrame, ax=None, colors: dict | None = None, cols: int |
     ax.set_aspect("equal")
     ax.axis("off")
     if title:
-        ax.set_title(f"{frame.index}. {frame.kind}: {frame.n_used} used, {frame.n_shared} shared, {frame.n_free} free",
+        ax.set_title(t("{i}. {kind}: {used} used, {shared} shared, {free} free", i=frame.index, kind=t(frame.kind),
+                       used=frame.n_used, shared=frame.n_shared, free=frame.n_free),
                      fontsize=style.FONT_SIZE)
     return ax
 
@@ -364,12 +376,12 @@ def _legend(fig, frames, colors: dict) -> None:
     from matplotlib.patches import Patch
 
     edge = dict(edgecolor=style.MUTED, linewidth=0.8, hatchcolor=style.MUTED)
-    handles = [Patch(facecolor=FREE_COLOR, linestyle="--", label="free", **edge),
+    handles = [Patch(facecolor=FREE_COLOR, linestyle="--", label=t("free"), **edge),
                Patch(facecolor=CACHED_COLOR, hatch=STATE_HATCHES["cached"], linestyle="--",
-                     label="free, still in the prefix cache", **edge),
-               Patch(facecolor=SHARED_COLOR, hatch=STATE_HATCHES["shared"], label="shared (refcount > 1)", **edge),
-               Patch(facecolor=style.PAPER, edgecolor=TOUCHED_EDGE, linewidth=2.4, label="touched by the event")]
-    handles += [Patch(facecolor=c, label=f"held by {n}", **edge) for n, c in colors.items()]
+                     label=t("free, still in the prefix cache"), **edge),
+               Patch(facecolor=SHARED_COLOR, hatch=STATE_HATCHES["shared"], label=t("shared (refcount > 1)"), **edge),
+               Patch(facecolor=style.PAPER, edgecolor=TOUCHED_EDGE, linewidth=2.4, label=t("touched by the event"))]
+    handles += [Patch(facecolor=c, label=t("held by {name}", name=n), **edge) for n, c in colors.items()]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4))
 
 
@@ -400,8 +412,9 @@ def _plotly_data(frame: PoolFrame, code: dict, cols: int):
         z[r][c] = code[b.state] if b.state in _STATES else code[b.owners[0]]
         ref = f" ×{b.refcount}" if b.refcount > 1 else ""
         text[r][c] = f"<b>{b.block}</b>{ref}<br>{html.escape(''.join(b.tokens))}<br>{','.join(b.owners)}"
-        hover[r][c] = (f"block {b.block}: {b.state}, reference count {b.refcount}<br>owners: "
-                       f"{', '.join(b.owners) or '-'}<br>tokens: {html.escape(' '.join(b.tokens)) or '-'}")
+        hover[r][c] = t("block {block}: {state}, reference count {refs}<br>owners: {owners}<br>tokens: {tokens}",
+                        block=b.block, state=_state(b.state), refs=b.refcount, owners=", ".join(b.owners) or "-",
+                        tokens=html.escape(" ".join(b.tokens)) or "-")
     touched = sorted({b for _, b in frame.events})
     xs = [b % cols for b in touched] or [None]
     ys = [b // cols for b in touched] or [None]
@@ -427,8 +440,8 @@ def story_figure(frames, cols: int | None = None):
                              **{k: v for k, v in first[1].items() if k != "type"}))
 
     def title(f):
-        return html.escape(f"{f.index}. {f.caption}")[:220] + f"<br><sub>{f.n_used} used, {f.n_shared} shared, " \
-                                                              f"{f.n_free} free</sub>"
+        return html.escape(f"{f.index}. {f.caption}")[:220] + "<br><sub>" + t(
+            "{used} used, {shared} shared, {free} free", used=f.n_used, shared=f.n_shared, free=f.n_free) + "</sub>"
 
     fig.frames = [go.Frame(name=str(f.index), data=_plotly_data(f, code, cols), traces=[0, 1],
                            layout=dict(title_text=title(f))) for f in frames]
@@ -436,7 +449,7 @@ def story_figure(frames, cols: int | None = None):
     fig.update_yaxes(range=[rows - 0.5, -0.5], showticklabels=False, showgrid=False, zeroline=False)
     fig.update_layout(
         title_text=title(frames[0]), showlegend=False, height=170 + 78 * rows, margin=dict(l=20, r=20, t=100, b=90),
-        sliders=[frame_slider([f.index for f in frames], "event ", x=0.0, y=0, len=1.0, xanchor="left",
+        sliders=[frame_slider([f.index for f in frames], t("event "), x=0.0, y=0, len=1.0, xanchor="left",
                               yanchor="top", pad=dict(t=10))])
     return fig
 
@@ -454,8 +467,9 @@ def frame_html(frame: PoolFrame, colors: dict | None = None, cols: int | None = 
         border = f"3px solid {TOUCHED_EDGE}" if b.block in touched else (
             f"1px dashed {style.MUTED}" if b.state in ("free", "cached") else f"1px solid {style.MUTED}")
         ref = f' <span style="float:right">×{b.refcount}</span>' if b.refcount > 1 else ""
+        tip = t("block {block}: {state}, reference count {refs}", block=b.block, state=_state(b.state), refs=b.refcount)
         cells.append(
-            f'<td title="block {b.block}: {b.state}, reference count {b.refcount}" style="width:74px;height:54px;'
+            f'<td title="{e(tip)}" style="width:74px;height:54px;'
             f'vertical-align:top;background:{block_color(b, colors)};border:{border};padding:2px;font-size:11px;'
             f'color:{style.INK}">'  # the block carries its own light background: dark text in both themes
             f'<b>{b.block}</b>{ref}<div style="text-align:center;font-size:14px;'
@@ -466,13 +480,14 @@ def frame_html(frame: PoolFrame, colors: dict | None = None, cols: int | None = 
         f'<tr><td style="padding:1px 8px;background:{colors.get(n, SEQ_COLORS[0])};color:{style.INK}">{e(n)}</td>'
         f'<td style="padding:1px 8px;font-variant-numeric:tabular-nums">{e(str(bl))}</td>'
         f'<td style="padding:1px 8px">{e(frame.texts[n])}</td></tr>' for n, bl in frame.tables.items())
+    counts = t("{used} used, {shared} shared, {free} free; thick outline: touched by this event; dashed: free",
+               used=frame.n_used, shared=frame.n_shared, free=frame.n_free)
     return (f'<div style="color:{style.css("ink")}"><div style="font-weight:bold;margin:4px 0">{frame.index}. '
             f'{e(frame.caption)}</div>'
-            f'<div style="font-size:12px;margin-bottom:4px;color:{style.css("muted")}">{frame.n_used} used, '
-            f'{frame.n_shared} shared, {frame.n_free} free; thick outline: touched by this event; dashed: free</div>'
+            f'<div style="font-size:12px;margin-bottom:4px;color:{style.css("muted")}">{counts}</div>'
             f'<table style="border-collapse:separate;border-spacing:3px">{rows}</table>'
-            f'<table style="margin-top:6px;font-size:12px"><tr><th style="text-align:left">sequence</th>'
-            f'<th style="text-align:left">block table</th><th style="text-align:left">text</th>'
+            f'<table style="margin-top:6px;font-size:12px"><tr><th style="text-align:left">{t("sequence")}</th>'
+            f'<th style="text-align:left">{t("block table")}</th><th style="text-align:left">{t("text")}</th>'
             f'</tr>{tables}</table></div>')
 
 
@@ -504,14 +519,15 @@ class BlockPoolWidget:
             "prompt_b": W.Text(value=v["prompt_b"], description="B", **ctl),
             "prompt_c": W.Text(value=v["prompt_c"], description="C", **ctl),
             "n_samples": W.IntSlider(value=v["n_samples"], min=self.N_SAMPLES[0], max=self.N_SAMPLES[1],
-                                     description="samples of A", **ctl),
-            "block_size": W.Dropdown(options=self.BLOCK_SIZES, value=v["block_size"], description="block size", **ctl),
+                                     description=t("samples of A"), **ctl),
+            "block_size": W.Dropdown(options=self.BLOCK_SIZES, value=v["block_size"], description=t("block size"),
+                                     **ctl),
             "n_blocks": W.IntSlider(value=v["n_blocks"], min=self.N_BLOCKS[0], max=self.N_BLOCKS[1],
-                                    description="pool blocks", **ctl),
+                                    description=t("pool blocks"), **ctl),
         }
-        self.back_button = W.Button(description="◀ Back", layout=style.control_layout())
-        self.step_button = W.Button(description="Step ▶", layout=style.control_layout())
-        self.slider = W.IntSlider(value=0, min=0, max=0, description="event", **ctl)
+        self.back_button = W.Button(description=t("◀ Back"), layout=style.control_layout())
+        self.step_button = W.Button(description=t("Step ▶"), layout=style.control_layout())
+        self.slider = W.IntSlider(value=0, min=0, max=0, description=t("event"), **ctl)
         self.view = W.HTML()
         self.message = W.HTML()
         self.back_button.on_click(lambda _: self.back())
@@ -532,7 +548,7 @@ class BlockPoolWidget:
             frames = record_story(self.model, self.tokenizer, (v["prompt_a"], v["prompt_b"], v["prompt_c"]),
                                   v["n_samples"], v["block_size"], v["n_blocks"], seed=self.seed)
         except ValueError as e:  # unknown characters, too long: keep the last story and say why
-            self.error = str(e)
+            self.error = prompt_problem(e)
             self.message.value = f'<span style="color:{style.text_colour("rejected")}">{html.escape(self.error)}</span>'
             return
         self.error, self.message.value = "", ""

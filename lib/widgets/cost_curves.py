@@ -55,6 +55,7 @@ from ..config import ModelConfig
 from ..costs import (PRESETS, check_count, generation_steps, kv_cache_bytes, kv_computations,
                      kv_memory_crossover_tokens, resolve_model, weight_bytes)
 from ..device import dtype_name
+from ..i18n import t
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes
 
@@ -191,7 +192,19 @@ def _measured_series(m, cumulative_view: bool) -> dict:
 
 
 def _mode_label(mode: str) -> str:
-    return {"no cache": "no cache", "static": "static cache (in place)", "concat": "concat cache (torch.cat)"}[mode]
+    return t({"no cache": "no cache", "static": "static cache (in place)", "concat": "concat cache (torch.cat)"}[mode])
+
+
+def _with_cache(cache: str, what: str | None = None) -> str:
+    """"with cache" / "without cache", after ``what`` when given ("attention, with cache"), in the notebook's
+    language."""
+    if what is None:
+        return t("with cache") if cache == "cache" else t("without cache")
+    return t("{what}, with cache", what=what) if cache == "cache" else t("{what}, without cache", what=what)
+
+
+def _clock(m) -> str:
+    return t("CPU time") if m.get("clock") == "cpu" else t("wall time")
 
 
 def _bytes_label(b: float) -> str:
@@ -215,7 +228,7 @@ def _finish(ax, loglog: bool, xlabel: str, ylabel: str, title: str):
 
 
 def _with_slope(label: str, slope, loglog: bool) -> str:
-    return f"{label} (slope {slope:.2f})" if loglog and slope is not None else label
+    return t("{label} (slope {slope})", label=label, slope=f"{slope:.2f}") if loglog and slope is not None else label
 
 
 def plot_kv_counts(n: int = 16, prompt_len: int = 1):
@@ -231,17 +244,17 @@ def plot_kv_counts(n: int = 16, prompt_len: int = 1):
         per = kv_computations(prompt_len, n, use_cache=(cache == "cache"))
         cum = cumulative(per)
         cue = dict(color=COLORS[cache], marker=MARKERS[cache], ms=4, ls=style.concept(CONCEPT[cache]).linestyle)
-        a.plot(pos, per, **cue, label=f"{'with' if cache == 'cache' else 'without'} cache")
-        b.plot(pos, cum, **cue, label=f"{'with' if cache == 'cache' else 'without'} cache: {cum[-1]:,} in total")
+        a.plot(pos, per, **cue, label=_with_cache(cache))
+        b.plot(pos, cum, **cue, label=t("{which}: {n} in total", which=_with_cache(cache), n=f"{cum[-1]:,}"))
     from matplotlib.ticker import MaxNLocator
 
     for ax in (a, b):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    _finish(a, False, "context length t (keys attended in the step)", "K/V computed in the step",
-            "per step: t without a cache, 1 with it")
-    _finish(b, False, "context length t", "K/V computed so far",
-            f"cumulative after {n} steps: O(n²) vs O(n)")
+    _finish(a, False, t("context length t (keys attended in the step)"), t("K/V computed in the step"),
+            t("per step: t without a cache, 1 with it"))
+    _finish(b, False, t("context length t"), t("K/V computed so far"),
+            t("cumulative after {n} steps: O(n²) vs O(n)", n=n))
     return fig
 
 
@@ -255,13 +268,13 @@ def plot_flops(model="chat", n: int = 64, prompt_len: int = 1, cumulative: bool 
     fig, ax = figure_and_axes(ax, FIGSIZE)
     for cache in CACHES:
         for part in ("linear", "attention"):
-            label = f"{PART_LABELS[part]}, {'with' if cache == 'cache' else 'without'} cache"
+            label = _with_cache(cache, t(PART_LABELS[part]))
             ax.plot(c["positions"], series[cache][part], MPL_STYLE[DASH[part]], color=COLORS[cache],
                     marker=MARKERS[cache], ms=4, markevery=_mark_every(len(c["positions"]), loglog),
                     label=_with_slope(label, c["slopes"][view][cache][part], loglog))
-    what = "cumulative FLOPs" if cumulative else "FLOPs per step"
-    _finish(ax, loglog, "context length t (tokens)", what,
-            f"{c['name']}: {what}" + (" (log-log, slopes fitted over the last half)" if loglog else ""))
+    what = t("cumulative FLOPs") if cumulative else t("FLOPs per step")
+    _finish(ax, loglog, t("context length t (tokens)"), what,
+            f"{c['name']}: {what}" + (t(" (log-log, slopes fitted over the last half)") if loglog else ""))
     return fig
 
 
@@ -285,13 +298,12 @@ def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, 
     fig, ax = figure_and_axes(ax, FIGSIZE)
     for mode, ys in series.items():
         ax.plot(m["positions"], ys, MPL_STYLE[MODE_DASH[mode]], marker=MARKERS[mode], ms=4, color=COLORS[mode],
-                label=f"{_mode_label(mode)} (slope {m['slopes'][mode][view]:.2f})")
+                label=t("{label} (slope {slope})", label=_mode_label(mode), slope=f"{m['slopes'][mode][view]:.2f}"))
     cfg = m.get("config", {})
-    clock = "CPU" if m.get("clock") == "cpu" else "wall"
-    what = "cumulative ms" if cumulative else "ms per step"
-    _finish(ax, loglog, "context length t (tokens)", f"{what} ({clock} time)",
-            f"measured: {cfg.get('n_layers', '?')} layers, d_model {cfg.get('d_model', '?')}; "
-            f"log-log slopes over the last half")
+    what = t("cumulative ms") if cumulative else t("ms per step")
+    _finish(ax, loglog, t("context length t (tokens)"), f"{what} ({_clock(m)})",
+            t("measured: {layers} layers, d_model {d}; log-log slopes over the last half",
+              layers=cfg.get('n_layers', '?'), d=cfg.get('d_model', '?')))
     if loglog:  # plain numbers (2, 5, 20 ms) read better than 2×10⁰ on a short log axis
         from matplotlib.ticker import FuncFormatter
 
@@ -305,10 +317,10 @@ def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_s
     mem = memory_curves(model, n, dtype, batch_size)
     fig, ax = figure_and_axes(ax, FIGSIZE)
     ax.plot(mem["positions"], mem["kv_bytes"], color=COLORS["kv"],
-            label=f"KV cache, batch {mem['batch_size']}: {_bytes_label(mem['kv_bytes'][-1])} at "
-                  f"{mem['positions'][-1]} tokens")
+            label=t("KV cache, batch {batch}: {size} at {n} tokens", batch=mem['batch_size'],
+                    size=_bytes_label(mem['kv_bytes'][-1]), n=mem['positions'][-1]))
     ax.axhline(mem["weight_bytes"], color=COLORS["weights"], ls=style.concept("weights").linestyle,
-               label=f"weights in memory: {_bytes_label(mem['weight_bytes'])}")
+               label=t("weights in memory: {size}", size=_bytes_label(mem['weight_bytes'])))
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
     top = max(mem["weight_bytes"], mem["kv_bytes"][-1]) * 1.05
@@ -317,9 +329,9 @@ def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_s
     ax.yaxis.set_major_locator(FixedLocator(MaxNLocator(nbins=6).tick_values(0, top / unit) * unit))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda b, _: _bytes_label(b)))
     ax.set_ylim(0, top)
-    _finish(ax, False, "tokens per sequence", f"bytes ({mem['dtype']})",
-            f"{mem['name']}: KV cache memory = weight memory\nat {mem['memory_crossover_context']:,.0f} tokens "
-            f"per sequence")
+    _finish(ax, False, t("tokens per sequence"), t("bytes ({dtype})", dtype=mem['dtype']),
+            t("{name}: KV cache memory = weight memory\nat {n} tokens per sequence", name=mem['name'],
+              n=f"{mem['memory_crossover_context']:,.0f}"))
     return fig
 
 
@@ -334,10 +346,10 @@ def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool 
     axes = axes.ravel()
     a = axes[0]
     for cache in CACHES:
-        label = f"{'with' if cache == 'cache' else 'without'} cache: {c['kv_cumulative'][cache][-1]:,}"
+        label = f"{_with_cache(cache)}: {c['kv_cumulative'][cache][-1]:,}"
         a.plot(c["positions"], c["kv_cumulative"][cache], color=COLORS[cache],
                label=_with_slope(label, c["slopes"]["cumulative"][cache]["kv"], loglog))
-    _finish(a, loglog, "context length t", "K/V computed so far (per layer)", "K/V computations, cumulative")
+    _finish(a, loglog, t("context length t"), t("K/V computed so far (per layer)"), t("K/V computations, cumulative"))
     plot_flops(model, n, prompt_len, cumulative=False, loglog=loglog, ax=axes[1])
     plot_flops(model, n, prompt_len, cumulative=True, loglog=loglog, ax=axes[2])
     plot_memory(model, c["positions"][-1], ax=axes[3])  # the same tokens as the other panels
@@ -349,19 +361,19 @@ def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool 
 
 # --------------------------------------------------------------------------------------- tier 2: plotly
 
-def _plotly_name(cache: str, part: str, slope) -> str:
-    label = f"{PART_LABELS[part]}, {'with' if cache == 'cache' else 'without'} cache"
-    return f"{label} (slope {slope:.2f})" if slope is not None else label
+def _plotly_name(cache: str, part: str, slope, what: str | None = None) -> str:
+    label = _with_cache(cache, t(PART_LABELS[part]) if what is None else what)
+    return t("{label} (slope {slope})", label=label, slope=f"{slope:.2f}") if slope is not None else label
 
 
 def _three_panels(fig, dtype: str, title: str, top: int = 200):
     """The layout shared by the analytic plotly figure and the live explorer: each panel named by its y axis
     (no titles above the panels to run together), the legend above the plots (the kvlab template's place),
     ``top`` pixels above them for the title, the buttons (if any) and the legend, and no fixed width."""
-    for col, name in ((1, "K/V computed (per layer)"), (2, "FLOPs (solid: proj. + FFN, dashed: attention)"),
-                      (3, f"memory, bytes ({dtype})")):
+    for col, name in ((1, t("K/V computed (per layer)")), (2, t("FLOPs (solid: proj. + FFN, dashed: attention)")),
+                      (3, t("memory, bytes ({dtype})", dtype=dtype))):
         fig.update_yaxes(title_text=name, row=1, col=col)
-    fig.update_xaxes(title_text="context length t")
+    fig.update_xaxes(title_text=t("context length t"))
     fig.update_layout(height=360 + top, margin=dict(l=70, r=20, t=top, b=60), showlegend=True,
                       title=dict(text=title, yref="container", y=0.98, yanchor="top"),
                       legend=dict(orientation="h", x=0, xanchor="left", y=1.03, yanchor="bottom"))
@@ -381,8 +393,7 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1):
     for cache in CACHES:  # traces 0, 1: K/V
         for view, src in (("per_step", c["kv"]), ("cumulative", c["kv_cumulative"])):
             ys[view].append(src[cache])
-            names[view].append(_plotly_name(cache, "total", c["slopes"][view][cache]["kv"])
-                               .replace("total, ", "K/V, "))
+            names[view].append(_plotly_name(cache, "total", c["slopes"][view][cache]["kv"], what="K/V"))
     for cache in CACHES:  # traces 2..5: FLOPs
         for part in ("linear", "attention"):
             for view, src in (("per_step", c["flops"]), ("cumulative", c["flops_cumulative"])):
@@ -394,23 +405,23 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1):
         fig.add_trace(go.Scatter(x=c["positions"], y=ys["per_step"][k], name=names["per_step"][k], mode="lines",
                                  line=dict(color=COLORS[cache], dash=DASH[part] if col == 2 else "solid")),
                       row=1, col=col)
-    fig.add_trace(go.Scatter(x=mem["positions"], y=mem["kv_bytes"], name="KV cache bytes", mode="lines",
+    fig.add_trace(go.Scatter(x=mem["positions"], y=mem["kv_bytes"], name=t("KV cache bytes"), mode="lines",
                              line=dict(color=COLORS["kv"])), row=1, col=3)
-    fig.add_trace(go.Scatter(x=[1, mem["positions"][-1]], y=[mem["weight_bytes"]] * 2, name="weights in memory",
+    fig.add_trace(go.Scatter(x=[1, mem["positions"][-1]], y=[mem["weight_bytes"]] * 2, name=t("weights in memory"),
                              mode="lines", line=dict(color=COLORS["weights"], dash="longdash")), row=1, col=3)
     idx = list(range(len(specs)))
     # from the top: the title, the buttons, the legend (above the plots, as the template places it), the plots
     view_menu = dict(type="buttons", direction="right", x=0.0, y=1.3, xanchor="left", yanchor="bottom",
                      showactive=True,
-                     buttons=[dict(label=label, method="restyle", args=[{"y": ys[view], "name": names[view]}, idx])
+                     buttons=[dict(label=t(label), method="restyle", args=[{"y": ys[view], "name": names[view]}, idx])
                               for label, view in (("per step", "per_step"), ("cumulative", "cumulative"))])
     axes_names = [f"{a}axis{'' if i == 1 else i}" for i in (1, 2, 3) for a in "xy"]
     scale_menu = dict(type="buttons", direction="right", x=0.35, y=1.3, xanchor="left", yanchor="bottom",
                       showactive=True,
-                      buttons=[dict(label=label, method="relayout", args=[{f"{a}.type": kind for a in axes_names}])
+                      buttons=[dict(label=t(label), method="relayout", args=[{f"{a}.type": kind for a in axes_names}])
                                for label, kind in (("linear", "linear"), ("log-log", "log"))])
-    _three_panels(fig, mem["dtype"], f"{c['name']}: generating {n} tokens with and without a KV cache "
-                                     f"(slopes: log-log fit over the last half)")
+    _three_panels(fig, mem["dtype"], t("{name}: generating {n} tokens with and without a KV cache "
+                                       "(slopes: log-log fit over the last half)", name=c['name'], n=n))
     fig.update_layout(updatemenus=[view_menu, scale_menu])
     return fig
 
@@ -423,26 +434,26 @@ def plotly_measured(measurements):
     m = _check_measurements(measurements)
     views = ("per_step", "cumulative") if "cumulative" in m else ("per_step",)
     ys = {v: _measured_series(m, v == "cumulative") for v in views}
-    names = {v: [f"{_mode_label(mode)} (slope {m['slopes'][mode][v]:.2f})" for mode in m["modes"]] for v in views}
+    names = {v: [t("{label} (slope {slope})", label=_mode_label(mode), slope=f"{m['slopes'][mode][v]:.2f}")
+                 for mode in m["modes"]] for v in views}
     fig = go.Figure()
     for k, mode in enumerate(m["modes"]):
         fig.add_trace(go.Scatter(x=m["positions"], y=ys["per_step"][mode], name=names["per_step"][k],
                                  mode="lines+markers", marker=dict(size=6, symbol=_PLOTLY_MARKER[MARKERS[mode]]),
                                  line=dict(color=COLORS[mode], dash=MODE_DASH[mode])))
     menus = [dict(type="buttons", direction="right", x=0.0, y=1.25, xanchor="left", yanchor="bottom",
-                  buttons=[dict(label=label, method="relayout", args=[{"xaxis.type": kind, "yaxis.type": kind}])
+                  buttons=[dict(label=t(label), method="relayout", args=[{"xaxis.type": kind, "yaxis.type": kind}])
                            for label, kind in (("linear", "linear"), ("log-log", "log"))])]
     if len(views) == 2:
         menus.append(dict(type="buttons", direction="right", x=0.3, y=1.25, xanchor="left", yanchor="bottom", buttons=[
-            dict(label=label, method="restyle",
+            dict(label=t(label), method="restyle",
                  args=[{"y": [ys[v][mode] for mode in m["modes"]], "name": names[v]}])
             for label, v in (("per step", "per_step"), ("cumulative", "cumulative"))]))
     cfg = m.get("config", {})
-    clock = "CPU" if m.get("clock") == "cpu" else "wall"
     fig.update_layout(updatemenus=menus, height=460, margin=dict(l=60, r=20, t=150, b=50),
-                      xaxis_title="context length t (tokens)", yaxis_title=f"ms ({clock} time)",
-                      title=dict(text=f"measured: {cfg.get('n_layers', '?')} layers, d_model "
-                                      f"{cfg.get('d_model', '?')} (slopes: log-log fit over the last half)",
+                      xaxis_title=t("context length t (tokens)"), yaxis_title=f"ms ({_clock(m)})",
+                      title=dict(text=t("measured: {layers} layers, d_model {d} (slopes: log-log fit over the last "
+                                        "half)", layers=cfg.get('n_layers', '?'), d=cfg.get('d_model', '?')),
                                  yref="container", y=0.98, yanchor="top"),
                       legend=dict(orientation="h", x=0, xanchor="left", y=1.03, yanchor="bottom"))
     return fig
@@ -470,24 +481,26 @@ class CostCurvesExplorer:
         self._check_choice(view, VIEWS, "view")
         self._curves = {}  # model name -> analytic_curves at the slider's maximum n (sliced on redraw)
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
-        self.model = W.Dropdown(options=[(MODEL_LABELS.get(k, k), k) for k in MODEL_CHOICES], value=name,
-                                description="model", **look)
+        self.model = W.Dropdown(options=[(t(MODEL_LABELS.get(k, k)), k) for k in MODEL_CHOICES], value=name,
+                                description=t("model"), **look)
         self.n = W.IntSlider(value=2, min=2, max=self._n_max(name), description="n", continuous_update=True, **look)
         self.n.value = self._check_n_value(n, name)
-        self.show = W.ToggleButtons(options=list(SHOWS), value=show, description="show",
+        self.show = W.ToggleButtons(options=[(t(s), s) for s in SHOWS], value=show, description=t("show"),
                                     style={**style.control_style(), "button_width": "auto"})
-        self.view = W.ToggleButtons(options=list(VIEWS), value=view, style={"button_width": "auto"})
+        self.view = W.ToggleButtons(options=[(t(v), v) for v in VIEWS], value=view, style={"button_width": "auto"})
         self.loglog = W.Checkbox(value=checks.flag(loglog, "loglog"), description="log-log", indent=False, **look)
         self.text = W.HTML(style={"text_color": style.css("ink")})
         self.figure = go.FigureWidget(make_subplots(rows=1, cols=3, horizontal_spacing=0.1))
-        self._names = []
+        self._names = []  # the traces' names in English (the keys of drawn and _series)
+        self._shown = {}  # ... and as the legend shows them, in the notebook's language
         for cache in CACHES:
-            self._add(go, f"K/V, {self._with(cache)} cache", COLORS[cache], "solid", 1)
+            self._add(go, f"K/V, {self._with(cache)} cache", COLORS[cache], "solid", 1, _with_cache(cache, "K/V"))
         for cache in CACHES:
             for part in ("linear", "attention"):
-                self._add(go, f"{PART_LABELS[part]}, {self._with(cache)} cache", COLORS[cache], DASH[part], 2)
-        self._add(go, "KV cache bytes", COLORS["kv"], "solid", 3)
-        self._add(go, "weights in memory", COLORS["weights"], "longdash", 3)
+                self._add(go, f"{PART_LABELS[part]}, {self._with(cache)} cache", COLORS[cache], DASH[part], 2,
+                          _with_cache(cache, t(PART_LABELS[part])))
+        self._add(go, "KV cache bytes", COLORS["kv"], "solid", 3, t("KV cache bytes"))
+        self._add(go, "weights in memory", COLORS["weights"], "longdash", 3, t("weights in memory"))
         _three_panels(self.figure, dtype_name(torch.float16), "", top=110)
         self.last_update_seconds = 0.0
         self._quiet = False
@@ -508,10 +521,11 @@ class CostCurvesExplorer:
         if value not in allowed:
             raise ValueError(f"{what}={value!r} is not known; allowed: {', '.join(map(repr, allowed))}")
 
-    def _add(self, go, name, color, dash, col):
-        self.figure.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines", line=dict(color=color, dash=dash)),
+    def _add(self, go, name, color, dash, col, shown):
+        self.figure.add_trace(go.Scatter(x=[], y=[], name=shown, mode="lines", line=dict(color=color, dash=dash)),
                               row=1, col=col)
         self._names.append(name)
+        self._shown[name] = shown
 
     @staticmethod
     def _n_max(name) -> int:
@@ -611,7 +625,8 @@ class CostCurvesExplorer:
                 xs, ys, vis = series[name]
                 trace.x, trace.y, trace.visible = xs, ys, vis
                 slope = slopes.get(name)
-                trace.name = name if slope is None else f"{name} (slope {slope:.2f})"
+                shown = self._shown[name]
+                trace.name = shown if slope is None else t("{label} (slope {slope})", label=shown, slope=f"{slope:.2f}")
             self.figure.update_xaxes(type=kind)
             self.figure.update_yaxes(type=kind)
         self.text.value = html.escape(self.summary)
@@ -625,9 +640,11 @@ class CostCurvesExplorer:
         kv_c, kv_n = full["kv_cumulative"]["cache"][n - 1], full["kv_cumulative"]["no cache"][n - 1]
         flops = full["flops_cumulative"]
         f_c, f_n = flops["cache"]["total"][n - 1], flops["no cache"]["total"][n - 1]
-        return (f"{self.model.value}, n = {n}: K/V computed {kv_c:,} with cache vs {kv_n:,} without "
-                f"({kv_n / kv_c:.1f}x); FLOPs {f_c:.3g} vs {f_n:.3g} ({f_n / f_c:.1f}x); KV cache "
-                f"{_bytes_label(mem['kv_bytes'][n - 1])} vs weights in memory {_bytes_label(mem['weight_bytes'])}")
+        return t("{model}, n = {n}: K/V computed {kv_c} with cache vs {kv_n} without ({kv_x}x); FLOPs {f_c} vs "
+                 "{f_n} ({f_x}x); KV cache {kv_bytes} vs weights in memory {w_bytes}", model=self.model.value, n=n,
+                 kv_c=f"{kv_c:,}", kv_n=f"{kv_n:,}", kv_x=f"{kv_n / kv_c:.1f}", f_c=f"{f_c:.3g}", f_n=f"{f_n:.3g}",
+                 f_x=f"{f_n / f_c:.1f}", kv_bytes=_bytes_label(mem['kv_bytes'][n - 1]),
+                 w_bytes=_bytes_label(mem['weight_bytes']))
 
     @property
     def state(self) -> dict:

@@ -30,6 +30,7 @@ from ..config import ModelConfig
 from ..costs import (MLA_PRESETS, PRESETS, check_count, kv_bytes_per_token, kv_cache_bytes,
                      kv_memory_crossover_tokens, kv_values_per_token, param_count, resolve_model, weight_bytes)
 from ..device import DTYPES, dtype_name
+from ..i18n import t
 from ..text import fmt_bytes, text_table
 from . import frame_slider
 
@@ -140,8 +141,8 @@ def kv_per_token_rows(dtype="fp16", variants: bool = True, mla: bool = True) -> 
     configs = [(name, c) for name, c in PRESETS.items()]
     if variants:
         base = PRESETS["llama-2-7b"]
-        configs += [("llama-2-7b as GQA-8 (hypothetical)", base.replace(n_kv_heads=8)),
-                    ("llama-2-7b as MQA (hypothetical)", base.replace(n_kv_heads=1))]
+        configs += [(t("llama-2-7b as GQA-8 (hypothetical)"), base.replace(n_kv_heads=8)),
+                    (t("llama-2-7b as MQA (hypothetical)"), base.replace(n_kv_heads=1))]
     rows = []
     for name, c in configs:
         values = kv_values_per_token(c)
@@ -190,8 +191,8 @@ def plot_kv_per_token(dtype="fp16", **kw):
     kinds = [k for k in KIND_HATCHES if any(r["kind"] == k for r in rows)]
     ax.legend(handles=[Patch(facecolor=kv, edgecolor=style.INK, linewidth=0.5, hatch=KIND_HATCHES[k] or None,
                              hatchcolor=style.PAPER, label=k) for k in kinds],
-              title="KV cache of", loc="lower right")
-    ax.set_xlabel(f"KV cache per token, KiB ({dtype_name(dtype)})")
+              title=t("KV cache of"), loc="lower right")
+    ax.set_xlabel(t("KV cache per token, KiB ({dtype})", dtype=dtype_name(dtype)))
     ax.set_xlim(0, top * 1.3)  # room for the labels
     return fig
 
@@ -218,25 +219,25 @@ def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=N
     first = memory_budget(model, dtype, xs[0], 1, kv_dtype)
     w = first.weight_bytes / GIB
     weights, ref = style.concept("weights"), style.concept("reference")
-    ax.axhline(w, color=weights.colour, ls=weights.linestyle, lw=2, label=f"weights in memory ({w:.2f} GiB)")
+    ax.axhline(w, color=weights.colour, ls=weights.linestyle, lw=2, label=t("weights in memory ({size} GiB)", size=f"{w:.2f}"))
     # purple to blue: apart from the weights' green
     shades = plt.get_cmap(style.SEQUENTIAL)(np.linspace(0.0, 0.35, max(len(batches), 2)))
     markers = "osD^v<>"
     for i, b in enumerate(batches):
         ys = [memory_budget(model, dtype, x, b, kv_dtype).total_bytes / GIB for x in xs]
-        ax.plot(xs, ys, color=shades[i], marker=markers[i % len(markers)], ms=4, label=f"weights + KV, batch {b}")
+        ax.plot(xs, ys, color=shades[i], marker=markers[i % len(markers)], ms=4, label=t("weights + KV, batch {b}", b=b))
     for g in GPU_GIB:
         ax.axhline(g, color=ref.colour, ls=ref.linestyle, lw=0.8)
-        ax.text(xs[0], g * 1.03, f"{g} GiB GPU", color=style.MUTED, fontsize=style.SMALL_SIZE, ha="left", va="bottom")
+        ax.text(xs[0], g * 1.03, t("{g} GiB GPU", g=g), color=style.MUTED, fontsize=style.SMALL_SIZE, ha="left", va="bottom")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     plain = FuncFormatter(lambda v, _: f"{v:g}")  # 4096 and 40, not 2^12 and 4x10^1
     ax.xaxis.set_major_formatter(plain)
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
-    ax.set_xlabel("context length per request (tokens)")
-    ax.set_ylabel("GiB (log scale)")
-    ax.set_title(f"{name} in {_formats(first)}: weights + KV cache")
+    ax.set_xlabel(t("context length per request (tokens)"))
+    ax.set_ylabel(t("GiB (log scale)"))
+    ax.set_title(t("{name} in {formats}: weights + KV cache", name=name, formats=_formats(first)))
     fig.legend(loc="outside right upper")  # constrained layout keeps room for it
     return fig
 
@@ -278,30 +279,30 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
     def moving(f):  # traces 0..2 change with the batch size
         x_cross = f["memory_crossover_context"]
         inside = xs[0] <= x_cross <= xs[-1]
-        return [go.Scatter(x=xs, y=f["kv_gib"], name="KV cache", mode="lines+markers",
+        return [go.Scatter(x=xs, y=f["kv_gib"], name=t("KV cache"), mode="lines+markers",
                            line=dict(color=kv.colour), marker=dict(symbol="circle")),
-                go.Scatter(x=xs, y=f["total_gib"], name="weights + KV", mode="lines+markers",
+                go.Scatter(x=xs, y=f["total_gib"], name=t("weights + KV"), mode="lines+markers",
                            line=dict(color=style.INK, width=3), marker=dict(symbol="diamond")),
                 go.Scatter(x=[x_cross, x_cross] if inside else [], y=[lo, hi] if inside else [],
-                           name="KV memory = weight memory", mode="lines", line=dict(color=kv.colour, dash="dot"))]
+                           name=t("KV memory = weight memory"), mode="lines", line=dict(color=kv.colour, dash="dot"))]
 
-    fixed = [go.Scatter(x=xs, y=[frames[0]["weights_gib"]] * len(xs), name="weights in memory", mode="lines",
+    fixed = [go.Scatter(x=xs, y=[frames[0]["weights_gib"]] * len(xs), name=t("weights in memory"), mode="lines",
                         line=dict(color=weights.colour, width=3, dash="longdash"))]
-    fixed += [go.Scatter(x=[xs[0], xs[-1]], y=[g, g], name=f"{g} GiB GPU", mode="lines+text",
+    fixed += [go.Scatter(x=[xs[0], xs[-1]], y=[g, g], name=t("{g} GiB GPU", g=g), mode="lines+text",
                          text=[f"{g} GiB", ""], textposition="top right", showlegend=False,
                          textfont=dict(color=style.MUTED), line=dict(color=ref.colour, dash="dash", width=1))
               for g in GPU_GIB]
-    title = lambda f: (f"{name} in {dtype_name(dtype)}, batch {f['batch']}: KV cache memory = weight memory at "
-                       f"{f['memory_crossover_context']:,.0f} tokens per request")
+    title = lambda f: t("{name} in {dtype}, batch {batch}: KV cache memory = weight memory at {n} tokens per request",
+                        name=name, dtype=dtype_name(dtype), batch=f['batch'], n=f"{f['memory_crossover_context']:,.0f}")
     fig = go.Figure(data=moving(frames[0]) + fixed,
                     frames=[go.Frame(name=str(f["batch"]), data=moving(f), traces=[0, 1, 2],
                                      layout=dict(title_text=title(f))) for f in frames])
     fig.update_layout(
         title_text=title(frames[0]), height=520, margin=dict(b=110),
-        xaxis=dict(type="log", title="context length per request (tokens)", tickvals=xs,
+        xaxis=dict(type="log", title=t("context length per request (tokens)"), tickvals=xs,
                    ticktext=[f"{x // 1024}k" if x >= 1024 else str(x) for x in xs]),
         yaxis=dict(type="log", title="GiB", range=[math.log10(lo), math.log10(hi)]),
-        sliders=[frame_slider([f["batch"] for f in frames], "concurrent requests: ", pad=dict(t=60))])
+        sliders=[frame_slider([f["batch"] for f in frames], t("concurrent requests: "), pad=dict(t=60))])
     return fig
 
 
@@ -323,36 +324,43 @@ def budget_html(b: MemoryBudget) -> str:
     ink, muted, border = style.css("ink"), style.css("muted"), style.css("border")
     cell = "padding:2px 10px 2px 0;border-bottom:1px solid " + border
     num = cell + ";text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap"
-    rows = [("weights in memory", fmt_bytes(b.weight_bytes)), ("KV cache per token", fmt_bytes(b.kv_bytes_per_token)),
-            (f"KV cache ({b.batch} x {b.context:,} tokens)", f"{fmt_bytes(b.kv_bytes)} ({b.kv_share:.1%} of total)"),
-            ("total", fmt_bytes(b.total_bytes)),
-            ("KV cache memory = weight memory at", f"{b.memory_crossover_tokens:,.0f} tokens = "
-                                                   f"{b.memory_crossover_context:,.0f} per request at batch {b.batch}")]
+    rows = [(t("weights in memory"), fmt_bytes(b.weight_bytes)),
+            (t("KV cache per token"), fmt_bytes(b.kv_bytes_per_token)),
+            (t("KV cache ({batch} x {context} tokens)", batch=b.batch, context=f"{b.context:,}"),
+             t("{size} ({share} of total)", size=fmt_bytes(b.kv_bytes), share=f"{b.kv_share:.1%}")),
+            (t("total"), fmt_bytes(b.total_bytes)),
+            (t("KV cache memory = weight memory at"),
+             t("{tokens} tokens = {context} per request at batch {batch}", tokens=f"{b.memory_crossover_tokens:,.0f}",
+               context=f"{b.memory_crossover_context:,.0f}", batch=b.batch))]
     out = [f"<div style='color:{ink};font-size:13px;line-height:1.5'>"
-           f"<b>{html.escape(b.model)}</b> in {html.escape(_formats(b))}, {b.params:,} parameters",
+           + t("<b>{model}</b> in {formats}, {params} parameters", model=html.escape(b.model),
+               formats=html.escape(_formats(b)), params=f"{b.params:,}"),
            "<table style='border-collapse:collapse;margin:4px 0 8px 0'>"
            + "".join(f"<tr><td style='{cell}'>{html.escape(k)}</td><td style='{num}'>{html.escape(v)}</td></tr>"
                      for k, v in rows) + "</table>",
            f"<table style='border-collapse:collapse'><tr style='color:{muted}'><th style='{cell};text-align:left'>GPU"
-           f"</th><th style='{cell};text-align:left'>verdict</th><th style='{cell};text-align:right'>requests that "
-           f"fit</th><th style='{cell};text-align:left'>memory: weights, KV cache, free</th></tr>"]
+           f"</th><th style='{cell};text-align:left'>{t('verdict')}</th><th style='{cell};text-align:right'>"
+           f"{t('requests that fit')}</th><th style='{cell};text-align:left'>{t('memory: weights, KV cache, free')}"
+           f"</th></tr>"]
     for r in b.gpu_rows():
         cap = float(r["gpu"].split()[0]) * GIB
         w = min(b.weight_bytes / cap, 1.0) * 100
         kv = min(b.kv_bytes / cap, 1.0 - w / 100) * 100
-        verdict = "fits" if r["fits"] else "does not fit"
+        verdict = t("fits") if r["fits"] else t("does not fit")
         out.append(
             f"<tr><td style='{num}'>{r['gpu']}</td><td style='{cell}'>{verdict}</td>"
-            f"<td style='{num}'>{r['requests that fit']:,} requests of {b.context:,} tokens fit next to the weights"
+            f"<td style='{num}'>" + t("{n} requests of {context} tokens fit next to the weights",
+                                      n=f"{r['requests that fit']:,}", context=f"{b.context:,}") +
             f"</td><td style='{cell};width:45%'><div style='width:100%;min-width:160px;height:12px;"
             f"border:1px solid {muted};display:flex'>"
             f"<div style='width:{w:.1f}%;background:{_bar_fill('weights')}'></div>"
             f"<div style='width:{kv:.1f}%;background:{_bar_fill('cached')}'></div></div></td></tr>")
     key = " ".join(f"<span style='display:inline-block;width:14px;height:10px;margin:0 4px 0 10px;"
                    f"border:1px solid {muted};background:{fill}'></span>{label}"
-                   for fill, label in ((_bar_fill("weights"), "model weights (striped)"),
-                                       (_bar_fill("cached"), "KV cache (solid)"), ("transparent", "free")))
-    out.append(f"</table><div style='color:{muted};font-size:12px;margin-top:4px'>bars, left to right:{key}</div></div>")
+                   for fill, label in ((_bar_fill("weights"), t("model weights (striped)")),
+                                       (_bar_fill("cached"), t("KV cache (solid)")), ("transparent", t("free"))))
+    out.append(f"</table><div style='color:{muted};font-size:12px;margin-top:4px'>{t('bars, left to right:')}{key}"
+               f"</div></div>")
     return "".join(out)
 
 
@@ -377,12 +385,12 @@ class MemoryExplorer:
         self.budget = self._fits_controls(memory_budget(model, dtype, context, batch, kv_dtype))
         b = self.budget
         ctl = dict(style=style.control_style(), layout=style.control_layout())
-        self.model_box = W.Dropdown(options=list(PRESETS), value=b.model, description="model", **ctl)
-        self.dtype_box = W.Dropdown(options=list(DTYPES), value=b.dtype, description="weights", **ctl)
-        self.kv_dtype_box = W.Dropdown(options=list(KV_DTYPES), value=b.kv_dtype, description="KV cache", **ctl)
-        self.context_box = W.BoundedIntText(value=b.context, min=1, max=b.config.max_seq_len, description="context",
+        self.model_box = W.Dropdown(options=list(PRESETS), value=b.model, description=t("model"), **ctl)
+        self.dtype_box = W.Dropdown(options=list(DTYPES), value=b.dtype, description=t("weights"), **ctl)
+        self.kv_dtype_box = W.Dropdown(options=list(KV_DTYPES), value=b.kv_dtype, description=t("KV cache"), **ctl)
+        self.context_box = W.BoundedIntText(value=b.context, min=1, max=b.config.max_seq_len, description=t("context"),
                                             **ctl)
-        self.batch_box = W.IntSlider(value=b.batch, min=1, max=self.BATCH_MAX, description="requests", **ctl)
+        self.batch_box = W.IntSlider(value=b.batch, min=1, max=self.BATCH_MAX, description=t("requests"), **ctl)
         self.view = W.HTML()
         for box, key in ((self.model_box, "model"), (self.dtype_box, "dtype"), (self.kv_dtype_box, "kv_dtype"),
                          (self.context_box, "context"), (self.batch_box, "batch")):

@@ -40,6 +40,7 @@ import ipywidgets as widgets
 from .. import checks, style
 from ..costs import kv_computations
 from ..generate import generate
+from ..i18n import t
 from ..text import display_width, pad
 from ..tokenizer import UnknownCharacterError
 from . import check_controls, frame_slider, play_buttons
@@ -200,9 +201,9 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
         fed = tokenizer.decode(s.input_ids[batch].tolist())
         with_c, without_c = (cum_own[i], cum_theirs[i]) if trace.use_cache else (cum_theirs[i], cum_own[i])
         first, last = s.positions[0], s.positions[-1]
-        pos = f"position {first}" if first == last else f"positions {first}..{last}"
-        caption = (f"step {i} ({s.phase}): fed {fed} at {pos} → chose {words[length]} "
-                   f"(p={float(s.chosen_prob[batch]):.4f})")
+        pos = t("position {p}", p=first) if first == last else t("positions {a}..{b}", a=first, b=last)
+        caption = t("step {i} ({phase}): fed {fed} at {pos} → chose {chosen} (p={p})", i=i, phase=t(s.phase),
+                    fed=fed, pos=pos, chosen=words[length], p=f"{float(s.chosen_prob[batch]):.4f}")
         frames.append(PlayerFrame(
             step=i, n_steps=n, phase=s.phase, use_cache=trace.use_cache, fed=fed, positions=list(s.positions),
             chips=chips, kv=statuses[i], bars=bars, chosen=words[length],
@@ -223,20 +224,20 @@ def player_table(trace, tokenizer, other=None, layer: int = 0, top_k: int = 3, b
     = read from the cache, . none yet), the top candidates, the chosen token, and the running K/V counts."""
     frames = player_frames(trace, tokenizer, other, layer, top_k, batch)
     f0 = frames[0]
-    head = ["step", "phase", "sequence (newest last)", "K/V", f"top-{top_k} candidates (p)", "chosen",
-            "K/V so far: cache / no cache"]
+    head = [t("step"), t("phase"), t("sequence (newest last)"), "K/V", t("top-{k} candidates (p)", k=top_k),
+            t("chosen"), t("K/V so far: cache / no cache")]
     rows = []
     for f in frames:
         seq = "".join(c.text for c in f.chips)
         kv = "".join(KV_MARKS[k] * display_width(c.text) for k, c in zip(f.kv, f.chips))  # one mark under each column
         cands = ", ".join(f"{b.token}{'*' if b.chosen else ''} {b.prob:.4f}" for b in f.bars)
-        rows.append([str(f.step), f.phase, seq, kv, cands, f.chosen, f"{f.with_cache} / {f.without_cache}"])
+        rows.append([str(f.step), t(f.phase), seq, kv, cands, f.chosen, f"{f.with_cache} / {f.without_cache}"])
     widths = [max(display_width(r[j]) for r in [head] + rows) for j in range(len(head))]
     line = lambda r: "  ".join(pad(v, w) for v, w in zip(r, widths)).rstrip()
-    legend = ("K/V: " + "   ".join(f"{KV_MARKS[k]} {KV_SHORT[k]}" for k in KV_MARKS)
-              + f"   |   * chosen   |   counts per layer (layer {layer} of {f0.n_layers}); "
-              f"the {'uncached' if trace.use_cache else 'cached'} count comes from "
-              f"{'a second Trace' if f0.count_source == 'trace' else 'lib.costs'}")
+    legend = ("K/V: " + "   ".join(f"{KV_MARKS[k]} {t(KV_SHORT[k])}" for k in KV_MARKS)
+              + "   |   " + t("* chosen") + "   |   "
+              + t("counts per layer (layer {layer} of {n}); the {which} count comes from {src}", layer=layer,
+                  n=f0.n_layers, which=t("uncached") if trace.use_cache else t("cached"), src=_source(f0)))
     return "\n".join([legend, line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
@@ -263,7 +264,12 @@ def _kv_handles(states=("new", "recomputed", "cached", "none")):
     from matplotlib.patches import Patch
 
     return [Patch(facecolor=KV_COLORS[k], hatch=KV_HATCH[k] or None, edgecolor=style.MUTED,
-                  linestyle="--" if k == "none" else "-", label=f"K/V {KV_SHORT[k]}") for k in states]
+                  linestyle="--" if k == "none" else "-", label=f"K/V {t(KV_SHORT[k])}") for k in states]
+
+
+def _source(f) -> str:
+    """Where the other setting's count comes from, in words."""
+    return t("a second Trace") if f.count_source == "trace" else "lib.costs"
 
 
 def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_k: int = 5, batch: int = 0):
@@ -286,13 +292,13 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
                 hatches=[KV_HATCH[k] for k in f.kv])
     ax.set_xlim(-0.6, width - 0.4)
     ax.set_ylim(-0.6, 1.6)
-    ax.set_yticks([0, 1], ["K/V", "tokens"])
+    ax.set_yticks([0, 1], ["K/V", t("tokens")])
     ax.set_xticks(range(width))
-    ax.set_xlabel("position")
+    ax.set_xlabel(t("position"))
     ax.tick_params(length=0)
     ax.spines[:].set_visible(False)
     ax.set_title(f.caption, loc="left")
-    handles = [Patch(facecolor=CHIP_COLORS[k], edgecolor=style.MUTED, label=f"{k} token") for k in CHIP_COLORS]
+    handles = [Patch(facecolor=CHIP_COLORS[k], edgecolor=style.MUTED, label=t(f"{k} token")) for k in CHIP_COLORS]
     handles += _kv_handles(("new", "recomputed", "cached"))
     fig.legend(handles=handles, ncol=3, loc="outside lower center")
 
@@ -305,20 +311,21 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     axb.set_yticks(range(len(labels)), labels)
     axb.set_xlim(0, 1.3)
     for y, (p, b) in enumerate(zip(probs, f.bars[::-1])):
-        axb.text(p + 0.02, y, f"{p:.4f}" + (" ← chosen" if b.chosen else ""), va="center", fontsize=style.SMALL_SIZE)
-    axb.set_xlabel("probability (sampling distribution)")
-    axb.set_title(f"top-{top_k} next tokens", loc="left")
+        axb.text(p + 0.02, y, f"{p:.4f}" + (t(" ← chosen") if b.chosen else ""), va="center", fontsize=style.SMALL_SIZE)
+    axb.set_xlabel(t("probability (sampling distribution)"))
+    axb.set_title(t("top-{k} next tokens", k=top_k), loc="left")
 
     axc = fig.add_subplot(gs[1, 1])
     vals = [f.with_cache, f.without_cache]
     axc.barh([1, 0], vals, color=[KV_COLORS["cached"], KV_COLORS["recomputed"]],
              hatch=[KV_HATCH["cached"] or None, KV_HATCH["recomputed"]], edgecolor=style.MUTED, linewidth=0.6)
-    axc.set_yticks([1, 0], ["with cache", "without"])
+    axc.set_yticks([1, 0], [t("with cache"), t("without")])
     axc.set_xlim(0, 1.25 * max(last.without_cache, 1))
     for y, v in zip([1, 0], vals):
         axc.text(v + 0.02 * last.without_cache, y, str(v), va="center", fontsize=style.SMALL_SIZE)
-    axc.set_xlabel("K/V vectors computed so far (per layer)")
-    axc.set_title(f"running count after step {f.step}\n(steps 0–{f.n_steps - 1}: {f.n_steps} in all)", loc="left")
+    axc.set_xlabel(t("K/V vectors computed so far (per layer)"))
+    axc.set_title(t("running count after step {step}\n(steps 0–{last}: {n} in all)", step=f.step,
+                    last=f.n_steps - 1, n=f.n_steps), loc="left")
     for a in (axb, axc):
         a.spines[["top", "right"]].set_visible(False)
     return fig
@@ -336,18 +343,18 @@ def plot_strip(trace, tokenizer, other=None, layer: int = 0, batch: int = 0):
         y = n - 1 - i
         _draw_cells(ax, [c.text for c in f.chips], [KV_COLORS[k] for k in f.kv], y,
                     dashed=[k == "none" for k in f.kv], hatches=[KV_HATCH[k] for k in f.kv])
-        ax.text(width + 0.2, y, f"p={f.chosen_prob:.4f}   K/V so far {f.with_cache} / {f.without_cache}",
+        ax.text(width + 0.2, y, t("p={p}   K/V so far {a} / {b}", p=f"{f.chosen_prob:.4f}", a=f.with_cache, b=f.without_cache),
                 va="center", fontsize=style.SMALL_SIZE)
     ax.set_xlim(-0.6, width + 5.0)
     ax.set_ylim(-0.6, n - 0.4)
-    ax.set_yticks(range(n), [f"step {f.step}" for f in frames][::-1])
+    ax.set_yticks(range(n), [t("step {step}", step=f.step) for f in frames][::-1])
     ax.set_xticks(range(width))
-    ax.set_xlabel("position")
+    ax.set_xlabel(t("position"))
     ax.tick_params(length=0)
     ax.spines[:].set_visible(False)
-    mode = "with KV cache" if trace.use_cache else "without cache"
-    ax.set_title(f"{mode}: each row is one forward pass; right: K/V computed so far, cache / no cache "
-                 f"(per layer)", loc="left")
+    mode = t("with KV cache") if trace.use_cache else t("without cache")
+    ax.set_title(t("{mode}: each row is one forward pass; right: K/V computed so far, cache / no cache "
+                   "(per layer)", mode=mode), loc="left")
     fig.legend(handles=_kv_handles(), ncol=4, loc="outside lower center")
     return fig
 
@@ -360,15 +367,15 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
     chip_color = [CHIP_COLORS[c.kind] for c in f.chips] + ["rgba(0,0,0,0)"] * pad
     e = html.escape  # plotly reads text as HTML: "<s>" would start strike-through
     chip_text = [e(c.text) for c in f.chips] + [""] * pad
-    chip_hover = [f"position {p}: {e(c.text)} ({c.kind})" for p, c in enumerate(f.chips)] + [""] * pad
+    chip_hover = [t("position {p}: {text} ({kind})", p=p, text=e(c.text), kind=t(c.kind)) for p, c in enumerate(f.chips)] + [""] * pad
     kv_color = [KV_COLORS[k] if k != "none" else style.MUTED for k in f.kv] + ["rgba(0,0,0,0)"] * pad
     kv_symbol = [KV_SYMBOL[k] for k in f.kv] + ["square"] * pad
-    kv_hover = [f"position {p}: {KV_MEANING[k]}" for p, k in enumerate(f.kv)] + [""] * pad
+    kv_hover = [t("position {p}: {what}", p=p, what=t(KV_MEANING[k])) for p, k in enumerate(f.kv)] + [""] * pad
     line_color = [style.INK if c.kind == "newest" else style.MUTED for c in f.chips] + ["rgba(0,0,0,0)"] * pad
     chip_edge = [2.5 if c.kind == "newest" else 1 for c in f.chips] + [1] * pad
     bars = f.bars + [None] * (n_bars - len(f.bars))
     bar_x = [b.prob if b else 0 for b in bars]
-    bar_text = [(f"{e(b.token)}  {b.prob:.4f}" + ("  ← chosen" if b.chosen else "")) if b else "" for b in bars]
+    bar_text = [(f"{e(b.token)}  {b.prob:.4f}" + (t("  ← chosen") if b.chosen else "")) if b else "" for b in bars]
     bar_color = [(CHOSEN_COLOR if b.chosen else BAR_COLOR) if b else "rgba(0,0,0,0)" for b in bars]
     bar_pattern = [style.plotly_pattern("newest") if b and b.chosen else "" for b in bars]
     return [
@@ -378,7 +385,7 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
              marker=dict(color=kv_color, symbol=kv_symbol, line=dict(color=[style.MUTED] * width, width=1))),
         dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text,
              marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK))),
-        dict(type="bar", x=[f.with_cache, f.without_cache], y=["with cache", "without cache"],
+        dict(type="bar", x=[f.with_cache, f.without_cache], y=[t("with cache"), t("without cache")],
              text=[str(f.with_cache), str(f.without_cache)],
              marker=dict(color=[KV_COLORS["cached"], KV_COLORS["recomputed"]],
                          pattern=dict(shape=[style.plotly_pattern("cached"), style.plotly_pattern("recomputed")],
@@ -390,7 +397,7 @@ def kv_key_html() -> str:
     """The K/V key as plotly / HTML text: each state's marker in its colour, then its words."""
     glyph = {"square": "■", "x": "✖", "circle": "●", "square-open": "□"}
     return "   ".join(f'<span style="color:{style.text_colour(KV_CONCEPT[k]) if k != "none" else style.MUTED}">'
-                      f'{glyph[KV_SYMBOL[k]]}</span> {KV_SHORT[k]}' for k in ("new", "recomputed", "cached", "none"))
+                      f'{glyph[KV_SYMBOL[k]]}</span> {t(KV_SHORT[k])}' for k in ("new", "recomputed", "cached", "none"))
 
 
 def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0):
@@ -406,10 +413,10 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     max_count = max(last.with_cache, last.without_cache)
     fig = make_subplots(rows=2, cols=2, specs=[[{"colspan": 2}, None], [{}, {}]], row_heights=[0.42, 0.58],
                         column_widths=[0.55, 0.45], vertical_spacing=0.3, horizontal_spacing=0.2,
-                        subplot_titles=("tokens (grey: prompt, white: generated, yellow with a heavy edge: newest) and their K/V:<br>"
-                                        + kv_key_html(),
-                                        f"top-{top_k} next tokens (sampling distribution)",
-                                        "K/V computed so far (per layer)"))
+                        subplot_titles=(t("tokens (grey: prompt, white: generated, yellow with a heavy edge: newest) "
+                                          "and their K/V:") + "<br>" + kv_key_html(),
+                                        t("top-{k} next tokens (sampling distribution)", k=top_k),
+                                        t("K/V computed so far (per layer)")))
     first = _plotly_traces(frames[0], width, n_bars)
     fig.add_trace(go.Scatter(mode="markers+text", marker_symbol="square", marker_size=26, hoverinfo="text",
                              textfont=dict(size=style.FONT_SIZE + 3, color=style.INK),
@@ -422,8 +429,8 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
                          **{k: v for k, v in first[3].items() if k != "type"}), 2, 2)
     fig.frames = [go.Frame(name=str(f.step), data=_plotly_traces(f, width, n_bars), traces=[0, 1, 2, 3],
                            layout=dict(title_text=html.escape(f.caption))) for f in frames]
-    fig.update_xaxes(range=[-0.6, width - 0.4], dtick=1, title_text="position", row=1, col=1)
-    fig.update_yaxes(range=[-0.6, 1.6], tickvals=[0, 1], ticktext=["K/V", "token"], row=1, col=1)
+    fig.update_xaxes(range=[-0.6, width - 0.4], dtick=1, title_text=t("position"), row=1, col=1)
+    fig.update_yaxes(range=[-0.6, 1.6], tickvals=[0, 1], ticktext=["K/V", t("token")], row=1, col=1)
     fig.update_xaxes(range=[0, 1.45], row=2, col=1)
     fig.update_yaxes(range=[n_bars - 0.5, -0.5], showticklabels=False, row=2, col=1)
     fig.update_xaxes(range=[0, 1.35 * max(max_count, 1)], row=2, col=2)
@@ -434,9 +441,9 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
         title_text=html.escape(frames[0].caption), showlegend=False, height=520,
         margin=dict(l=60, r=30, t=110, b=110),
         # no tween: plotly.js cannot tween bars that carry a pattern (the chosen bar's hatch): "e.classed is not a function"
-        updatemenus=[play_buttons(900, ("▶ Play", "❚❚ Pause"), tween_ms=0, direction="left", x=0.0, y=-0.14,
+        updatemenus=[play_buttons(900, (t("▶ Play"), t("❚❚ Pause")), tween_ms=0, direction="left", x=0.0, y=-0.14,
                                   xanchor="left", yanchor="top", pad=dict(r=10, t=0))],
-        sliders=[frame_slider([f.step for f in frames], "step ", x=0.24, y=-0.1, len=0.76, xanchor="left",
+        sliders=[frame_slider([f.step for f in frames], t("step "), x=0.24, y=-0.1, len=0.76, xanchor="left",
                               yanchor="top", pad=dict(t=0))])
     return fig
 
@@ -446,6 +453,12 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
 TEMPERATURES = (("0 (greedy)", 0.0), ("0.5", 0.5), ("0.7", 0.7), ("1.0", 1.0), ("1.5", 1.5), ("2.0", 2.0))
 TOP_KS = (("off", 0), ("1", 1), ("2", 2), ("3", 3), ("5", 5), ("10", 10), ("20", 20), ("50", 50))
 TOP_PS = (("off", 1.0), ("0.95", 0.95), ("0.9", 0.9), ("0.8", 0.8), ("0.5", 0.5), ("0.2", 0.2))
+
+
+
+def _shown(options):
+    """A control's (label, value) options with the labels in the notebook's language ("off" → "关")."""
+    return [(t(label), value) for label, value in options]
 
 
 def _swatch(fill: str, hatch: bool = False) -> str:
@@ -463,11 +476,11 @@ def frame_html(f: PlayerFrame) -> str:
     ink, muted, border = style.INK, style.css("muted"), style.MUTED
     cell = ("display:inline-block;min-width:1.9em;height:1.9em;line-height:1.9em;margin:1px;text-align:center;"
             f"border:1px solid {border};border-radius:3px;padding:0 2px;color:{ink}")
-    chips = "".join(f'<span title="position {p}: {c.kind}" style="{cell};font-size:1.08em;'
+    chips = "".join(f'<span title="{e(t("position {p}: {kind}", p=p, kind=t(c.kind)))}" style="{cell};font-size:1.08em;'
                     f'background:{CHIP_COLORS[c.kind]};'
                     f'{f"font-weight:bold;border:2px solid {ink}" if c.kind == "newest" else ""}">{e(c.text)}</span>'
                     for p, c in enumerate(f.chips))
-    kvs = "".join(f'<span title="position {p}: {e(KV_MEANING[k])}" style="{cell};font-weight:bold;'
+    kvs = "".join(f'<span title="{e(t("position {p}: {what}", p=p, what=t(KV_MEANING[k])))}" style="{cell};font-weight:bold;'
                   f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'
                   f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span>'
                   for p, k in enumerate(f.kv))
@@ -476,27 +489,30 @@ def frame_html(f: PlayerFrame) -> str:
         f'{e(b.token)}</span>'
         f'<span style="display:inline-block;vertical-align:middle;height:0.9em;width:{round(200 * b.prob)}px;'
         f'border:1px solid {border};{_swatch(CHOSEN_COLOR if b.chosen else BAR_COLOR, b.chosen)}"></span> '
-        f'{b.prob:.4f}{" <b>← chosen</b>" if b.chosen else ""}</div>' for b in f.bars)
+        f'{b.prob:.4f}{" <b>" + t("← chosen") + "</b>" if b.chosen else ""}</div>' for b in f.bars)
     top = max(f.without_cache, f.with_cache, 1)
     counts = "".join(
         f'<div style="white-space:nowrap;line-height:1.6em"><span style="display:inline-block;min-width:7.5em">'
         f'{lab}</span><span style="display:inline-block;vertical-align:middle;height:0.9em;'
         f'width:{round(160 * v / top)}px;border:1px solid {border};{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}">'
         f'</span> {v}</div>'
-        for lab, v, k in (("with cache", f.with_cache, "cached"), ("without cache", f.without_cache, "recomputed")))
-    src = "a second Trace" if f.count_source == "trace" else "lib.costs"
+        for lab, v, k in ((t("with cache"), f.with_cache, "cached"),
+                          (t("without cache"), f.without_cache, "recomputed")))
     legend = " · ".join(f'<span style="{cell};min-width:1.4em;height:1.3em;line-height:1.3em;font-weight:bold;'
                         f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'
                         f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span> '
-                        f'{KV_SHORT[k]}' for k in ("new", "recomputed", "cached", "none"))
+                        f'{t(KV_SHORT[k])}' for k in ("new", "recomputed", "cached", "none"))
+    top_head = t("<b>top candidates</b> (sampling distribution)")
+    count_head = t("<b>K/V computed so far</b> (layer {layer}, per layer; this step: {computed} computed, "
+                   "{read} read)", layer=f.layer, computed=f.kv_computed, read=f.kv_read)
+    source = t("the {which} count comes from {src}", which=t("uncached") if f.use_cache else t("cached"),
+               src=_source(f))
     return (f'<div style="font-family:sans-serif;color:{style.css("ink")}">'
             f'<div style="margin-bottom:4px"><b>{e(f.caption)}</b></div>'
             f'<div>{chips}</div><div>{kvs}</div><div style="font-size:0.9em;margin:2px 0 8px 0">K/V: {legend}</div>'
             f'<div style="display:flex;flex-wrap:wrap;gap:1em 3em">'
-            f'<div><div><b>top candidates</b> (sampling distribution)</div>{bars}</div>'
-            f'<div><div><b>K/V computed so far</b> (layer {f.layer}, per layer; this step: {f.kv_computed} computed, '
-            f'{f.kv_read} read)</div>{counts}<div style="font-size:0.9em;color:{muted}">the '
-            f'{"uncached" if f.use_cache else "cached"} count comes from {src}</div></div></div></div>')
+            f'<div><div>{top_head}</div>{bars}</div><div><div>{count_head}</div>{counts}'
+            f'<div style="font-size:0.9em;color:{muted}">{source}</div></div></div></div>')
 
 
 def message_html(text: str) -> str:
@@ -533,22 +549,22 @@ class GenerationPlayer(widgets.VBox):
         self.last_run_seconds = self.last_update_seconds = 0.0  # the last model re-run / step redraw, in seconds
         # every description shown whole (style.control_style), every control filling its grid cell
         look = dict(style=style.control_style(), layout=w.Layout(**style.control_layout()))
-        self.prompt_box = w.Text(value=v["prompt"], description="prompt", continuous_update=False, **look)
-        self.temperature = w.SelectionSlider(options=TEMPERATURES, description="temperature", value=v["temperature"],
+        self.prompt_box = w.Text(value=v["prompt"], description=t("prompt"), continuous_update=False, **look)
+        self.temperature = w.SelectionSlider(options=_shown(TEMPERATURES), description=t("temperature"), value=v["temperature"],
                                              **look)
-        self.top_k = w.Dropdown(options=TOP_KS, value=v["top_k"], description="top-k", **look)
-        self.top_p = w.SelectionSlider(options=TOP_PS, value=v["top_p"], description="top-p", **look)
-        self.seed = w.BoundedIntText(value=v["seed"], min=0, max=MAX_SEED, description="seed", **look)
-        self.use_cache = w.Checkbox(value=use_cache, description="KV cache", indent=False, **look)
-        self.max_new = w.IntSlider(value=v["max_new_tokens"], min=1, max=limit, description="max new tokens",
+        self.top_k = w.Dropdown(options=_shown(TOP_KS), value=v["top_k"], description="top-k", **look)
+        self.top_p = w.SelectionSlider(options=_shown(TOP_PS), value=v["top_p"], description="top-p", **look)
+        self.seed = w.BoundedIntText(value=v["seed"], min=0, max=MAX_SEED, description=t("seed"), **look)
+        self.use_cache = w.Checkbox(value=use_cache, description=t("KV cache"), indent=False, **look)
+        self.max_new = w.IntSlider(value=v["max_new_tokens"], min=1, max=limit, description=t("max new tokens"),
                                    continuous_update=False, **look)
-        self.slider = w.IntSlider(value=0, min=0, max=0, description="step", continuous_update=True, **look)
+        self.slider = w.IntSlider(value=0, min=0, max=0, description=t("step"), continuous_update=True, **look)
         self.player = w.Play(value=0, min=0, max=0, interval=checks.integer(interval_ms, "interval_ms", 1),
-                             show_repeat=False, description="play", style=style.control_style())
+                             show_repeat=False, description=t("play"), style=style.control_style())
         w.jslink((self.player, "value"), (self.slider, "value"))  # the browser moves the slider while playing
         # buttons as wide as their text: "◀ Back" and "Step ▶" never become "◀ B…"
-        self.back_button = w.Button(description="◀ Back", layout=w.Layout(width="auto", min_width="max-content"))
-        self.step_button = w.Button(description="Step ▶", layout=w.Layout(width="auto", min_width="max-content"))
+        self.back_button = w.Button(description=t("◀ Back"), layout=w.Layout(width="auto", min_width="max-content"))
+        self.step_button = w.Button(description=t("Step ▶"), layout=w.Layout(width="auto", min_width="max-content"))
         self.view = w.HTML()
         self.back_button.on_click(lambda _: self.back())
         self.step_button.on_click(lambda _: self.next())
@@ -641,17 +657,17 @@ class GenerationPlayer(widgets.VBox):
                                              s["temperature"], s["top_k"], s["top_p"], s["seed"])
         except UnknownCharacterError as err:
             shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in err.chars)
-            return self._fail(f"The prompt has {len(err.chars)} character(s) that are not in the model's vocabulary: "
-                              f"{shown}. Allowed: printable ASCII, the Chinese characters of the training corpus "
-                              f"(tokenizer.chars) and the special tokens <s>, <eos>, <pad>, <unk>. "
-                              f"Remove or replace them, e.g. try <s>人 or <s>深.")
+            return self._fail(t("The prompt has {n} character(s) that are not in the model's vocabulary: "
+                                "{shown}. Allowed: printable ASCII, the Chinese characters of the training corpus "
+                                "(tokenizer.chars) and the special tokens <s>, <eos>, <pad>, <unk>. "
+                                "Remove or replace them, e.g. try <s>人 or <s>深.", n=len(err.chars), shown=shown))
         except ValueError as err:
-            return self._fail(f"Cannot generate from this prompt: {err}")
+            return self._fail(t("Cannot generate from this prompt: {err}", err=err))
         shown, other = (cached, uncached) if s["use_cache"] else (uncached, cached)
         note = ""
         if shown.tokens() != other.tokens():  # sampling on a near-tie can differ in the last bits; say so
             other = None
-            note = "the run without the cache chose different tokens; its count comes from lib.costs"
+            note = t("the run without the cache chose different tokens; its count comes from lib.costs")
         self.traces = (cached, uncached)
         self.frames = player_frames(shown, self.tokenizer, other, self.layer, self.bar_k)
         self.last_run_seconds = time.perf_counter() - t0

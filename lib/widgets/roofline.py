@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import costs, style
 from ..device import DTYPES as _DTYPE_TABLE
+from ..i18n import t
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import check_controls, figure_and_axes, frame_slider
 
@@ -265,33 +266,34 @@ def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, b
     steps = {(t, b): costs.decode_cost(model, t, b, dtype).intensity for t in contexts for b in batches}
     xw = [g["weight products"].flops / g["weight products"].bytes for (t, b), g in groups.items() if t == contexts[0]]
     xa = [groups[(t, batches[0])]["attention"].flops / groups[(t, batches[0])]["attention"].bytes for t in contexts]
-    _roof_axes(ax, machine, [*xw, *xa, *steps.values()], f" ridge {machine.ridge:.4g}")
+    _roof_axes(ax, machine, [*xw, *xa, *steps.values()], t(" ridge {ridge}", ridge=f"{machine.ridge:.4g}"))
     ref = style.concept("reference")
     small = style.SMALL_SIZE - 1
-    for i, t in enumerate(contexts):
-        x = [steps[(t, b)] for b in batches]
+    for i, ctx in enumerate(contexts):
+        x = [steps[(ctx, b)] for b in batches]
         ax.plot(x, [machine.attainable(v) / scale for v in x], color=ref.colour, lw=1, ls=ref.linestyle,
-                marker=ref.marker, ms=5, alpha=0.7, label="whole step, per context" if i == 0 else None)
-        ax.annotate(f"step, ctx {t}", (x[-1], machine.attainable(x[-1]) / scale), fontsize=small,
+                marker=ref.marker, ms=5, alpha=0.7, label=t("whole step, per context") if i == 0 else None)
+        ax.annotate(t("step, ctx {ctx}", ctx=ctx), (x[-1], machine.attainable(x[-1]) / scale), fontsize=small,
                     color=style.MUTED, xytext=(4, -3 - 9 * i), textcoords="offset points")
     weights, attention = "weight products", "attention"
     ax.scatter(xw, [machine.attainable(v) / scale for v in xw], color=GROUP_COLOURS[weights],
                marker=GROUP_MARKERS[weights], s=60, edgecolor=style.INK, linewidth=0.5, zorder=3,
-               label="weight products (any context)")
+               label=t("weight products (any context)"))
     for b, x in zip(batches, xw):
         ax.annotate(f"B={b}", (x, machine.attainable(x) / scale), fontsize=small, color=style.text_colour(weights),
                     xytext=(-4, 6), textcoords="offset points", ha="right")
     ax.scatter(xa, [machine.attainable(v) / scale for v in xa], color=GROUP_COLOURS[attention],
                marker=GROUP_MARKERS[attention], s=40, edgecolor=style.INK, linewidth=0.5, zorder=3,
-               label="attention (any batch)")
-    ax.annotate("attention, ctx " + " / ".join(map(str, contexts)), (xa[-1], machine.attainable(xa[-1]) / scale),
+               label=t("attention (any batch)"))
+    ax.annotate(t("attention, ctx {contexts}", contexts=" / ".join(map(str, contexts))), (xa[-1], machine.attainable(xa[-1]) / scale),
                 fontsize=small, color=style.text_colour(attention), xytext=(4, 8), textcoords="offset points")
     ax.legend(loc="upper left")
     c = costs.model_config(model)
     ax.set_title(title if title is not None else
-                 f"{_name(model)} ({c.attention_kind}, {c.n_heads} query / {c.n_kv_heads} KV heads), decode in "
-                 f"{costs.dtype_name(dtype)} on {machine.name}\nweight products compute-bound from batch "
-                 f"{weight_products_ridge_batch(model, machine, dtype)}")
+                 t("{model} ({kind}, {q} query / {kv} KV heads), decode in {dtype} on {machine}\nweight products "
+                   "compute-bound from batch {b}", model=_name(model), kind=c.attention_kind, q=c.n_heads,
+                   kv=c.n_kv_heads, dtype=costs.dtype_name(dtype), machine=machine.name,
+                   b=weight_products_ridge_batch(model, machine, dtype)))
     return fig
 
 
@@ -332,8 +334,8 @@ def _roof_axes(ax, machine: Machine, intensities, ridge_label: str) -> None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(top=machine.peak_gflops / scale * 6)
-    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel(f"attainable {unit}")
+    ax.set_xlabel(t("arithmetic intensity (FLOP / byte)"))
+    ax.set_ylabel(t("attainable {unit}", unit=unit))
 
 
 # --------------------------------------------------------------------------------- tier 1: matplotlib
@@ -349,7 +351,7 @@ def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, t
         raise ValueError("plot_roofline needs at least one point (see roofline_points)")
     fig, ax = figure_and_axes(ax, (style.FIGURE_WIDTH * 0.9, 4.5))
     scale, unit = _y_unit(machine)
-    _roof_axes(ax, machine, [p["cost"].intensity for p in points], f" ridge {machine.ridge:.4g} FLOP/byte")
+    _roof_axes(ax, machine, [p["cost"].intensity for p in points], t(" ridge {ridge} FLOP/byte", ridge=f"{machine.ridge:.4g}"))
     models = list(dict.fromkeys(p["model"] for p in points))
     colour = {m: MODEL_COLOURS[i % len(MODEL_COLOURS)] for i, m in enumerate(models)}
     for p in points:
@@ -366,13 +368,14 @@ def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, t
     handles = [Line2D([], [], ls="", marker="o", color=colour[m], markeredgecolor=style.INK, label=m)
                for m in models]
     phases = list(dict.fromkeys(p["phase"] for p in points))
-    handles += [Line2D([], [], ls="", marker=PHASE_MARKERS[ph], color=style.MUTED, label=ph) for ph in phases]
+    handles += [Line2D([], [], ls="", marker=PHASE_MARKERS[ph], color=style.MUTED, label=t(ph)) for ph in phases]
     ax.legend(handles=handles, loc="lower right")
     lengths = sorted({p["context"] for p in points})
     ax.set_title(title if title is not None else
-                 f"{machine.name}: peak {machine.peak_gflops / scale:.4g} {unit} ({machine.dtype}), "
-                 f"{machine.bandwidth_gbs:.4g} GB/s; points in {points[0]['cost'].dtype}, "
-                 f"prompt = context = {', '.join(map(str, lengths))}")
+                 t("{machine}: peak {peak} {unit} ({mdtype}), {bw} GB/s; points in {dtype}, prompt = context = "
+                   "{lengths}", machine=machine.name, peak=f"{machine.peak_gflops / scale:.4g}", unit=unit,
+                   mdtype=machine.dtype, bw=f"{machine.bandwidth_gbs:.4g}", dtype=points[0]['cost'].dtype,
+                   lengths=", ".join(map(str, lengths))))
     return fig
 
 
@@ -388,7 +391,7 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
     w = costs.streamed_weight_bytes(c, dtype) / 1e9
     weights, ref = style.concept("weights"), style.concept("reference")
     ax.plot(contexts, [w] * len(contexts), color=weights.colour, ls=weights.linestyle, lw=2,
-            label=f"weights read per step ({w:.4g} GB)")
+            label=t("weights read per step ({size} GB)", size=f"{w:.4g}"))
     n = costs.kv_read_crossover_tokens(c, dtype)
     # every KV line is the cache's colour; the batches are told apart by line style, marker and label
     kv = style.concept("cached")
@@ -397,21 +400,22 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
         ls, marker = styles[i % len(styles)]
         ys = [costs.decode_cost(c, t, b, dtype).kv_read_bytes / 1e9 for t in contexts]
         ax.plot(contexts, ys, color=kv.colour, ls=ls, marker=marker, ms=4, markevery=max(len(contexts) // 6, 1),
-                label=f"KV read, batch {b}")
-        ax.annotate(f"batch {b}", (contexts[-1], ys[-1]), fontsize=style.SMALL_SIZE,
+                label=t("KV read, batch {b}", b=b))
+        ax.annotate(t("batch {b}", b=b), (contexts[-1], ys[-1]), fontsize=style.SMALL_SIZE,
                     color=style.text_colour("cached"), xytext=(4, 0), textcoords="offset points", va="center")
-        t = n / b  # the context per sequence at which KV reads equal the weights read
-        if contexts[0] <= t <= contexts[-1]:
-            ax.scatter([t], [w], color=kv.colour, marker=marker, edgecolor=style.INK, linewidth=0.5, zorder=3)
-            ax.annotate(f"{t:,.0f}", (t, w), fontsize=style.SMALL_SIZE, xytext=(4, -10), textcoords="offset points")
+        ctx = n / b  # the context per sequence at which KV reads equal the weights read
+        if contexts[0] <= ctx <= contexts[-1]:
+            ax.scatter([ctx], [w], color=kv.colour, marker=marker, edgecolor=style.INK, linewidth=0.5, zorder=3)
+            ax.annotate(f"{ctx:,.0f}", (ctx, w), fontsize=style.SMALL_SIZE, xytext=(4, -10), textcoords="offset points")
     ax.axvline(c.max_seq_len, color=ref.colour, ls=":", lw=1)
     ax.text(c.max_seq_len, 0.02, f" max_seq_len {c.max_seq_len}", fontsize=style.SMALL_SIZE, color=style.MUTED,
             transform=ax.get_xaxis_transform())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("context per sequence (positions the new token attends to)")
-    ax.set_ylabel("GB read per decode step")
-    ax.set_title(f"{_name(model)} in {costs.dtype_name(dtype)}: weights read vs KV-cache reads per decode step")
+    ax.set_xlabel(t("context per sequence (positions the new token attends to)"))
+    ax.set_ylabel(t("GB read per decode step"))
+    ax.set_title(t("{model} in {dtype}: weights read vs KV-cache reads per decode step", model=_name(model),
+                   dtype=costs.dtype_name(dtype)))
     ax.legend(loc="upper left")
     return fig
 
@@ -444,52 +448,54 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
     y = lambda x: sig(machine.attainable(x) / scale)
 
     def decode_trace(i, m, b):
-        cs = [costs.decode_cost(m, t, b, dtype) for t in ctx[m]]
+        cs = [costs.decode_cost(m, n, b, dtype) for n in ctx[m]]
         xs = [sig(c.intensity) for c in cs]
-        return go.Scatter(x=xs, y=[y(x) for x in xs], mode="markers+text", name=f"{_name(m)} decode",
+        return go.Scatter(x=xs, y=[y(x) for x in xs], mode="markers+text", name=t("{model} decode", model=_name(m)),
                           marker=dict(size=10, color=MODEL_COLOURS[i % len(MODEL_COLOURS)],
                                       symbol=PLOTLY_PHASE_SYMBOLS["decode"], line=dict(color=style.INK, width=0.5)),
-                          text=[f"ctx {t}" for t in ctx[m]], textposition="top left",
-                          hovertext=[f"{_name(m)} decode, batch {b}, context {t}: {x} FLOP/B, "
-                                     f"{machine.bound(x)}, KV reads {sig(100 * c.kv_read_share, 3)}% of bytes"
-                                     for t, x, c in zip(ctx[m], xs, cs)], hoverinfo="text")
+                          text=[t("ctx {n}", n=n) for n in ctx[m]], textposition="top left",
+                          hovertext=[t("{model} decode, batch {b}, context {n}: {x} FLOP/B, {bound}, KV reads {share}% "
+                                       "of bytes", model=_name(m), b=b, n=n, x=x, bound=t(machine.bound(x)),
+                                       share=sig(100 * c.kv_read_share, 3))
+                                     for n, x, c in zip(ctx[m], xs, cs)], hoverinfo="text")
 
     limits, prefills, every_x = [], [], []
     for i, m in enumerate(models):
         colour = MODEL_COLOURS[i % len(MODEL_COLOURS)]
-        lx = [sig(costs.decode_intensity_limit(m, t, dtype)) for t in ctx[m]]
-        limits.append(go.Scatter(x=lx, y=[y(x) for x in lx], mode="markers", name=f"{_name(m)} batch→∞",
+        lx = [sig(costs.decode_intensity_limit(m, n, dtype)) for n in ctx[m]]
+        limits.append(go.Scatter(x=lx, y=[y(x) for x in lx], mode="markers",
+                                 name=t("{model} batch→∞", model=_name(m)),
                                  marker=dict(size=10, symbol="circle-open", color=colour), hoverinfo="text",
-                                 hovertext=[f"{_name(m)} decode at context {t}, batch → ∞: {x} FLOP/B"
-                                            for t, x in zip(ctx[m], lx)]))
+                                 hovertext=[t("{model} decode at context {n}, batch → ∞: {x} FLOP/B", model=_name(m),
+                                              n=n, x=x) for n, x in zip(ctx[m], lx)]))
         p = costs.prefill_cost(m, ctx[m][0], 1, dtype)
         px = sig(p.intensity)
-        prefills.append(go.Scatter(x=[px], y=[y(px)], mode="markers", name=f"{_name(m)} prefill",
+        prefills.append(go.Scatter(x=[px], y=[y(px)], mode="markers", name=t("{model} prefill", model=_name(m)),
                                    marker=dict(size=11, symbol=PLOTLY_PHASE_SYMBOLS["prefill"], color=colour,
                                                line=dict(color=style.INK, width=0.5)), hoverinfo="text",
-                                   hovertext=[f"{_name(m)} prefill of {ctx[m][0]} tokens: {px} FLOP/B, "
-                                              f"{machine.bound(px)}"]))
+                                   hovertext=[t("{model} prefill of {n} tokens: {x} FLOP/B, {bound}", model=_name(m),
+                                                n=ctx[m][0], x=px, bound=t(machine.bound(px)))]))
         every_x += lx + [px, costs.decode_cost(m, ctx[m][-1], 1, dtype).intensity]
     x_lo, x_hi = _x_range(every_x, machine)
     rx, ry = roof_line(machine, x_lo, x_hi)
-    roof = go.Scatter(x=[sig(x) for x in rx], y=[sig(v / scale) for v in ry], mode="lines", name="roof",
+    roof = go.Scatter(x=[sig(x) for x in rx], y=[sig(v / scale) for v in ry], mode="lines", name=t("roof"),
                       line=dict(color=ROOF_COLOUR, width=3), hoverinfo="skip")
     first = [decode_trace(i, m, start) for i, m in enumerate(models)]
     moving = list(range(len(first)))
     fig = go.Figure(data=[*first, roof, *limits, *prefills])
 
     def title(b):
-        return f"{machine.name} roofline ({dtype}): decode with batch {b}"
+        return t("{machine} roofline ({dtype}): decode with batch {b}", machine=machine.name, dtype=dtype, b=b)
 
     fig.frames = [go.Frame(name=str(b), data=[decode_trace(i, m, b) for i, m in enumerate(models)], traces=moving,
                            layout=dict(title_text=title(b))) for b in batches]
     fig.add_vline(x=sig(machine.ridge), line=dict(color=ROOF_COLOUR, dash="dot", width=1))
     fig.update_layout(
         title_text=title(start), height=500,
-        xaxis=dict(type="log", title="arithmetic intensity (FLOP / byte)", range=[_log10(x_lo), _log10(x_hi)]),
-        yaxis=dict(type="log", title=f"attainable {unit}",
+        xaxis=dict(type="log", title=t("arithmetic intensity (FLOP / byte)"), range=[_log10(x_lo), _log10(x_hi)]),
+        yaxis=dict(type="log", title=t("attainable {unit}", unit=unit),
                    range=[_log10(y(x_lo) / 2), _log10(machine.peak_gflops / scale * 3)]),
-        sliders=[frame_slider(batches, "batch: ", batches.index(start), pad=dict(t=40))])
+        sliders=[frame_slider(batches, t("batch: "), batches.index(start), pad=dict(t=40))])
     return fig
 
 
@@ -523,14 +529,14 @@ class RooflineExplorer:
         values = self._check(model=model, dtype=dtype, machine=machine, batch=batch, context=context)
         ctl = dict(style=style.control_style(), layout=style.control_layout())
         self.controls = {
-            "model": W.Dropdown(options=self._options["model"], value=values["model"], description="model", **ctl),
+            "model": W.Dropdown(options=self._options["model"], value=values["model"], description=t("model"), **ctl),
             "dtype": W.Dropdown(options=DTYPES, value=values["dtype"], description="dtype", **ctl),
-            "machine": W.Dropdown(options=self._options["machine"], value=values["machine"], description="machine",
+            "machine": W.Dropdown(options=self._options["machine"], value=values["machine"], description=t("machine"),
                                   **ctl),
-            "batch": W.SelectionSlider(options=BATCHES, value=values["batch"], description="batch", **ctl),
-            "context": W.SelectionSlider(options=CONTEXTS, value=values["context"], description="context", **ctl),
+            "batch": W.SelectionSlider(options=BATCHES, value=values["batch"], description=t("batch"), **ctl),
+            "context": W.SelectionSlider(options=CONTEXTS, value=values["context"], description=t("context"), **ctl),
         }
-        names = ("roof", "prefill", "decode", "decode batch→∞")
+        names = (t("roof"), t("prefill"), t("decode"), t("decode batch→∞"))
         self.figure = go.FigureWidget(
             data=[go.Scatter(name=names[0], mode="lines", line=dict(color=ROOF_COLOUR, width=3), hoverinfo="skip"),
                   go.Scatter(name=names[1], mode="markers", marker=dict(size=12, symbol="square",
@@ -539,7 +545,7 @@ class RooflineExplorer:
                   go.Scatter(name=names[3], mode="markers", marker=dict(size=12, symbol="circle-open",
                                                                          color=PHASE_COLOURS["decode"]))],
             layout=dict(height=400, margin=dict(t=50),
-                        xaxis=dict(type="log", title="arithmetic intensity (FLOP / byte)",
+                        xaxis=dict(type="log", title=t("arithmetic intensity (FLOP / byte)"),
                                    range=[_log10(x) for x in self.X_RANGE]),
                         yaxis=dict(type="log")))
         self.summary_box = W.HTML()
@@ -607,26 +613,30 @@ class RooflineExplorer:
     def _summary(self, s: dict) -> str:
         m = self.machines[s["machine"]]
         scale, unit = _y_unit(m)
-        roof_note = "" if m.dtype == s["dtype"] else f" (the roof is its {m.dtype} peak, not a {s['dtype']} one)"
-        ridge = ("never reaches the ridge at this context, at any batch" if s["batch_to_ridge"] is None
-                 else f"reaches the ridge from batch {s['batch_to_ridge']}")
+        roof_note = "" if m.dtype == s["dtype"] else t(" (the roof is its {mdtype} peak, not a {dtype} one)",
+                                                       mdtype=m.dtype, dtype=s["dtype"])
+        ridge = (t("never reaches the ridge at this context, at any batch") if s["batch_to_ridge"] is None
+                 else t("reaches the ridge from batch {b}", b=s["batch_to_ridge"]))
         lines = [
-            f"{s['model']} in {s['dtype']} on {m.name}: peak {fmt(m.peak_gflops / scale)} {unit}, "
-            f"{fmt(m.bandwidth_gbs)} GB/s, ridge {fmt(s['ridge'])} FLOP/byte{roof_note}",
-            f"decode, batch {s['batch']}, context {s['context']}: {fmt(s['decode_intensity'])} FLOP/byte, "
-            f"{s['decode_bound']}; at least {fmt(s['decode_ms'])} ms per step, at most "
-            f"{fmt(s['decode_tokens_per_s'])} tokens/s",
-            f"bytes per decode step: weights read {human_bytes(s['streamed_weight_bytes'])}, KV read "
-            f"{human_bytes(s['kv_read_bytes'])} ({fmt(100 * s['kv_read_share'])}% of all), KV write "
-            f"{human_bytes(s['kv_write_bytes'])}; KV reads equal the weights read at context "
-            f"{s['read_crossover_context']:,} per sequence at this batch",
-            f"batching: as batch → ∞ decode tends to {fmt(s['decode_limit'])} FLOP/byte and {ridge}",
-            f"prefill of {s['context']} tokens, batch {s['batch']}: {fmt(s['prefill_intensity'])} FLOP/byte, "
-            f"{s['prefill_bound']}",
+            t("{model} in {dtype} on {machine}: peak {peak} {unit}, {bw} GB/s, ridge {ridge} FLOP/byte{note}",
+              model=s["model"], dtype=s["dtype"], machine=m.name, peak=fmt(m.peak_gflops / scale), unit=unit,
+              bw=fmt(m.bandwidth_gbs), ridge=fmt(s["ridge"]), note=roof_note),
+            t("decode, batch {batch}, context {context}: {x} FLOP/byte, {bound}; at least {ms} ms per step, at most "
+              "{tps} tokens/s", batch=s["batch"], context=s["context"], x=fmt(s["decode_intensity"]),
+              bound=t(s["decode_bound"]), ms=fmt(s["decode_ms"]), tps=fmt(s["decode_tokens_per_s"])),
+            t("bytes per decode step: weights read {w}, KV read {kv} ({share}% of all), KV write {kvw}; KV reads "
+              "equal the weights read at context {ctx} per sequence at this batch",
+              w=human_bytes(s["streamed_weight_bytes"]), kv=human_bytes(s["kv_read_bytes"]),
+              share=fmt(100 * s["kv_read_share"]), kvw=human_bytes(s["kv_write_bytes"]),
+              ctx=f"{s['read_crossover_context']:,}"),
+            t("batching: as batch → ∞ decode tends to {x} FLOP/byte and {ridge}", x=fmt(s["decode_limit"]),
+              ridge=ridge),
+            t("prefill of {context} tokens, batch {batch}: {x} FLOP/byte, {bound}", context=s["context"],
+              batch=s["batch"], x=fmt(s["prefill_intensity"]), bound=t(s["prefill_bound"])),
         ]
         if s["context"] > s["max_seq_len"]:
-            lines.append(f"note: context {s['context']} is longer than this model's max_seq_len "
-                         f"{s['max_seq_len']} (the arithmetic still holds; the model could not run it)")
+            lines.append(t("note: context {context} is longer than this model's max_seq_len {max} (the arithmetic "
+                           "still holds; the model could not run it)", context=s["context"], max=s["max_seq_len"]))
         return "\n".join(lines)
 
     def update(self) -> None:
@@ -643,7 +653,7 @@ class RooflineExplorer:
             pre.x, pre.y = [s["prefill_intensity"]], [y(s["prefill_intensity"])]
             dec.x, dec.y = [s["decode_intensity"]], [y(s["decode_intensity"])]
             lim.x, lim.y = [s["decode_limit"]], [y(s["decode_limit"])]
-            self.figure.layout.yaxis.title.text = f"attainable {unit}"
+            self.figure.layout.yaxis.title.text = t("attainable {unit}", unit=unit)
             self.figure.layout.yaxis.range = [_log10(y(self.X_RANGE[0]) / 2), _log10(m.peak_gflops / scale * 3)]
         self.state = s
         self.summary = self._summary(s)

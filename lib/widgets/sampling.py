@@ -24,6 +24,7 @@ import torch
 
 from .. import checks, style
 from ..checks import sampling as check_sampling
+from ..i18n import t
 from ..sampling import draw, filter_logits, make_generator
 from ..text import token_label
 from . import figure_and_axes, frame_slider, try_prompt
@@ -96,7 +97,7 @@ class Bars:
     def rule(self) -> str:
         """The setting in words, e.g. 'T=0.7, top-k=5, top-p=0.9' or 'greedy (T=0)'."""
         if self.temperature == 0:
-            return "greedy (T=0)"
+            return t("greedy (T=0)")
         parts = [f"T={self.temperature:g}"]
         if self.top_k is not None:
             parts.append(f"top-k={self.top_k}")
@@ -105,7 +106,7 @@ class Bars:
         return ", ".join(parts)
 
     def summary(self) -> str:
-        return f"{self.rule()}: {self.n_kept} of {self.vocab_size} tokens can be drawn"
+        return t("{rule}: {n} of {vocab} tokens can be drawn", rule=self.rule(), n=self.n_kept, vocab=self.vocab_size)
 
     def text(self, digits: int = 4) -> str:
         """The bars as a text table (probabilities rounded to ``digits`` decimals)."""
@@ -174,13 +175,13 @@ def plot_bars(bars: Bars, ax=None, title: str | None = None, legend: bool = True
         if len(tick.get_text()) > 1:
             tick.set_rotation(90)
     ax.set_ylim(0, 1.02)
-    ax.set_ylabel("probability")
+    ax.set_ylabel(t("probability"))
     ax.set_title(title if title is not None else bars.summary(), loc="left")
     if legend:
-        ax.legend(handles=[Patch(facecolor=KEPT, edgecolor=style.MUTED, label=style.concept("kept").label),
+        ax.legend(handles=[Patch(facecolor=KEPT, edgecolor=style.MUTED, label=t(style.concept("kept").label)),
                            Patch(facecolor=REMOVED, edgecolor=style.MUTED, hatch=REMOVED_HATCH,
-                                 label=style.concept("removed").label),
-                           Patch(fill=False, edgecolor=OUTLINE, label="model, T=1")], loc="upper right")
+                                 label=t(style.concept("removed").label)),
+                           Patch(fill=False, edgecolor=OUTLINE, label=t("model, T=1"))], loc="upper right")
     return fig
 
 
@@ -202,6 +203,7 @@ def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | N
                     start: float = 1.0):
     """Tier 2: a plotly figure with one precomputed frame per temperature and a slider between them
     (works in a saved page without a kernel). Bars sorted by logit; removed tokens grey; model outline."""
+    title = t(title)
     import plotly.graph_objects as go
 
     temperatures = list(temperatures)
@@ -219,21 +221,21 @@ def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | N
                                        fgcolor=style.MUTED)),
                       customdata=[[html.escape(lab), round(p, 4), round(q, 4)]  # plotly reads <s> as markup
                                   for lab, p, q in zip(b.labels, b.probs, b.before)],
-                      hovertemplate="%{customdata[0]}: p sample %{customdata[1]}, before the cut %{customdata[2]}"
-                                    "<extra></extra>", name="sampling distribution", showlegend=False)
+                      hovertemplate=t("%{customdata[0]}: p sample %{customdata[1]}, before the cut %{customdata[2]}")
+                                    + "<extra></extra>", name=t("sampling distribution"), showlegend=False)
 
     start_i = temperatures.index(start) if start in temperatures else 0
     outline = go.Bar(x=x, y=_r(first.model), marker=dict(color="rgba(0,0,0,0)", line=dict(color=OUTLINE, width=1)),
-                     hovertemplate="model (T=1): %{y}<extra></extra>", name="model, T=1", showlegend=False)
+                     hovertemplate=t("model (T=1): %{y}") + "<extra></extra>", name=t("model, T=1"), showlegend=False)
     fig = go.Figure(data=[main_trace(views[start_i]), outline])
     fig.frames = [go.Frame(name=f"{t:g}", data=[main_trace(b)], traces=[0],
                            layout=dict(title_text=html.escape(f"{title} — {b.summary()}")))
                   for t, b in zip(temperatures, views)]
     fig.update_layout(
         title_text=html.escape(f"{title} — {views[start_i].summary()}"), barmode="overlay",
-        height=380, margin=dict(l=60, r=20, t=60, b=40), yaxis=dict(range=[0, 1.02], title="probability"),
+        height=380, margin=dict(l=60, r=20, t=60, b=40), yaxis=dict(range=[0, 1.02], title=t("probability")),
         xaxis=dict(tickmode="array", tickvals=x, ticktext=[html.escape(lab) for lab in first.labels]),
-        sliders=[frame_slider([f"{t:g}" for t in temperatures], "temperature: ", start_i, pad=dict(t=30))])
+        sliders=[frame_slider([f"{t:g}" for t in temperatures], t("temperature: "), start_i, pad=dict(t=30))])
     return fig
 
 
@@ -249,12 +251,12 @@ def bars_html(bars: Bars, width_px: int = 260) -> str:
                f'<div style="position:absolute;left:0;top:2px;height:10px;width:{h * width_px:.1f}px;'
                f'box-sizing:border-box;border:1px solid {style.MUTED};{fill}"></div>'
                f'<div style="position:absolute;left:{m * width_px:.1f}px;top:0;height:14px;width:2px;'
-               f'background:{OUTLINE};outline:1px solid {style.PAPER}" title="model, T=1"></div></div>')
+               f'background:{OUTLINE};outline:1px solid {style.PAPER}" title="{t("model, T=1")}"></div></div>')
         row_style = "" if k else f"color:{style.css('muted')}"
         rows.append(f'<tr style="{row_style}"><td style="text-align:right">{html.escape(lab)}</td><td>{bar}</td>'
                     f'<td style="text-align:right">{p:.4f}</td><td style="text-align:right">{m:.4f}</td></tr>')
-    head = ('<tr><th>token</th><th>bar (dark: can be drawn; light, dotted: removed; tick: model at T=1)</th>'
-            '<th>p sample</th><th>p model</th></tr>')
+    head = (f'<tr><th>{t("token")}</th><th>{t("bar (dark: can be drawn; light, dotted: removed; tick: model at T=1)")}'
+            f'</th><th>{t("p sample")}</th><th>{t("p model")}</th></tr>')
     return (f'<div style="color:{style.css("ink")}"><b>{html.escape(bars.summary())}</b>'
             f'<table style="font-size:0.92em;border-collapse:collapse;color:inherit">{head}{"".join(rows)}</table>'
             f'</div>')
@@ -281,14 +283,14 @@ class SamplingExplorer:
         self.last_update_seconds = 0.0  # wall time of the last callback (re-filter + render; + forward pass)
         self.samples: list[int] = []
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
-        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False, **look)
-        self.temperature = W.FloatSlider(value=temperature, min=0.0, max=2.0, step=0.05, description="temperature",
+        self.prompt_box = W.Text(value=prompt, description=t("prompt"), continuous_update=False, **look)
+        self.temperature = W.FloatSlider(value=temperature, min=0.0, max=2.0, step=0.05, description=t("temperature"),
                                          readout_format=".2f", continuous_update=True, **look)
-        self.top_k = W.IntSlider(value=top_k or 0, min=0, max=MAX_BARS, description="top-k (0=off)", **look)
+        self.top_k = W.IntSlider(value=top_k or 0, min=0, max=MAX_BARS, description=t("top-k (0=off)"), **look)
         self.top_p = W.FloatSlider(value=1.0 if top_p is None else top_p, min=self.TOP_P_MIN, max=1.0, step=0.05,
-                                   description="top-p (1=off)", readout_format=".2f", **look)
-        self.seed = W.IntText(value=0, description="seed", **look)
-        self.draw_button = W.Button(description="draw 20 tokens", layout=W.Layout(width="auto",
+                                   description=t("top-p (1=off)"), readout_format=".2f", **look)
+        self.seed = W.IntText(value=0, description=t("seed"), **look)
+        self.draw_button = W.Button(description=t("draw 20 tokens"), layout=W.Layout(width="auto",
                                                                                   min_width="max-content"))
         self.message_box = W.HTML()
         self.bars_box = W.HTML()
@@ -329,8 +331,8 @@ class SamplingExplorer:
         self.message_box.value = (f'<span style="color:{style.css("ink")};border-left:4px solid '
                                   f'{style.colour("recomputed")};padding-left:6px">{html.escape(self.message)}</span>'
                                   if self.message
-                                  else f"prompt <code>{html.escape(self.prompt)}</code>: "
-                                       f"{len(self.tokenizer.encode(self.prompt))} token(s)")
+                                  else t("prompt <code>{prompt}</code>: {n} token(s)", prompt=html.escape(self.prompt),
+                                         n=len(self.tokenizer.encode(self.prompt))))
 
     def _update(self):
         t0 = time.perf_counter()
@@ -373,8 +375,8 @@ class SamplingExplorer:
             self.seed.value = seed
         self.samples = draw_tokens(self.logits, n, seed=int(self.seed.value), **self.settings())
         labels = [token_label(t) for t in self.tokenizer.tokens(self.samples)]
-        self.samples_box.value = (f"seed {int(self.seed.value)}, {n} draws: "
-                                  f"<span style='font-size:1.15em'>{html.escape(' '.join(labels))}</span>")
+        self.samples_box.value = (t("seed {seed}, {n} draws: ", seed=int(self.seed.value), n=n)
+                                  + f"<span style='font-size:1.15em'>{html.escape(' '.join(labels))}</span>")
         return labels
 
     def __repr__(self):

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from .. import checks, style
+from ..i18n import t
 from ..speculative import SpeculativeResult, expected_tokens_per_pass, speculative_generate
 from ..text import token_label
 from . import figure_and_axes, frame_slider, play_buttons, try_prompt
@@ -64,11 +65,12 @@ class Cell:
 
     @property
     def hover(self) -> str:
-        text = f"round {self.round}: {self.label} — {MEANING[self.status]}"
+        text = t("round {round}: {label} — {meaning}", round=self.round, label=self.label,
+                 meaning=t(MEANING[self.status]))
         if self.p is not None:
-            text += f"; p target {self.p:.4f}, q draft {self.q:.4f}"
+            text += t("; p target {p}, q draft {q}", p=f"{self.p:.4f}", q=f"{self.q:.4f}")
         if self.accept_prob is not None:
-            text += f", kept with probability {self.accept_prob:.4f}"
+            text += t(", kept with probability {a}", a=f"{self.accept_prob:.4f}")
         return text
 
 
@@ -103,10 +105,12 @@ def text_after(result: SpeculativeResult, tokenizer, n_rounds: int) -> str:
 def describe(result: SpeculativeResult, sep: str = "; ") -> str:
     """The run's settings and outcome (used as a title; ``sep="\n"`` for two lines)."""
     s, r = result.sampling, result
-    rule = "greedy" if s["temperature"] == 0 else f"T={s['temperature']:g}, seed {s['seed']}"
-    return (f"k={r.k}, {rule}: {r.n_new} new tokens in {r.target_forwards} target passes "
-            f"(generate: {r.baseline_target_forwards}){sep}{r.draft_forwards} draft passes, "
-            f"{r.n_accepted}/{r.n_proposed} proposals kept ({r.acceptance_rate:.0%})")
+    rule = t("greedy") if s["temperature"] == 0 else t("T={temp}, seed {seed}", temp=f"{s['temperature']:g}",
+                                                      seed=s["seed"])
+    return t("k={k}, {rule}: {n} new tokens in {passes} target passes (generate: {base}){sep}{drafts} draft passes, "
+             "{kept}/{proposed} proposals kept ({rate})", k=r.k, rule=rule, n=r.n_new, passes=r.target_forwards,
+             base=r.baseline_target_forwards, sep=sep, drafts=r.draft_forwards, kept=r.n_accepted,
+             proposed=r.n_proposed, rate=f"{r.acceptance_rate:.0%}")
 
 
 # -- tier 1: static matplotlib ---------------------------------------------------------------------------------
@@ -133,15 +137,15 @@ def plot_rounds(result: SpeculativeResult, tokenizer, ax=None, title: str | None
         ax.text(k + 1.55, n - 1 - r.index + 0.42, f"+{len(r.emitted)}", va="center")
     ax.set_xlim(-0.1, k + 2.2)
     ax.set_ylim(-0.2, n)
-    ax.set_yticks([n - 1 - i + 0.42 for i in range(n)], [f"round {i}" for i in range(n)])
-    ax.set_xticks([i + 0.46 for i in range(k)] + [k + 0.86], [f"x{i + 1}" for i in range(k)] + ["target"])
+    ax.set_yticks([n - 1 - i + 0.42 for i in range(n)], [t("round {i}", i=i) for i in range(n)])
+    ax.set_xticks([i + 0.46 for i in range(k)] + [k + 0.86], [f"x{i + 1}" for i in range(k)] + [t("target")])
     ax.tick_params(length=0)
     for side in ("left", "bottom", "top", "right"):
         ax.spines[side].set_visible(False)
     ax.set_title(title if title is not None else describe(result, sep="\n"))
     shown = [s for s in COLORS if any(c.status == s for row in rows for c in row)]
     ax.legend(handles=[Patch(facecolor=COLORS[s], edgecolor=style.INK, linewidth=0.6, hatch=HATCHES[s] or None,
-                             hatchcolor=style.PAPER, label=MEANING[s]) for s in shown],
+                             hatchcolor=style.PAPER, label=t(MEANING[s])) for s in shown],
               loc="upper center", bbox_to_anchor=(0.5, -0.02 - 0.5 / max(n, 1)), ncol=min(len(shown), 3))
     return fig
 
@@ -159,25 +163,25 @@ def plot_tokens_per_pass(rows: list[dict], ax=None, title: str | None = None):
     ks = [r["k"] for r in rows]
     fig, ax = figure_and_axes(ax, (style.FIGURE_WIDTH * 0.72, 3.8))
     ref = style.concept("reference")
-    ax.plot(ks, [k + 1 for k in ks], color=ref.colour, ls="--", lw=1, label="k + 1 (α = 1)")
-    ax.plot(ks, [1] * len(ks), color=ref.colour, ls=":", lw=1, label="1 (α = 0)")
+    ax.plot(ks, [k + 1 for k in ks], color=ref.colour, ls="--", lw=1, label=t("k + 1 (α = 1)"))
+    ax.plot(ks, [1] * len(ks), color=ref.colour, ls=":", lw=1, label=t("1 (α = 0)"))
     predicted = style.concept("cached")  # the line: what the formula reads off α
     ax.plot(ks, [expected_tokens_per_pass(r["α"], r["k"]) for r in rows], color=predicted.colour,
-            ls=predicted.linestyle, lw=2, label="predicted from the measured α")
+            ls=predicted.linestyle, lw=2, label=t("predicted from the measured α"))
     measured = style.concept("accepted")  # the points: tokens the target kept, counted
     full = [(r["k"], r["tokens/full round"]) for r in rows if r["tokens/full round"] != "-"]
     ax.scatter(*zip(*full), color=measured.colour, marker=measured.marker, edgecolor=style.INK, linewidth=0.5,
-               zorder=3, label="measured, full rounds")
+               zorder=3, label=t("measured, full rounds"))
     ax.scatter(ks, [r["tokens/pass"] for r in rows], facecolor="none", edgecolor=style.text_colour("accepted"),
-               marker="o", s=60, linewidth=1.2, zorder=3, label="measured, all passes")
+               marker="o", s=60, linewidth=1.2, zorder=3, label=t("measured, all passes"))
     for r in rows:
         ax.annotate(f"α={r['α']:.2f}", (r["k"], expected_tokens_per_pass(r["α"], r["k"])),
                     fontsize=style.SMALL_SIZE, xytext=(0, 9), textcoords="offset points", ha="center",
                     color=style.text_colour("cached"))
     ax.set_xticks(ks)
-    ax.set_xlabel("k (draft tokens proposed per round)")
-    ax.set_ylabel("tokens per target pass")
-    ax.set_title(title if title is not None else "tokens per target pass: predicted vs measured")
+    ax.set_xlabel(t("k (draft tokens proposed per round)"))
+    ax.set_ylabel(t("tokens per target pass"))
+    ax.set_title(title if title is not None else t("tokens per target pass: predicted vs measured"))
     ax.legend(loc="upper left")
     return fig
 
@@ -187,6 +191,8 @@ def rounds_figure(result: SpeculativeResult, tokenizer, title: str = "speculativ
     """Tier 2: the same grid, revealed one round per frame (slider + play), the text so far and the pass
     counts in the title. Fixed grid: later rounds are empty squares, so frames never re-layout."""
     import plotly.graph_objects as go
+
+    title = t(title)
 
     rows = round_cells(result, tokenizer)
     k, n = result.k, len(rows)
@@ -207,8 +213,8 @@ def rounds_figure(result: SpeculativeResult, tokenizer, title: str = "speculativ
         passes = upto + 1
         new = sum(len(r.emitted) for r in result.rounds[:passes])
         text = html.escape(text_after(result, tokenizer, passes))
-        return (f"{html.escape(title)} — round {upto}: {new} new tokens in {passes} target passes "
-                f"(generate: {new})<br>{text}")
+        return (t("{title} — round {upto}: {new} new tokens in {passes} target passes (generate: {new})",
+                  title=html.escape(title), upto=upto, new=new, passes=passes) + f"<br>{text}")
 
     colors, symbols, labels = state(n - 1)
     outline = dict(color=style.INK, width=1)
@@ -221,18 +227,18 @@ def rounds_figure(result: SpeculativeResult, tokenizer, title: str = "speculativ
         frames.append(go.Frame(name=str(i), data=[go.Scatter(marker=dict(color=c, symbol=sym), text=lab)],
                                traces=[0], layout=dict(title_text=heading(i))))
     fig.frames = frames
-    legend = [go.Scatter(x=[None], y=[None], mode="markers", name=MEANING[s],
+    legend = [go.Scatter(x=[None], y=[None], mode="markers", name=t(MEANING[s]),
                          marker=dict(symbol=SYMBOLS[s], size=12, color=COLORS[s], line=outline))
               for s in COLORS if any(c.status == s for c in cells)]
     fig.add_traces(legend)
     fig.update_layout(  # colours and fonts come from the kvlab template; no fixed width: the cell's
         title_text=heading(n - 1), height=170 + 30 * n, margin=dict(l=70, t=90, b=40),
         xaxis=dict(range=[-0.6, k + 1.0], tickvals=list(range(k)) + [k + 0.4],
-                   ticktext=[f"x{i + 1}" for i in range(k)] + ["target"], showgrid=False, zeroline=False),
-        yaxis=dict(range=[n - 0.5, -0.5], tickvals=list(range(n)), ticktext=[f"round {i}" for i in range(n)],
+                   ticktext=[f"x{i + 1}" for i in range(k)] + [t("target")], showgrid=False, zeroline=False),
+        yaxis=dict(range=[n - 0.5, -0.5], tickvals=list(range(n)), ticktext=[t("round {i}", i=i) for i in range(n)],
                    showgrid=False, zeroline=False),
         legend=dict(orientation="h", y=-0.05, yanchor="top"),
-        sliders=[frame_slider(range(n), "round: ", n - 1, pad=dict(t=20))],
+        sliders=[frame_slider(range(n), t("round: "), n - 1, pad=dict(t=20))],
         updatemenus=[play_buttons(700, from_current=False, x=0, y=-0.02, xanchor="right", yanchor="top")])
     return fig
 
@@ -251,12 +257,12 @@ def rounds_html(result: SpeculativeResult, tokenizer) -> str:
             chips.append(f'{sep}<span title="{html.escape(c.hover)}" style="{_chip_style(c.status)}">'
                          f'{html.escape(c.label)}</span>')
         r = result.rounds[row[0].round]
-        lines.append(f'<div><span style="display:inline-block;width:64px;color:{muted}">round {r.index}</span>'
+        lines.append(f'<div><span style="display:inline-block;width:64px;color:{muted}">{t("round {i}", i=r.index)}</span>'
                      f'{"".join(chips)}<span style="margin-left:8px;color:{muted}">+{len(r.emitted)}</span></div>')
-    key = " ".join(f'<span style="{_chip_style(s, key=True)}">{MEANING[s]}</span>'
+    key = " ".join(f'<span style="{_chip_style(s, key=True)}">{t(MEANING[s])}</span>'
                    for s in ("accepted", "rejected", "discarded", "correction", "bonus"))
     return (f"<div style='font-size:13px;color:{style.css('ink')}'><b>{html.escape(describe(result))}</b><br>"
-            f"text: <code>{html.escape(tokenizer.decode(result.sequences[0]))}</code>"
+            + t("text: <code>{text}</code>", text=html.escape(tokenizer.decode(result.sequences[0]))) +
             f"<div style='margin:4px 0'>{''.join(lines)}</div><div style='font-size:11px'>{key}</div></div>")
 
 
@@ -289,11 +295,11 @@ class SpeculativeExplorer:
         k, temperature, seed = self._check(k, temperature, seed)
         checks.text(prompt, "prompt")
         ctl = dict(style=style.control_style(), layout=style.control_layout())
-        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False, **ctl)
-        self.k_slider = W.IntSlider(value=k, min=1, max=8, description="k (draft)", **ctl)
+        self.prompt_box = W.Text(value=prompt, description=t("prompt"), continuous_update=False, **ctl)
+        self.k_slider = W.IntSlider(value=k, min=1, max=8, description=t("k (draft)"), **ctl)
         self.temperature = W.SelectionSlider(options=list(TEMPERATURES), value=float(temperature),
-                                             description="temperature", **ctl)
-        self.seed = W.IntText(value=seed, description="seed", **ctl)
+                                             description=t("temperature"), **ctl)
+        self.seed = W.IntText(value=seed, description=t("seed"), **ctl)
         self.view = W.HTML()
         self.message = ""
         self.last_update_seconds = 0.0

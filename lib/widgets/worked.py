@@ -21,9 +21,10 @@ import torch
 
 from .. import checks, style
 from ..generate import generate
+from ..i18n import t
 from ..model import ForwardRecord
 from ..text import text_table
-from . import frame_slider
+from . import frame_slider, prompt_problem
 
 TOP = 5  # candidates shown per step
 
@@ -318,18 +319,18 @@ def plotly_text(text: str) -> str:
 def _newest_rows(case: WorkedCase, s: WorkedStep) -> tuple[list, list]:
     """The newest fed token's numbers (the one whose logits choose the next token), as two columns."""
     i = s.n_fed - 1
-    labels, values = ["token fed", "token embedding"], [f"{plotly_text(s.fed_tokens[i])} at position {s.positions[i]}",
-                                                        vec(s.tok_emb[i])]
+    labels = [t("token fed"), t("token embedding")]
+    values = [t("{token} at position {p}", token=plotly_text(s.fed_tokens[i]), p=s.positions[i]), vec(s.tok_emb[i])]
     if s.pos_emb is not None:
-        labels.append("+ position embedding")
+        labels.append(t("+ position embedding"))
         values.append(vec(s.pos_emb[i]))
-    labels.append("= input to layer 0")
+    labels.append(t("= input to layer 0"))
     values.append(vec(s.embedding[i]))
     for l, L in enumerate(s.layers):
-        for name, t in (("q", L.q), ("k (new)", L.k), ("v (new)", L.v), ("weights @ V", L.mix),
+        for name, x in (("q", L.q), ("k (new)", L.k), ("v (new)", L.v), ("weights @ V", L.mix),
                         ("attention output", L.attn_out), ("FFN output", L.ffn_out)):
-            labels.append(f"layer {l} {name}")
-            values.append(vec(t[i]))
+            labels.append(t("layer {l} {name}", l=l, name=t(name)))
+            values.append(vec(x[i]))
     return labels, values
 
 
@@ -351,7 +352,7 @@ def figure_frames(case: WorkedCase) -> list[dict]:
     frames = []
     for s in case.steps:
         labels, values = _newest_rows(case, s)
-        attn = [[f"layer {l}" for l in range(case.config.n_layers)]]
+        attn = [[t("layer {l}", l=l) for l in range(case.config.n_layers)]]
         for p in range(n_pos):
             attn.append([f"{float(L.attn[0, -1, p]):.4f}" if p < s.cache_len else "" for L in s.layers])
         cand = [[str(r + 1) for r in range(len(s.top_ids))], [plotly_text(t) for t in s.top_tokens],
@@ -359,8 +360,10 @@ def figure_frames(case: WorkedCase) -> list[dict]:
         cache, fill = _cache_columns(case, s, n_pos)
         frames.append({"name": f"step {s.step}", "numbers": [labels, values], "attention": attn,
                        "candidates": cand, "cache": cache, "cache_fill": fill,
-                       "title": plotly_text(f"step {s.step} ({s.phase}): feed {''.join(s.fed_tokens)} → next token "
-                                            f"{s.chosen_token}; the cache now holds {s.cache_len} K and V rows per layer")})
+                       "label": t("step {step}", step=s.step),
+                       "title": plotly_text(t("step {step} ({phase}): feed {fed} → next token {chosen}; the cache now "
+                                              "holds {n} K and V rows per layer", step=s.step, phase=t(s.phase),
+                                              fed="".join(s.fed_tokens), chosen=s.chosen_token, n=s.cache_len))})
     return frames
 
 
@@ -372,8 +375,8 @@ def worked_figure(case: WorkedCase):
 
     frames = figure_frames(case)
     n_pos = case.steps[-1].cache_len
-    key_head = ["layer"] + [plotly_text(k) for k in _key_labels(case, n_pos)]
-    cache_head = [f"pos ({NEW_MARK}: new)", "token"] + [f"L{l} {kv}" for l in range(case.config.n_layers)
+    key_head = [t("layer")] + [plotly_text(k) for k in _key_labels(case, n_pos)]
+    cache_head = [t("pos ({mark}: new)", mark=NEW_MARK), t("token")] + [f"L{l} {kv}" for l in range(case.config.n_layers)
                                                            for kv in ("K", "V")]
     head = lambda vals: dict(values=vals, fill_color=HEAD_FILL, align="left",
                              font=dict(size=TABLE_SIZE, color=style.INK), line=dict(color=style.GRID))
@@ -382,9 +385,9 @@ def worked_figure(case: WorkedCase):
     def tables(f):
         return [
             go.Table(domain=dict(x=[0, 0.56], y=[0.42, 1]), columnwidth=[1.1, 1.9],
-                     header=head(["quantity (newest token)", "numbers"]),
+                     header=head([t("quantity (newest token)"), t("numbers")]),
                      cells=dict(values=f["numbers"], align="left", font=mono, line=dict(color=style.GRID))),
-            go.Table(domain=dict(x=[0.6, 1], y=[0.72, 1]), header=head(["rank", "next token", "logit", "prob"]),
+            go.Table(domain=dict(x=[0.6, 1], y=[0.72, 1]), header=head([t("rank"), t("next token"), "logit", t("prob")]),
                      cells=dict(values=f["candidates"], align="left", font=mono, line=dict(color=style.GRID))),
             go.Table(domain=dict(x=[0.6, 1], y=[0.42, 0.68]), header=head(key_head),
                      cells=dict(values=f["attention"], align="left", font=mono, line=dict(color=style.GRID))),
@@ -399,7 +402,7 @@ def worked_figure(case: WorkedCase):
                             for f in frames])
     fig.update_layout(
         title=dict(text=frames[0]["title"]), height=800, margin=dict(l=10, r=10, t=50, b=80),
-        sliders=[frame_slider([f["name"] for f in frames], pad=dict(t=20))])
+        sliders=[frame_slider([f["name"] for f in frames], labels=[f["label"] for f in frames], pad=dict(t=20))])
     return fig
 
 
@@ -433,13 +436,14 @@ def step_html(case: WorkedCase, step: int) -> str:
             rows.append((label, "  ".join(f"{k} {p:.4f}" for k, p in zip(_key_labels(case, len(values)), values))))
         else:
             rows.append((label, " ".join(num(x) for x in values)))
-    parts = [f"<b>step {s.step} ({s.phase})</b>: fed {html.escape(''.join(s.fed_tokens))} → chose "
-             f"<b>{html.escape(s.chosen_token)}</b>", _html_table(["quantity", "numbers"], rows)]
+    parts = [t("<b>step {step} ({phase})</b>: fed {fed} → chose <b>{chosen}</b>", step=s.step, phase=t(s.phase),
+               fed=html.escape("".join(s.fed_tokens)), chosen=html.escape(s.chosen_token)),
+             _html_table([t("quantity"), t("numbers")], rows)]
     for l in range(case.config.n_layers):
         crow = cache_rows(case, step, l)
-        parts.append(f"<b>KV cache, layer {l}</b> ({s.cache_len} rows; this step's rows highlighted and marked "
-                     f"{NEW_MARK})")
-        parts.append(_html_table(["pos", "token", "K", "V"], [(p, t, vec(torch.tensor(k)), vec(torch.tensor(v)))
+        parts.append(t("<b>KV cache, layer {l}</b> ({n} rows; this step's rows highlighted and marked {mark})", l=l,
+                       n=s.cache_len, mark=NEW_MARK))
+        parts.append(_html_table([t("pos"), t("token"), "K", "V"], [(p, t, vec(torch.tensor(k)), vec(torch.tensor(v)))
                                                               for p, t, k, v, _ in crow],
                                  highlight={i for i, r in enumerate(crow) if r[4]}))
     return "<br>".join(parts)
@@ -460,8 +464,8 @@ class WorkedExplorer:
         self.case = run_worked_case(model, tokenizer, prompt, self.max_new_tokens)
         self.prompt, self.step, self.error, self.last_update_ms = prompt, 0, None, 0.0
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
-        self.prompt_box = W.Text(value=prompt, description="prompt", continuous_update=False, **look)
-        self.slider = W.IntSlider(value=0, min=0, max=len(self.case) - 1, description="step", **look)
+        self.prompt_box = W.Text(value=prompt, description=t("prompt"), continuous_update=False, **look)
+        self.slider = W.IntSlider(value=0, min=0, max=len(self.case) - 1, description=t("step"), **look)
         self.view = W.HTML()
         self.status = W.HTML()
         # the observers skip values the Python API has already applied (no double work, no loops)
@@ -477,7 +481,7 @@ class WorkedExplorer:
         try:
             case = run_worked_case(self.model, self.tokenizer, prompt, self.max_new_tokens)
         except ValueError as e:  # includes UnknownCharacterError
-            self.error, self.prompt = str(e), prompt
+            self.error, self.prompt = prompt_problem(e), prompt
             self.status.value = (f"<span style='color:{style.css('ink')};border-left:4px solid "
                                  f"{style.colour('recomputed')};padding-left:6px'>{html.escape(self.error)}</span>")
             self.last_update_ms = (time.perf_counter() - t0) * 1e3
@@ -502,7 +506,8 @@ class WorkedExplorer:
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
 
     def _render(self):
-        self.status.value = (f"generated: {html.escape(self.case.generated)} ({len(self.case)} forward passes)"
+        self.status.value = (t("generated: {text} ({n} forward passes)", text=html.escape(self.case.generated),
+                               n=len(self.case))
                              if self.error is None else self.status.value)
         self.html = step_html(self.case, self.step)
         self.view.value = self.html

@@ -1,0 +1,349 @@
+"""Widgets and figures speak the notebook's language (``lib.notebook.setup(lang="zh")`` -> ``lib.i18n``).
+
+Under zh every widget's static figure (titles, axis and tick labels, legends, texts) and its HTML and controls
+hold Chinese and no English word beyond the technical tokens a Chinese text keeps (KV, GQA, FLOP, GiB, model
+and machine names, ...); every text a widget passes to ``t`` has a Chinese entry with the same placeholders;
+the Chinese glyphs are in the shipped font (no "Glyph missing" warning); and switching back to English
+restores the English words in the same process.
+"""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import lib
+from lib import costs, i18n
+from lib.fonts import FONT_PATH
+from lib.i18n import ZH, t
+from lib.roofline import REFERENCE_MACHINES
+from tests.helpers import drawn_without_missing_glyphs
+
+WIDGETS = Path(lib.__file__).parent / "widgets"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+# what a Chinese text keeps in Latin letters: units, technical abbreviations, names of models, machines, formats
+KEEP = {"KV", "GQA", "MQA", "MHA", "MLA", "FLOP", "FLOPs", "GFLOP", "TFLOP", "GiB", "KiB", "MiB", "TiB", "GB", "MB",
+        "kB", "TB", "ms", "FFN", "top", "ASCII", "CPU", "GPU", "lib", "costs", "Trace", "generate", "chat", "larger",
+        "draft", "fp", "bf", "int", "max", "seq", "len", "d_model", "max_seq_len", "log", "pos", "cat", "torch",
+        "logit", "eos", "pad", "unk", "tokenizer", "chars", "token", "model", "deepseek"}
+KEEP |= {w for name in costs.MODEL_NAMES for w in re.findall(r"[A-Za-z]+", name)}
+KEEP |= {w for name in REFERENCE_MACHINES for w in re.findall(r"[A-Za-z]+", str(name))}
+KEEP |= {w for m in REFERENCE_MACHINES.values() for w in re.findall(r"[A-Za-z]+", m.name)}
+
+
+def english_words(text: str, keep=frozenset()) -> set[str]:
+    """Latin words of three letters or more that a Chinese text should not hold (tags and <s> left out; ``keep``:
+    the words of the model's own text, which a figure shows as it is)."""
+    text = re.sub(r"\$[^$]*\$", " ", text)  # matplotlib mathtext (log-axis ticks: $\mathdefault{10^{4}}$)
+    text = re.sub(r"<[^>]*>", " ", text)  # HTML tags and special tokens (<s>, <eos>)
+    text = re.sub(r"&[a-z]+;|%\{[^}]*\}|[a-z-]+:[^;'\"]*;", " ", text)  # entities, plotly templates, CSS
+    return {w for w in re.findall(r"[A-Za-z_]{3,}", text) if w not in KEEP and w not in keep}
+
+
+def model_words(*texts) -> set[str]:
+    """The Latin words (and their pieces) of text the model wrote: a figure shows them as they are."""
+    words = {w for s in texts for w in re.findall(r"[A-Za-z_]+", s)}
+    return {w[i:j] for w in words for i in range(len(w)) for j in range(i + 1, len(w) + 1)}
+
+
+def assert_chinese(texts, what, keep=frozenset()):
+    texts = [s for s in texts if s and s.strip()]
+    assert any(CJK.search(s) for s in texts), f"{what}: no Chinese in {texts}"
+    left = {w: s for s in texts for w in english_words(s, keep)}
+    assert not left, f"{what}: English word(s) left under zh: {left}"
+
+
+def figure_texts(fig) -> list[str]:
+    """Every text a matplotlib figure shows: titles, axis labels, tick labels, legends (entries and titles),
+    annotations, the suptitle and colour-bar labels."""
+    out = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        out += [ax.get_title(loc=loc) for loc in ("left", "center", "right")]
+        out += [ax.get_xlabel(), ax.get_ylabel()] + [x.get_text() for x in ax.texts]
+        out += [x.get_text() for x in ax.get_xticklabels() + ax.get_yticklabels()]
+        legend = ax.get_legend()
+        if legend is not None:
+            out += [x.get_text() for x in legend.get_texts()] + [legend.get_title().get_text()]
+    for legend in fig.legends:
+        out += [x.get_text() for x in legend.get_texts()] + [legend.get_title().get_text()]
+    return out
+
+
+@pytest.fixture
+def zh():
+    """Chinese for the test, English again after it (even when it fails)."""
+    i18n.set_language("zh")
+    yield
+    i18n.set_language("en")
+
+
+# -- the table ---------------------------------------------------------------------------------------------
+
+def _literal_keys():
+    for path in sorted(WIDGETS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "t" and node.args:
+                arg = node.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    yield path.name, arg.value
+
+
+PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+def test_every_text_a_widget_translates_has_a_chinese_entry():
+    keys = list(_literal_keys())
+    assert len(keys) > 250  # the widgets' words go through t
+    missing = sorted({f"{f}: {k!r}" for f, k in keys if k not in ZH})
+    assert not missing, f"texts passed to t() without a Chinese entry in lib.i18n.ZH: {missing}"
+
+
+def test_translations_keep_their_placeholders_and_are_chinese():
+    for key, zh in ZH.items():
+        assert sorted(PLACEHOLDER.findall(key)) == sorted(PLACEHOLDER.findall(zh)), (key, zh)
+        # "token" stays token (the glossary's choice), a GPU's size is the same in both
+        assert CJK.search(zh) or "（" in zh or zh in {"token", "{g} GiB GPU"}, f"{key!r} -> {zh!r} is not Chinese"
+
+
+def test_dynamic_words_have_entries():
+    """Words that reach t() through a variable: phases, K/V states, concepts, event and frame kinds, options."""
+    from lib import style
+    from lib.widgets import blocks, cost_curves, player, speculative
+
+    words = ([*player.KV_SHORT.values(), *player.KV_MEANING.values(), "prefill", "decode", "recompute",
+              *(f"{k} token" for k in player.CHIP_COLORS), "prompt", "generated", "newest", "off", "0 (greedy)",
+              style.concept("kept").label, style.concept("removed").label, *cost_curves.MODEL_LABELS.values(),
+              *cost_curves.PART_LABELS.values(), *cost_curves.SHOWS, *cost_curves.VIEWS, "linear", "log-log",
+              "no cache", "static cache (in place)", "concat cache (torch.cat)", *speculative.MEANING.values(),
+              *blocks.EVENT_WORDS.values(), "memory-bound", "compute-bound", "free", "shared", "used",
+              "block state\x04cached", "k (new)", "v (new)", "weights @ V", "attention output", "FFN output"]
+             + ["start", "prefill", "hit", "fork", "decode", "cow", "finish", "end", "full"])
+    assert [w for w in words if w not in ZH] == []
+
+
+def test_no_widget_function_shadows_t():
+    """A loop variable named t inside a function that calls t() would call a number: none may exist."""
+    scopes = (ast.FunctionDef, ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)
+
+    def own(node):
+        for child in ast.iter_child_nodes(node):
+            yield child
+            if not isinstance(child, scopes):
+                yield from own(child)
+
+    def binds_t(node):
+        args = getattr(node, "args", None)
+        names = [a.arg for a in (args.args + args.kwonlyargs + args.posonlyargs)] if isinstance(args, ast.arguments) else []
+        return "t" in names or any(isinstance(n, ast.Name) and n.id == "t" and isinstance(n.ctx, ast.Store)
+                                   for n in own(node))
+
+    def calls_t(node):
+        for n in own(node):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "t":
+                return True
+            if isinstance(n, scopes) and not binds_t(n) and calls_t(n):
+                return True
+        return False
+
+    bad = [f"{p.name}:{n.lineno}" for p in sorted(WIDGETS.glob("*.py"))
+           for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(n, scopes) and binds_t(n)
+           and calls_t(n)]
+    assert bad == []
+
+
+def test_the_font_has_every_chinese_character_of_the_table():
+    from fontTools.ttLib import TTFont
+
+    cmap = TTFont(str(FONT_PATH)).getBestCmap()
+    missing = sorted({c for zh in ZH.values() for c in zh if CJK.match(c) and ord(c) not in cmap})
+    assert missing == [], f"rebuild the font subset (python -m lib.fonts --rebuild): {''.join(missing)}"
+
+
+# -- t and set_language -------------------------------------------------------------------------------------
+
+def test_set_language_refuses_what_it_does_not_have():
+    with pytest.raises(ValueError, match=r"lang must be one of \('en', 'zh'\) \(English, Chinese\), got 'fr'"):
+        i18n.set_language("fr")
+    with pytest.raises(ValueError, match=r"got 'ZH'"):
+        lib.notebook.setup(lang="ZH", verbose=False)
+    assert i18n.language() == "en"
+
+
+def test_t_formats_after_translating_and_switches_back():
+    assert t("step {step}", step=3) == "step 3"
+    i18n.set_language("zh")
+    try:
+        assert t("step {step}", step=3) == "第 3 步"
+        assert t("no entry for {x}", x=1) == "no entry for 1"  # untranslated: English
+        assert t("block state\x04cached") == "仍在前缀缓存中"
+    finally:
+        i18n.set_language("en")
+    assert t("step {step}", step=3) == "step 3" and t("block state\x04cached") == "cached"
+    assert t("text with {braces} kept") == "text with {braces} kept"  # no fields: not formatted
+    assert t("{text}", text="a") == "a"  # a field may be called text
+
+
+# -- figures under zh -----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def pair(chat):
+    from lib.widgets.player import generate_pair
+    model, tok = chat
+    return generate_pair(model, tok, "<s>人", max_new_tokens=4)
+
+
+def test_player_figures_speak_chinese(zh, chat, pair):
+    from lib.widgets import player as P
+    _, tok = chat
+    for make in (lambda: P.plot_step(pair[0], tok, 2, pair[1]), lambda: P.plot_strip(pair[1], tok, pair[0])):
+        assert_chinese(figure_texts(drawn_without_missing_glyphs(make)), "player figure")
+    fig = P.player_figure(pair[0], tok, pair[1])
+    texts = ([a.text for a in fig.layout.annotations] + [b.label for b in fig.layout.updatemenus[0].buttons]
+             + [fig.layout.title.text, fig.layout.sliders[0].currentvalue.prefix] + list(fig.frames[1].data[3].y)
+             + [fr.layout.title.text for fr in fig.frames] + list(fig.frames[2].data[1].hovertext))
+    assert_chinese(texts, "player plotly figure")
+    assert_chinese([P.frame_html(P.player_frames(pair[0], tok, pair[1])[2])], "player HTML")
+    assert_chinese([P.player_table(pair[0], tok, pair[1])], "player table")
+
+
+def test_player_widget_controls_and_messages_speak_chinese(zh, chat):
+    from lib.widgets.player import GenerationPlayer
+    model, tok = chat
+    p = GenerationPlayer(model, tok, prompt="<s>人", max_new_tokens=3)
+    descriptions = [c.description for c in (p.prompt_box, p.temperature, p.seed, p.use_cache, p.max_new, p.slider,
+                                            p.back_button, p.step_button)]
+    assert_chinese(descriptions + [l for l in p.top_k.options[0][:1]], "player controls")
+    assert_chinese([p.view.value], "player view")
+    p.set_prompt("<s>人é")
+    assert p.message.startswith("提示词中有 1 个字符不在模型的词表中：'é' (U+00E9)")
+    assert_chinese([p.message, p.view.value], "player error")
+
+
+def test_attention_speaks_chinese(zh, chat):
+    from lib.generate import generate
+    from lib.widgets import attention as A
+    model, tok = chat
+    trace = generate(model, tok.encode("<s>人工"), 3, trace=True).trace
+    for make in (lambda: A.plot_attention(trace, tok), lambda: A.plot_attention_heads(trace, tok)):
+        assert_chinese(figure_texts(drawn_without_missing_glyphs(make)), "attention figure")
+    fig = A.attention_figure(trace, tok)
+    assert_chinese([fig.layout.title.text, fig.data[0].hovertemplate, fig.layout.coloraxis.colorbar.title.text]
+                   + [b.label for b in fig.layout.updatemenus[0].buttons], "attention plotly figure")
+    ex = A.AttentionExplorer(model, tok, prompt="<s>人", max_new_tokens=3)
+    assert_chinese([ex.prompt.description, ex.layer.description, ex.head.description, ex.step.description,
+                    ex.message.value, ex.drawn["title"], ex.head.options[-1][0]], "attention explorer")
+    ex.set(prompt="<s>é")
+    assert ex.error.startswith("有 1 个字符不在词表中：'é'") and CJK.search(ex.message.value)
+
+
+def test_sampling_speaks_chinese(zh, chat):
+    from lib.widgets import sampling as S
+    model, tok = chat
+    logits = S.next_token_logits(model, tok, "<s>")
+    fig = drawn_without_missing_glyphs(lambda: S.plot_sampling(logits, tok, temperature=0.7, top_k=5))
+    assert_chinese(figure_texts(fig), "sampling figure")
+    pf = S.sampling_figure(logits, tok)
+    assert_chinese([pf.layout.title.text, pf.layout.yaxis.title.text, pf.data[0].hovertemplate,
+                    pf.layout.sliders[0].currentvalue.prefix], "sampling plotly figure")
+    ex = S.SamplingExplorer(model, tok)
+    ex.sample(5, seed=1)
+    assert_chinese([ex.prompt_box.description, ex.temperature.description, ex.top_k.description,
+                    ex.draw_button.description, ex.bars_box.value, ex.message_box.value, ex.samples_box.value],
+                   "sampling explorer")
+    ex.set(prompt="<s>é")
+    assert "不在这个模型的词表中：'é'" in ex.message and "仍显示 '<s>'" in ex.message
+
+
+def test_cost_curves_speak_chinese(zh):
+    from lib.widgets import cost_curves as C
+    assert_chinese(figure_texts(drawn_without_missing_glyphs(lambda: C.plot_kv_counts(8))), "K/V counts")
+    assert_chinese(figure_texts(drawn_without_missing_glyphs(lambda: C.plot_cost_curves("chat", 32, loglog=True))),
+                   "cost curves")
+    fig = C.plotly_cost_curves("chat", 32)
+    assert_chinese([d.name for d in fig.data] + [fig.layout.title.text, fig.layout.yaxis.title.text]
+                   + [b.label for m in fig.layout.updatemenus for b in m.buttons], "cost curves plotly")
+    ex = C.CostCurvesExplorer(n=16, loglog=True)
+    assert_chinese([ex.model.description, ex.show.description, ex.text.value, *ex.drawn["labels"].values(),
+                    *(label for label, _ in ex.show.options), *(label for label, _ in ex.model.options[:2])],
+                   "cost curves explorer")
+    assert set(ex.drawn["traces"]) >= {"K/V, with cache", "KV cache bytes"}  # the keys stay English
+
+
+def test_memory_speaks_chinese(zh):
+    from lib.widgets import memory as M
+    for make in (M.plot_kv_per_token, M.plot_memory):
+        assert_chinese(figure_texts(drawn_without_missing_glyphs(make)), "memory figure")
+    fig = M.memory_figure()
+    assert_chinese([d.name for d in fig.data] + [fig.layout.title.text, fig.layout.xaxis.title.text],
+                   "memory plotly figure")
+    ex = M.MemoryExplorer()
+    assert_chinese([ex.model_box.description, ex.dtype_box.description, ex.kv_dtype_box.description,
+                    ex.context_box.description, ex.batch_box.description, ex.view.value], "memory explorer")
+
+
+def test_roofline_speaks_chinese(zh):
+    from lib.widgets import roofline as R
+    for make in (lambda: R.plot_roofline(R.roofline_points()), R.plot_operator_roofline, R.plot_bytes_split):
+        assert_chinese(figure_texts(drawn_without_missing_glyphs(make)), "roofline figure")
+    fig = R.plotly_batch_roofline()
+    assert_chinese([d.name for d in fig.data] + [fig.layout.title.text, fig.layout.xaxis.title.text]
+                   + list(fig.data[0].hovertext), "roofline plotly figure")
+    ex = R.RooflineExplorer()
+    assert_chinese([c.description for k, c in ex.controls.items() if k != "dtype"] + [ex.summary_box.value]
+                   + [d.name for d in ex.figure.data], "roofline explorer")
+
+
+def test_block_pool_speaks_chinese(zh, chat):
+    from lib.widgets import blocks as B
+    frames = B.record_story(*chat)
+    said = model_words(*(s for f in frames for s in f.texts.values()))
+    assert_chinese([f.caption for f in frames], "block pool captions", said)
+    assert_chinese(figure_texts(drawn_without_missing_glyphs(lambda: B.plot_story(frames))), "block pool figure", said)
+    fig = B.story_figure(frames)
+    assert_chinese([fig.layout.title.text, fig.layout.sliders[0].currentvalue.prefix]
+                   + [h for row in fig.data[0].hovertext for h in row if h], "block pool plotly", said)
+    assert "仍在前缀缓存中" in "".join(B.frame_html(f) for f in frames)  # a block freed but still indexed
+    w = B.BlockPoolWidget(*chat)
+    assert_chinese([c.description for k, c in w.controls.items() if not k.startswith("prompt")]
+                   + [w.back_button.description, w.step_button.description, w.slider.description], "block widget")
+
+
+def test_speculative_decoding_speaks_chinese(zh, target_and_draft):
+    from lib.speculative import measure_acceptance, speculative_generate
+    from lib.widgets import speculative as S
+    target, draft, tok = target_and_draft
+    result = speculative_generate(target, draft, tok.encode("<s>the"), 8, k=3, eos_id=tok.eos_id)
+    said = model_words(tok.decode(result.sequences[0]))
+    assert_chinese(figure_texts(drawn_without_missing_glyphs(lambda: S.plot_rounds(result, tok))), "rounds", said)
+    rows = measure_acceptance(target, draft, [tok.encode("<s>the")], ks=(1, 2), max_new_tokens=8, eos_id=tok.eos_id)
+    assert_chinese(figure_texts(drawn_without_missing_glyphs(lambda: S.plot_tokens_per_pass(rows))), "per pass")
+    fig = S.rounds_figure(result, tok)
+    assert_chinese([fig.layout.title.text] + [d.name for d in fig.data[1:]] + list(fig.data[0].hovertext),
+                   "rounds plotly", said)
+    assert_chinese([S.rounds_html(result, tok)], "rounds HTML", said)
+    ex = S.SpeculativeExplorer(target, draft, tok)
+    assert_chinese([ex.prompt_box.description, ex.k_slider.description, ex.seed.description], "speculative explorer")
+
+
+def test_worked_example_speaks_chinese(zh, chat):
+    from lib.widgets import worked as W
+    case = W.run_worked_case(*chat, "<s>人", max_new_tokens=2)
+    fig = W.worked_figure(case)
+    assert_chinese([fig.layout.title.text] + [h for d in fig.data for h in d.header.values]
+                   + list(fig.data[0].cells.values[0]), "worked plotly figure")
+    ex = W.WorkedExplorer(*chat, "<s>人", max_new_tokens=2)
+    assert CJK.search(ex.status.value) and CJK.search(ex.prompt_box.description)
+    ex.set_prompt("<s>é")
+    assert ex.error.startswith("有 1 个字符不在词表中")
+
+
+def test_english_comes_back_in_the_same_process(chat, pair):
+    from lib.widgets import player as P
+    _, tok = chat
+    i18n.set_language("zh")
+    try:
+        zh_title = P.plot_step(pair[0], tok, 2, pair[1]).axes[0].get_title(loc="left")
+    finally:
+        i18n.set_language("en")
+    en_title = P.plot_step(pair[0], tok, 2, pair[1]).axes[0].get_title(loc="left")
+    assert zh_title.startswith("第 2 步（解码）") and en_title.startswith("step 2 (decode): fed")
