@@ -37,7 +37,7 @@ MIN_ENGLISH_WORDS = 8  # a paragraph of this many Latin words and no CJK charact
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
 LATIN = re.compile(r"[A-Za-z]")
 LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-NUMBER = re.compile(r"(?<![A-Za-z_])-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+NUMBER = re.compile(r"(?<![A-Za-z0-9_.])-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 _STRIP = [
     re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S),  # fenced code blocks
@@ -79,7 +79,7 @@ def paragraphs(markdown: str) -> list[str]:
             if starts and line.lstrip().startswith("|"):
                 blocks += [cell for cell in line.split("|") if cell.strip()]
             else:
-                current.append(line.strip())
+                current.append(line[starts.end():].strip() if starts else line.strip())
     if current:
         blocks.append(" ".join(current))
     return blocks
@@ -95,7 +95,7 @@ def glossary_path(lang: str | None = None):
     return (NOTEBOOKS if lang is None else edition.edition_dir(lang)) / "GLOSSARY.md"
 
 
-def glossary(lang: str = "zh") -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+def glossary(lang: str | None = "zh") -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
     """The key terms of the glossary: (English forms, ``lang`` forms) per row of the first table of
     ``notebooks/<lang>/GLOSSARY.md`` (the key terms; a later table holds terms that are not checked). Forms are separated by " / " in a column; a form's full-width parentheses
     hold another accepted form ("KV 缓存（键值缓存）" accepts both)."""
