@@ -213,6 +213,29 @@ def test_output_numbers_skip_a_widgets_truncated_repr_and_read_streams_and_plain
     assert drift.output_numbers(nbformat.from_dict(_stream("第3步：GPT-2 有 12 层"))) == ["3", "2", "12"]
 
 
+def test_streams_split_by_timing_are_joined_and_measured_cells_compare_kinds_only():
+    english, zh = nbformat.v4.new_notebook(), nbformat.v4.new_notebook()
+    english.cells = [_code("print(a)", [_stream("12 tokens, p = 0.25\n")]),
+                     _code("# NBVAL_IGNORE_OUTPUT\nprint(t)", [_stream("3.1 ms\n")])]
+    zh.cells = [_code("print(a)", [_stream("1"), _stream("2 个 token，p = 0.25\n")]),
+                _code("# NBVAL_IGNORE_OUTPUT\nprint(t)", [_stream("4.7 毫秒\n")])]
+    assert [o.text for o in drift.merged(zh.cells[0].outputs)] == ["12 个 token，p = 0.25\n"]
+    assert drift.output_differences(english, zh, "x") == []
+    zh.cells[1].outputs.append(nbformat.from_dict(_display({"image/png": "", "text/plain": "<Figure>"})))
+    assert drift.output_differences(english, zh, "x") == [
+        f"x: code cell 2 ({english.cells[1].id}): outputs ['stream'] in English, ['stream', 'image'] translated"]
+    zh.cells.pop()
+    assert drift.output_differences(english, zh, "x") == ["x: 2 code cells in English, 1 in the translation"]
+
+
+def test_quoted_english_is_not_held_to_the_glossary():
+    terms = [(("KV cache",), ("KV 缓存", "键值缓存"))]
+    english = 'The source says "speed is limited by reading the KV cache", and vLLM logs “GPU KV cache size”.'
+    assert drift.glossary_misses(english, "原文写道：“读取KV Cache”；vLLM 打印“GPU KV cache size”。", terms) == []
+    assert drift.glossary_misses(english + " The KV cache grows.", "原文……缓存在增长。", terms) == [
+        "KV cache -> KV 缓存 / 键值缓存"]
+
+
 def test_the_glossary_has_the_issues_terms_in_both_editions_row_for_row():
     zh = drift.glossary("zh")
     chinese = {w for _, words in zh for w in words}
