@@ -53,7 +53,7 @@ def course(tmp_path, monkeypatch):
                 _code("import lib\ndevice = lib.notebook.setup()", [_stream("device: cpu   torch 2.13.0   seed 0\n")]),
                 nbformat.v4.new_markdown_cell(ENGLISH_MD[1]),
                 _code("print(steps)", [_stream("5 steps, 16,384 bytes, p = 0.9979\n"),
-                                        _display({"image/png": "iVBORw0KGgo=", "text/plain": "<Figure size 900x500>"})]),
+                                       _display({"image/png": "iVBORw0KGgo=", "text/plain": "<Figure size 900x500>"})]),
                 nbformat.v4.new_markdown_cell(ENGLISH_MD[2])]
     nbformat.write(nb, tmp_path / "99_fake.ipynb")
     edition.skeleton("zh", "99_fake")
@@ -272,6 +272,15 @@ def test_the_runner_builds_the_chinese_notebooks_it_is_asked_for(course, monkeyp
     (course / "zh" / "99_fake.ipynb").unlink()
     assert runner.edition_paths("zh", ["99_fake"]) == [course / "zh" / "99_fake.ipynb"]
     assert (course / "zh" / "99_fake.ipynb").is_file()
+
+
+def test_make_test_runs_strict_nbval_over_both_editions():
+    """``make test-notebooks`` hands nbval the folder ``notebooks``, which pytest walks into ``notebooks/zh/``."""
+    from pathlib import Path
+    root = Path(edition.__file__).resolve().parents[2]
+    recipe = (root / "Makefile").read_text(encoding="utf-8").split("\ntest-notebooks:", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"--nbval notebooks --nbval-current-env", recipe), recipe
+    assert "norecursedirs" not in (root / "pyproject.toml").read_text(encoding="utf-8")
 
 
 # ------------------------------------------------------------------------------ the real Chinese edition

@@ -97,8 +97,9 @@ def glossary_path(lang: str | None = None):
 
 def glossary(lang: str | None = "zh") -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
     """The key terms of the glossary: (English forms, ``lang`` forms) per row of the first table of
-    ``notebooks/<lang>/GLOSSARY.md`` (the key terms; a later table holds terms that are not checked). Forms are separated by " / " in a column; a form's full-width parentheses
-    hold another accepted form ("KV 缓存（键值缓存）" accepts both)."""
+    ``notebooks/<lang>/GLOSSARY.md`` (``lang=None``: ``notebooks/GLOSSARY.md``; a later table holds terms that are
+    not checked). Forms are separated by " / " in a column; a form's full-width parentheses hold another accepted
+    form ("KV 缓存（键值缓存）" accepts both)."""
     path = glossary_path(lang)
     text = path.read_text(encoding="utf-8")
     rows, lines = [], text.splitlines()
