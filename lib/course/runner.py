@@ -91,7 +91,7 @@ def main(argv=None) -> int:
             notebooks.set_description(p.stem)
             seconds, size = run(p, show=show)
             notebooks.update()
-            label = p.name if p.parent == NOTEBOOKS else f"{p.parent.name}/{p.name}"
+            label = f"{p.parent.name}/{p.name}" if p.parent.parent == NOTEBOOKS else p.name  # zh/03_kv_cache.ipynb
             progress.write(f"{label:40s} {seconds:6.1f} s  {size / 1e3:7.1f} kB", file=sys.stdout)
             if size > MAX_BYTES:
                 too_big.append(label)
