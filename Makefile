@@ -10,8 +10,13 @@ STAMP := $(VENV)/.kvlab-installed
 PORT ?= 8888
 CLASSROOM_PORT ?= 8866
 NB ?= 02_autoregressive_generation
+# Which edition `make lab` opens: en (notebooks/) or zh (notebooks/zh/, the Chinese edition). Not LANG: that is
+# the locale.
+EDITION ?= en
+MAP_en := notebooks/00_index.ipynb
+MAP_zh := notebooks/zh/00_index.ipynb
 
-.PHONY: bench setup lab test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean
+.PHONY: bench setup lab lab-zh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean
 
 setup: $(STAMP)
 
@@ -27,12 +32,19 @@ $(STAMP): requirements.txt pyproject.toml
 
 # Command 1: set everything up and open JupyterLab on the notebook map, with the project's own JupyterLab
 # settings (lib/course/lab_settings/: no news prompt, no update check; the user's ~/.jupyter is not touched).
+# `make lab EDITION=zh` (or `make lab-zh`) opens the Chinese edition's map instead.
 lab: setup
+	@if [ -z "$(MAP_$(EDITION))" ]; then echo "EDITION must be en or zh, not '$(EDITION)'" >&2; exit 2; fi
+	@if [ ! -f "$(MAP_$(EDITION))" ]; then echo "$(MAP_$(EDITION)) is not built yet: run make notebooks" >&2; exit 2; fi
 	$(PY) -m ipykernel install --user --name kv-cache-lab --display-name "Python (KV Cache Lab)" >/dev/null
-	$(PY) -m lib.course.lab notebooks/00_index.ipynb --port $(PORT)
+	$(PY) -m lib.course.lab $(MAP_$(EDITION)) --port $(PORT)
 
-# Command 2: set everything up and run the whole test suite (unit tests, strict nbval over every notebook,
-# then every notebook in a real browser: JupyterLab, the classroom view and the static site).
+lab-zh:
+	@$(MAKE) --no-print-directory lab EDITION=zh
+
+# Command 2: set everything up and run the whole test suite (unit tests, strict nbval over every notebook of both
+# editions, notebooks/ and notebooks/zh/, then every notebook in a real browser: JupyterLab, the classroom view and
+# the static site).
 test: setup
 	$(PY) -m pytest -q -n 2 tests --ignore=tests/browser
 	$(MAKE) --no-print-directory test-notebooks
@@ -69,9 +81,10 @@ classroom: setup
 site: setup
 	$(PY) -m lib.course.site
 
-# Re-execute every notebook and store its outputs (what nbval then compares against).
+# Re-execute every notebook and store its outputs (what nbval then compares against): the English edition, then
+# the Chinese one, built first from the English notebooks and notebooks/zh/src/ (lib.course.edition).
 notebooks: setup
-	$(PY) -m lib.course.runner
+	$(PY) -m lib.course.runner --edition all
 
 # Decode speed, side by side: lib vs transformers on identical weights, cache vs no cache, bandwidth use.
 bench: setup

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ENGLISH = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHINESE = sorted((Path(__file__).resolve().parent.parent / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = ENGLISH + CHINESE  # every house rule holds in both editions; the structure words are the edition's
+
+
+def name(path):
+    return path.name if path.parent.name == "notebooks" else f"{path.parent.name}/{path.name}"
 
 
 def load(path):
@@ -22,20 +28,20 @@ def src(cell):
 
 
 def test_there_are_notebooks_and_an_index():
-    names = [p.name for p in NOTEBOOKS]
+    names = [p.name for p in ENGLISH]
     if not names:
         pytest.skip("no notebooks yet")
     assert "00_index.ipynb" in names
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=name)
 def test_kept_small_without_widget_state(path):
     assert path.stat().st_size < 1_000_000, f"{path.name} is {path.stat().st_size:,} bytes (limit 1 MB)"
     nb = load(path)
     assert "widgets" not in nb["metadata"], "saved widget state: regenerate with `python -m lib.course.runner`"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=name)
 def test_outputs_are_stored_and_clean(path):
     nb = load(path)
     cells = code_cells(nb)
@@ -51,7 +57,7 @@ def test_outputs_are_stored_and_clean(path):
             assert "Error displaying widget" not in text
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=name)
 def test_no_network_no_sys_path_no_notebook_renderer(path):
     nb = load(path)
     for c in nb["cells"]:
@@ -65,21 +71,28 @@ def test_no_network_no_sys_path_no_notebook_renderer(path):
             assert "cdn.plot.ly" not in blob and "cdn.jsdelivr" not in blob and "unpkg.com" not in blob
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=name)
 def test_structure_goals_setup_recap_exercises(path):
     nb = load(path)
     first = src(nb["cells"][0]).lower()
     assert nb["cells"][0]["cell_type"] == "markdown" and first.lstrip().startswith("#")
-    assert re.search(r"\bmin(utes?)?\b", first), "say how long the notebook takes"
-    assert "learn" in first, "say what the reader will learn"
     code = "\n".join(src(c) for c in code_cells(nb))
     assert "lib.notebook.setup(" in code or "notebook.setup(" in code
+    text = "\n".join(src(c) for c in nb["cells"] if c["cell_type"] == "markdown").lower()
+    if path in CHINESE:
+        assert "分钟" in first, "say how long the notebook takes (约 N 分钟)"
+        assert "学到" in first or "学习" in first, "say what the reader will learn (你将学到)"
+        assert 'lang="zh"' in code, 'the Chinese edition declares its language: lib.notebook.setup(lang="zh")'
+        recap, exercises = "小结", "练习"
+    else:
+        assert re.search(r"\bmin(utes?)?\b", first), "say how long the notebook takes"
+        assert "learn" in first, "say what the reader will learn"
+        recap, exercises = "recap", "exercise"
     if not path.name.startswith("00_"):
-        text = "\n".join(src(c) for c in nb["cells"] if c["cell_type"] == "markdown").lower()
-        assert "recap" in text and "exercise" in text
+        assert recap in text and exercises in text, f"a {recap} and {exercises}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=name)
 def test_ignored_outputs_are_few(path):
     cells = code_cells(load(path))
     ignored = [c for c in cells if src(c).lstrip().startswith(("# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP"))]

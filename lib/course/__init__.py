@@ -1,6 +1,9 @@
 """Course tooling, kept apart from the teaching modules: it runs, publishes and projects the notebooks.
 
     python -m lib.course.runner [NAME ...]           re-run notebooks and store their outputs (make notebooks)
+    python -m lib.course.runner --edition zh|all     build the Chinese edition (notebooks/zh/), then run it
+    python -m lib.course.edition build|check zh      the Chinese edition from the translation files
+    python -m lib.course.drift zh [NAME ...]         where the two editions disagree (tests/test_edition.py)
     python -m lib.course.site [--out site] [NAME ...]  every notebook as an offline HTML page (make site)
     python -m lib.course.classroom NAME [--port N]   one notebook for a projector, Voilà (make classroom)
     python -m lib.course.lab [PATH] [--port N]       JupyterLab with the project's own settings (make lab)

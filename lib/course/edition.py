@@ -96,9 +96,10 @@ def problems(lang: str, name: str) -> list[str]:
     return found
 
 
-def build(lang: str, name: str) -> Path:
-    """Write ``notebooks/<lang>/<name>.ipynb`` from the English notebook and its translations (outputs cleared;
-    run it with the runner). Raises ValueError listing every missing or stale translation."""
+def built(lang: str, name: str):
+    """The ``lang`` edition of ``name`` as ``build`` writes it (an nbformat notebook, outputs cleared), in memory:
+    what the committed ``notebooks/<lang>/<name>.ipynb`` must equal apart from its outputs. Raises ValueError
+    listing every missing or stale translation."""
     found = problems(lang, name)
     if found:
         raise ValueError(f"cannot build the {lang} edition of {name}:\n  " + "\n  ".join(found) +
@@ -117,6 +118,13 @@ def build(lang: str, name: str) -> Path:
         raise ValueError(f"{name}: expected exactly one `lib.notebook.setup(...)` line to declare the language, "
                          f"found {declared}")
     nb.metadata.pop("widgets", None)
+    return nb
+
+
+def build(lang: str, name: str) -> Path:
+    """Write ``notebooks/<lang>/<name>.ipynb`` from the English notebook and its translations (outputs cleared;
+    run it with the runner). Raises ValueError listing every missing or stale translation."""
+    nb = built(lang, name)
     out = edition_dir(lang) / f"{name}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out)

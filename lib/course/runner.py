@@ -1,5 +1,9 @@
 """Regenerate the stored outputs of the notebooks: ``python -m lib.course.runner [NAME ...]`` (``make notebooks``).
 
+``--edition zh`` first builds the Chinese notebooks (``notebooks/zh/``, from the English ones and their translation
+files, ``lib.course.edition``) and then runs them; ``--edition all`` runs the English ones, then does that. Without
+names, ``zh`` means every notebook that has a translation file.
+
 Each notebook runs top to bottom in a fresh kernel of this Python, in ``notebooks/``, and is written back
 with its outputs, minus what must not be committed: saved widget state (``metadata.widgets``, megabytes of
 JavaScript for a FigureWidget) and per-cell timing metadata. Prints each notebook's run time and size; on a
@@ -13,7 +17,7 @@ import time
 from pathlib import Path
 
 from .. import progress
-from . import notebook_paths
+from . import NOTEBOOKS, edition, notebook_paths
 
 MAX_BYTES = 1_000_000
 
@@ -51,13 +55,33 @@ def run(path: Path, timeout: int = 600, show: bool | None = False) -> tuple[floa
     return seconds, path.stat().st_size
 
 
+def edition_paths(lang: str, names=None) -> list[Path]:
+    """Build the ``lang`` edition of the notebooks named (default: every one with a translation file) and return
+    the built files, to be run. FileNotFoundError for an unknown notebook or one without a translation file;
+    ValueError (from ``edition.build``) for missing or stale translations."""
+    english = [p.stem for p in notebook_paths(names)]  # checks the names
+    have = set(edition.translated_names(lang))
+    if names:
+        untranslated = [n for n in english if n not in have]
+        if untranslated:
+            raise FileNotFoundError(
+                f"no {lang} translation file for {', '.join(untranslated)} (notebooks/{lang}/src/NN_name.md); start "
+                f"one with: python -m lib.course.edition skeleton {lang} NN_name")
+    return [edition.build(lang, n) for n in english if n in have]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lib.course.runner", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="notebook names or paths (default: every notebook)")
+    parser.add_argument("--edition", choices=("en", *edition.EDITIONS, "all"), default="en",
+                        help="en: the English notebooks (default); zh: build the Chinese ones, then run them; "
+                             "all: both")
     args = parser.parse_args(argv)
     try:
-        paths = notebook_paths(args.names)
-    except FileNotFoundError as e:
+        paths = notebook_paths(args.names) if args.edition in ("en", "all") else []
+        for lang in edition.EDITIONS if args.edition == "all" else [] if args.edition == "en" else [args.edition]:
+            paths += edition_paths(lang, args.names)
+    except (FileNotFoundError, ValueError) as e:
         print(e, file=sys.stderr)
         return 2
     too_big = []
@@ -67,9 +91,10 @@ def main(argv=None) -> int:
             notebooks.set_description(p.stem)
             seconds, size = run(p, show=show)
             notebooks.update()
-            progress.write(f"{p.name:40s} {seconds:6.1f} s  {size / 1e3:7.1f} kB", file=sys.stdout)
+            label = f"{p.parent.name}/{p.name}" if p.parent.parent == NOTEBOOKS else p.name  # zh/03_kv_cache.ipynb
+            progress.write(f"{label:40s} {seconds:6.1f} s  {size / 1e3:7.1f} kB", file=sys.stdout)
             if size > MAX_BYTES:
-                too_big.append(p.name)
+                too_big.append(label)
     if too_big:
         print(f"over {MAX_BYTES:,} bytes: {too_big}", file=sys.stderr)
         return 1
