@@ -22,10 +22,10 @@ CONTEXT = "\x04"  # separates a key's context from its English text
 ZH: dict[str, str] = {
     # -- shared: prompts and messages (lib/widgets/__init__.py) --
     "{what}; still showing {kept}.": "{what}；仍显示 {kept}。",
-    "{n} character(s) not in the vocabulary: {chars}. It knows printable ASCII, the Chinese characters and "
-    "punctuation of the training corpus (such as 人工智能深度学习), and <s>, <eos>, <pad>, <unk>.":
-        "有 {n} 个字符不在词表中：{chars}。词表包含可打印 ASCII 字符、训练语料中的汉字和标点（如 人工智能深度学习），"
-        "以及 <s>、<eos>、<pad>、<unk>。",
+    "{n} character(s) not in the vocabulary: {chars}. The vocabulary has {size} tokens: printable ASCII, the "
+    "Chinese characters and punctuation of the training corpus (such as 人工智能深度学习), and <s>, <eos>, <pad>, <unk>.":
+        "有 {n} 个字符不在词表中：{chars}。词表共 {size} 个 token：可打印 ASCII 字符、训练语料中的汉字和标点"
+        "（如 人工智能深度学习），以及 <s>、<eos>、<pad>、<unk>。",
     "not in this model's vocabulary: {chars}. It knows printable ASCII, <s>, <eos> and the corpus's Chinese "
     "characters (such as 人工智能深度学习)":
         "不在这个模型的词表中：{chars}。它认识可打印 ASCII 字符、<s>、<eos> 和语料中的汉字（如 人工智能深度学习）",

@@ -21,7 +21,7 @@ class UnknownCharacterError(ValueError):
     """Raised by ``encode`` for characters outside the vocabulary; ``.chars`` lists them."""
 
     def __init__(self, chars, vocab_size):
-        self.chars = chars
+        self.chars, self.vocab_size = chars, vocab_size
         shown = ", ".join(f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')})" for c in chars[:10])
         more = f" and {len(chars) - 10} more" if len(chars) > 10 else ""
         super().__init__(

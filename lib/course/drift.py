@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections import Counter
 import sys
 
 import nbformat
@@ -37,7 +38,7 @@ MIN_ENGLISH_WORDS = 8  # a paragraph of this many Latin words and no CJK charact
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
 LATIN = re.compile(r"[A-Za-z]")
 LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-NUMBER = re.compile(r"(?<![A-Za-z0-9_.])-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+NUMBER = re.compile(r"(?<![A-Za-z0-9_.])-?\d(?:[\d,]*\d)?(?:\.\d+)?(?:[eE][-+]?\d+)?")  # "3," is 3
 
 _STRIP = [
     re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S),  # fenced code blocks
@@ -211,11 +212,14 @@ def output_differences(english, translated, name: str = "") -> list[str]:
             continue
         if a.source.lstrip().startswith(IGNORED):
             continue
-        nums = [n for o in outs[0] for n in output_numbers(o)], [n for o in outs[1] for n in output_numbers(o)]
+        # the same numbers, each as often: a translated sentence may put them in another order
+        # ("7 of 131 tokens" -> "131 个 token 中的 7 个"), but never print another number
+        nums = (Counter(n for o in outs[0] for n in output_numbers(o)),
+                Counter(n for o in outs[1] for n in output_numbers(o)))
         if nums[0] != nums[1]:
-            k = next((j for j, (x, y) in enumerate(zip(*nums)) if x != y), min(map(len, nums)))
-            found.append(f"{name}: code cell {i} ({a.id}): the numbers printed differ from number {k + 1}: "
-                         f"English {nums[0][k:k + 5]}, translated {nums[1][k:k + 5]}")
+            only_en, only_tr = sorted((nums[0] - nums[1]).elements()), sorted((nums[1] - nums[0]).elements())
+            found.append(f"{name}: code cell {i} ({a.id}): the numbers printed differ: only in English "
+                         f"{only_en[:5]}, only translated {only_tr[:5]}")
     return found
 
 

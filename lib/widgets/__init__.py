@@ -18,9 +18,10 @@ def prompt_problem(err: ValueError) -> str:
     """What a live widget says about a prompt it cannot use. In English the error's own message; in another
     language an unknown character is explained in the learner's words (lib's API errors stay English)."""
     if isinstance(err, UnknownCharacterError) and language() != "en":
-        return t("{n} character(s) not in the vocabulary: {chars}. It knows printable ASCII, the Chinese characters "
-                 "and punctuation of the training corpus (such as 人工智能深度学习), and <s>, <eos>, <pad>, <unk>.",
-                 n=len(err.chars), chars=", ".join(repr(c) for c in err.chars))
+        return t("{n} character(s) not in the vocabulary: {chars}. The vocabulary has {size} tokens: printable "
+                 "ASCII, the Chinese characters and punctuation of the training corpus (such as 人工智能深度学习), and "
+                 "<s>, <eos>, <pad>, <unk>.", n=len(err.chars), size=err.vocab_size,
+                 chars=", ".join(f"{c!r} (U+{ord(c):04X})" for c in err.chars))
     return str(err)
 
 
