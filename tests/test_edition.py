@@ -133,11 +133,12 @@ def test_a_hand_edited_markdown_cell_or_a_missing_notebook_is_found(course):
 
 
 def test_outputs_that_differ_in_a_number_or_a_kind_are_found(course):
+    run_as_built(course, ["device: cpu   torch 2.13.0   seed 0\n", "p = 0.9979，16,384 字节，5 步\n"])
+    assert drift.findings("zh", "99_fake") == []  # the same numbers in another order: a translation may do that
     run_as_built(course, ["device: cpu   torch 2.13.0   seed 0\n", "6 步，16,384 字节，p = 0.9979\n"])
     found = drift.findings("zh", "99_fake")
     assert found == ["99_fake: code cell 2 (" + nbformat.read(course / "99_fake.ipynb", as_version=4).cells[3].id +
-                     "): the numbers printed differ from number 1: English ['5', '16,384', '0.9979', '900'], "
-                     "translated ['6', '16,384', '0.9979', '900']"], found
+                     "): the numbers printed differ: only in English ['5'], only translated ['6']"], found
     path = course / "zh" / "99_fake.ipynb"
     zh = nbformat.read(path, as_version=4)
     zh.cells[3].outputs[1] = nbformat.from_dict(_display({"application/vnd.plotly.v1+json": {}, "text/plain": ""}))
