@@ -73,11 +73,14 @@ gallery: setup
 system-deps:
 	bash scripts/system-deps.sh
 
-# One notebook as a code-free, large-type page with live widgets: make classroom NB=05_kv_cache_memory
+# One notebook as a code-free, large-type page with live widgets: make classroom NB=05_kv_cache_memory [EDITION=zh]
+# (the Chinese twin); the page links the same notebook in the other edition.
 classroom: setup
-	$(PY) -m lib.course.classroom $(NB) --port $(CLASSROOM_PORT)
+	@if [ -z "$(MAP_$(EDITION))" ]; then echo "EDITION must be en or zh, not '$(EDITION)'" >&2; exit 2; fi
+	$(PY) -m lib.course.classroom $(NB) --edition $(EDITION) --port $(CLASSROOM_PORT)
 
-# Every notebook as an HTML page in site/ that works from disk, without a kernel or network.
+# Every notebook of both editions as an HTML page in site/ (Chinese under site/zh/, each page linking its twin)
+# that works from disk, without a kernel or network.
 site: setup
 	$(PY) -m lib.course.site
 

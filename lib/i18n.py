@@ -267,6 +267,21 @@ ZH: dict[str, str] = {
         "第 {step} 步（{phase}）：输入 {fed} → 下一个 token {chosen}；缓存现在每层有 {n} 行 K 和 V",
     "pos": "位置", "quantity (newest token)": "量（最新 token）", "rank": "名次", "next token": "下一个 token", "prob": "概率",
     "k (new)": "k（新）", "v (new)": "v（新）", "weights @ V": "权重 @ V", "attention output": "注意力输出", "FFN output": "FFN 输出",
+    # -- the static site and the classroom view (lib/course/site.py, lib/course/classroom.py) --
+    "KV Cache Lab": "KV Cache Lab（KV 缓存实验室）", "all notebooks": "全部笔记本", " ({widget})": "（{widget}）",
+    "Every notebook as a page made from its stored outputs: no kernel, no network. The plotly figures step with their "
+    "slider and Play button. The live widgets need a kernel: open the notebooks with {lab}, or one as a classroom "
+    "page with {classroom}.":
+        "每个笔记本都是一个页面，内容来自笔记本里保存的输出：不需要内核，也不联网。plotly 图可以用滑块和播放按钮逐步查看。"
+        "交互控件要有内核才能运行：用 {lab} 打开这些笔记本，或用 {classroom} 把其中一个作为课堂页面打开。",
+    "Live widget{what}: it runs the model, so it needs a Python kernel. Open this notebook in JupyterLab ({lab}) or "
+    "as a classroom page ({classroom}) to use it.":
+        "交互控件{what}：它要运行模型，所以需要 Python 内核。在 JupyterLab 中打开这个笔记本（{lab}），"
+        "或作为课堂页面打开（{classroom}），就能使用它。",
+    "<kbd>→</kbd> / <kbd>←</kbd> step the player nearest the middle of the screen &nbsp;·&nbsp; <kbd>PgDn</kbd> / "
+    "<kbd>PgUp</kbd> (or <kbd>j</kbd> / <kbd>k</kbd>) next / previous section":
+        "<kbd>→</kbd> / <kbd>←</kbd> 让屏幕中间最近的播放器前进 / 后退一步 &nbsp;·&nbsp; <kbd>PgDn</kbd> / "
+        "<kbd>PgUp</kbd>（或 <kbd>j</kbd> / <kbd>k</kbd>）跳到下一节 / 上一节",
 }
 
 

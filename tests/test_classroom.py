@@ -1,10 +1,13 @@
 """lib.course.classroom without a browser: the kernel's start-up file puts the course's style at projector scale,
-and the page's colours come from lib.style. (The page itself, its keys and widgets: tests/browser.)"""
+and the page's colours come from lib.style; the Chinese edition's page (its notebook, URL, buttons, key bar and language
+switch). (The page itself, its keys and widgets: tests/browser.)"""
 from __future__ import annotations
 
+import json
 import re
 
 import matplotlib as mpl
+import pytest
 
 from lib import style
 from lib.course import classroom
@@ -52,3 +55,63 @@ def test_template_colours_come_from_the_style_module(tmp_path):
     assert style.contrast_ratio(style.text_colour("blue", style.PAPER, 7.0), style.PAPER) >= 7.0
     assert "@" not in classroom.CSS.replace("@media", "").replace("@import", ""), "a colour placeholder was left"
     assert "PageDown" in index and "scroller()" in index and "ArrowRight" in index
+
+
+# -- the two editions ---------------------------------------------------------------------------------------
+
+def test_edition_notebook_is_the_english_file_or_its_chinese_twin(tmp_path, monkeypatch):
+    from lib.course import NOTEBOOKS
+
+    name = "02_autoregressive_generation"
+    assert classroom.edition_notebook(name) == NOTEBOOKS / f"{name}.ipynb"
+    assert classroom.edition_notebook(f"{name}.ipynb", "zh") == NOTEBOOKS / "zh" / f"{name}.ipynb"
+    with pytest.raises(ValueError, match=r"edition='fr' is not supported; allowed: en, zh"):
+        classroom.edition_notebook(name, "fr")
+    with pytest.raises(FileNotFoundError, match=r"no notebook 'nope'; the notebooks are: 0\d_"):
+        classroom.edition_notebook("nope", "zh")
+    monkeypatch.setattr(classroom, "edition_dir", lambda lang: tmp_path)
+    with pytest.raises(FileNotFoundError, match=rf"{name} has no zh edition yet .*python -m lib.course.runner "
+                                                r"--edition zh"):
+        classroom.edition_notebook(name, "zh")
+
+
+def test_page_url_is_the_path_under_the_served_folder():
+    from lib.course import NOTEBOOKS
+
+    assert classroom.page_url(NOTEBOOKS / "zh" / "05_kv_cache_memory.ipynb", 8870) == \
+        "http://127.0.0.1:8870/voila/render/zh/05_kv_cache_memory.ipynb"
+    assert classroom.page_url(NOTEBOOKS / "05_kv_cache_memory.ipynb") == \
+        f"http://127.0.0.1:{classroom.DEFAULT_PORT}/voila/render/05_kv_cache_memory.ipynb"
+
+
+def test_the_page_path_names_the_edition_and_the_twin():
+    pattern = re.compile(classroom.PAGE_PATH)
+    assert pattern.match("/voila/render/zh/02_x.ipynb").groups() == ("/voila/render/", "zh/", "02_x.ipynb")
+    assert pattern.match("/base/voila/render/02_x.ipynb").groups() == ("/base/voila/render/", None, "02_x.ipynb")
+    assert pattern.match("/") is None  # a notebook served alone: no twin path, no switch
+    assert classroom.PAGE_PATH.replace("/", "\\/") in classroom.KEYS_JS
+
+
+def test_a_chinese_page_presses_the_chinese_buttons_and_says_its_keys_in_chinese(tmp_path):
+    from lib import i18n
+
+    words = classroom.WORDS
+    assert words["en"] == {"step": "Step ▶", "back": "◀ Back", "bar": classroom.KEY_BAR, "switch": "中文"}
+    i18n.set_language("zh")
+    try:
+        assert words["zh"] == {"step": i18n.t("Step ▶"), "back": i18n.t("◀ Back"), "bar": i18n.t(classroom.KEY_BAR),
+                               "switch": "English"}
+    finally:
+        i18n.set_language("en")
+    assert words["zh"]["step"] != "Step ▶" and "下一节" in words["zh"]["bar"]
+    index = (classroom.write_template(tmp_path) / "index.html.j2").read_text()
+    assert json.dumps(words, ensure_ascii=True) in index and 'a.id = "kvlab-lang"' in index
+
+
+def test_make_classroom_edition_reaches_serve(monkeypatch):
+    calls = []
+    monkeypatch.setattr(classroom, "serve", lambda *a: calls.append(a) or 0)
+    assert classroom.main(["05_kv_cache_memory", "--edition", "zh", "--no-browser", "--port", "8870"]) == 0
+    assert classroom.main(["05_kv_cache_memory"]) == 0
+    assert calls == [("05_kv_cache_memory", 8870, False, "zh"), ("05_kv_cache_memory", classroom.DEFAULT_PORT,
+                                                                 True, "en")]

@@ -11,6 +11,11 @@ nearest ancestor of the cells that can scroll, else the page) and move it until 
 panel's top. The kernel draws its figures in the course's style at projector scale: an IPython start-up file
 (in a private IPYTHONDIR) calls ``lib.style.apply(scale=lib.style.classroom_scale())`` once the notebook's
 ``lib.notebook.setup()`` has installed the style at notebook scale.
+
+Voilà serves the whole ``notebooks/`` folder, so both editions are one path apart: ``/voila/render/NN_name.ipynb``
+and ``/voila/render/zh/NN_name.ipynb`` (``make classroom NB=NAME EDITION=zh``). Each page has a language switch
+("中文" / "English", top right) to the same notebook in the other edition, and a Chinese page's key bar and
+stepping keys speak the Chinese widgets' words (``lib.i18n``).
 """
 from __future__ import annotations
 
@@ -21,10 +26,16 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+import webbrowser
 from pathlib import Path
 
 from .. import style
-from . import notebook_path
+from ..checks import choice
+from ..i18n import ZH
+from . import NOTEBOOKS, notebook_path
+from .edition import edition_dir
 
 TEMPLATE = "kvlab-classroom"
 DEFAULT_PORT = 8866
@@ -53,14 +64,27 @@ body .jp-OutputArea-output pre { font-size: 18px; line-height: 1.35; color: @INK
 #kvlab-keys { position: fixed; bottom: 0; left: 0; right: 0; padding: 6px 16px; background: @INK@; color: @PAPER@;
               font: 16px sans-serif; z-index: 1000; opacity: 0.9; }
 #kvlab-keys kbd { background: @PAPER@; color: @INK@; border-radius: 3px; padding: 0 5px; }
+#kvlab-lang { position: fixed; top: 8px; right: 16px; z-index: 1000; font: bold 18px sans-serif; padding: 4px 10px;
+              background: @PAPER@; color: @LINK@; border: 2px solid @LINK@; border-radius: 4px; }
 """
 for _key, _value in {"@INK@": style.INK, "@PAPER@": style.PAPER, "@FREE@": style.FREE,
                      "@LINK@": style.text_colour("blue", style.PAPER, 7.0), "@NEWEST@": style.colour("newest")}.items():
     CSS = CSS.replace(_key, _value)
 
+# The page's own words, per edition: the player's buttons the keys press (as the widgets label them, through
+# lib.i18n) and the key bar. The page's path says its edition: /voila/render/zh/... is Chinese.
+KEY_BAR = ("<kbd>\u2192</kbd> / <kbd>\u2190</kbd> step the player nearest the middle of the screen "
+           "&nbsp;\u00b7&nbsp; <kbd>PgDn</kbd> / <kbd>PgUp</kbd> (or <kbd>j</kbd> / <kbd>k</kbd>) next / previous section")
+WORDS = {lang: {"step": words.get("Step \u25B6", "Step \u25B6"), "back": words.get("\u25C0 Back", "\u25C0 Back"),
+                "bar": words.get(KEY_BAR, KEY_BAR), "switch": "English" if lang == "zh" else "\u4e2d\u6587"}
+         for lang, words in {"en": {}, "zh": ZH}.items()}
+# /voila/render/[zh/]NAME.ipynb -> (prefix, "zh/" or "", NAME.ipynb)
+PAGE_PATH = r"^(.*/voila/render/)(zh/)?([^/]+\.ipynb)$"
+
 KEYS_JS = r"""
 (function () {
-  var STEP = "Step \u25B6", BACK = "\u25C0 Back";
+  var WORDS = @WORDS@, m = location.pathname.match(/@PAGE_PATH@/), lang = m && m[2] ? "zh" : "en";
+  var STEP = WORDS[lang].step, BACK = WORDS[lang].back;
   function visibleButtons(label) {
     return Array.prototype.filter.call(document.querySelectorAll("button.jupyter-button"), function (b) {
       var r = b.getBoundingClientRect();
@@ -117,12 +141,19 @@ KEYS_JS = r"""
   });
   var bar = document.createElement("div");
   bar.id = "kvlab-keys";
-  bar.innerHTML = "<kbd>\u2192</kbd> / <kbd>\u2190</kbd> step the player nearest the middle of the screen " +
-                  "&nbsp;\u00b7&nbsp; " +
-                  "<kbd>PgDn</kbd> / <kbd>PgUp</kbd> (or <kbd>j</kbd> / <kbd>k</kbd>) next / previous section";
-  document.addEventListener("DOMContentLoaded", function () { document.body.appendChild(bar); });
+  bar.innerHTML = WORDS[lang].bar;
+  document.addEventListener("DOMContentLoaded", function () {
+    document.body.appendChild(bar);
+    if (!m) return;  // a single notebook served alone has no twin path
+    var a = document.createElement("a");  // the language switch: the same notebook in the other edition
+    a.id = "kvlab-lang";
+    a.href = m[1] + (m[2] ? "" : "zh/") + m[3];
+    a.lang = a.hreflang = lang === "zh" ? "en" : "zh";
+    a.textContent = WORDS[lang].switch;
+    document.body.appendChild(a);
+  });
 })();
-"""
+""".replace("@WORDS@", json.dumps(WORDS, ensure_ascii=True)).replace("@PAGE_PATH@", PAGE_PATH.replace("/", "\\/"))
 
 # jupyterlab-plotly stores a PNG copy of each figure into the output's model (model.setData); Voilà's output
 # models have no setData, so that promise fails after the figure is drawn. Nothing is lost (there is no
@@ -235,14 +266,51 @@ def environment(template_root: Path) -> dict:
     return env
 
 
-def serve(name: str, port: int = DEFAULT_PORT, open_browser: bool = True) -> int:
-    """Serve one notebook until Ctrl-C; returns Voilà's exit status."""
+EDITIONS = ("en", "zh")
+
+
+def edition_notebook(name, edition: str = "en") -> Path:
+    """The notebook ``name`` of ``edition``: the English file, or its Chinese twin in ``notebooks/zh/``."""
+    edition = choice(edition, "edition", EDITIONS)
     path = notebook_path(name)
+    if edition == "en":
+        return path
+    twin = edition_dir(edition) / path.name
+    if not twin.is_file():
+        raise FileNotFoundError(f"{path.stem} has no {edition} edition yet ({twin} is missing); build it with "
+                                f"python -m lib.course.runner --edition {edition}")
+    return twin
+
+
+def page_url(notebook: Path, port: int = DEFAULT_PORT, root: Path = NOTEBOOKS) -> str:
+    """The classroom page of ``notebook`` when Voilà serves the folder ``root``."""
+    return f"http://127.0.0.1:{port}/voila/render/{Path(notebook).resolve().relative_to(Path(root).resolve()).as_posix()}"
+
+
+def _open_when_up(url: str, port: int, timeout: float = 120.0):
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                webbrowser.open(url)
+                return
+        time.sleep(0.5)
+
+
+def serve(name: str, port: int = DEFAULT_PORT, open_browser: bool = True, edition: str = "en") -> int:
+    """Serve notebook ``name`` of ``edition`` ("en" or "zh") until Ctrl-C; returns Voilà's exit status. Voilà
+    serves all of ``notebooks/``, so the page's language switch reaches the other edition's page."""
+    path = edition_notebook(name, edition)
+    url = page_url(path, port)
     with tempfile.TemporaryDirectory(prefix="kvlab-classroom-") as tmp:
         write_template(Path(tmp))
-        print(f"classroom view of {path.name}: http://127.0.0.1:{port}/  (Ctrl-C stops it)", flush=True)
+        print(f"classroom view of {path.relative_to(NOTEBOOKS).as_posix()}: {url}  (Ctrl-C stops it)", flush=True)
+        if open_browser:
+            threading.Thread(target=_open_when_up, args=(url, port), daemon=True).start()
         try:
-            return subprocess.call(command(path, port, open_browser), env=environment(Path(tmp)), cwd=path.parent)
+            return subprocess.call(command(NOTEBOOKS, port), env=environment(Path(tmp)), cwd=NOTEBOOKS)
         except KeyboardInterrupt:
             return 0
 
@@ -251,10 +319,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lib.course.classroom", description=__doc__.splitlines()[0])
     parser.add_argument("name", help="the notebook, e.g. 02_autoregressive_generation")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
+    parser.add_argument("--edition", choices=EDITIONS, default="en", help="en (notebooks/) or zh (notebooks/zh/)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     args = parser.parse_args(argv)
     try:
-        return serve(args.name, args.port, not args.no_browser)
+        return serve(args.name, args.port, not args.no_browser, args.edition)
     except FileNotFoundError as e:
         print(e, file=sys.stderr)
         return 2

@@ -3,13 +3,16 @@ two notebooks: the page shows no code, uses large type, has every plotly figure 
 drawn and working (driven as in JupyterLab), → steps the player from the keyboard, PgDn / PgUp / j / k land
 each on the next / previous section heading (its top at the top of the element that really scrolls: Voilà's
 inner panel), the widget HTML text has >= 4.5:1 contrast, and the page loads nothing but loopback, with no
-console error. ``KVLAB_CLASSROOM_ALL=1`` opens every notebook instead of two.
+console error. ``KVLAB_CLASSROOM_ALL=1`` opens every notebook instead of two. The Chinese 02 and 05
+(``/voila/render/zh/...``, served by the same Voilà) show the same outputs, their widgets, Chinese key bar and a
+language switch to the English page of the same notebook.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 
 import pytest
 
@@ -54,6 +57,9 @@ def voila(tmp_path_factory):
     """The classroom server (Voilà, our template) over a temporary copy of notebooks/."""
     base = tmp_path_factory.mktemp("classroom")
     root = kb.copy_notebooks(base / "notebooks")
+    (root / "zh").mkdir(exist_ok=True)  # the Chinese edition, one path apart (the language switch's target)
+    for p in (kb.NOTEBOOKS / "zh").glob("[0-9][0-9]_*.ipynb"):
+        shutil.copy2(p, root / "zh" / p.name)
     classroom.write_template(base / "template")
     env = kb.isolated_env(base / "home")
     for key in ("JUPYTER_PATH", "IPYTHONDIR"):  # our template, and the kernel's projector-scale start-up file
@@ -88,6 +94,8 @@ def test_classroom_view(name, voila, browser, guard, clean_screenshots):
         assert got == {"image": want["images"], "plotly": want["plotly"], "widget": want["widgets"]}, \
             f"{name}: the classroom page shows {got}; the notebook has {want}"
         page.screenshot(path=str(kb.SCREENSHOTS / f"classroom-{name}-top.png"))
+        switch = page.locator("#kvlab-lang")  # the language switch: the Chinese twin, one path apart
+        assert switch.inner_text() == "中文" and switch.evaluate("a => a.href") == f"{voila.url}/voila/render/zh/{name}.ipynb"
         for k in range(got["plotly"]):
             kb.screenshot(page.locator(f'[data-kvlab="plotly-{k}"]'), f"classroom-{name}-plotly-{k}")
         notes = []
@@ -183,6 +191,36 @@ def keyboard_step(page, widget) -> str:
     page.keyboard.press(key)
     wait_readout(page, slider, str(want), f"after pressing {key}")
     return f"key {key}: step {s} -> {want}"
+
+
+ZH_NOTEBOOKS = [n for n in ["02_autoregressive_generation", "05_kv_cache_memory"]
+                if (kb.NOTEBOOKS / "zh" / f"{n}.ipynb").exists()]
+
+
+@pytest.mark.parametrize("name", ZH_NOTEBOOKS)
+def test_chinese_classroom_view_and_its_language_switch(name, voila, browser, guard, clean_screenshots):
+    label = f"classroom zh {name}"
+    with kb.checked_page(browser, guard, label) as page:
+        page.goto(f"{voila.url}/voila/render/zh/{name}.ipynb")
+        page.wait_for_function(RENDERED_JS, timeout=300_000)
+        assert page.locator("#rendered_cells .jp-InputArea-editor").count() == 0, f"zh {name}: code cells are shown"
+        assert "Error displaying widget" not in page.locator("#rendered_cells").inner_text()
+        want = EXPECTED[name]
+        page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .jupyter-widgets').length >= "
+                               f"{want['widgets']}", timeout=120_000)
+        page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .js-plotly-plot .main-svg')"
+                               f".length >= {want['plotly']}", timeout=120_000)
+        got = page.evaluate(OUTPUTS_JS)
+        assert got == {"image": want["images"], "plotly": want["plotly"], "widget": want["widgets"]}, \
+            f"zh {name}: the classroom page shows {got}; the notebook has {want}"
+        assert "下一节" in page.locator("#kvlab-keys").inner_text()
+        switch = page.locator("#kvlab-lang")
+        assert switch.inner_text() == "English"
+        assert switch.evaluate("a => a.href") == f"{voila.url}/voila/render/{name}.ipynb"
+        page.screenshot(path=str(kb.SCREENSHOTS / f"classroom-zh-{name}-top.png"))
+        for k in range(got["widget"]):
+            kb.screenshot(page.locator(f'[data-kvlab="widget-{k}"]'), f"classroom-zh-{name}-widget-{k}")
+        print(f"\n{label}: {got}; switch -> {switch.evaluate('a => a.href')}")
 
 
 def test_classroom_template_loads_nothing_from_the_network(tmp_path):

@@ -4,7 +4,9 @@ Without a browser: every page exists, loads nothing from the network (no CDN scr
 holds as many PNG figures, plotly figures and live-widget notes as its notebook has outputs. In headless
 Chromium, from disk (file://): two pages draw their figures and math with no console error and no request
 off the machine, a plotly step-through figure animates when its Play button is pressed, and on the other
-page a figure's slider jumps when clicked.
+page a figure's slider jumps when clicked. The Chinese edition's pages (``site/zh/``) are built and checked the
+same way without a browser; in the browser, the Chinese 02 and 05 draw their figures and math, speak Chinese in
+their navigation, and their language switch ("English") opens the English twin, whose "中文" leads back.
 """
 from __future__ import annotations
 
@@ -31,20 +33,26 @@ def built(tmp_path_factory):
     return out, pages
 
 
-def test_every_notebook_has_an_offline_page(built):
+def chinese_names() -> list[str]:
+    return [n for n in kb.notebook_names() if (kb.NOTEBOOKS / "zh" / f"{n}.ipynb").is_file()]
+
+
+@pytest.mark.parametrize("edition", ["en", "zh"])
+def test_every_notebook_has_an_offline_page(built, edition):
     out, pages = built
-    assert sorted(p.stem for p in pages) == kb.notebook_names()
+    folder, names = (out, kb.notebook_names()) if edition == "en" else (out / "zh", chinese_names())
+    assert sorted(p.stem for p in pages if p.parent == folder) == names
     assert (out / "plotly.min.js").stat().st_size > 1_000_000 and (out / "mathjax" / "MathJax.js").is_file()
-    index = (out / "index.html").read_text()
-    for name in kb.notebook_names():
-        assert f'href="{name}.html"' in index, f"index.html does not link {name}.html"
-        page = (out / f"{name}.html").read_text()
+    index = (folder / "index.html").read_text()
+    for name in names:
+        assert f'href="{name}.html"' in index, f"{edition} index.html does not link {name}.html"
+        page = (folder / f"{name}.html").read_text()
         assert site.remote_loads(page) == [], f"{name}.html loads from the network: {site.remote_loads(page)}"
         want = EXPECTED[name]
         got = {"images": len(re.findall(r'<img\b[^>]*src="data:image/png;base64,', page)),
                "plotly": len(re.findall(r'Plotly\.newPlot\(', page)),
                "widgets": page.count('<div class="kvlab-live-note">')}
-        assert got == want, f"{name}.html has {got}; the notebook has {want}"
+        assert got == want, f"{edition} {name}.html has {got}; the notebook has {want}"
 
 
 def test_remote_loads_finds_cdn_scripts_styles_and_fonts():
@@ -130,3 +138,34 @@ def play_animation(page, plot, shot: str) -> str:
     assert after != before, "the figure did not change while playing"
     kb.screenshot(plot, shot + "-played")
     return f"Play moved the slider from frame {active} to {plot.evaluate('g => g._fullLayout.sliders[0].active')}"
+
+
+# The Chinese pages opened in the browser: 02 and 05 (those that exist).
+OPEN_ZH = [n for n in OPEN if n in chinese_names()]
+
+
+@pytest.mark.parametrize("name", OPEN_ZH)
+def test_chinese_page_from_disk_and_its_language_switch(name, built, browser, guard, clean_screenshots):
+    out, _ = built
+    label = f"site zh {name}"
+    with kb.checked_page(browser, guard, label) as page:
+        page.goto((out / "zh" / f"{name}.html").as_uri())
+        page.wait_for_load_state("load")
+        page.wait_for_function(MATH_DONE_JS, timeout=60_000)
+        want = EXPECTED[name]
+        page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= "
+                               f"{want['plotly']}", timeout=60_000)
+        assert page.locator(".js-plotly-plot").count() == want["plotly"]
+        assert page.evaluate("document.documentElement.lang") == "zh"
+        assert page.locator("nav.kvlab a").first.inner_text() == "全部笔记本"
+        page.screenshot(path=str(kb.SCREENSHOTS / f"site-zh-{name}-top.png"))
+        switch = page.locator("nav.kvlab a.kvlab-lang")
+        assert switch.inner_text() == "English"
+        switch.click()
+        page.wait_for_url((out / f"{name}.html").as_uri())
+        page.wait_for_load_state("load")
+        assert page.evaluate("document.documentElement.lang") == "en"
+        back = page.locator("nav.kvlab a.kvlab-lang")
+        assert back.inner_text() == "中文" and back.evaluate("a => a.href") == (out / "zh" / f"{name}.html").as_uri()
+        page.wait_for_function(MATH_DONE_JS, timeout=60_000)
+        print(f"\n{label}: {want['plotly']} plotly figures drawn; English switch -> {name}.html, 中文 leads back")
