@@ -86,3 +86,29 @@ def test_main_writes_the_page_and_says_where(shots, capsys):
     assert gallery.main(["--shots", str(shots), "--out", str(shots.parent / "g.html")]) == 0
     said = capsys.readouterr().out
     assert "g.html: 2 notebooks, 4 figures and widgets" in said and (shots.parent / "g.html").is_file()
+
+
+def test_chinese_twins_get_a_third_column_only_when_there_are_any(shots):
+    """lab-zh-light-… (the Chinese edition, light theme: same cells and outputs as the English notebook) joins the
+    English figure it twins as a third column; a figure whose twin is missing says so; without any Chinese shot the
+    page keeps two columns."""
+    two_columns = gallery.render(gallery.collect(shots), shots.parent)
+    assert 'class="pair three"' not in two_columns and "中文版" not in two_columns
+    for n in ("lab-zh-light-02_autoregressive_generation-c30-o0-player.png",
+              "lab-zh-light-02_autoregressive_generation-c30-o0-player-driven.png",
+              "lab-zh-light-02_autoregressive_generation-c8-o1-image.png"):
+        png(shots / n)
+    books = gallery.collect(shots)
+    assert [b.name for b in books] == ["02_autoregressive_generation", "05_kv_cache_memory"]  # no group of its own
+    two, five = books
+    assert all(set(s.files) == {"light", "dark", "zh-light"} for s in two.shots)
+    assert two.shots[1].files["zh-light"] == shots / "lab-zh-light-02_autoregressive_generation-c30-o0-player.png"
+    page = gallery.build(shots, shots.parent / "gallery.html").read_text()
+    assert page.count('<div class="pair three">') == 4 and '<div class="pair">' not in page
+    light, dark, zh = (page.index(f"lab-{v}-02_autoregressive_generation-c30-o0-player.png")
+                       for v in ("light", "dark", "zh-light"))
+    assert light < dark < zh < page.index("player-driven")  # the twin is the third column of the same row
+    assert "no screenshot in 中文版 (Chinese), JupyterLab Light" in page  # 05's memory explorer has no twin
+    assert "(3 in both themes): JupyterLab Light on the left, JupyterLab Dark on the right; the Chinese edition's " \
+           "twin in JupyterLab Light in the third column (3 of them)" in page
+    assert site.remote_loads(page) == []

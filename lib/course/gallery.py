@@ -2,9 +2,11 @@
 builds it at the end of ``make test-browser``).
 
 One offline HTML page with a screenshot of every figure and widget of the course, the light and the dark
-JupyterLab theme side by side, grouped by notebook, so a reviewer sees the whole course at a glance. The
-screenshots are the browser test's (``test-artifacts/screenshots/``): ``lab-<theme>-<notebook>-c<cell>-o<output>-
-<kind>.png`` for JupyterLab (kind: image, plotly, or the widget's kind, ``-driven`` once its controls were
+JupyterLab theme side by side (and, when the browser test ran the Chinese edition, its twin in a third column),
+grouped by notebook, so a reviewer sees the whole course at a glance. The screenshots are the browser test's
+(``test-artifacts/screenshots/``): ``lab-<variant>-<notebook>-c<cell>-o<output>-<kind>.png`` for JupyterLab
+(variant: ``light``, ``dark``, or ``zh-light`` for the Chinese notebook ``notebooks/zh/<notebook>``, whose cells
+and outputs are the English one's; kind: image, plotly, or the widget's kind, ``-driven`` once its controls were
 used), and ``classroom-<notebook>-…`` / ``site-<notebook>-…`` for the classroom view and the static site. The
 page refers to them by relative paths (it sits next to the folder) and loads nothing else.
 """
@@ -23,7 +25,9 @@ from . import ROOT
 
 ARTIFACTS = Path(os.environ.get("KVLAB_ARTIFACTS", ROOT / "test-artifacts"))
 THEMES = ("light", "dark")
-_LAB = re.compile(r"^lab-(?P<theme>light|dark)-(?P<nb>\d\d_[A-Za-z0-9_]+)-c(?P<cell>\d+)-o(?P<out>\d+)-(?P<kind>.+)$")
+# Every column a figure can have: the two themes, then the Chinese edition's twin (shown only when there are any).
+VARIANTS = {"light": "JupyterLab Light", "dark": "JupyterLab Dark", "zh-light": "中文版 (Chinese), JupyterLab Light"}
+_LAB = re.compile(r"^lab-(?P<theme>light|dark|zh-light)-(?P<nb>\d\d_[A-Za-z0-9_]+)-c(?P<cell>\d+)-o(?P<out>\d+)-(?P<kind>.+)$")
 _OTHER = re.compile(r"^(?P<view>classroom|site)-(?P<nb>\d\d_[A-Za-z0-9_]+)-(?P<what>.+)$")
 VIEWS = {"classroom": "classroom view (make classroom)", "site": "static site (make site)"}
 
@@ -34,7 +38,7 @@ class Shot:
     cell: int
     output: int
     kind: str
-    files: dict = field(default_factory=dict)  # theme -> Path
+    files: dict = field(default_factory=dict)  # variant (a theme, or zh-light) -> Path
 
     @property
     def title(self) -> str:
@@ -50,7 +54,7 @@ class Notebook:
 
 def collect(shots_dir: Path) -> list[Notebook]:
     """The screenshots in ``shots_dir`` grouped by notebook (in name order), each figure or widget with its light
-    and dark screenshot. Files whose names do not follow the browser test's pattern are left out."""
+    and dark screenshot (and its Chinese twin's, ``zh-light``, when there is one). Files whose names do not follow the browser test's pattern are left out."""
     books: dict[str, Notebook] = {}
     pairs: dict[tuple, Shot] = {}
     for path in sorted(Path(shots_dir).glob("*.png")):
@@ -77,6 +81,7 @@ h1 { font-size: 1.6em; } h2 { font-size: 1.3em; margin-top: 2em; border-bottom: 
 h3 { font-size: 1em; font-weight: normal; color: @MUTED@; margin: 1.2em 0 0.3em 0; }
 nav a, a { color: @LINK@; } nav a { margin-right: 12px; }
 .pair { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; align-items: start; }
+.pair.three { grid-template-columns: 1fr 1fr 1fr; }
 .pair figure { margin: 0; } .pair figcaption { font-size: 0.85em; color: @MUTED@; }
 .pair img, .views img { max-width: 100%; border: 1px solid @GRID@; }
 .missing { padding: 24px; border: 1px dashed @GRID@; color: @MUTED@; }
@@ -96,10 +101,14 @@ def render(books: list[Notebook], folder: Path) -> str:
     """The gallery page for ``books``, with image paths relative to ``folder`` (where the page will be)."""
     pairs = sum(len(b.shots) for b in books)
     both = sum(all(t in s.files for t in THEMES) for b in books for s in b.shots)
+    chinese = sum("zh-light" in s.files for b in books for s in b.shots)
+    columns = [*THEMES, "zh-light"] if chinese else list(THEMES)
     parts = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>KV Cache Lab: gallery</title>',
              f"<style>{CSS}</style></head><body>", "<h1>KV Cache Lab: every figure and widget</h1>",
              f"<p>{len(books)} notebook{'s' * (len(books) != 1)}, {pairs} figures and widgets as JupyterLab shows "
-             f"them ({both} in both themes): JupyterLab Light on the left, JupyterLab Dark on the right. Made by "
+             f"them ({both} in both themes): JupyterLab Light on the left, JupyterLab Dark on the right"
+             + (f"; the Chinese edition's twin in JupyterLab Light in the third column ({chinese} of them)"
+                if chinese else "") + ". Made by "
              f"<code>python -m lib.course.gallery</code> from the browser test's screenshots.</p>",
              "<nav>" + "".join(f'<a href="#{b.name}">{html.escape(b.name)}</a>' for b in books) + "</nav>"]
     for b in books:
@@ -107,14 +116,14 @@ def render(books: list[Notebook], folder: Path) -> str:
         for s in b.shots:
             parts.append(f"<h3>{html.escape(s.title)}</h3>")
             cells = []
-            for theme in THEMES:
-                label = f"JupyterLab {theme.capitalize()}"
+            for theme in columns:
+                label = VARIANTS[theme]
                 if theme in s.files:
                     cells.append(f"<figure>{_img(s.files[theme], folder, f'{b.name} {s.title}, {label}')}"
                                  f"<figcaption>{label}</figcaption></figure>")
                 else:
                     cells.append(f'<div class="missing">no screenshot in {label}</div>')
-            parts.append('<div class="pair">' + "".join(cells) + "</div>")
+            parts.append(f'<div class="pair{" three" if len(columns) == 3 else ""}">' + "".join(cells) + "</div>")
         if b.others:
             parts.append("<h3>other views</h3><div class=\"views\">")
             for view, what, path in b.others:

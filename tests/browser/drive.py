@@ -2,9 +2,16 @@
 dropdowns, and check that what it draws changed. Works on a Playwright locator of the widget's output, in
 JupyterLab and in the classroom view (Voilà) alike, since both render ipywidgets 8 the same way.
 
-Controls are found by their description label, as a person reads them ("step", "layer", "requests").
+Controls are found by their description label, as a person reads them ("step", "layer", "requests"), in the
+notebook's language: the labels, button texts and page strings looked for are computed with ``lib.i18n.t`` in that
+language (``lang="zh"`` for the Chinese edition), exactly as the widget computes them, never written out twice.
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
+
+from lib import i18n
+from lib.i18n import t
 
 TIMEOUT_MS = 60_000  # every change goes through the kernel; the machine may be busy
 
@@ -19,6 +26,18 @@ DRAWN_JS = """(el) => {
   });
   return parts.join('\\n');
 }"""
+
+
+@contextmanager
+def speaking(lang: str):
+    """``lib.i18n.t`` answers in ``lang`` inside the block (as the widget's kernel does after
+    ``lib.notebook.setup(lang=...)``); the language before is restored after it."""
+    before = i18n.language()
+    i18n.set_language(lang)
+    try:
+        yield
+    finally:
+        i18n.set_language(before)
 
 
 def drawn(widget) -> str:
@@ -80,7 +99,7 @@ def nudge(slider) -> str:
 def drive_stepper(page, widget, play: bool) -> list[str]:
     """Step / Back (and Play): the step slider moves and the drawn step changes with it."""
     slider = widget.locator(".widget-slider").last  # the step slider is the widget's last slider
-    step_button, back_button = button(widget, "Step ▶"), button(widget, "◀ Back")
+    step_button, back_button = button(widget, t("Step ▶")), button(widget, t("◀ Back"))
     checks = []
     s0 = int(readout(slider))
     first = drawn(widget)
@@ -108,11 +127,12 @@ def drive_stepper(page, widget, play: bool) -> list[str]:
 
 
 def drive_heatmap(page, widget) -> list[str]:
-    """Pick another layer, then another head: the heat-map's title names them and its cells change."""
+    """Pick another layer, then another head: the heat-map's title names them ("layer 1", "第 1 层") and its cells
+    change."""
     checks = []
-    for label in ("layer", "head"):
-        select = control(widget, "dropdown", label).locator("select")
-        options = [o for o in select.evaluate("s => Array.from(s.options).map(o => o.label)") if o != "all"]
+    for label, named in (("layer", lambda v: t("layer {l}", l=v)), ("head", lambda v: t("head {h}", h=v))):
+        select = control(widget, "dropdown", t(label)).locator("select")
+        options = [o for o in select.evaluate("s => Array.from(s.options).map(o => o.label)") if o != t("all")]
         current = select.evaluate("s => s.options[s.selectedIndex].label")
         choice = next(o for o in options if o != current)
         before = drawn(widget)
@@ -120,14 +140,14 @@ def drive_heatmap(page, widget) -> list[str]:
         wait_drawn_change(page, widget, before, f"after picking {label} {choice}")
         title = widget.locator(".js-plotly-plot .gtitle").first
         page.wait_for_function("([el, want]) => el.textContent.includes(want)",
-                               arg=[title.element_handle(), f"{label} {choice}"], timeout=TIMEOUT_MS)
+                               arg=[title.element_handle(), named(choice)], timeout=TIMEOUT_MS)
         checks.append(f"{label} {current} -> {choice}: title {title.text_content()!r}")
     return checks
 
 
 def drive_memory(page, widget) -> list[str]:
     """Move the "requests" slider one notch, then pick another KV-cache format: each time the budget on the page
-    must be lib's budget for the new values."""
+    must be lib's budget for the new values, in the words the widget uses (``t``, as lib.widgets.memory)."""
     from lib.text import fmt_bytes
     from lib.widgets.memory import memory_budget
 
@@ -136,7 +156,8 @@ def drive_memory(page, widget) -> list[str]:
 
     def shows_lib_budget(what, kv_dtype):
         b = memory_budget(model, dtype, context, batch, kv_dtype=kv_dtype)
-        want = [f"KV cache ({b.batch} x {b.context:,} tokens)", f"{fmt_bytes(b.kv_bytes)} ({b.kv_share:.1%} of total)",
+        want = [t("KV cache ({batch} x {context} tokens)", batch=b.batch, context=f"{b.context:,}"),
+                t("{size} ({share} of total)", size=fmt_bytes(b.kv_bytes), share=f"{b.kv_share:.1%}"),
                 fmt_bytes(b.total_bytes), fmt_bytes(b.weight_bytes)]
         text = widget.locator(".widget-html-content").last.inner_text()
         missing = [w for w in want if w not in text]
@@ -144,9 +165,9 @@ def drive_memory(page, widget) -> list[str]:
                             f"batch {b.batch}): the page does not show lib's numbers {missing}; it shows:\n{text}"
         return f"{what}: page shows {want[0]} = {want[1]}, total {want[2]} (lib's numbers)"
 
-    requests = control(widget, "slider", "requests")
-    model, dtype, kv_dtype = selected("model"), selected("weights"), selected("KV cache")
-    context = int(control(widget, "inline-hbox", "context").locator("input").input_value())
+    requests = control(widget, "slider", t("requests"))
+    model, dtype, kv_dtype = selected(t("model")), selected(t("weights")), selected(t("KV cache"))
+    context = int(control(widget, "inline-hbox", t("context")).locator("input").input_value())
     batch = int(readout(requests))
     before = drawn(widget)
     batch += 1 if nudge(requests) == "ArrowRight" else -1
@@ -155,7 +176,7 @@ def drive_memory(page, widget) -> list[str]:
     checks = [shows_lib_budget(f"requests -> {batch}", kv_dtype)]
     new_kv = "int8" if kv_dtype != "int8" else "fp16"
     before = drawn(widget)
-    control(widget, "dropdown", "KV cache").locator("select").select_option(label=new_kv)
+    control(widget, "dropdown", t("KV cache")).locator("select").select_option(label=new_kv)
     wait_drawn_change(page, widget, before, f"after picking the KV cache format {new_kv}")
     checks.append(shows_lib_budget(f"KV cache {kv_dtype} -> {new_kv}", new_kv))
     return checks
@@ -184,25 +205,33 @@ def drive_slider(page, widget, tries: int = 3) -> list[str]:
     raise AssertionError(f"moving the sliders {tried} changed nothing the widget draws")
 
 
-def kind_of(widget) -> str:
-    """How to drive a widget view, from the controls a person sees on it (see expected.py)."""
+def kind_of(widget, lang: str = "en") -> str:
+    """How to drive a widget view, from the controls a person sees on it (see expected.py), read in the
+    notebook's language ``lang``."""
     def has(selector: str) -> bool:
         return widget.locator(selector).count() > 0
 
     labels = set(widget.locator("label.widget-label").all_inner_texts())
-    buttons = set(t.strip() for t in widget.locator("button.jupyter-button").all_inner_texts())
-    if {"Step ▶", "◀ Back"} <= buttons:
-        return "player" if has(".widget-play") else "stepper"
-    if {"layer", "head"} <= labels and has(".widget-dropdown"):
-        return "heatmap"
-    if {"model", "weights", "KV cache", "requests"} <= labels:
-        return "memory"
+    buttons = set(b.strip() for b in widget.locator("button.jupyter-button").all_inner_texts())
+    with speaking(lang):
+        if {t("Step ▶"), t("◀ Back")} <= buttons:
+            return "player" if has(".widget-play") else "stepper"
+        if {t("layer"), t("head")} <= labels and has(".widget-dropdown"):
+            return "heatmap"
+        if {t("model"), t("weights"), t("KV cache"), t("requests")} <= labels:
+            return "memory"
     return "slider"
 
 
-def drive(page, widget, kind: str) -> list[str]:
-    """Drive one widget by its kind (``kind_of``); returns what was checked, one line per action."""
+def drive(page, widget, kind: str, lang: str = "en") -> list[str]:
+    """Drive one widget by its kind (``kind_of``), looking for its controls and texts in the notebook's language
+    ``lang``; returns what was checked, one line per action."""
     widget.scroll_into_view_if_needed()
+    with speaking(lang):
+        return _drive(page, widget, kind)
+
+
+def _drive(page, widget, kind: str) -> list[str]:
     if kind == "player":
         return drive_stepper(page, widget, play=True)
     if kind == "stepper":

@@ -12,6 +12,10 @@ The browser test drives every widget view by what it shows (tests/browser/drive.
   memory    "model", "dtype" and a "requests" slider: move the slider; the page shows lib's numbers
   slider    anything else: move its sliders one notch until what it draws changes
 ``MUST_DRIVE``: the widget kinds that must have been found and driven in a notebook (kept by hand).
+
+The Chinese edition (notebooks/zh/NN_name.ipynb) has the English notebook's code cells and outputs, so it has no rows
+of its own: the browser test expects the English row for it (and checks the committed Chinese outputs against it),
+and MUST_DRIVE holds for it too, its controls found by their Chinese labels (drive.py computes them with lib.i18n).
 """
 from __future__ import annotations
 

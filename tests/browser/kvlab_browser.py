@@ -37,9 +37,19 @@ CHROMIUM_ARGS = [
 ]
 
 
-def notebook_names() -> list[str]:
-    """Every committed notebook, by name without .ipynb (``NN_topic``)."""
-    return sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+EDITIONS = ("en", "zh")  # English in notebooks/, the Chinese edition in notebooks/zh/ (lib.course.edition)
+
+
+def edition_folder(lang: str = "en") -> Path:
+    """Where the notebooks of edition ``lang`` are: notebooks/ for English, notebooks/<lang>/ for another."""
+    if lang not in EDITIONS:
+        raise ValueError(f"unknown edition {lang!r}; the editions are: {', '.join(EDITIONS)}")
+    return NOTEBOOKS if lang == "en" else NOTEBOOKS / lang
+
+
+def notebook_names(lang: str = "en") -> list[str]:
+    """Every committed notebook of edition ``lang``, by name without .ipynb (``NN_topic``)."""
+    return sorted(p.stem for p in edition_folder(lang).glob("[0-9][0-9]_*.ipynb"))
 
 
 def free_port() -> int:
@@ -49,10 +59,13 @@ def free_port() -> int:
 
 
 def copy_notebooks(dest: Path) -> Path:
-    """A throw-away copy of notebooks/ (the servers may write checkpoints and outputs into it)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for p in NOTEBOOKS.glob("*.ipynb"):
-        shutil.copy2(p, dest / p.name)
+    """A throw-away copy of notebooks/ and of each edition's folder (notebooks/zh/ as dest/zh/): the servers may
+    write checkpoints and outputs into it."""
+    for lang in EDITIONS:
+        folder = dest if lang == "en" else dest / lang
+        folder.mkdir(parents=True, exist_ok=True)
+        for p in edition_folder(lang).glob("*.ipynb"):
+            shutil.copy2(p, folder / p.name)
     return dest
 
 

@@ -1,14 +1,17 @@
-"""Every notebook in JupyterLab, in headless Chromium, in the light and then the dark theme: restart the kernel,
-run all cells, then check what a reader would see and drive every widget once.
+"""Every notebook in JupyterLab, in headless Chromium: the English ones in the light and the dark theme, the Chinese
+edition's (notebooks/zh/) in the light theme (their code is the English code, whose dark-theme look is proven on the
+English twins); restart the kernel, run all cells, then check what a reader would see and drive every widget once
+(a Chinese notebook's widgets are found and driven by their Chinese labels, computed with lib.i18n).
 
 Per notebook it asserts: every code cell ran, no error output, no "Error displaying widget", no browser
 console error, no request to anything but loopback, the expected number of PNG figures, plotly figures and
 widget views (tests/browser/expected.py), each of them drawn on the page; every piece of text in the widgets'
 HTML has a contrast of at least 4.5:1 against the background it is drawn on (WCAG AA,
 ``lib.style.contrast_ratio``); and each widget reacts to its controls (tests/browser/drive.py). Every figure,
-plotly figure and widget is saved as a screenshot whose name says the theme (``lab-light-…``, ``lab-dark-…``;
-``python -m lib.course.gallery`` puts them side by side). One server and one page serve both themes: the theme
-is switched once, as a person does (Settings → Theme), which stores it in the server's own settings folder.
+plotly figure and widget is saved as a screenshot whose name says the theme and edition (``lab-light-…``,
+``lab-dark-…``, ``lab-zh-light-…``; ``python -m lib.course.gallery`` puts them side by side). One server and one page
+serve both themes and both editions: English light, Chinese light, then English dark, so the theme is switched once,
+as a person does (Settings → Theme), which stores it in the server's own settings folder.
 Before any notebook, JupyterLab must have started without its "official Jupyter news" prompt, with the same
 settings as ``make lab``.
 """
@@ -25,8 +28,10 @@ from drive import drive, kind_of
 from expected import EXPECTED, MUST_DRIVE, counted, output_kind
 
 RUN_ALL_TIMEOUT_MS = 300_000  # one notebook; its own budget is 40 s on an idle machine
-DRIVEN: dict[tuple, set] = {}  # (theme, notebook) -> widget kinds driven in it (for every notebook that passed)
-CASES = [(theme, name) for theme in kb.THEMES for name in kb.notebook_names()]  # every notebook light, then dark
+DRIVEN: dict[tuple, set] = {}  # (variant, notebook) -> widget kinds driven in it (for every notebook that passed)
+# (theme, edition) in the order they run: one theme switch. The variant names the screenshots: lab-<variant>-…
+VARIANTS = [("light", "en"), ("light", "zh"), ("dark", "en")]
+CASES = [(theme, lang, name) for theme, lang in VARIANTS for name in kb.notebook_names(lang)]
 NEWS = "official Jupyter news"  # JupyterLab's prompt: "Would you like to get notified about official Jupyter news?"
 
 # Switch JupyterLab's theme (what Settings -> Theme does; it is stored in the server's settings folder).
@@ -83,6 +88,11 @@ CLOSE_JS = """async (path) => {
 }"""
 
 
+def variant(theme: str, lang: str) -> str:
+    """``light`` / ``dark`` for English, ``zh-light`` for the Chinese edition: in test ids and screenshot names."""
+    return theme if lang == "en" else f"{lang}-{theme}"
+
+
 @pytest.fixture(scope="session")
 def lab_page(lab, browser, guard, clean_screenshots):
     page = browser.new_page()
@@ -104,6 +114,18 @@ def test_expected_table_matches_committed_notebooks():
     wrong = {n: (EXPECTED[n], rows[n]) for n in rows if EXPECTED[n] != rows[n]}
     assert not wrong, "tests/browser/expected.py no longer matches the committed outputs (table != notebook); " \
         "run it with --write:\n" + "\n".join(f"    {n}: {t} != {r}" for n, (t, r) in wrong.items())
+
+
+def test_chinese_notebooks_expect_the_english_rows():
+    """The Chinese edition has every English notebook, each with the English outputs (same code cells): the browser
+    test expects the English row of EXPECTED for it."""
+    assert kb.notebook_names("zh") == kb.notebook_names(), \
+        f"notebooks/zh/ {kb.notebook_names('zh')} != notebooks/ {kb.notebook_names()}: build the Chinese edition " \
+        f"(python -m lib.course.edition build zh NN_name)"
+    wrong = {n: (EXPECTED[n], counted(kb.edition_folder("zh") / f"{n}.ipynb")) for n in kb.notebook_names("zh")}
+    wrong = {n: pair for n, pair in wrong.items() if pair[0] != pair[1]}
+    assert not wrong, "the Chinese notebooks' committed outputs differ from the English row (rebuild and rerun " \
+        "them):\n" + "\n".join(f"    zh/{n}: {r} != English {e}" for n, (e, r) in wrong.items())
 
 
 def run_all(page, path: str):
@@ -142,18 +164,21 @@ def set_theme(page, theme: str):
     assert page.evaluate("() => document.body.dataset.jpThemeLight") == str(theme == "light").lower()
 
 
-@pytest.mark.parametrize("theme,name", CASES, ids=[f"{t}-{n}" for t, n in CASES])
-def test_notebook_in_jupyterlab(theme, name, lab_page, guard):
-    page, path = lab_page, f"{name}.ipynb"
-    guard.label = f"{theme} {name}"
+@pytest.mark.parametrize("theme,lang,name", CASES, ids=[f"{variant(t, l)}-{n}" for t, l, n in CASES])
+def test_notebook_in_jupyterlab(theme, lang, name, lab_page, guard):
+    seen = variant(theme, lang)
+    page = lab_page
+    path = f"{name}.ipynb" if lang == "en" else f"{lang}/{name}.ipynb"  # relative to the server's root
+    guard.label = f"{seen} {name}"
     set_theme(page, theme)
-    want = EXPECTED.get(name)
+    want = EXPECTED.get(name)  # a Chinese notebook has its English twin's outputs
     assert want is not None, f"{name} has no row in tests/browser/expected.py; add " \
-                             f"{name!r}: {counted(kb.NOTEBOOKS / path)!r}"
+                             f"{name!r}: {counted(kb.edition_folder(lang) / f'{name}.ipynb')!r}"
     kinds = set()
+    tag = path.removesuffix(".ipynb")
     try:
         run_all(page, path)
-        outputs = page.evaluate(OUTPUTS_JS, name)
+        outputs = page.evaluate(OUTPUTS_JS, tag)
         errors = [f"cell {o['cell']}: {o['error']}" for o in outputs if o["error"]]
         assert not errors, f"{name}: error outputs after Run All:\n" + "\n".join(errors)
         not_run = page.evaluate(NOT_RUN_JS)
@@ -168,9 +193,9 @@ def test_notebook_in_jupyterlab(theme, name, lab_page, guard):
         assert got == want, f"{name}: outputs in the browser {got} differ from the committed ones {want}"
 
         def output(o):
-            return page.locator(f'[data-kvlab="{name}/{o["id"]}"]')
+            return page.locator(f'[data-kvlab="{tag}/{o["id"]}"]')
 
-        shot = f"lab-{theme}-{name}"
+        shot = f"lab-{seen}-{name}"
         for o in by_kind["image"]:
             img = output(o).locator("img").first
             img.wait_for(state="attached")
@@ -188,13 +213,13 @@ def test_notebook_in_jupyterlab(theme, name, lab_page, guard):
             out = output(o)
             out.locator(".jupyter-widgets").first.wait_for()
             assert "Error displaying widget" not in out.inner_text(), f"{name} {o['id']}: {out.inner_text()[:300]}"
-            kind = kind_of(out)
+            kind = kind_of(out, lang)
             kb.screenshot(out, f"{shot}-{o['id']}-{kind}")
             unreadable = kb.unreadable_text(out)
             assert not unreadable, f"{name} {o['id']} ({kind}) in {kb.THEMES[theme]}: text below 4.5:1 " \
                                    f"contrast:\n" + "\n".join(unreadable[:20])
             notes.append(f"{o['id']} {kind}: {kb.text_pieces(out)} pieces of text, all >= 4.5:1 contrast")
-            notes += [f"{o['id']} {kind}: {line}" for line in drive(page, out, kind)]
+            notes += [f"{o['id']} {kind}: {line}" for line in drive(page, out, kind, lang)]
             kinds.add(kind)
             unreadable = kb.unreadable_text(out)
             assert not unreadable, f"{name} {o['id']} ({kind}) in {kb.THEMES[theme]}, once driven: text below " \
@@ -207,18 +232,18 @@ def test_notebook_in_jupyterlab(theme, name, lab_page, guard):
         assert not guard.errors_for(label), f"{label}: browser console errors:\n" + "\n".join(guard.errors_for(label))
         assert not guard.offsite_for(label), f"{label}: requests off the machine: {guard.offsite_for(label)}"
         print(f"\n{label}: {json.dumps(got)}" + "".join(f"\n    {n}" for n in notes))
-        DRIVEN[theme, name] = kinds
+        DRIVEN[seen, name] = kinds
     finally:
         kb.settle(page, CLOSE_JS, path, what=f"closing {path}")
 
 
 def test_every_required_widget_kind_was_driven(lab_page):
-    """The player, the heat-map and the memory explorer (MUST_DRIVE) were found and driven in their notebooks, in
-    both themes."""
+    """The player, the heat-map, the memory explorer and the block stepper (MUST_DRIVE) were found and driven in
+    their notebooks, in both themes and in the Chinese edition (by their Chinese labels)."""
     assert DRIVEN, "no notebook passed in JupyterLab"
-    for (theme, name), kinds in DRIVEN.items():
+    for (seen, name), kinds in DRIVEN.items():
         need = MUST_DRIVE.get(name, set())
-        assert need <= kinds, f"{name} ({theme}): should show widgets of kinds {sorted(need)}, but the browser test " \
+        assert need <= kinds, f"{name} ({seen}): should show widgets of kinds {sorted(need)}, but the browser test " \
                               f"found and drove only {sorted(kinds)}"
 
 
