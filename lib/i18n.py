@@ -20,6 +20,7 @@ _current = "en"
 CONTEXT = "\x04"  # separates a key's context from its English text
 
 ZH: dict[str, str] = {
+    "{dtype} (KV cache in {kv_dtype})": "{dtype}（KV 缓存为 {kv_dtype}）",
     # -- shared: prompts and messages (lib/widgets/__init__.py) --
     "{what}; still showing {kept}.": "{what}；仍显示 {kept}。",
     "{n} character(s) not in the vocabulary: {chars}. The vocabulary has {size} tokens: printable ASCII, the "

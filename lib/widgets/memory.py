@@ -111,7 +111,7 @@ def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: 
 
 def _formats(b: MemoryBudget) -> str:
     """"fp16", or "fp16 (KV cache in int8)" when the cache is stored in another format than the weights."""
-    return b.dtype if b.kv_dtype == b.dtype else f"{b.dtype} (KV cache in {b.kv_dtype})"
+    return b.dtype if b.kv_dtype == b.dtype else t("{dtype} (KV cache in {kv_dtype})", dtype=b.dtype, kv_dtype=b.kv_dtype)
 
 
 def memory_table(b: MemoryBudget) -> str:
