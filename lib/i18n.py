@@ -14,6 +14,8 @@ Every text a widget passes to ``t`` has an entry (``tests/test_i18n.py`` reads t
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 LANGUAGES = ("en", "zh")
 _current = "en"
 
@@ -297,6 +299,18 @@ def set_language(lang: str) -> None:
 def language() -> str:
     """The language widgets and figures speak now."""
     return _current
+
+
+@contextmanager
+def speaking(lang: str):
+    """``t`` answers in ``lang`` inside the block (as a kernel does after ``lib.notebook.setup(lang=...)``); the
+    language before is restored after it."""
+    before = language()
+    set_language(lang)
+    try:
+        yield
+    finally:
+        set_language(before)
 
 
 def t(text: str, /, **fields) -> str:

@@ -347,3 +347,14 @@ def test_english_comes_back_in_the_same_process(chat, pair):
         i18n.set_language("en")
     en_title = P.plot_step(pair[0], tok, 2, pair[1]).axes[0].get_title(loc="left")
     assert zh_title.startswith("第 2 步（解码）") and en_title.startswith("step 2 (decode): fed")
+
+
+def test_speaking_sets_the_language_for_a_block_and_restores_it_even_after_an_error():
+    from lib import i18n
+    assert i18n.language() == "en"
+    with i18n.speaking("zh"):
+        assert i18n.language() == "zh"
+    with pytest.raises(RuntimeError):
+        with i18n.speaking("zh"):
+            raise RuntimeError("boom")
+    assert i18n.language() == "en"

@@ -19,11 +19,10 @@ import html
 import re
 import shutil
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
-from .. import i18n, style
-from ..i18n import t
+from .. import style
+from ..i18n import speaking, t
 from . import ROOT, notebook_paths
 from .edition import edition_dir
 
@@ -118,17 +117,6 @@ def language_switch(lang: str, file: str, tag: str = "a") -> str:
     link = (f'<a class="kvlab-lang" href="{page_href(lang, to, file)}" hreflang="{to}" lang="{to}">'
             f"{SWITCH_LABEL[to]}</a>")
     return link if tag == "a" else f'<p class="kvlab-lang">{link}</p>'
-
-
-@contextmanager
-def speaking(lang: str):
-    """lib.i18n's language set to ``lang`` for the block (restored after)."""
-    before = i18n.language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(before)
 
 
 def make_commands(name: str, lang: str) -> tuple[str, str]:

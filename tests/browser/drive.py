@@ -8,10 +8,8 @@ language (``lang="zh"`` for the Chinese edition), exactly as the widget computes
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 
-from lib import i18n
-from lib.i18n import t
+from lib.i18n import speaking, t
 
 TIMEOUT_MS = 60_000  # every change goes through the kernel; the machine may be busy
 
@@ -26,18 +24,6 @@ DRAWN_JS = """(el) => {
   });
   return parts.join('\\n');
 }"""
-
-
-@contextmanager
-def speaking(lang: str):
-    """``lib.i18n.t`` answers in ``lang`` inside the block (as the widget's kernel does after
-    ``lib.notebook.setup(lang=...)``); the language before is restored after it."""
-    before = i18n.language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(before)
 
 
 def drawn(widget) -> str:
