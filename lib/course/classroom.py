@@ -35,7 +35,7 @@ from .. import style
 from ..checks import choice
 from ..i18n import ZH
 from . import NOTEBOOKS, notebook_path
-from .edition import edition_dir
+from .edition import ALL_EDITIONS, edition_dir
 
 TEMPLATE = "kvlab-classroom"
 DEFAULT_PORT = 8866
@@ -266,7 +266,7 @@ def environment(template_root: Path) -> dict:
     return env
 
 
-EDITIONS = ("en", "zh")
+EDITIONS = ALL_EDITIONS
 
 
 def edition_notebook(name, edition: str = "en") -> Path:

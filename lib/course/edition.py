@@ -31,7 +31,8 @@ import nbformat
 
 from . import NOTEBOOKS, notebook_paths
 
-EDITIONS = ("zh",)
+EDITIONS = ("zh",)  # built from the English notebooks
+ALL_EDITIONS = ("en", *EDITIONS)  # English in notebooks/, each other edition in notebooks/<lang>/
 SETUP_CALL = re.compile(r"(notebook\.setup\()(\s*\))?")  # the declared line: lib.notebook.setup(...)
 HEADER = re.compile(r"^<!-- cell (?P<id>[0-9A-Za-z_-]+) \| en (?P<hash>[0-9a-f]{8}) -->[ \t]*$", re.M)
 

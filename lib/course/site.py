@@ -24,7 +24,7 @@ from pathlib import Path
 from .. import style
 from ..i18n import speaking, t
 from . import ROOT, notebook_paths
-from .edition import edition_dir
+from .edition import ALL_EDITIONS, edition_dir
 
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -94,7 +94,7 @@ LIVE_NOTE = ("Live widget{what}: it runs the model, so it needs a Python kernel.
              "({lab}) or as a classroom page ({classroom}) to use it.")
 ALL_NOTEBOOKS = "all notebooks"
 
-EDITIONS = ("en", "zh")  # English at the site's top, Chinese under zh/
+EDITIONS = ALL_EDITIONS  # English at the site's top, Chinese under zh/
 SWITCH_LABEL = {"en": "English", "zh": "中文"}  # the link to an edition, in that edition's own language
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from lib.course import lab as course_lab
+from lib.course.edition import ALL_EDITIONS, edition_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -37,14 +38,14 @@ CHROMIUM_ARGS = [
 ]
 
 
-EDITIONS = ("en", "zh")  # English in notebooks/, the Chinese edition in notebooks/zh/ (lib.course.edition)
+EDITIONS = ALL_EDITIONS  # English in notebooks/, the Chinese edition in notebooks/zh/
 
 
 def edition_folder(lang: str = "en") -> Path:
     """Where the notebooks of edition ``lang`` are: notebooks/ for English, notebooks/<lang>/ for another."""
     if lang not in EDITIONS:
         raise ValueError(f"unknown edition {lang!r}; the editions are: {', '.join(EDITIONS)}")
-    return NOTEBOOKS if lang == "en" else NOTEBOOKS / lang
+    return NOTEBOOKS if lang == "en" else edition_dir(lang)
 
 
 def notebook_names(lang: str = "en") -> list[str]:

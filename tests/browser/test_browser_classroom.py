@@ -71,6 +71,20 @@ def voila(tmp_path_factory):
     server.stop()
 
 
+def shows_every_output(page, name: str, label: str) -> dict:
+    """Wait until the classroom page has drawn its widgets and plotly figures; its images, plotly figures and
+    widgets must be as many as the notebook's (``expected.py``). Returns the counts."""
+    want = EXPECTED[name]
+    page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .jupyter-widgets').length >= "
+                           f"{want['widgets']}", timeout=120_000)
+    page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .js-plotly-plot .main-svg')"
+                           f".length >= {want['plotly']}", timeout=120_000)
+    got = page.evaluate(OUTPUTS_JS)
+    assert got == {"image": want["images"], "plotly": want["plotly"], "widget": want["widgets"]}, \
+        f"{label}: the classroom page shows {got}; the notebook has {want}"
+    return got
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_classroom_view(name, voila, browser, guard, clean_screenshots):
     label = f"classroom {name}"
@@ -85,14 +99,7 @@ def test_classroom_view(name, voila, browser, guard, clean_screenshots):
         size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.jp-RenderedHTMLCommon'))"
                              ".fontSize)")
         assert size >= 20, f"{name}: prose is {size}px; the classroom view should use large type (>= 20px)"
-        want = EXPECTED[name]
-        page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .jupyter-widgets').length >= "
-                               f"{want['widgets']}", timeout=120_000)
-        page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .js-plotly-plot .main-svg')"
-                               f".length >= {want['plotly']}", timeout=120_000)
-        got = page.evaluate(OUTPUTS_JS)
-        assert got == {"image": want["images"], "plotly": want["plotly"], "widget": want["widgets"]}, \
-            f"{name}: the classroom page shows {got}; the notebook has {want}"
+        got = shows_every_output(page, name, name)
         page.screenshot(path=str(kb.SCREENSHOTS / f"classroom-{name}-top.png"))
         switch = page.locator("#kvlab-lang")  # the language switch: the Chinese twin, one path apart
         assert switch.inner_text() == "中文" and switch.evaluate("a => a.href") == f"{voila.url}/voila/render/zh/{name}.ipynb"
@@ -205,14 +212,7 @@ def test_chinese_classroom_view_and_its_language_switch(name, voila, browser, gu
         page.wait_for_function(RENDERED_JS, timeout=300_000)
         assert page.locator("#rendered_cells .jp-InputArea-editor").count() == 0, f"zh {name}: code cells are shown"
         assert "Error displaying widget" not in page.locator("#rendered_cells").inner_text()
-        want = EXPECTED[name]
-        page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .jupyter-widgets').length >= "
-                               f"{want['widgets']}", timeout=120_000)
-        page.wait_for_function(f"() => document.querySelectorAll('#rendered_cells .js-plotly-plot .main-svg')"
-                               f".length >= {want['plotly']}", timeout=120_000)
-        got = page.evaluate(OUTPUTS_JS)
-        assert got == {"image": want["images"], "plotly": want["plotly"], "widget": want["widgets"]}, \
-            f"zh {name}: the classroom page shows {got}; the notebook has {want}"
+        got = shows_every_output(page, name, f"zh {name}")
         assert "下一节" in page.locator("#kvlab-keys").inner_text()
         switch = page.locator("#kvlab-lang")
         assert switch.inner_text() == "English"
