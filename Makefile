@@ -31,13 +31,13 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 # Command 1: set everything up and open JupyterLab on the notebook map, with the project's own JupyterLab
-# settings (lib/course/lab_settings/: no news prompt, no update check; the user's ~/.jupyter is not touched).
+# settings (tools/lab_settings/: no news prompt, no update check; the user's ~/.jupyter is not touched).
 # `make lab EDITION=zh` (or `make lab-zh`) opens the Chinese edition's map instead.
 lab: setup
 	@if [ -z "$(MAP_$(EDITION))" ]; then echo "EDITION must be en or zh, not '$(EDITION)'" >&2; exit 2; fi
 	@if [ ! -f "$(MAP_$(EDITION))" ]; then echo "$(MAP_$(EDITION)) is not built yet: run make notebooks" >&2; exit 2; fi
 	$(PY) -m ipykernel install --user --name kv-cache-lab --display-name "Python (KV Cache Lab)" >/dev/null
-	$(PY) -m lib.course.lab $(MAP_$(EDITION)) --port $(PORT)
+	$(PY) -m tools.lab $(MAP_$(EDITION)) --port $(PORT)
 
 lab-zh:
 	@$(MAKE) --no-print-directory lab EDITION=zh
@@ -62,12 +62,12 @@ test-notebooks: setup
 # view and the static site, loopback only; screenshots go to test-artifacts/screenshots/, and the gallery of
 # them to test-artifacts/gallery.html (built even when a browser test failed; the exit status is pytest's).
 test-browser: setup system-deps
-	KVLAB_BROWSER=1 $(PY) -m pytest -q tests/browser; status=$$?; $(PY) -m lib.course.gallery; exit $$status
+	KVLAB_BROWSER=1 $(PY) -m pytest -q tests/browser; status=$$?; $(PY) -m tools.gallery; exit $$status
 
 # One offline page with every figure and widget of the course, light and dark side by side, from the browser
 # test's screenshots: test-artifacts/gallery.html.
 gallery: setup
-	$(PY) -m lib.course.gallery
+	$(PY) -m tools.gallery
 
 # Debian packages the browser test needs: chromium and a CJK font (apt-get, as root or through sudo).
 system-deps:
@@ -77,21 +77,21 @@ system-deps:
 # (the Chinese twin); the page links the same notebook in the other edition.
 classroom: setup
 	@if [ -z "$(MAP_$(EDITION))" ]; then echo "EDITION must be en or zh, not '$(EDITION)'" >&2; exit 2; fi
-	$(PY) -m lib.course.classroom $(NB) --edition $(EDITION) --port $(CLASSROOM_PORT)
+	$(PY) -m tools.classroom $(NB) --edition $(EDITION) --port $(CLASSROOM_PORT)
 
 # Every notebook of both editions as an HTML page in site/ (Chinese under site/zh/, each page linking its twin)
 # that works from disk, without a kernel or network.
 site: setup
-	$(PY) -m lib.course.site
+	$(PY) -m tools.site
 
 # Re-execute every notebook and store its outputs (what nbval then compares against): the English edition, then
-# the Chinese one, built first from the English notebooks and notebooks/zh/src/ (lib.course.edition).
+# the Chinese one, built first from the English notebooks and notebooks/zh/src/ (tools.edition).
 notebooks: setup
-	$(PY) -m lib.course.runner --edition all
+	$(PY) -m tools.runner --edition all
 
 # Decode speed, side by side: lib vs transformers on identical weights, cache vs no cache, bandwidth use.
 bench: setup
-	$(PY) -m lib.bench
+	$(PY) -m tools.bench
 
 # Rebuild the demo weights in assets/ from assets/corpus.txt (bit-identical on the same machine; on another
 # CPU the same phrases and loss, see tests/test_demo.py).

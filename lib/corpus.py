@@ -1,8 +1,8 @@
 """The training corpus, ``assets/corpus.txt``, and the one vocabulary every demo model shares.
 
 Each non-empty line of the file is one training sample (``lib.train`` wraps it as ``<s>`` + line + ``<eos>``);
-the demo requests of ``lib.serving`` start from its lines, and the CJK font subset (``lib.fonts``) holds its
-characters. Change the file, then retrain (``make train``) and re-cut the font (``python -m lib.fonts --rebuild``).
+the demo requests of ``lib.serving`` start from its lines, and the CJK font subset (``lib.widgets.fonts``) holds its
+characters. Change the file, then retrain (``make train``) and re-cut the font (``python -m tools.fonts --rebuild``).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ is read once and used for one multiply-add. The step is bound by how fast the we
 not by arithmetic (notebook 08, the roofline). On the 2-core machine this project is built on, PyTorch's
 one-token ``F.linear`` (``x @ W.T`` with W stored (out, in)) streams a GPT-2-sized model at about 15 GB/s
 with one thread and no faster with two, while a plain sum over memory reads 25 to 39 GB/s on two cores
-(a shared machine: it varies; ``python -m lib.bench`` measures both): one core alone cannot pull all of
+(a shared machine: it varies; ``python -m tools.bench`` measures both): one core alone cannot pull all of
 the bandwidth.
 
 What it changes, and nothing else:

@@ -12,8 +12,8 @@ import random
 import torch
 
 from .device import pick_device
-from . import i18n, style
-from .fonts import use_cjk_font
+from .widgets import i18n, style
+from .widgets.fonts import use_cjk_font
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -38,7 +38,7 @@ def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None 
     seed_everything(seed)
     if threads is not None:
         torch.set_num_threads(threads)
-    style.apply()  # the course's colours, fonts and sizes for matplotlib and plotly (lib/style.py)
+    style.apply()  # the course's colours, fonts and sizes for matplotlib and plotly (lib/widgets/style.py)
     use_cjk_font()
     import plotly.io as pio
     pio.renderers.default = "plotly_mimetype"

@@ -57,7 +57,7 @@ def drawn_without_missing_glyphs(make_figure):
     is a UserWarning): returns the drawn figure."""
     import warnings
 
-    from lib.fonts import use_cjk_font
+    from lib.widgets.fonts import use_cjk_font
 
     use_cjk_font()
     with warnings.catch_warnings():

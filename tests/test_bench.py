@@ -1,4 +1,4 @@
-"""lib.bench, the decode benchmark: its bookkeeping on a tiny GPT-2 twin pair, and its ranking rule on made-up
+"""tools.bench, the decode benchmark: its bookkeeping on a tiny GPT-2 twin pair, and its ranking rule on made-up
 timings. Never a real timing assertion: real runs are checked for consistency, never for their values."""
 import json
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import lib
-from lib import bench
-from lib.bench import (COMPARISONS, FULL, QUICK, Contender, Settings, decode_rows, interleaved, plot, report)
+from tools import bench
+from tools.bench import (COMPARISONS, FULL, QUICK, Contender, Settings, decode_rows, interleaved, plot, report)
 from lib.timing import MIN_RUNS_TO_RANK, Timing
 
 
@@ -82,7 +82,7 @@ def test_bench_runs_every_section_on_identical_twins(bench_result):
 
 
 def test_bench_bytes_come_from_lib_costs(bench_result):
-    from lib.bench import generation_bytes
+    from tools.bench import generation_bytes
     from lib.costs import pass_cost
 
     r = bench_result

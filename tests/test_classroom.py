@@ -1,5 +1,5 @@
-"""lib.course.classroom without a browser: the kernel's start-up file puts the course's style at projector scale,
-and the page's colours come from lib.style; the Chinese edition's page (its notebook, URL, buttons, key bar and language
+"""tools.classroom without a browser: the kernel's start-up file puts the course's style at projector scale,
+and the page's colours come from lib.widgets.style; the Chinese edition's page (its notebook, URL, buttons, key bar and language
 switch). (The page itself, its keys and widgets: tests/browser.)"""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import re
 import matplotlib as mpl
 import pytest
 
-from lib import style
-from lib.course import classroom
+from lib.widgets import style
+from tools import classroom
 
 
 class _Events:
@@ -51,7 +51,7 @@ def test_template_colours_come_from_the_style_module(tmp_path):
     index = (folder / "index.html.j2").read_text()
     colours = set(re.findall(r"#[0-9A-Fa-f]{6}\b|#[0-9A-Fa-f]{3}\b", classroom.CSS))
     allowed = {style.INK, style.PAPER, style.FREE, style.colour("newest"), style.text_colour("blue", style.PAPER, 7.0)}
-    assert colours <= allowed, f"colours not from lib.style: {sorted(colours - allowed)}"
+    assert colours <= allowed, f"colours not from lib.widgets.style: {sorted(colours - allowed)}"
     assert style.contrast_ratio(style.text_colour("blue", style.PAPER, 7.0), style.PAPER) >= 7.0
     assert "@" not in classroom.CSS.replace("@media", "").replace("@import", ""), "a colour placeholder was left"
     assert "PageDown" in index and "scroller()" in index and "ArrowRight" in index
@@ -60,7 +60,7 @@ def test_template_colours_come_from_the_style_module(tmp_path):
 # -- the two editions ---------------------------------------------------------------------------------------
 
 def test_edition_notebook_is_the_english_file_or_its_chinese_twin(tmp_path, monkeypatch):
-    from lib.course import NOTEBOOKS
+    from tools import NOTEBOOKS
 
     name = "02_autoregressive_generation"
     assert classroom.edition_notebook(name) == NOTEBOOKS / f"{name}.ipynb"
@@ -70,13 +70,13 @@ def test_edition_notebook_is_the_english_file_or_its_chinese_twin(tmp_path, monk
     with pytest.raises(FileNotFoundError, match=r"no notebook 'nope'; the notebooks are: 0\d_"):
         classroom.edition_notebook("nope", "zh")
     monkeypatch.setattr(classroom, "edition_dir", lambda lang: tmp_path)
-    with pytest.raises(FileNotFoundError, match=rf"{name} has no zh edition yet .*python -m lib.course.runner "
+    with pytest.raises(FileNotFoundError, match=rf"{name} has no zh edition yet .*python -m tools.runner "
                                                 r"--edition zh"):
         classroom.edition_notebook(name, "zh")
 
 
 def test_page_url_is_the_path_under_the_served_folder():
-    from lib.course import NOTEBOOKS
+    from tools import NOTEBOOKS
 
     assert classroom.page_url(NOTEBOOKS / "zh" / "05_kv_cache_memory.ipynb", 8870) == \
         "http://127.0.0.1:8870/voila/render/zh/05_kv_cache_memory.ipynb"
@@ -93,7 +93,7 @@ def test_the_page_path_names_the_edition_and_the_twin():
 
 
 def test_a_chinese_page_presses_the_chinese_buttons_and_says_its_keys_in_chinese(tmp_path):
-    from lib import i18n
+    from lib.widgets import i18n
 
     words = classroom.WORDS
     assert words["en"] == {"step": "Step ▶", "back": "◀ Back", "bar": classroom.KEY_BAR, "switch": "中文"}

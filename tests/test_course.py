@@ -1,4 +1,4 @@
-"""lib.course, the course tooling (notebook runner, static site, classroom view): where it finds notebooks, and
+"""tools, the course tooling (notebook runner, static site, classroom view): where it finds notebooks, and
 that it stays apart from the teaching modules. The site and the classroom view are driven in tests/browser."""
 import ast
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import lib
-from lib import course
-from lib.course import runner
+import tools as course
+from tools import runner
 
 LIB = Path(lib.__file__).resolve().parent
 
@@ -46,7 +46,7 @@ def test_the_runner_strips_widget_state_and_timing_metadata():
 
 
 def test_no_teaching_module_imports_the_course_tooling():
-    """lib.notebook (every notebook's setup()) is teaching; lib.course is tooling: the flow never goes back."""
+    """lib.notebook (every notebook's setup()) is teaching; tools is tooling: the flow never goes back."""
     teaching = [p for p in LIB.rglob("*.py") if "course" not in p.relative_to(LIB).parts]
     assert LIB / "notebook.py" in teaching and len(teaching) > 20
     for path in teaching:
@@ -57,7 +57,7 @@ def test_no_teaching_module_imports_the_course_tooling():
                 names = [a.name for a in node.names]
             else:
                 continue
-            assert not any(n == "course" or n.startswith("course.") or n.startswith("lib.course") for n in names), \
+            assert not any(n == "course" or n.startswith("course.") or n.startswith("tools") for n in names), \
                 f"{path.relative_to(LIB)} imports the course tooling"
-    for old in ("site.py", "classroom.py", "notebooks.py"):  # moved into lib/course/
+    for old in ("site.py", "classroom.py", "notebooks.py"):  # moved into tools/
         assert not (LIB / old).exists()

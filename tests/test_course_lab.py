@@ -1,4 +1,4 @@
-"""lib.course.lab (``make lab``): the project's own JupyterLab settings, handed to JupyterLab on its command line.
+"""tools.lab (``make lab``): the project's own JupyterLab settings, handed to JupyterLab on its command line.
 The browser test starts its server with the same options and checks that no news prompt shows."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lib.course import lab
+from tools import lab
 
 
 def test_the_project_settings_turn_news_and_update_checks_off():

@@ -1,4 +1,4 @@
-"""The two editions stay in step (``lib.course.edition`` builds notebooks/zh/ from notebooks/; ``lib.course.drift``
+"""The two editions stay in step (``tools.edition`` builds notebooks/zh/ from notebooks/; ``tools.drift``
 checks what a build cannot).
 
 First the checks themselves, on a tiny fake course in a temporary folder (a code change in one edition, a number
@@ -14,7 +14,7 @@ import re
 import nbformat
 import pytest
 
-from lib.course import NOTEBOOKS, drift, edition, runner
+from tools import NOTEBOOKS, drift, edition, runner
 
 TRANSLATED = edition.translated_names("zh")
 
@@ -129,7 +129,7 @@ def test_a_hand_edited_markdown_cell_or_a_missing_notebook_is_found(course):
         f"99_fake: markdown cell {zh.cells[2].id} differs from what the build makes (edit the translation file)"]
     path.unlink()
     assert drift.differences("zh", "99_fake") == [
-        f"99_fake: {path} is missing: python -m lib.course.edition build zh 99_fake, then run it"]
+        f"99_fake: {path} is missing: python -m tools.edition build zh 99_fake, then run it"]
 
 
 def test_outputs_that_differ_in_a_number_or_a_kind_are_found(course):
@@ -264,7 +264,7 @@ def test_the_runner_names_a_notebook_without_a_translation_before_any_kernel_sta
     monkeypatch.setattr(edition, "translated_names", lambda lang: [])
     assert runner.main(["--edition", "zh", "99_fake"]) == 2
     assert "no zh translation file for 99_fake (notebooks/zh/src/NN_name.md); start one with: python -m " \
-           "lib.course.edition skeleton zh NN_name" in capsys.readouterr().err
+           "tools.edition skeleton zh NN_name" in capsys.readouterr().err
 
 
 def test_the_runner_builds_the_chinese_notebooks_it_is_asked_for(course, monkeypatch):
@@ -277,8 +277,7 @@ def test_the_runner_builds_the_chinese_notebooks_it_is_asked_for(course, monkeyp
 
 def test_make_test_runs_strict_nbval_over_both_editions():
     """``make test-notebooks`` hands nbval the folder ``notebooks``, which pytest walks into ``notebooks/zh/``."""
-    from pathlib import Path
-    root = Path(edition.__file__).resolve().parents[2]
+    from tools import ROOT as root
     recipe = (root / "Makefile").read_text(encoding="utf-8").split("\ntest-notebooks:", 1)[1].split("\n\n", 1)[0]
     assert re.search(r"--nbval notebooks --nbval-current-env", recipe), recipe
     assert "norecursedirs" not in (root / "pyproject.toml").read_text(encoding="utf-8")

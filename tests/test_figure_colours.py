@@ -1,7 +1,7 @@
 """No committed figure uses red and green as a pair of categories (about 1 man in 12 cannot tell them apart).
 
 Every PNG stored in a notebook's outputs is scanned: a figure fails when it holds both a noticeable area of
-saturated red and of saturated green. The course's palette (lib/style.py, Okabe–Ito) has neither a pure red nor a
+saturated red and of saturated green. The course's palette (lib/widgets/style.py, Okabe–Ito) has neither a pure red nor a
 pure green (its vermillion sits at hue 26°, its bluish green at 164°), so only a figure that bypasses the style
 can fail; viridis heat-maps contain green but no red."""
 import base64
@@ -45,7 +45,7 @@ def test_the_scan_tells_red_green_from_the_course_palette():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lib import style
+    from lib.widgets import style
 
     def drawn(colours):
         fig, ax = plt.subplots(figsize=(4, 2))
@@ -68,4 +68,4 @@ def test_no_committed_figure_pairs_red_with_green(path):
         red, green = hue_masks(png)
         if red > SHARE and green > SHARE:
             bad.append(f"cell {cell}: {red:.1%} red and {green:.1%} green pixels")
-    assert not bad, f"{path.name}: figures that pair red with green (use lib.style's concepts): {bad}"
+    assert not bad, f"{path.name}: figures that pair red with green (use lib.widgets.style's concepts): {bad}"

@@ -1,4 +1,4 @@
-"""lib.course.gallery without a browser: fake screenshots (tiny PNGs named as the browser test names them) become
+"""tools.gallery without a browser: fake screenshots (tiny PNGs named as the browser test names them) become
 one page, grouped by notebook, light and dark side by side, loading nothing but the files next to it."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lib.course import gallery, site
+from tools import gallery, site
 
 
 def png(path: Path):

@@ -1,4 +1,4 @@
-"""Widgets and figures speak the notebook's language (``lib.notebook.setup(lang="zh")`` -> ``lib.i18n``).
+"""Widgets and figures speak the notebook's language (``lib.notebook.setup(lang="zh")`` -> ``lib.widgets.i18n``).
 
 Under zh every widget's static figure (titles, axis and tick labels, legends, texts) and its HTML and controls
 hold Chinese and no English word beyond the technical tokens a Chinese text keeps (KV, GQA, FLOP, GiB, model
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 import lib
-from lib import costs, i18n
-from lib.fonts import FONT_PATH
-from lib.i18n import ZH, t
+from lib import costs
+from lib.widgets import i18n
+from lib.widgets.fonts import FONT_PATH
+from lib.widgets.i18n import ZH, t
 from lib.roofline import REFERENCE_MACHINES
 from tests.helpers import drawn_without_missing_glyphs
 
@@ -95,7 +96,7 @@ def test_every_text_a_widget_translates_has_a_chinese_entry():
     keys = list(_literal_keys())
     assert len(keys) > 250  # the widgets' words go through t
     missing = sorted({f"{f}: {k!r}" for f, k in keys if k not in ZH})
-    assert not missing, f"texts passed to t() without a Chinese entry in lib.i18n.ZH: {missing}"
+    assert not missing, f"texts passed to t() without a Chinese entry in lib.widgets.i18n.ZH: {missing}"
 
 
 def test_translations_keep_their_placeholders_and_are_chinese():
@@ -107,7 +108,7 @@ def test_translations_keep_their_placeholders_and_are_chinese():
 
 def test_dynamic_words_have_entries():
     """Words that reach t() through a variable: phases, K/V states, concepts, event and frame kinds, options."""
-    from lib import style
+    from lib.widgets import style
     from lib.widgets import blocks, cost_curves, player, speculative
 
     words = ([*player.KV_SHORT.values(), *player.KV_MEANING.values(), "prefill", "decode", "recompute",
@@ -156,7 +157,7 @@ def test_the_font_has_every_chinese_character_of_the_table():
 
     cmap = TTFont(str(FONT_PATH)).getBestCmap()
     missing = sorted({c for zh in ZH.values() for c in zh if CJK.match(c) and ord(c) not in cmap})
-    assert missing == [], f"rebuild the font subset (python -m lib.fonts --rebuild): {''.join(missing)}"
+    assert missing == [], f"rebuild the font subset (python -m tools.fonts --rebuild): {''.join(missing)}"
 
 
 # -- t and set_language -------------------------------------------------------------------------------------
@@ -350,7 +351,7 @@ def test_english_comes_back_in_the_same_process(chat, pair):
 
 
 def test_speaking_sets_the_language_for_a_block_and_restores_it_even_after_an_error():
-    from lib import i18n
+    from lib.widgets import i18n
     assert i18n.language() == "en"
     with i18n.speaking("zh"):
         assert i18n.language() == "zh"

@@ -95,7 +95,7 @@ def test_the_install_lines_are_the_makefile_setup_and_lab_steps():
            for line in make_recipe("lab")]
     kernel = next(line for line in lab if "ipykernel install" in line).split(" >/dev/null")[0]
     wanted.append(kernel)
-    launch = next(line for line in lab if "lib.course.lab" in line).split(" --port")[0]  # the project's settings
+    launch = next(line for line in lab if "tools.lab" in line).split(" --port")[0]  # the project's settings
     wanted.append(launch)
     plain = [line.replace("python -m pip install", "pip install") for line in readme]
     positions = []
@@ -199,8 +199,8 @@ def script_from_readme(repo: Path, elsewhere: Path) -> str:
     the chat demo."""
     lines = []
     for line in readme_block("install"):
-        if "lib.course.lab" in line:  # it would block: check what it would start instead
-            lines += ["jupyter lab --version", "python -m lib.course.lab --help > /dev/null",
+        if "tools.lab" in line:  # it would block: check what it would start instead
+            lines += ["jupyter lab --version", "python -m tools.lab --help > /dev/null",
                       "jupyter kernelspec list --json > kernels.json"]
         else:
             lines.append(line)

@@ -38,14 +38,14 @@ def test_there_are_notebooks_and_an_index():
 def test_kept_small_without_widget_state(path):
     assert path.stat().st_size < 1_000_000, f"{path.name} is {path.stat().st_size:,} bytes (limit 1 MB)"
     nb = load(path)
-    assert "widgets" not in nb["metadata"], "saved widget state: regenerate with `python -m lib.course.runner`"
+    assert "widgets" not in nb["metadata"], "saved widget state: regenerate with `python -m tools.runner`"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=name)
 def test_outputs_are_stored_and_clean(path):
     nb = load(path)
     cells = code_cells(nb)
-    assert cells and all(c["execution_count"] is not None for c in cells), "run `python -m lib.course.runner` first"
+    assert cells and all(c["execution_count"] is not None for c in cells), "run `python -m tools.runner` first"
     counts = [c["execution_count"] for c in cells]
     assert counts == list(range(1, len(cells) + 1)), "cells were not run once, top to bottom, in a fresh kernel"
     for c in cells:
@@ -105,7 +105,7 @@ def test_matplotlib_renders_the_vocabulary_without_missing_glyphs():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lib.fonts import use_cjk_font
+    from lib.widgets.fonts import use_cjk_font
     from lib.corpus import corpus_tokenizer
 
     use_cjk_font()

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 import lib.train
-from lib import bench, progress
-from lib.bench import Contender, interleaved
-from lib.course import runner
+from lib import progress
+from tools import bench
+from tools.bench import Contender, interleaved
+from tools import runner
 
 
 class FakeTTY(io.StringIO):

@@ -354,7 +354,7 @@ def test_operator_group_table_and_figure():
 
 
 def test_roofline_colours_and_markers_come_from_the_style():
-    from lib import style
+    from lib.widgets import style
 
     assert wr.MODEL_COLOURS == tuple(style.CATEGORICAL)
     assert wr.PHASE_COLOURS == {"prefill": style.colour("computed"), "decode": style.colour("cached")}

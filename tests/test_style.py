@@ -1,10 +1,10 @@
-"""The one visual language (lib/style.py): a colour-blind-safe palette with one meaning per concept, text that
+"""The one visual language (lib/widgets/style.py): a colour-blind-safe palette with one meaning per concept, text that
 meets WCAG AA contrast, and more than hue to tell concepts apart."""
 import itertools
 
 import pytest
 
-from lib import style
+from lib.widgets import style
 
 DEFICIENCIES = (None, "deuteranomaly", "protanomaly", "tritanomaly")
 # ΔE' in CAM02-UCS: about 1 is a just-noticeable difference between two patches side by side; colours that name

@@ -9,7 +9,7 @@ import torch
 from helpers import drawn_without_missing_glyphs
 import lib
 import matplotlib.colors as mcolors
-from lib import style
+from lib.widgets import style
 from lib.widgets import attention as A
 
 

@@ -148,7 +148,7 @@ def test_block_states_are_concepts_with_a_second_cue(frames):
     import matplotlib.colors as mc
     import matplotlib.pyplot as plt
 
-    from lib import style
+    from lib.widgets import style
     from lib.widgets import blocks as B
 
     assert B.FREE_COLOR == style.FREE and B.STATE_HATCHES["shared"] == style.concept("shared").hatch
@@ -175,7 +175,7 @@ def test_block_states_are_concepts_with_a_second_cue(frames):
 def test_html_and_plotly_use_style_colours(frames):
     import re
 
-    from lib import style
+    from lib.widgets import style
     from lib.widgets import blocks as B
 
     h = frame_html(frames[3], story_colors(frames))

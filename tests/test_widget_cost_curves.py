@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import lib
-from lib import costs, style
-from lib.fonts import use_cjk_font
+from lib import costs
+from lib.widgets import style
+from lib.widgets.fonts import use_cjk_font
 from lib.measure import cumulative, fit_loglog_slope, larger_config, measure_positions, random_model
 from lib.widgets import cost_curves as cc
 

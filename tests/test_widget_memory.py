@@ -244,8 +244,8 @@ def _row(h: str, label: str) -> str:
 def test_budget_html_bars():
     b = M.memory_budget("llama-2-7b", "fp16", 4096, 8)
     h = M.budget_html(b)
-    weights, kv = lib.style.colour("weights"), lib.style.colour("cached")
-    striped = f"repeating-linear-gradient(135deg,{weights} 0 5px,{lib.style.PAPER} 5px 7px)"
+    weights, kv = lib.widgets.style.colour("weights"), lib.widgets.style.colour("cached")
+    striped = f"repeating-linear-gradient(135deg,{weights} 0 5px,{lib.widgets.style.PAPER} 5px 7px)"
     assert h.count(f"background:{striped}") == len(M.GPU_GIB) + 1  # a bar per GPU, and the legend's swatch
     assert h.count(f"background:{kv}'") == len(M.GPU_GIB) + 1
     w24 = b.weight_bytes / (24 * GIB) * 100
@@ -259,15 +259,15 @@ def test_budget_html_is_one_look_that_follows_the_theme():
     b = M.memory_budget("llama-2-7b", "fp16", 4096, 9)
     h = M.budget_html(b)
     assert "monospace" not in h and "<pre" not in h  # one font family: the page's
-    assert f"color:{lib.style.css('ink')}" in h and lib.style.css("muted") in h and lib.style.css("border") in h
+    assert f"color:{lib.widgets.style.css('ink')}" in h and lib.widgets.style.css("muted") in h and lib.widgets.style.css("border") in h
     # the browser test reads these strings in the widget's last HTML output, each within one table cell
     assert _row(h, f"KV cache (9 x 4,096 tokens)") == f"{fmt_bytes(b.kv_bytes)} ({b.kv_share:.1%} of total)"
     assert _row(h, "total") == fmt_bytes(b.total_bytes) and _row(h, "weights in memory") == fmt_bytes(b.weight_bytes)
     values = re.findall(r"<td style='([^']*)'>([^<]*)</td>", h)
     assert all("text-align:right" in css for css, text in values if re.match(r"[\d,.]+ (GiB|MiB|KiB|B)\b", text))
-    palette = {c.upper() for c in (*lib.style.OKABE_ITO.values(), lib.style.PAPER, lib.style.INK, lib.style.MUTED,
-                                   lib.style.GRID, lib.style.FREE)}
-    assert {c.upper() for c in re.findall(r"#[0-9A-Fa-f]{6}", h)} <= palette  # every colour is lib.style's
+    palette = {c.upper() for c in (*lib.widgets.style.OKABE_ITO.values(), lib.widgets.style.PAPER, lib.widgets.style.INK, lib.widgets.style.MUTED,
+                                   lib.widgets.style.GRID, lib.widgets.style.FREE)}
+    assert {c.upper() for c in re.findall(r"#[0-9A-Fa-f]{6}", h)} <= palette  # every colour is lib.widgets.style's
 
 
 # ----------------------------------------------------------------------------- the KV cache's own format
@@ -338,7 +338,7 @@ def test_kv_per_token_bars_are_the_cache_colour_hatched_by_kind():
     rows = M.kv_per_token_rows("fp16")[::-1]
     fig = M.plot_kv_per_token("fp16")
     bars = fig.axes[0].patches[:len(rows)]
-    assert {mc.to_hex(b.get_facecolor()) for b in bars} == {lib.style.colour("cached").lower()}
+    assert {mc.to_hex(b.get_facecolor()) for b in bars} == {lib.widgets.style.colour("cached").lower()}
     assert [b.get_hatch() or "" for b in bars] == [M.KIND_HATCHES[r["kind"]] for r in rows]
     assert len(set(M.KIND_HATCHES.values())) == len(M.KIND_HATCHES)  # every kind its own hatch
     legend = fig.axes[0].get_legend()
@@ -351,10 +351,10 @@ def test_memory_plot_uses_the_concepts_and_no_red():
     fig = M.plot_memory("llama-2-7b", "fp16", batches=(1, 8, 32))
     ax = fig.axes[0]
     weights = next(l for l in ax.lines if l.get_label().startswith("weights in memory"))
-    assert mc.to_hex(weights.get_color()) == lib.style.colour("weights").lower()
+    assert mc.to_hex(weights.get_color()) == lib.widgets.style.colour("weights").lower()
     gpu = [l for l in ax.lines if not l.get_label() or l.get_label().startswith("_")]
     assert len(gpu) == len(M.GPU_GIB)
-    assert {mc.to_hex(l.get_color()) for l in gpu} == {lib.style.concept("reference").colour.lower()}
+    assert {mc.to_hex(l.get_color()) for l in gpu} == {lib.widgets.style.concept("reference").colour.lower()}
     batches = [l for l in ax.lines if "batch" in l.get_label()]
     assert len({l.get_marker() for l in batches}) == 3  # a marker each, not only a shade
     plt_close(fig)

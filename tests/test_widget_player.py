@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from helpers import drawn_without_missing_glyphs
 import lib
-from lib import style
+from lib.widgets import style
 from lib.costs import kv_computations
 
 from lib.widgets import player as P
@@ -159,7 +159,7 @@ def test_table_rows(chat, pair):
     _, tok = chat
     text = P.player_table(pair[1], tok, pair[0])
     lines = text.splitlines()
-    # distinct symbols, each explained by the legend line in the words of its lib.style concept
+    # distinct symbols, each explained by the legend line in the words of its lib.widgets.style concept
     assert "+ computed (first time)" in lines[0] and "! computed again (wasted)" in lines[0]
     assert "= read from the cache" in lines[0] and ". none yet (newest)" in lines[0]
     assert len(set(P.KV_MARKS.values())) == len(P.KV_MARKS)
@@ -189,7 +189,7 @@ def test_plot_step_draws_the_frame(chat, pair):
     chips_ax = fig.axes[0]
     fills = [matplotlib.colors.to_hex(p.get_facecolor()).upper() for p in chips_ax.patches]
     assert fills[4:] == [P.KV_COLORS[k] for k in ("cached", "cached", "new", "none")]
-    # K/V cells: the concept colours of lib.style and, as a second cue, the concepts' hatches
+    # K/V cells: the concept colours of lib.widgets.style and, as a second cue, the concepts' hatches
     assert fills[4:7] == [style.colour("cached"), style.colour("cached"), style.colour("computed")]
     assert [p.get_hatch() for p in chips_ax.patches[4:]] == [None, None, style.concept("computed").hatch, None]
     assert fills[3] == style.colour("newest")  # the newest chip (智) is the "newest" concept

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from helpers import drawn_without_missing_glyphs
 import lib
-from lib import style
+from lib.widgets import style
 from lib.text import token_label
 from lib.widgets import sampling as S
 

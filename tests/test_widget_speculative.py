@@ -175,9 +175,9 @@ def test_tokens_per_pass_figure(models):
 def test_states_are_concepts_with_a_second_cue():
     import matplotlib.colors as mc
 
-    assert S.COLORS["accepted"] == lib.style.colour("accepted") == lib.style.colour("computed")
-    assert S.COLORS["rejected"] == lib.style.colour("rejected") == lib.style.colour("recomputed")
-    assert S.COLORS["discarded"] == lib.style.colour("draft") and S.COLORS["cut"] == lib.style.FREE
+    assert S.COLORS["accepted"] == lib.widgets.style.colour("accepted") == lib.widgets.style.colour("computed")
+    assert S.COLORS["rejected"] == lib.widgets.style.colour("rejected") == lib.widgets.style.colour("recomputed")
+    assert S.COLORS["discarded"] == lib.widgets.style.colour("draft") and S.COLORS["cut"] == lib.widgets.style.FREE
     # where two states share a colour, the hatch (matplotlib) and the symbol (plotly) still tell them apart
     for a in S.COLORS:
         for b in S.COLORS:
@@ -205,7 +205,7 @@ def test_static_grid_cells_carry_colour_and_hatch(runs, models):
 def test_html_chips_follow_the_theme_and_mark_states_without_colour(runs, models):
     tok = models[-1]
     h = S.rounds_html(runs["good"], tok) + S.rounds_html(runs["mixed"], tok)
-    assert f"color:{lib.style.css('ink')}" in h and lib.style.css("muted") in h
+    assert f"color:{lib.widgets.style.css('ink')}" in h and lib.widgets.style.css("muted") in h
     assert "#fff" not in h and "#555" not in h and "#666" not in h  # no fixed greys that vanish in the dark theme
     chips = re.findall(r'title="([^"]*)" style="([^"]*)"', h)
     rejected = [css for title, css in chips if "draft token rejected" in title]

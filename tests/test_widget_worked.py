@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import lib
-from lib import style
+from lib.widgets import style
 from lib.widgets import worked as W
 
 

@@ -1,13 +1,13 @@
 """Widgets and plots that read Traces and ``lib.costs``; each visual comes in three tiers (see CONTRIBUTING.md):
 a static matplotlib figure or table, a plotly step-through that survives export, and a live ipywidgets view."""
-from ..i18n import language, t
+from .i18n import language, t
 from ..tokenizer import UnknownCharacterError
 
 
 def figure_and_axes(ax, figsize):
     """(figure, axes) to draw on: ``ax`` and its figure, or a new figure of ``figsize`` when ``ax`` is None, laid
     out by matplotlib's constrained layout (titles, labels and legends never overlap or get cut) whether or not
-    ``lib.style.apply`` has run."""
+    ``lib.widgets.style.apply`` has run."""
     if ax is not None:
         return ax.figure, ax
     import matplotlib.pyplot as plt

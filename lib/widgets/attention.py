@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import checks, style
+from .. import checks
+from . import style
 from ..text import token_label
 from ..trace import Trace
-from ..i18n import t
+from .i18n import t
 from . import figure_and_axes, frame_slider, play_buttons, prompt_problem
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length

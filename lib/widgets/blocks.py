@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import checks, style
-from ..i18n import t
+from .. import checks
+from . import style
+from .i18n import t
 from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
 from . import check_controls, frame_slider, prompt_problem
@@ -42,7 +43,7 @@ def _tint(hex_colour: str, amount: float = 0.5) -> str:
     return "#" + "".join(f"{round(255 - amount * (255 - c)):02X}" for c in rgb)
 
 
-# Block states from lib.style: a free block is the "free" concept (dashed outline); a free block still in the prefix
+# Block states from lib.widgets.style: a free block is the "free" concept (dashed outline); a free block still in the prefix
 # index keeps a grey a shade darker, dotted (its K/V can be read again); a block shared by several
 # sequences is the "shared" concept (purple, hatched); a block held by one sequence takes its sequence's colour
 # (the palette, less the shared purple) and its name is written in it. Fills are tints, so dark text reads on them.

@@ -49,13 +49,14 @@ import time
 
 import torch
 
-from .. import checks, style
+from .. import checks
+from . import style
 from ..checks import new_tokens_fit
 from ..config import ModelConfig
 from ..costs import (PRESETS, check_count, generation_steps, kv_cache_bytes, kv_computations,
                      kv_memory_crossover_tokens, resolve_model, weight_bytes)
 from ..device import dtype_name
-from ..i18n import t
+from .i18n import t
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes
 
@@ -70,7 +71,7 @@ VIEWS = ("per step", "cumulative")
 N_MAX = 4096  # the live slider stops here (presets allow 32k; the curves' shape is clear long before)
 MAX_POINTS = 400  # a live trace draws at most about this many (+ MAX_POINTS/2) points; slopes use every point
 TAIL = 0.5  # slopes are fitted over the last half of each curve
-# lib.style's concepts: with a cache = "read from the KV cache", without = "computed again (wasted)"; both ways of
+# lib.widgets.style's concepts: with a cache = "read from the KV cache", without = "computed again (wasted)"; both ways of
 # keeping a cache (static, concat) are the cache's colour, told apart by marker and line style (and the legend)
 CONCEPT = {"cache": "cached", "no cache": "recomputed", "static": "cached", "concat": "cached", "kv": "cached",
            "weights": "weights"}

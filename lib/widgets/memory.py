@@ -25,12 +25,13 @@ import math
 import time
 from dataclasses import dataclass
 
-from .. import checks, style
+from .. import checks
+from . import style
 from ..config import ModelConfig
 from ..costs import (MLA_PRESETS, PRESETS, check_count, kv_bytes_per_token, kv_cache_bytes,
                      kv_memory_crossover_tokens, kv_values_per_token, param_count, resolve_model, weight_bytes)
 from ..device import DTYPES, dtype_name
-from ..i18n import t
+from .i18n import t
 from ..text import fmt_bytes, text_table
 from . import frame_slider
 

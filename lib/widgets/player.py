@@ -37,17 +37,18 @@ from dataclasses import asdict, dataclass
 
 import ipywidgets as widgets
 
-from .. import checks, style
+from .. import checks
+from . import style
 from ..costs import kv_computations
 from ..generate import generate
-from ..i18n import t
+from .i18n import t
 from ..text import display_width, pad
 from ..tokenizer import UnknownCharacterError
 from . import check_controls, frame_slider, play_buttons
 
 # -- colours and words, shared by every tier --------------------------------------------------------------
 
-# Each K/V state is a concept of lib.style (one colour per idea across the course) with a second cue: a hatch on
+# Each K/V state is a concept of lib.widgets.style (one colour per idea across the course) with a second cue: a hatch on
 # matplotlib cells, a marker symbol in plotly, a one-character mark in text and HTML, and a label in every legend.
 KV_CONCEPT = {"new": "computed", "recomputed": "recomputed", "cached": "cached", "none": "free"}
 KV_COLORS = {k: style.colour(c) for k, c in KV_CONCEPT.items()}

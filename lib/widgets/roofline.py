@@ -19,9 +19,10 @@ import time
 
 import numpy as np
 
-from .. import costs, style
+from .. import costs
+from . import style
 from ..device import DTYPES as _DTYPE_TABLE
-from ..i18n import t
+from .i18n import t
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import check_controls, figure_and_axes, frame_slider
 
@@ -29,7 +30,7 @@ DEFAULT_MODELS = ("chat", "llama-2-7b", "llama-3-8b")  # the demo model, a 7B wi
 BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
 CONTEXTS = tuple(2 ** i for i in range(18))  # 1 .. 131072
 DTYPES = tuple(_DTYPE_TABLE)  # every number format of lib.device.DTYPES
-# Colours and second cues from lib.style: prefill and decode are the course's "prefill" (computed) and "decode" (read
+# Colours and second cues from lib.widgets.style: prefill and decode are the course's "prefill" (computed) and "decode" (read
 # from the cache) concepts, each with its marker; models get the categorical palette in order (a marker per phase
 # and a label tell the points apart without colour); the roof and the ridge are reference lines.
 PHASE_COLOURS = {ph: style.colour(ph) for ph in ("prefill", "decode")}

@@ -22,16 +22,17 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import checks, style
+from .. import checks
+from . import style
 from ..checks import sampling as check_sampling
-from ..i18n import t
+from .i18n import t
 from ..sampling import draw, filter_logits, make_generator
 from ..text import token_label
 from . import figure_and_axes, frame_slider, try_prompt
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
 MAX_BARS = 50  # never more bars than this: past ~50 they stop being readable
-# lib.style's concepts: "kept" (a dark neutral) and "removed" (a light one, dotted), the model's own T=1
+# lib.widgets.style's concepts: "kept" (a dark neutral) and "removed" (a light one, dotted), the model's own T=1
 # distribution an ink outline; lightness and the hatch tell them apart as well as the colour
 KEPT, REMOVED, OUTLINE = style.colour("kept"), style.colour("removed"), style.INK
 REMOVED_HATCH = style.concept("removed").hatch

@@ -17,13 +17,14 @@ import html
 import time
 from dataclasses import dataclass
 
-from .. import checks, style
-from ..i18n import t
+from .. import checks
+from . import style
+from .i18n import t
 from ..speculative import SpeculativeResult, expected_tokens_per_pass, speculative_generate
 from ..text import token_label
 from . import figure_and_axes, frame_slider, play_buttons, try_prompt
 
-# Each state: a concept of lib.style (its colour) and a second cue (a hatch in matplotlib, a marker symbol in plotly,
+# Each state: a concept of lib.widgets.style (its colour) and a second cue (a hatch in matplotlib, a marker symbol in plotly,
 # a text decoration in the HTML chips), so the grid reads without colour too. The target's own tokens (correction,
 # bonus, alone) share the "newest" colour: they are the token the target adds; their hatch and symbol tell them apart.
 CONCEPT_OF = {

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import checks, style
+from .. import checks
+from . import style
 from ..generate import generate
-from ..i18n import t
+from .i18n import t
 from ..model import ForwardRecord
 from ..text import text_table
 from . import frame_slider, prompt_problem
@@ -304,7 +305,7 @@ def _check_layer(case: WorkedCase, layer):
 
 # ------------------------------------------------------------------------- tier 2: plotly step-through
 
-# lib.style's concepts: the cache rows computed in this step are "computed (first time)" (as in the player), also
+# lib.widgets.style's concepts: the cache rows computed in this step are "computed (first time)" (as in the player), also
 # marked "+" in their position cell; rows from earlier steps plain paper; positions not cached yet "free"
 NEW_FILL, OLD_FILL, EMPTY_FILL, HEAD_FILL = style.colour("computed"), style.PAPER, style.FREE, style.GRID
 NEW_MARK = "+"  # the player's mark for K/V computed for the first time

@@ -20,8 +20,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
-from lib.course import lab as course_lab
-from lib.course.edition import ALL_EDITIONS, edition_dir
+from tools import lab as course_lab
+from tools.edition import ALL_EDITIONS, edition_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -119,7 +119,7 @@ class Server:
 def isolated_env(home: Path) -> dict:
     """Environment for a server: Jupyter's config, data, runtime and lab settings in ``home`` (nothing in the
     user's ~/.jupyter is read or written) and the notebook setting that keeps every cell in the page. The news
-    prompt is kept away by the project's own settings (``lib.course.lab.options()``, as ``make lab``), not here."""
+    prompt is kept away by the project's own settings (``tools.lab.options()``, as ``make lab``), not here."""
     env = dict(os.environ)
     for key, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
                      ("JUPYTERLAB_SETTINGS_DIR", "lab-settings"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
@@ -144,7 +144,7 @@ def _write_json(path: Path, data: dict):
 
 def start_lab(root: Path, home: Path) -> Server:
     """JupyterLab on 127.0.0.1 (free port, no token) serving ``root``, the app exposed as window.jupyterapp, with the
-    project's JupyterLab settings (the same ``lib.course.lab.options()`` as ``make lab``)."""
+    project's JupyterLab settings (the same ``tools.lab.options()`` as ``make lab``)."""
     port = free_port()
     argv = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.root_dir={root}",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
@@ -319,7 +319,7 @@ def unreadable_text(locator, minimum: float = 4.5) -> list[str]:
     """Text in the widget HTML under ``locator`` whose contrast against its background is below ``minimum``
     (WCAG AA), one line per pair of colours: "colour on background = ratio: N pieces, e.g. 'text', ..."; empty
     when every piece is readable."""
-    from lib.style import contrast_ratio
+    from lib.widgets.style import contrast_ratio
 
     bad: dict[tuple, list] = {}
     for t in locator.evaluate(TEXT_COLOURS_JS):

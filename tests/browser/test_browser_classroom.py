@@ -1,4 +1,4 @@
-"""The classroom view (``python -m lib.course.classroom NAME``, Voilà with our template) in headless Chromium, for
+"""The classroom view (``python -m tools.classroom NAME``, Voilà with our template) in headless Chromium, for
 two notebooks: the page shows no code, uses large type, has every plotly figure and widget of the notebook
 drawn and working (driven as in JupyterLab), → steps the player from the keyboard, PgDn / PgUp / j / k land
 each on the next / previous section heading (its top at the top of the element that really scrolls: Voilà's
@@ -20,7 +20,7 @@ import kvlab_browser as kb
 from drive import button, drive, kind_of, readout, wait_readout
 from expected import CLASSROOM, EXPECTED
 
-from lib.course import classroom
+from tools import classroom
 
 # Two notebooks by default; KVLAB_CLASSROOM_ALL=1 opens every notebook in the classroom view.
 NOTEBOOKS = (kb.notebook_names() if os.environ.get("KVLAB_CLASSROOM_ALL") == "1"

@@ -1,4 +1,4 @@
-"""The gallery (``python -m lib.course.gallery``), built from this session's screenshots and opened from disk in
+"""The gallery (``python -m tools.gallery``), built from this session's screenshots and opened from disk in
 headless Chromium: every screenshot is on the page, every image loads, nothing is requested off the machine
 and nothing is logged to the console. It runs after every other browser test (conftest puts it last), so the
 gallery shows this run's JupyterLab screenshots in both themes."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import kvlab_browser as kb
 
-from lib.course import gallery
+from tools import gallery
 
 
 def test_gallery_shows_every_screenshot_of_this_run(browser, guard, clean_screenshots):

@@ -1,15 +1,15 @@
 """Every notebook in JupyterLab, in headless Chromium: the English ones in the light and the dark theme, the Chinese
 edition's (notebooks/zh/) in the light theme (their code is the English code, whose dark-theme look is proven on the
 English twins); restart the kernel, run all cells, then check what a reader would see and drive every widget once
-(a Chinese notebook's widgets are found and driven by their Chinese labels, computed with lib.i18n).
+(a Chinese notebook's widgets are found and driven by their Chinese labels, computed with lib.widgets.i18n).
 
 Per notebook it asserts: every code cell ran, no error output, no "Error displaying widget", no browser
 console error, no request to anything but loopback, the expected number of PNG figures, plotly figures and
 widget views (tests/browser/expected.py), each of them drawn on the page; every piece of text in the widgets'
 HTML has a contrast of at least 4.5:1 against the background it is drawn on (WCAG AA,
-``lib.style.contrast_ratio``); and each widget reacts to its controls (tests/browser/drive.py). Every figure,
+``lib.widgets.style.contrast_ratio``); and each widget reacts to its controls (tests/browser/drive.py). Every figure,
 plotly figure and widget is saved as a screenshot whose name says the theme and edition (``lab-light-…``,
-``lab-dark-…``, ``lab-zh-light-…``; ``python -m lib.course.gallery`` puts them side by side). One server and one page
+``lab-dark-…``, ``lab-zh-light-…``; ``python -m tools.gallery`` puts them side by side). One server and one page
 serve both themes and both editions: English light, Chinese light, then English dark, so the theme is switched once,
 as a person does (Settings → Theme), which stores it in the server's own settings folder.
 Before any notebook, JupyterLab must have started without its "official Jupyter news" prompt, with the same
@@ -121,7 +121,7 @@ def test_chinese_notebooks_expect_the_english_rows():
     test expects the English row of EXPECTED for it."""
     assert kb.notebook_names("zh") == kb.notebook_names(), \
         f"notebooks/zh/ {kb.notebook_names('zh')} != notebooks/ {kb.notebook_names()}: build the Chinese edition " \
-        f"(python -m lib.course.edition build zh NN_name)"
+        f"(python -m tools.edition build zh NN_name)"
     wrong = {n: (EXPECTED[n], counted(kb.edition_folder("zh") / f"{n}.ipynb")) for n in kb.notebook_names("zh")}
     wrong = {n: pair for n, pair in wrong.items() if pair[0] != pair[1]}
     assert not wrong, "the Chinese notebooks' committed outputs differ from the English row (rebuild and rerun " \
@@ -146,12 +146,12 @@ def test_lab_starts_without_the_news_prompt(lab, lab_page):
     with urllib.request.urlopen(url, timeout=30) as r:
         schema = json.load(r)["schema"]["properties"]
     assert schema["fetchNews"]["default"] == "false" and schema["checkForUpdates"]["default"] is False, \
-        f"JupyterLab did not get the project's settings (lib/course/lab_settings/overrides.json): " \
+        f"JupyterLab did not get the project's settings (tools/lab_settings/overrides.json): " \
         f"fetchNews={schema['fetchNews'].get('default')!r}, " \
         f"checkForUpdates={schema['checkForUpdates'].get('default')!r}"
     time.sleep(3)  # the prompt is emitted once the layout is restored and the settings are loaded
     text = lab_page.evaluate("() => document.body.innerText")
-    assert NEWS not in text, "JupyterLab asks about news at start-up; lib/course/lab_settings/overrides.json should " \
+    assert NEWS not in text, "JupyterLab asks about news at start-up; tools/lab_settings/overrides.json should " \
                              "set fetchNews to 'false'"
 
 

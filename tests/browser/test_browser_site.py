@@ -1,4 +1,4 @@
-"""The static site (``python -m lib.course.site``): every notebook becomes a page that needs no kernel and no network.
+"""The static site (``python -m tools.site``): every notebook becomes a page that needs no kernel and no network.
 
 Without a browser: every page exists, loads nothing from the network (no CDN script, style or font), and
 holds as many PNG figures, plotly figures and live-widget notes as its notebook has outputs. In headless
@@ -17,7 +17,7 @@ import pytest
 import kvlab_browser as kb
 from expected import EXPECTED
 
-from lib.course import site
+from tools import site
 
 # Pages opened in the browser: the generation player's page and the memory page, or the first two built.
 OPEN = ["02_autoregressive_generation", "05_kv_cache_memory"]

@@ -1,6 +1,6 @@
 """Decode benchmark: lib's generation loop against Hugging Face ``transformers``, side by side, honestly.
 
-    python -m lib.bench [--quick] [--out DIR] [--threads N] [--runs N] [--accelerator cuda] [--profile]
+    python -m tools.bench [--quick] [--out DIR] [--threads N] [--runs N] [--accelerator cuda] [--profile]
 
 Not a test (timings are never asserted): it prints a table and writes ``bench.json`` and ``bench.png`` into
 ``--out`` (default ``bench-results/``). Everything runs in one process with the torch thread count fixed, the
@@ -60,17 +60,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .cache import KVCache
-from .concat import ConcatKVCache
-from .costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes, pass_cost, streamed_weight_bytes
-from .generate import generate
-from .measure import fit_loglog_slope, random_model, time_at_positions
-from .model import MiniTransformer
-from .device import fixed_threads
-from .fastdecode import FastDecoder, PackedLinear
-from . import progress
-from .roofline import measure_bandwidth_gbs
-from .timing import MIN_RUNS_TO_RANK, Timing, benchmark, rank, steady, time_call
+from lib.cache import KVCache
+from lib.concat import ConcatKVCache
+from lib.costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes, pass_cost, streamed_weight_bytes
+from lib.generate import generate
+from lib.measure import fit_loglog_slope, random_model, time_at_positions
+from lib.model import MiniTransformer
+from lib.device import fixed_threads
+from lib.fastdecode import FastDecoder, PackedLinear
+from lib import progress
+from lib.roofline import measure_bandwidth_gbs
+from lib.timing import MIN_RUNS_TO_RANK, Timing, benchmark, rank, steady, time_call
 
 PROMPT = [464, 6953, 12940, 318]  # 4 token ids (GPT-2's "The KV cache is"); random weights: only the length counts
 
@@ -120,7 +120,7 @@ def twin_models(seed: int = 0):
     shape = PRESETS["gpt2"]
     if transformers is None:
         return None, random_model(shape, seed=seed)
-    from .hf import from_hf
+    from lib.hf import from_hf
 
     state = torch.random.get_rng_state()
     try:
@@ -451,7 +451,7 @@ def accelerator_section(hf, model, s: Settings, device: str, bar=None) -> dict:
     if device is None:
         return {"skipped": "not asked for (--accelerator none)"}
     try:
-        from .device import resolve_device
+        from lib.device import resolve_device
         dev = resolve_device(device)
     except ValueError as e:
         return {"skipped": str(e)}
@@ -495,7 +495,7 @@ def accelerator_section(hf, model, s: Settings, device: str, bar=None) -> dict:
                      "min_s": None if t is None else _seconds(t.min), "max_s": None if t is None else _seconds(t.max),
                      "tokens_per_s": None if med is None else round(n / med, 1),
                      "mbu": None if med is None else round(moved / med / 1e9 / best_bw, 3)})
-    from .device import describe_device
+    from lib.device import describe_device
     return {"device": describe_device(dev), "dtype": "bf16", "new_tokens": n, "bandwidth_gbs_samples": bandwidth,
             "bandwidth_gbs": best_bw, "bytes_per_generation": moved, "compile_first_call_s": t_compile,
             "rows": rows}
@@ -527,7 +527,7 @@ def _ratio_cell(x, spec=".1f"):
 
 def report(result: dict) -> str:
     """The benchmark as text tables."""
-    from .text import fmt_bytes, text_table
+    from lib.text import fmt_bytes, text_table
 
     m, d = result["machine"], result["decode"]
     shape = (f"GPT-2-124M shape (lib.PRESETS['gpt2'], vocab {result['model']['vocab_size']:,})"
@@ -600,7 +600,7 @@ def plot(result: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from . import style
+    from lib.widgets import style
     with matplotlib.rc_context():  # the course's fonts, palette and constrained layout, for this figure only
         style.apply_matplotlib()
         # lib's implementations vs the others: the first two palette colours, the others also hatched (a second cue);
@@ -681,7 +681,7 @@ def _available_cpus() -> int:
 
 
 def run(settings: Settings = FULL, threads: int | None = None, accelerator: str = "cuda", quick: bool = False,
-        command: str = "python -m lib.bench", log=print, twins=None, show: bool | None = False) -> dict:
+        command: str = "python -m tools.bench", log=print, twins=None, show: bool | None = False) -> dict:
     """Every section; returns the result dict (what bench.json holds). ``twins``: an ``(hf_model or None,
     lib_model)`` pair to use instead of ``twin_models()`` (the tests run the whole pipeline on a tiny one).
     ``show``: progress bars on stderr over the sections and the runs of each (True, False, or None: as
@@ -771,7 +771,7 @@ def profile_decode(steps: int = 20, threads: int | None = None, row_limit: int =
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer tokens, lengths and runs (a minute or two)")
     parser.add_argument("--out", default="bench-results", help="folder for bench.json and bench.png")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: every CPU available)")
@@ -790,7 +790,7 @@ def main(argv=None) -> int:
             if value < 1:
                 parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
             setattr(settings, name, value)
-    command = "python -m lib.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m tools.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     accelerator = None if args.accelerator.lower() == "none" else args.accelerator
     result = run(settings, args.threads, accelerator, args.quick, command.strip(), log=progress.write, show=None)
     out = Path(args.out)

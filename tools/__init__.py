@@ -1,13 +1,13 @@
 """Course tooling, kept apart from the teaching modules: it runs, publishes and projects the notebooks.
 
-    python -m lib.course.runner [NAME ...]           re-run notebooks and store their outputs (make notebooks)
-    python -m lib.course.runner --edition zh|all     build the Chinese edition (notebooks/zh/), then run it
-    python -m lib.course.edition build|check zh      the Chinese edition from the translation files
-    python -m lib.course.drift zh [NAME ...]         where the two editions disagree (tests/test_edition.py)
-    python -m lib.course.site [--out site] [NAME ...]  every notebook as an offline HTML page (make site)
-    python -m lib.course.classroom NAME [--port N]   one notebook for a projector, Voilà (make classroom)
-    python -m lib.course.lab [PATH] [--port N]       JupyterLab with the project's own settings (make lab)
-    python -m lib.course.gallery                     the browser test's screenshots on one page (make gallery)
+    python -m tools.runner [NAME ...]           re-run notebooks and store their outputs (make notebooks)
+    python -m tools.runner --edition zh|all     build the Chinese edition (notebooks/zh/), then run it
+    python -m tools.edition build|check zh      the Chinese edition from the translation files
+    python -m tools.drift zh [NAME ...]         where the two editions disagree (tests/test_edition.py)
+    python -m tools.site [--out site] [NAME ...]  every notebook as an offline HTML page (make site)
+    python -m tools.classroom NAME [--port N]   one notebook for a projector, Voilà (make classroom)
+    python -m tools.lab [PATH] [--port N]       JupyterLab with the project's own settings (make lab)
+    python -m tools.gallery                     the browser test's screenshots on one page (make gallery)
 
 No teaching module imports this package, and no notebook does: a notebook calls ``lib.notebook.setup()``.
 A notebook is named by its file name with or without ``.ipynb`` (``02_autoregressive_generation``) or by a path.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: lib/course/ -> lib/ -> .
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: tools/ -> .
 NOTEBOOKS = ROOT / "notebooks"
 
 

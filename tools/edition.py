@@ -12,12 +12,12 @@ language (``lib.notebook.setup(...)`` gains ``lang="zh"``); its markdown cells c
 ``cell`` is the English cell's id, ``en`` the first 8 hex digits of the SHA-1 of the English text the
 translation was made from. When an English markdown cell changes, its hash no longer matches and the build (and
 ``tests/test_edition.py``) names the stale translation; a missing translation is an error too. The outputs come
-from running the built notebook (``python -m lib.course.runner notebooks/zh/NN_name.ipynb``), so they are the
+from running the built notebook (``python -m tools.runner notebooks/zh/NN_name.ipynb``), so they are the
 same code's outputs in the notebook's language.
 
-    python -m lib.course.edition skeleton zh 03_kv_cache   # add a block for every untranslated cell (English text)
-    python -m lib.course.edition build zh [NN_name ...]    # write notebooks/zh/NN_name.ipynb (not yet run)
-    python -m lib.course.edition check zh                  # missing or stale translations, as a list
+    python -m tools.edition skeleton zh 03_kv_cache   # add a block for every untranslated cell (English text)
+    python -m tools.edition build zh [NN_name ...]    # write notebooks/zh/NN_name.ipynb (not yet run)
+    python -m tools.edition check zh                  # missing or stale translations, as a list
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def built(lang: str, name: str):
     found = problems(lang, name)
     if found:
         raise ValueError(f"cannot build the {lang} edition of {name}:\n  " + "\n  ".join(found) +
-                         f"\nadd them with: python -m lib.course.edition skeleton {lang} {name}")
+                         f"\nadd them with: python -m tools.edition skeleton {lang} {name}")
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     tr = read_translations(lang, name)
     declared = 0
@@ -152,7 +152,7 @@ def translated_names(lang: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.course.edition", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.edition", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["build", "skeleton", "check"])
     parser.add_argument("lang", choices=EDITIONS)
     parser.add_argument("names", nargs="*", help="notebooks (default: every one that has a translation file)")

@@ -1,4 +1,4 @@
-"""Build the offline static site: ``python -m lib.course.site [--out site] [NAME ...]`` (``make site``).
+"""Build the offline static site: ``python -m tools.site [--out site] [NAME ...]`` (``make site``).
 
 Every notebook becomes one HTML page made from its committed outputs (no kernel runs): prose, code, PNG
 figures (tier 1), and the plotly step-through figures (tier 2), drawn by a local copy of ``plotly.min.js`` so
@@ -9,7 +9,7 @@ network: open ``site/index.html`` straight from disk.
 Both editions are built: the English pages at the top of the site, the Chinese edition (``notebooks/zh/``) under
 ``zh/`` (``site/zh/02_autoregressive_generation.html``, ``site/zh/index.html``). Every page and both indexes carry a
 language switch, a link to the same page in the other edition ("中文" / "English"); a Chinese page's own words
-(navigation, the live-widget note, the index) come from ``lib.i18n`` in Chinese.
+(navigation, the live-widget note, the index) come from ``lib.widgets.i18n`` in Chinese.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from .. import style
-from ..i18n import speaking, t
+from lib.widgets import style
+from lib.widgets.i18n import speaking, t
 from . import ROOT, notebook_paths
 from .edition import ALL_EDITIONS, edition_dir
 
@@ -85,7 +85,7 @@ INDEX = """<!DOCTYPE html>
 </body></html>
 """
 
-# The site's own words, in English; a Chinese page shows them through lib.i18n.t (their entries are in lib.i18n.ZH).
+# The site's own words, in English; a Chinese page shows them through lib.widgets.i18n.t (their entries are in lib.widgets.i18n.ZH).
 SITE_TITLE = "KV Cache Lab"
 INDEX_INTRO = ("Every notebook as a page made from its stored outputs: no kernel, no network. The plotly figures "
                "step with their slider and Play button. The live widgets need a kernel: open the notebooks with "
@@ -125,7 +125,7 @@ def make_commands(name: str, lang: str) -> tuple[str, str]:
     return f"make lab{suffix}", f"make classroom NB={name}{suffix}"
 
 
-# The pages' own colours come from lib.style: links in the palette's blue at text contrast, the live-widget
+# The pages' own colours come from lib.widgets.style: links in the palette's blue at text contrast, the live-widget
 # note marked in the "computed" orange (it is a side note, not a state), neutral fills and borders.
 _COLOURS = {"@INK@": style.INK, "@GRID@": style.GRID, "@FREE@": style.FREE, "@LINK@": style.text_colour("blue"),
             "@NOTE@": style.colour("computed")}
@@ -289,7 +289,7 @@ def index_html(pages: list[tuple[str, str]], lang: str = "en", twin: bool = True
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.course.site", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.site", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="notebook names (default: every notebook)")
     parser.add_argument("--out", default=str(ROOT / "site"), help="output folder (default: site/)")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
-"""Regenerate the stored outputs of the notebooks: ``python -m lib.course.runner [NAME ...]`` (``make notebooks``).
+"""Regenerate the stored outputs of the notebooks: ``python -m tools.runner [NAME ...]`` (``make notebooks``).
 
 ``--edition zh`` first builds the Chinese notebooks (``notebooks/zh/``, from the English ones and their translation
-files, ``lib.course.edition``) and then runs them; ``--edition all`` runs the English ones, then does that. Without
+files, ``tools.edition``) and then runs them; ``--edition all`` runs the English ones, then does that. Without
 names, ``zh`` means every notebook that has a translation file.
 
 Each notebook runs top to bottom in a fresh kernel of this Python, in ``notebooks/``, and is written back
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import progress
+from lib import progress
 from . import NOTEBOOKS, edition, notebook_paths
 
 MAX_BYTES = 1_000_000
@@ -66,12 +66,12 @@ def edition_paths(lang: str, names=None) -> list[Path]:
         if untranslated:
             raise FileNotFoundError(
                 f"no {lang} translation file for {', '.join(untranslated)} (notebooks/{lang}/src/NN_name.md); start "
-                f"one with: python -m lib.course.edition skeleton {lang} NN_name")
+                f"one with: python -m tools.edition skeleton {lang} NN_name")
     return [edition.build(lang, n) for n in english if n in have]
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.course.runner", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.runner", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="notebook names or paths (default: every notebook)")
     parser.add_argument("--edition", choices=("en", *edition.EDITIONS, "all"), default="en",
                         help="en: the English notebooks (default); zh: build the Chinese ones, then run them; "

@@ -1,6 +1,6 @@
-"""JupyterLab for the course: ``python -m lib.course.lab [PATH] [--port N]`` (``make lab``).
+"""JupyterLab for the course: ``python -m tools.lab [PATH] [--port N]`` (``make lab``).
 
-The project's own JupyterLab settings live in ``lib/course/lab_settings/`` (``overrides.json``: JupyterLab's
+The project's own JupyterLab settings live in ``tools/lab_settings/`` (``overrides.json``: JupyterLab's
 defaults for this project): no "Would you like to get notified about official Jupyter news?" prompt and no
 update check. They are handed to JupyterLab as its application settings folder (``--LabApp.app_settings_dir``),
 so nothing in the user's own ``~/.jupyter`` is read for them or written. The browser test starts its server
@@ -41,7 +41,7 @@ def command(target: Path | str = NOTEBOOKS / "00_index.ipynb", port: int = DEFAU
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.course.lab", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.lab", description=__doc__.splitlines()[0])
     parser.add_argument("target", nargs="?", default=str(NOTEBOOKS / "00_index.ipynb"),
                         help="what to open (default: notebooks/00_index.ipynb)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")

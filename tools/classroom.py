@@ -1,4 +1,4 @@
-"""Classroom view: ``python -m lib.course.classroom NAME`` (``make classroom NB=NAME``) serves one notebook as a page
+"""Classroom view: ``python -m tools.classroom NAME`` (``make classroom NB=NAME``) serves one notebook as a page
 for a projector: no code, large type, high contrast, the widgets live (a kernel runs behind the page).
 
 It is Voilà with a template of our own (written to a temporary folder at start): Voilà's "lab" template
@@ -9,13 +9,13 @@ screen, Page Down / Page Up (or j / k) jump to the next / previous heading. Noth
 Voilà's page scrolls an inner panel, not the window, so the keys look for the element that really scrolls (the
 nearest ancestor of the cells that can scroll, else the page) and move it until the heading's top is the
 panel's top. The kernel draws its figures in the course's style at projector scale: an IPython start-up file
-(in a private IPYTHONDIR) calls ``lib.style.apply(scale=lib.style.classroom_scale())`` once the notebook's
+(in a private IPYTHONDIR) calls ``lib.widgets.style.apply(scale=lib.widgets.style.classroom_scale())`` once the notebook's
 ``lib.notebook.setup()`` has installed the style at notebook scale.
 
 Voilà serves the whole ``notebooks/`` folder, so both editions are one path apart: ``/voila/render/NN_name.ipynb``
 and ``/voila/render/zh/NN_name.ipynb`` (``make classroom NB=NAME EDITION=zh``). Each page has a language switch
 ("中文" / "English", top right) to the same notebook in the other edition, and a Chinese page's key bar and
-stepping keys speak the Chinese widgets' words (``lib.i18n``).
+stepping keys speak the Chinese widgets' words (``lib.widgets.i18n``).
 """
 from __future__ import annotations
 
@@ -31,16 +31,16 @@ import time
 import webbrowser
 from pathlib import Path
 
-from .. import style
-from ..checks import choice
-from ..i18n import ZH
+from lib.widgets import style
+from lib.checks import choice
+from lib.widgets.i18n import ZH
 from . import NOTEBOOKS, notebook_path
 from .edition import ALL_EDITIONS, edition_dir
 
 TEMPLATE = "kvlab-classroom"
 DEFAULT_PORT = 8866
 
-# Colours come from lib.style (INK on PAPER, links in the palette's blue at text contrast, the pressed button
+# Colours come from lib.widgets.style (INK on PAPER, links in the palette's blue at text contrast, the pressed button
 # in the "newest" colour). The bottom padding lets the last heading reach the top of the panel too.
 CSS = """
 :root {
@@ -72,7 +72,7 @@ for _key, _value in {"@INK@": style.INK, "@PAPER@": style.PAPER, "@FREE@": style
     CSS = CSS.replace(_key, _value)
 
 # The page's own words, per edition: the player's buttons the keys press (as the widgets label them, through
-# lib.i18n) and the key bar. The page's path says its edition: /voila/render/zh/... is Chinese.
+# lib.widgets.i18n) and the key bar. The page's path says its edition: /voila/render/zh/... is Chinese.
 KEY_BAR = ("<kbd>\u2192</kbd> / <kbd>\u2190</kbd> step the player nearest the middle of the screen "
            "&nbsp;\u00b7&nbsp; <kbd>PgDn</kbd> / <kbd>PgUp</kbd> (or <kbd>j</kbd> / <kbd>k</kbd>) next / previous section")
 WORDS = {lang: {"step": words.get("Step \u25B6", "Step \u25B6"), "back": words.get("\u25C0 Back", "\u25C0 Back"),
@@ -200,10 +200,10 @@ def _voila_lab_template() -> Path:
                             f"is voila installed in this environment ({sys.prefix})?")
 
 
-STARTUP = """# KV Cache Lab, classroom view: the course's style at projector scale (lib/course/classroom.py).
+STARTUP = """# KV Cache Lab, classroom view: the course's style at projector scale (tools/classroom.py).
 def _kvlab_classroom_style(*_):
     import sys
-    style = sys.modules.get("lib.style")
+    style = sys.modules.get("lib.widgets.style")
     if style is None:
         return
     import matplotlib as mpl
@@ -236,7 +236,7 @@ def write_template(root: Path) -> Path:
     remote = re.findall(r'(?:src|href)="(https?://[^"]*)"', offline)
     if remote:
         raise RuntimeError(f"Voilà's lab template still loads {remote} from the network; the classroom view "
-                           f"must work offline (update lib/course/classroom.py for this Voilà version)")
+                           f"must work offline (update tools/classroom.py for this Voilà version)")
     folder = root / "voila" / "templates" / TEMPLATE
     (folder / "static").mkdir(parents=True, exist_ok=True)
     (folder / "conf.json").write_text(json.dumps({"base_template": "lab"}))
@@ -278,7 +278,7 @@ def edition_notebook(name, edition: str = "en") -> Path:
     twin = edition_dir(edition) / path.name
     if not twin.is_file():
         raise FileNotFoundError(f"{path.stem} has no {edition} edition yet ({twin} is missing); build it with "
-                                f"python -m lib.course.runner --edition {edition}")
+                                f"python -m tools.runner --edition {edition}")
     return twin
 
 
@@ -316,7 +316,7 @@ def serve(name: str, port: int = DEFAULT_PORT, open_browser: bool = True, editio
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.course.classroom", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.classroom", description=__doc__.splitlines()[0])
     parser.add_argument("name", help="the notebook, e.g. 02_autoregressive_generation")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
     parser.add_argument("--edition", choices=EDITIONS, default="en", help="en (notebooks/) or zh (notebooks/zh/)")

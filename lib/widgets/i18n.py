@@ -2,7 +2,7 @@
 them to Chinese. Error messages raised by lib's API stay in English (they are for the programmer); what a widget
 shows a learner — titles, axis labels, legends, buttons, tooltips, its messages — goes through ``t``.
 
-    from lib.i18n import t
+    from lib.widgets.i18n import t
     ax.set_title(t("K/V computed per step"))
     t("step {step} of {n}", step=3, n=5)   # formatted after translation
 
@@ -270,7 +270,7 @@ ZH: dict[str, str] = {
         "第 {step} 步（{phase}）：输入 {fed} → 下一个 token {chosen}；缓存现在每层有 {n} 行 K 和 V",
     "pos": "位置", "quantity (newest token)": "量（最新 token）", "rank": "名次", "next token": "下一个 token", "prob": "概率",
     "k (new)": "k（新）", "v (new)": "v（新）", "weights @ V": "权重 @ V", "attention output": "注意力输出", "FFN output": "FFN 输出",
-    # -- the static site and the classroom view (lib/course/site.py, lib/course/classroom.py) --
+    # -- the static site and the classroom view (tools/site.py, tools/classroom.py) --
     "KV Cache Lab": "KV Cache Lab（KV 缓存实验室）", "all notebooks": "全部笔记本", " ({widget})": "（{widget}）",
     "Every notebook as a page made from its stored outputs: no kernel, no network. The plotly figures step with their "
     "slider and Play button. The live widgets need a kernel: open the notebooks with {lab}, or one as a classroom "

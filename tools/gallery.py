@@ -1,4 +1,4 @@
-"""Build the gallery: ``python -m lib.course.gallery [--shots DIR] [--out FILE]`` (``make gallery``; ``make test``
+"""Build the gallery: ``python -m tools.gallery [--shots DIR] [--out FILE]`` (``make gallery``; ``make test``
 builds it at the end of ``make test-browser``).
 
 One offline HTML page with a screenshot of every figure and widget of the course, the light and the dark
@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import style
+from lib.widgets import style
 from . import ROOT
 
 ARTIFACTS = Path(os.environ.get("KVLAB_ARTIFACTS", ROOT / "test-artifacts"))
@@ -109,7 +109,7 @@ def render(books: list[Notebook], folder: Path) -> str:
              f"them ({both} in both themes): JupyterLab Light on the left, JupyterLab Dark on the right"
              + (f"; the Chinese edition's twin in JupyterLab Light in the third column ({chinese} of them)"
                 if chinese else "") + ". Made by "
-             f"<code>python -m lib.course.gallery</code> from the browser test's screenshots.</p>",
+             f"<code>python -m tools.gallery</code> from the browser test's screenshots.</p>",
              "<nav>" + "".join(f'<a href="#{b.name}">{html.escape(b.name)}</a>' for b in books) + "</nav>"]
     for b in books:
         parts.append(f'<h2 id="{b.name}">{html.escape(b.name)}</h2>')
@@ -148,7 +148,7 @@ def build(shots: Path | str = ARTIFACTS / "screenshots", out: Path | str = ARTIF
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.course.gallery", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.gallery", description=__doc__.splitlines()[0])
     parser.add_argument("--shots", default=str(ARTIFACTS / "screenshots"), help="the screenshots folder")
     parser.add_argument("--out", default=str(ARTIFACTS / "gallery.html"), help="the page to write")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
-"""Do the two editions still say the same thing? ``python -m lib.course.drift zh [NN_name ...]`` lists every finding.
+"""Do the two editions still say the same thing? ``python -m tools.drift zh [NN_name ...]`` lists every finding.
 
-``lib.course.edition`` builds a Chinese notebook from the English one; this module checks what a build cannot:
+``tools.edition`` builds a Chinese notebook from the English one; this module checks what a build cannot:
 
 - the committed Chinese notebook is what the build makes now (``differences``: cell ids, kinds, code, markdown),
   so a code change made in one edition and not the other is found;
@@ -228,7 +228,7 @@ def differences(lang: str, name: str) -> list[str]:
     English notebook and the translations now (cells, code, markdown; outputs are ``output_differences``'s)."""
     path = edition.edition_dir(lang) / f"{name}.ipynb"
     if not path.is_file():
-        return [f"{name}: {path} is missing: python -m lib.course.edition build {lang} {name}, then run it"]
+        return [f"{name}: {path} is missing: python -m tools.edition build {lang} {name}, then run it"]
     want, have = edition.built(lang, name), nbformat.read(path, as_version=4)
     shape = [(c.id, c.cell_type) for c in want.cells], [(c.id, c.cell_type) for c in have.cells]
     if shape[0] != shape[1]:
@@ -264,7 +264,7 @@ def findings(lang: str, name: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.course.drift", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.drift", description=__doc__.splitlines()[0])
     parser.add_argument("lang", choices=edition.EDITIONS)
     parser.add_argument("names", nargs="*", help="notebooks (default: every one that has a translation file)")
     args = parser.parse_args(argv)
