@@ -1,0 +1,81 @@
+"""Heads you can name: what a trained model's attention heads do, measured on text rather than read into a heat-map.
+
+    prev = previous_token_share(model, ids)    # (layers, heads): weight each query gives the token just before it
+    copy = copying_loss(model, tokenizer)      # a random string written twice: loss on the 1st copy vs the 2nd
+    ind  = induction_share(model, ids_twice)   # (layers, heads): weight on "the token after my last occurrence"
+
+A *previous-token head* puts most of its weight on position t - 1 (it lets a later layer know what came just
+before each token). An *induction head* (Olsson et al. 2022) looks back for the last time the current token
+appeared and attends to the token that followed it, so the model can continue a passage it has already seen:
+on a random string written twice, the second copy becomes predictable although the first was not. The first
+position's *sink* is measured by ``lib.sinks.sink_share``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from . import checks
+from .model import ForwardRecord
+
+
+def _weights(model, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's attention weights for one sequence ids (1, T): a list of (n_heads, T, T)."""
+    rec = ForwardRecord(capture=True)
+    with torch.no_grad():
+        model.eval()(ids, record=rec)
+    return [rec.tensors[layer]["attn_weights"][0].float() for layer in range(model.config.n_layers)]
+
+
+def _one(model, input_ids) -> torch.Tensor:
+    ids = checks.token_ids(input_ids, "input_ids (one sequence)", model.config.vocab_size)
+    return torch.tensor([ids], device=model.device)
+
+
+def previous_token_share(model, input_ids) -> torch.Tensor:
+    """(n_layers, n_heads): the mean weight that queries at positions 1.. give to the position just before them."""
+    return torch.stack([w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1) for w in _weights(model, _one(model, input_ids))])
+
+
+def repeated_random(tokenizer, n: int, seed: int = 0) -> list[int]:
+    """<s> then ``n`` random characters of the vocabulary (no special token), then the same ``n`` again."""
+    gen = torch.Generator().manual_seed(checks.integer(seed, "seed"))
+    first = len(tokenizer.itos) - len(tokenizer.chars)  # ids below this are the special tokens
+    rnd = torch.randint(first, tokenizer.vocab_size, (checks.integer(n, "n", 2),), generator=gen).tolist()
+    return [tokenizer.bos_id] + rnd + rnd
+
+
+def copy_losses(model, input_ids, n: int) -> tuple[float, float]:
+    """(mean loss on the first copy, on the second) in nats, for ids = <s> + x + x with len(x) = ``n``; the first
+    token of each copy is left out (nothing can predict it)."""
+    ids = _one(model, input_ids)
+    with torch.no_grad():
+        logits = model.eval()(ids[:, :-1]).float()
+    nll = F.cross_entropy(logits[0], ids[0, 1:], reduction="none")  # position t predicts token t + 1
+    return float(nll[1:n].mean()), float(nll[n + 1:].mean())
+
+
+def copying(model, tokenizer, n: int = 100, seeds=(0, 1, 2, 3)) -> dict:
+    """In-context copying on random strings written twice (``repeated_random``), averaged over ``seeds``:
+    the loss on each copy (nats), their ratio, and the uniform guess's loss, ln(vocabulary size)."""
+    pairs = [copy_losses(model, repeated_random(tokenizer, n, s), n) for s in seeds]
+    first, second = (sum(p[i] for p in pairs) / len(pairs) for i in (0, 1))
+    return {"n": n, "first": first, "second": second, "ratio": second / first,
+            "uniform": math.log(tokenizer.vocab_size)}
+
+
+def induction_share(model, input_ids, n: int) -> torch.Tensor:
+    """(n_layers, n_heads): on ids = <s> + x + x, the mean weight that each query in the second copy gives to the
+    token right after its own earlier occurrence (position t - n + 1): an induction head's signature."""
+    ws = _weights(model, _one(model, input_ids))
+    q = torch.arange(n + 1, 2 * n + 1)  # queries in the second copy
+    return torch.stack([w[:, q, q - n + 1].mean(-1) for w in ws])
+
+
+def strongest(share: torch.Tensor) -> tuple[int, int, float]:
+    """(layer, head, value) of the largest entry of a (n_layers, n_heads) share."""
+    flat = int(share.argmax())
+    layer, head = divmod(flat, share.shape[1])
+    return layer, head, float(share[layer, head])
