@@ -2,15 +2,23 @@
 
     tokenizer ──> model (+ cache) ──> generate() ──> Trace ──> widgets / plots
     CharTokenizer  MiniTransformer      one loop:      every step:   lib.widgets (three tiers each)
-                   KVCache, ConcatKVCache,   prefill, decode,   K/V computed vs read,
-                   paged.PagedKVCache        sampling.choose    attention, top-k, bytes
-    costs: analytic FLOPs and bytes of every step, real models' shapes (PRESETS) ──> plots
+                   KVCache (+ concat,   prefill, decode,   K/V computed vs read,
+                   paged, quant)        sampling.choose    attention, top-k, bytes
+    costs: analytic FLOPs and bytes of every step, real models' shapes (presets) ──> plots
 
-Read the core in this order: config, model, cache, sampling, generate, trace (and tokenizer).
-Around it: paged and serving (vLLM's block pool, continuous batching), speculative, fastdecode (speed),
-hf (real checkpoints), measure / roofline / bench (measuring), demo / train (the shipped weights).
+The house, floor by floor (each file or folder one idea; imports only go down):
+    engine     config, model, cache, sampling, generate, trace, tokenizer   (read in this order, ~1,200 lines)
+    caches     concat (torch.cat, a lesson), blocks + paged (vLLM's block pool), quant (int8)
+    wings      serving/ (scheduling, batching), speculative, flash, sinks, heads, fastdecode, hf, vllm_bridge
+    numbers    costs, presets, roofline, measure, timing
+    weights    demo (checkpoints), corpus, train, train_lm (the toys and the real small language model)
+    shared     checks, text, device, progress
+    visuals    widgets/ (every figure and widget, their style, words and font), exercises/, notebook
+Course tooling (site, classroom, editions, runner, bench) is in tools/, outside the package: lib never imports it.
+
+``__all__`` follows one rule: the engine's names (``ENGINE``), then each lesson's entry point (``LESSONS``).
 """
-from . import costs, notebook
+from . import costs, flash, notebook
 from .cache import KVCache
 from .concat import ConcatKVCache
 from .config import ModelConfig
@@ -18,7 +26,6 @@ from .costs import PRESETS, kv_cache_bytes
 from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
 from .fastdecode import FastDecoder
-from . import flash
 from .flash import flash_attention
 from .generate import GenerationResult, generate
 from .hf import from_hf
@@ -32,13 +39,18 @@ from .tokenizer import CharTokenizer, UnknownCharacterError
 from .trace import Trace, TraceStep
 from .vllm_bridge import kv_capacity
 
-__all__ = [
-    "ModelConfig", "MiniTransformer", "ForwardRecord", "KVCache", "ConcatKVCache", "PagedKVCache", "PagedKVPool",
-    "generate", "GenerationResult", "filter_logits", "Trace", "TraceStep", "CharTokenizer", "UnknownCharacterError",
-    "load_demo", "load_checkpoint", "save_checkpoint", "DEMOS", "FastDecoder", "from_hf", "speculative_generate",
-    "SpeculativeResult", "pick_device", "resolve_device", "kv_cache_bytes", "PRESETS",
-    "flash_attention",
-    "kv_capacity",
-    "sink_share", "streaming_drift",
-    "QuantizedKVCache",
+ENGINE = ["ModelConfig", "MiniTransformer", "ForwardRecord", "KVCache", "CharTokenizer", "UnknownCharacterError",
+          "generate", "GenerationResult", "filter_logits", "Trace", "TraceStep", "load_demo", "load_checkpoint",
+          "save_checkpoint", "DEMOS", "pick_device", "resolve_device"]
+LESSONS = [
+    "ConcatKVCache",                          # 03 the KV cache: the torch.cat cache and its copying
+    "kv_cache_bytes", "PRESETS",              # 05 memory: the formula, real models' shapes
+    "QuantizedKVCache",                       # 05 an int8 KV cache
+    "speculative_generate", "SpeculativeResult",  # 06 speculative decoding
+    "PagedKVCache", "PagedKVPool",            # 07 the paged cache
+    "flash_attention",                        # 09 FlashAttention
+    "sink_share", "streaming_drift",          # 10 windows and attention sinks
+    "kv_capacity",                            # 11 vLLM: how many tokens a GPU holds
+    "FastDecoder", "from_hf",                 # speed, and bringing your own checkpoint
 ]
+__all__ = [*ENGINE, *LESSONS]
