@@ -10,13 +10,22 @@ from lib.widgets.fonts import EXTRA_CHARS, FONT_FAMILY, FONT_PATH
 SYSTEM_TTC = "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"
 
 
+def characters() -> str:
+    """Every character a figure can show: each shipped model's vocabulary (the toys' and the real model's), the
+    widgets' Chinese words and common CJK punctuation."""
+    from lib.demo import ASSETS, load_checkpoint
+    from lib.widgets.i18n import ZH
+
+    chars = set(EXTRA_CHARS) | set("".join(ZH.values()))
+    for path in sorted(ASSETS.glob("*.safetensors")):
+        chars |= set(load_checkpoint(path)[1].chars)
+    return "".join(sorted(c for c in chars if ord(c) > 127))
+
+
 def rebuild(source: str = SYSTEM_TTC) -> Path:
     """Cut the subset from the system's Noto Sans CJK collection (maintainers only)."""
     from fontTools import subset
     from fontTools.ttLib import TTCollection
-
-    from lib.corpus import corpus_tokenizer
-    from lib.widgets.i18n import ZH
 
     index = next(i for i, f in enumerate(TTCollection(source).fonts)
                  if f["name"].getDebugName(1) == "Noto Sans CJK SC")
@@ -24,7 +33,7 @@ def rebuild(source: str = SYSTEM_TTC) -> Path:
     opts.font_number, opts.layout_features, opts.name_IDs, opts.notdef_outline = index, ["*"], ["*"], True
     font = subset.load_font(source, opts)
     sub = subset.Subsetter(opts)
-    sub.populate(text="".join(corpus_tokenizer().chars) + EXTRA_CHARS + "".join(ZH.values()))
+    sub.populate(text=characters())
     sub.subset(font)
     for rec in font["name"].names:  # a name of its own, so it never shadows a system-wide Noto install
         if rec.nameID in (1, 3, 4, 6, 16):
