@@ -27,18 +27,17 @@ recently used first.
 Layers, each on the one below:
 ``lib.blocks`` (``BlockAllocator``, ``BlockTable``: bookkeeping only, free list, reference counts, prefix index;
 also importable from here) ->
-``PagedKVPool`` (the K/V tensors, (n_blocks, n_kv_heads, block_size, head_dim) per layer, plus an allocator) ->
+``PagedKVPool`` (the K/V tensors, (n_blocks, n_kv_heads, block_size, head_dim) per layer, plus an allocator;
+``swap_out`` / ``swap_in`` move a table's blocks to CPU memory and back) ->
 ``PagedKVCache`` (B sequences of equal length, the same protocol as ``lib.KVCache``, so
 ``model(ids, cache=paged_cache)`` runs unchanged) and ``forward_paged`` / ``decode_step`` (one forward pass for
 sequences of *different* lengths, which continuous batching needs).
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
-from . import checks
+from . import checks, costs
 from .blocks import MAX_BLOCKS, BlockAllocator, BlockTable, PoolExhaustedError, check_n_blocks  # noqa: F401
 from .cache import CacheBase, Feed
 from .config import ModelConfig
@@ -55,24 +54,20 @@ class PagedKVPool:
         self.config = config
         n_blocks, block_size = check_n_blocks(n_blocks), checks.integer(block_size, "block_size", 1)
         self.dtype, self.device = checks.cache_dtype_device(dtype, device)
-        shape = (n_blocks, config.n_kv_heads, block_size, config.head_dim)
-        checks.fits_in_memory(2 * config.n_layers * math.prod(shape) * self.dtype.itemsize, self.device,
+        self.block_nbytes = block_size * costs.kv_bytes_per_token(config, self.dtype)  # one block: K, V, every layer
+        checks.fits_in_memory(n_blocks * self.block_nbytes, self.device,
                               f"a pool of n_blocks={n_blocks} blocks of block_size={block_size} tokens")
         self.allocator = BlockAllocator(n_blocks, block_size, record_events)
         self.n_blocks, self.block_size = n_blocks, block_size  # fixed for the pool's life
+        shape = (n_blocks, config.n_kv_heads, block_size, config.head_dim)
         self.k = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
         self.v = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.n_layers)]
+        self._on_cpu = {}  # id(table) -> (table, n_tokens, [(K, V) per layer]): tables swap_out moved to CPU memory
 
     @classmethod
     def for_model(cls, model, n_blocks: int, block_size: int = 16, record_events: bool = False) -> "PagedKVPool":
         """A pool on the model's device, in the model's dtype."""
         return cls(model.config, n_blocks, block_size, model.device, model.dtype, record_events)
-
-    @property
-    def block_nbytes(self) -> int:
-        """Bytes of one block: K and V, every layer."""
-        c = self.config
-        return 2 * c.n_layers * c.n_kv_heads * self.block_size * c.head_dim * self.k[0].element_size()
 
     @property
     def nbytes(self) -> int:
@@ -103,6 +98,37 @@ class PagedKVPool:
 
     def register_prefix(self, table: BlockTable, token_ids):
         self.allocator.register_prefix(table, token_ids)
+
+    # -- swapping: a preempted sequence's blocks to CPU memory and back ------------------------------------
+    def swap_out(self, table: BlockTable) -> int:
+        """Copy the keys and values of ``table``'s blocks to CPU memory and give the blocks back to the pool (the
+        vLLM paper's preemption by swapping). The table is left empty until ``swap_in``. Returns the blocks copied."""
+        if id(table) in self._on_cpu:
+            raise ValueError(f"swap_out: {table} is in CPU memory already; swap_in it before swapping it out again")
+        self.allocator.check_held(table, "swap_out")
+        blocks = torch.tensor(table.blocks, dtype=torch.long, device=self.device)  # (n,)
+        saved = [(k[blocks].to("cpu"), v[blocks].to("cpu")) for k, v in zip(self.k, self.v)]  # per layer, each
+        self._on_cpu[id(table)] = (table, table.n_tokens, saved)  # (n, n_kv_heads, block_size, head_dim)
+        self.allocator.free(table)
+        return len(blocks)
+
+    def swap_in(self, table: BlockTable) -> int:
+        """New blocks for the positions ``swap_out`` moved from ``table`` to CPU memory, and their keys and values
+        copied back into them: the table holds what it held before, in other blocks. Returns the blocks copied.
+        Raises PoolExhaustedError, changing nothing, when the free list is too short (the copy stays on the CPU)."""
+        if id(table) not in self._on_cpu:
+            raise ValueError(f"swap_in: nothing of {table} is in CPU memory; swap_out(table) puts it there")
+        _, n_tokens, saved = self._on_cpu[id(table)]
+        if table.blocks or table.n_tokens:
+            raise ValueError(f"swap_in needs the empty table swap_out left, got {table}")
+        self.reserve(table, n_tokens)  # ceil(n_tokens / block_size) blocks, or PoolExhaustedError
+        blocks = torch.tensor(table.blocks, dtype=torch.long, device=self.device)  # (n,)
+        for layer, (k, v) in enumerate(saved):
+            self.k[layer][blocks] = k.to(self.device)  # (n, n_kv_heads, block_size, head_dim)
+            self.v[layer][blocks] = v.to(self.device)
+        table.n_tokens = n_tokens
+        del self._on_cpu[id(table)]
+        return len(blocks)
 
     # -- reading and writing through block tables ---------------------------------------------------------
     def table_tensor(self, tables, n_positions: int) -> torch.Tensor:
