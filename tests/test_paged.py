@@ -439,6 +439,37 @@ def test_bytes_are_blocks_held(dtype):
     assert cache.used_bytes == lib.kv_cache_bytes(cfg, 6, batch_size=2, dtype=dtype)  # 12 of 16 slots hold tokens
 
 
+def test_swap_out_and_in_keep_a_sequences_keys_and_values_in_other_blocks():
+    """What serve's preemption by swapping needs: a table's blocks to CPU memory and freed, then new blocks with
+    the same keys and values, and decoding continues as if nothing had happened."""
+    model, pool = model_and_pool(6, 2)
+    t = pool.new_table("a")
+    prefill(model, pool, t, [1, 2, 3, 4, 5])  # 3 blocks
+    keys, values = pool.cache([t]).kv(0)
+    assert pool.swap_out(t) == 3 and (t.blocks, t.n_tokens) == ([], 0) and pool.allocator.n_free == 6
+    other = pool.new_table("b")
+    prefill(model, pool, other, [7, 8, 9])  # takes the freed blocks 0 and 1 (and overwrites them)
+    assert pool.swap_in(t) == 3 and t.n_tokens == 5 and set(t.blocks).isdisjoint(other.blocks)
+    k, v = pool.cache([t]).kv(0)
+    assert torch.equal(k, keys) and torch.equal(v, values)
+    after = decode_step(model, pool, [t], [6])[0]
+    alone = model(torch.tensor([[1, 2, 3, 4, 5, 6]]))[0, -1]
+    torch.testing.assert_close(after, alone, atol=ATOL, rtol=0)
+    assert_allocator_consistent(pool.allocator, [t, other])
+    with pytest.raises(ValueError, match=r"swap_in: nothing of BlockTable\(a: .*\) is in CPU memory; swap_out"):
+        pool.swap_in(t)
+    pool.swap_out(t)
+    with pytest.raises(ValueError, match=r"swap_out: .* is in CPU memory already; swap_in it before"):
+        pool.swap_out(t)
+    full = pool.new_table("c")
+    pool.reserve(full, 8)  # every free block
+    with pytest.raises(PoolExhaustedError):
+        pool.swap_in(t)
+    assert (t.blocks, t.n_tokens) == ([], 0)  # nothing changed: the copy waits on the CPU
+    pool.free(full)
+    assert pool.swap_in(t) == 3 and t.n_tokens == 6
+
+
 def test_private_pool_matches_kvcache_signature():
     cfg = make_model().config
     cache = PagedKVCache(cfg, 2, 10, block_size=4)  # the same positional arguments as lib.KVCache

@@ -1,0 +1,301 @@
+"""Real serving on a model (``serve``): one shared ``PagedKVPool``, and every iteration one
+``lib.paged.forward_paged`` pass over the batch (joining requests feed their prompt, running ones one token).
+
+    every pass:
+        joined = scheduler.admit(running)      # "continuous": at every pass; "static": when the batch is done
+        logits = forward_paged(running + joined)      # pool out of blocks -> scheduler.preempt, try again
+        each row gets its greedy next token; a request at eos or max_new_tokens leaves, its blocks freed
+
+``"static"`` batching admits a batch and runs it until its longest request is done (rows that finished early
+sit idle: padding); ``"continuous"`` (iteration-level, Orca / vLLM) lets finished requests leave and waiting
+ones join at every step. Admission and preemption (by recomputation or by swapping to CPU memory) are
+``scheduler.Scheduler``'s, the same as the memory simulation's. Both report deterministic counts (steps,
+tokens, idle slots, time-to-first-token in passes) and measured wall-clock figures (tokens/s, TTFT in seconds).
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import checks, costs
+from ..blocks import BlockTable
+from ..device import synchronize
+from ..paged import PagedKVPool, PoolExhaustedError, forward_paged
+from ..sampling import choose
+from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts, listed
+
+
+@dataclass
+class ServeRequest:
+    """A real request: prompt token ids and how many tokens it may generate (it also stops at eos)."""
+
+    rid: int
+    prompt: list
+    max_new_tokens: int
+
+
+def demo_requests(tokenizer, n: int = 32, seed: int = 0, max_new_tokens: int = 32) -> list[ServeRequest]:
+    """``n`` prompts for the demo models: <s> followed by the first 1 .. half of the characters of a random
+    line of the training corpus (seeded), so the model completes the line and stops at <eos>: outputs of
+    3 to about 30 tokens, depending on the line."""
+    from ..corpus import read_corpus
+
+    n, max_new_tokens = checks.integer(n, "n", 1), checks.integer(max_new_tokens, "max_new_tokens", 1)
+    checks.fits_in_memory(REQUEST_BYTES * n, "cpu", f"n={n} requests")
+    lines = sorted(set(read_corpus()))
+    rng = random.Random(seed)
+    out = []
+    for rid in range(n):
+        line = rng.choice(lines)
+        cut = rng.randint(1, max(1, len(line) // 2))
+        out.append(ServeRequest(rid, tokenizer.encode("<s>" + line[:cut]), max_new_tokens))
+    return out
+
+
+@dataclass
+class RequestRecord:
+    rid: int
+    prompt_len: int
+    tokens: list = field(default_factory=list)  # generated token ids (eos included when it came)
+    admitted_step: int = -1  # the iteration of its (first) prefill
+    first_token_step: int = -1
+    finish_step: int = -1
+    first_token_seconds: float = float("nan")  # since serve() started; every request arrived at time 0
+    finish_seconds: float = float("nan")
+    preemptions: int = 0
+
+
+@dataclass
+class ServeResult(SchedulerCounts):
+    """What ``serve`` did: the scheduler's counts and the passes'. Counts are deterministic; ``seconds`` and the
+    per-request times are measured."""
+
+    policy: str
+    max_batch: int
+    records: list
+    steps: int = 0  # iterations = forward passes
+    batch_rows: list = field(default_factory=list)  # sequences in each forward pass (each gets one new token)
+    fed_tokens: list = field(default_factory=list)  # tokens fed in each pass (prompts of joining requests + 1 per
+    #                                                 running one)
+    idle_slots: list = field(default_factory=list)  # per pass: batch slots held by finished requests (static) or
+    #                                                 left empty while requests waited (continuous)
+    blocks_used: list = field(default_factory=list)  # KV blocks in use after each pass
+    prefix_hit_blocks: int = 0  # blocks taken from the prefix cache instead of being computed
+    swap_bytes: int = 0  # swap: bytes of K/V copied, both ways
+    seconds: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(r.tokens) for r in self.records)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    def mean_ttft_steps(self) -> float:
+        """Forward passes until a request's first token, counting the one that made it (mean over requests;
+        NaN for a run of no requests, and so are the other means)."""
+        return _mean([r.first_token_step + 1 for r in self.records])
+
+    def mean_ttft_seconds(self) -> float:
+        return _mean([r.first_token_seconds for r in self.records])
+
+    def summary(self) -> dict:
+        """The deterministic counts (same on every run and machine with the same model and requests)."""
+        return {"policy": self.policy, "requests": len(self.records), "tokens": self.tokens,
+                "forward passes": self.steps, "mean batch": round(sum(self.batch_rows) / max(1, self.steps), 2),
+                "idle slot-steps": sum(self.idle_slots), "mean TTFT (passes)": round(self.mean_ttft_steps(), 2),
+                "prefill tokens": self.prefill_tokens, "max blocks": max(self.blocks_used, default=0),
+                "preemptions": self.preemptions}
+
+    def preemption_costs(self) -> dict:
+        """What preemption cost in this run, counted (deterministic)."""
+        return {"preemption": self.preemption, "preemptions": self.preemptions, "forward passes": self.steps,
+                "prefill tokens": self.prefill_tokens, "of them recomputed": self.recomputed_tokens,
+                "blocks to CPU": self.swapped_out_blocks, "blocks from CPU": self.swapped_in_blocks,
+                "bytes moved": self.swap_bytes, "most blocks on CPU": self.peak_cpu_blocks}
+
+    def timings(self) -> dict:
+        """Measured on this machine (vary run to run)."""
+        return {"policy": self.policy, "seconds": round(self.seconds, 3),
+                "tokens/s": round(self.tokens_per_second, 1),
+                "ms per pass": round(1e3 * self.seconds / self.steps, 2) if self.steps else float("nan"),
+                "mean TTFT (ms)": round(1e3 * self.mean_ttft_seconds(), 1),
+                "mean latency (ms)": round(1e3 * _mean([r.finish_seconds for r in self.records]), 1)}
+
+    def _record_pass(self, batch: list, idle: int, blocks_used: int):
+        self.batch_rows.append(len(batch))
+        self.fed_tokens.append(sum(len(s.feed) for s in batch))
+        self.idle_slots.append(idle)
+        self.blocks_used.append(blocks_used)
+        self.steps += 1
+
+
+def _mean(xs: list) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def _checked_request(r: ServeRequest, c) -> ServeRequest:
+    """A copy of ``r`` with its prompt as a list of ints and both fields checked against the model's config."""
+    prompt = checks.token_ids(r.prompt, f"request {r.rid}'s prompt", c.vocab_size)
+    n = checks.integer(r.max_new_tokens, f"request {r.rid}'s max_new_tokens", 1)
+    if len(prompt) + n - 1 > c.max_seq_len:
+        raise ValueError(f"request {r.rid}: a prompt of {len(prompt)} token(s) with max_new_tokens={n} does not fit "
+                         f"the context window (max_seq_len={c.max_seq_len})")
+    return ServeRequest(r.rid, prompt, n)
+
+
+@dataclass(eq=False)
+class _Live:
+    req: ServeRequest
+    rec: RequestRecord
+    table: BlockTable
+    feed: list = field(default_factory=list)  # the tokens this request feeds in the next forward pass
+    swapped: int = 0  # preempted by swapping: its blocks waiting in CPU memory (the scheduler's; the pool has them)
+
+    @property
+    def made(self) -> int:
+        return len(self.rec.tokens)
+
+    def add_token(self, token: int, step: int, now: float, eos_id: int | None) -> bool:
+        """Record the token this pass made for it; True when that finishes it (eos, or max_new_tokens made)."""
+        self.rec.tokens.append(token)
+        if self.rec.first_token_step < 0:
+            self.rec.admitted_step = self.rec.first_token_step = step
+            self.rec.first_token_seconds = now
+        done = len(self.rec.tokens) >= self.req.max_new_tokens or (eos_id is not None and token == eos_id)
+        if done:
+            self.rec.finish_step, self.rec.finish_seconds = step, now
+        return done
+
+
+class _PoolMemory:
+    """The scheduler's memory in real serving: one ``PagedKVPool``. Admission checks that the blocks the next
+    pass takes fit (the joining request's prompt, or its swapped positions and one more, next to what the
+    batch feeds); the pass itself takes them. With ``prefix_cache`` a joining prompt's cached blocks are reused."""
+
+    def __init__(self, pool: PagedKVPool, prefix_cache: bool):
+        self.pool, self.prefix_cache = pool, prefix_cache
+
+    def take(self, s: _Live, batch: list, spare: int) -> bool:
+        ids = s.req.prompt + s.rec.tokens  # after a preemption: prompt + what it had made
+        if self.prefix_cache and not s.swapped:
+            self.pool.match_prefix(s.table, ids)
+        s.feed = [ids[-1]] if s.swapped else ids[s.table.n_tokens:]  # swapped: it continues with its last token
+        tables, grow = [x.table for x in batch] + [s.table], [len(x.feed) for x in batch]
+        grow.append(len(ids) - s.table.n_tokens)  # after the pass it holds len(ids) positions (a swapped table is
+        #                                           empty until swap_in)
+        if self.pool.allocator.blocks_needed(tables, grow) + spare <= self.pool.allocator.n_free:
+            return True
+        self.pool.free(s.table)  # give back the prefix blocks it had taken; it waits
+        return False
+
+    def free(self, s: _Live):
+        self.pool.free(s.table)
+
+    def swap_out(self, s: _Live) -> int:
+        return self.pool.swap_out(s.table)
+
+    def swap_in(self, s: _Live):
+        self.pool.swap_in(s.table)
+
+
+@torch.no_grad()
+def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_id: int | None = None,
+          block_size: int = 16, n_blocks: int | None = None, prefix_cache: bool = False,
+          preemption: str = "recompute") -> ServeResult:
+    """Serve ``requests`` (all arrived at time 0, first come first served) with greedy decoding on one
+    shared ``PagedKVPool`` of ``n_blocks`` (default: enough for ``max_batch`` full-length sequences).
+
+    Each iteration is one ``forward_paged`` pass over the batch: requests that join feed their whole prompt
+    (and get their first token), running ones feed their last token. Who joins: ``"continuous"``: whenever a
+    batch slot is free and the pool has the blocks; ``"static"``: a new batch only when the previous one has
+    completely finished. A request finishes at ``eos_id`` or after ``max_new_tokens`` and leaves at once
+    (under static batching its slot stays empty until the batch is done). If the pool runs out of blocks, the
+    most recently admitted request is preempted: its blocks are freed and it waits at the head of the queue.
+    ``preemption="recompute"`` (what vLLM does today) feeds it its prompt and the tokens it had made again when
+    it is admitted; ``"swap"`` copies its keys and values to CPU memory first and back into new blocks when it
+    is admitted, and it continues with its last token. Either way every request gets the tokens it would get
+    with a pool large enough never to preempt (greedy decoding)."""
+    checks.choice(policy, "policy", ("static", "continuous"))
+    checks.choice(preemption, "preemption", PREEMPTIONS)
+    max_batch, block_size = checks.integer(max_batch, "max_batch", 1), checks.integer(block_size, "block_size", 1)
+    prefix_cache = checks.flag(prefix_cache, "prefix_cache")
+    eos_id = None if eos_id is None else checks.token_id(eos_id, "eos_id", model.config.vocab_size)
+    requests = [_checked_request(r, model.config) for r in listed(requests, "requests", ServeRequest,
+                                                                     "ServeRequest objects (see demo_requests)")]
+    pool = _pool_for(model, requests, max_batch, block_size, n_blocks)
+    res = ServeResult(policy=policy, max_batch=max_batch, preemption=preemption,
+                      records=[RequestRecord(r.rid, len(r.prompt)) for r in requests])
+    sched = Scheduler(_PoolMemory(pool, prefix_cache), [_Live(r, rec, pool.new_table(str(r.rid)))
+                                                        for r, rec in zip(requests, res.records)], max_batch, res)
+    was_training, running, batch_size = model.training, [], 0  # static: the size of the batch in flight
+    model.eval()
+    t0 = time.perf_counter()
+    try:
+        while sched.waiting or running:
+            for s in running:
+                s.feed = [s.rec.tokens[-1]]  # a running request feeds the token it made last
+            joined, resumed = sched.admit(running) if policy == "continuous" or not running else ([], [])
+            batch_size = len(joined) if policy == "static" and joined else batch_size
+            batch = running + joined
+            next_ids = _forward(model, pool, sched, batch, res.steps)  # preempted requests leave the batch
+            now, running = time.perf_counter() - t0, []
+            for s, token in zip(batch, next_ids):
+                if s in joined and s not in resumed:  # it fed a prompt (its first, or a recomputation)
+                    sched.prefilled(s, len(s.feed))
+                    if prefix_cache:
+                        pool.register_prefix(s.table, s.req.prompt + s.rec.tokens)
+                if s.add_token(token, res.steps, now, eos_id):
+                    pool.free(s.table)
+                else:
+                    running.append(s)
+            idle = batch_size - len(batch) if policy == "static" else (max_batch - len(batch) if sched.waiting else 0)
+            res._record_pass(batch, idle, pool.allocator.n_used)
+    finally:
+        model.train(was_training)
+    synchronize(model.device)
+    res.seconds = time.perf_counter() - t0
+    res.prefix_hit_blocks = pool.allocator.n_prefix_hits
+    res.swap_bytes = (res.swapped_out_blocks + res.swapped_in_blocks) * pool.block_nbytes
+    return res
+
+
+def _pool_for(model, requests: list, max_batch: int, block_size: int, n_blocks) -> PagedKVPool:
+    """The pool every request shares: ``n_blocks`` blocks (None: room for ``max_batch`` full-length sequences),
+    checked to hold the largest request alone (so the scheduler can always make progress)."""
+    c = model.config
+    if n_blocks is None:  # room for max_batch full-length sequences
+        n_blocks = max_batch * -(-c.max_seq_len // block_size)
+        checks.fits_in_memory(n_blocks * block_size * costs.kv_bytes_per_token(c, model.dtype), model.device,
+                              f"the default pool for max_batch={max_batch} full-length sequences in "
+                              f"blocks of block_size={block_size}")
+    n_blocks = checks.integer(n_blocks, "n_blocks", 1)
+    pool = PagedKVPool.for_model(model, n_blocks, block_size)
+    biggest = max((-(-(len(r.prompt) + r.max_new_tokens - 1) // block_size) for r in requests), default=0)
+    if biggest > n_blocks:
+        raise ValueError(f"a request may need {biggest} blocks of {block_size} tokens (prompt + max_new_tokens) but "
+                         f"the pool has n_blocks={n_blocks}; give n_blocks >= {biggest} or lower max_new_tokens")
+    return pool
+
+
+def _forward(model, pool: PagedKVPool, sched: Scheduler, batch: list, step: int) -> list[int]:
+    """One ``forward_paged`` pass over ``batch`` and each row's greedy next token. While the pool runs out of
+    blocks the scheduler preempts the batch's most recently admitted request (taken off ``batch``) and the pass
+    runs again without it (a failed pass changes nothing)."""
+    while batch:
+        try:
+            logits = forward_paged(model, pool, [s.table for s in batch], [s.feed for s in batch])
+        except PoolExhaustedError:
+            victim = sched.preempt(batch)
+            victim.rec.preemptions += 1
+            continue
+        checks.finite_logits(logits, model, f"serve's forward pass {step}")
+        next_ids = choose(logits).tolist()  # greedy
+        synchronize(model.device)
+        return next_ids
+    raise RuntimeError(f"serve could not run any request at pass {step} ({len(sched.waiting)} waiting); "
+                       f"this is a bug in lib.serving")
