@@ -38,42 +38,17 @@ formats come from ``lib.device.DTYPES`` (``dtype_info``).
 from __future__ import annotations
 
 import math
-import numbers
-import operator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import torch
 
+from . import checks
 from .config import ModelConfig
 from .demo import DEMOS, demo_config
 from .device import dtype_bytes, dtype_info, dtype_name  # noqa: F401  (dtype_bytes: lib.costs.dtype_bytes)
 
-# ------------------------------------------------------------------------------------------- validation
-
-
-def check_count(value, name: str, minimum: int = 0) -> int:
-    """``value`` as an int >= minimum; bools and floats are refused (2.0 tokens is a bug, not a count)."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got the bool {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
-    if value < minimum:
-        what = "a positive integer (>= 1)" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {what}, got {value}")
-    return value
-
-
-def check_positive(value, name: str) -> float:
-    """``value`` as a float > 0 and finite (FLOP/byte, GFLOP/s, GB/s, ...)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive number, got {type(value).__name__} {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
-    return float(value)
-
+# ------------------------------------------------------------------------------------------------ bytes
 
 def _bytes(values: int, dtype) -> int:
     """Bytes of ``values`` numbers in ``dtype``, rounded up to a whole byte (two int4 values share one)."""
@@ -104,7 +79,7 @@ class MLAConfig:
     def __post_init__(self):
         for name in ("n_layers", "kv_lora_rank", "qk_rope_head_dim", "n_heads", "qk_nope_head_dim",
                      "v_head_dim", "d_model"):
-            check_count(getattr(self, name), f"MLAConfig.{name}", minimum=1)
+            checks.integer(getattr(self, name), f"MLAConfig.{name}", 1)
 
     @property
     def cached_values_per_layer(self) -> int:
@@ -290,11 +265,11 @@ def kv_cache_bytes(config, n_tokens: int, batch_size: int = 1, dtype=torch.float
     ``lib.KVCache`` does): past W tokens the bytes stop growing.
     """
     values = kv_values_per_token(config)
-    n_tokens = check_count(n_tokens, "n_tokens")
+    n_tokens = checks.integer(n_tokens, "n_tokens", 0)
     window = getattr(model_config(config, allow_mla=True), "sliding_window", None)
     if window is not None:
         n_tokens = min(n_tokens, window)
-    batch_size = check_count(batch_size, "batch_size")
+    batch_size = checks.integer(batch_size, "batch_size", 0)
     return _bytes(values * n_tokens * batch_size, dtype)
 
 
@@ -400,14 +375,13 @@ def step_cost(model, context: int, n_new: int = 1, batch: int = 1, dtype=torch.f
     entries, n_new·context keys per query; that equals Σkeys only when n_new = 1 (decode).
     """
     c = model_config(model)
-    context = check_count(context, "context (positions the newest token attends to, itself included)", minimum=1)
-    n_new = check_count(n_new, "n_new (tokens fed per sequence in this pass)", minimum=1)
-    batch = check_count(batch, "batch", minimum=1)
+    context = checks.integer(context, "context (positions the newest token attends to, itself included)", 1)
+    n_new = checks.integer(n_new, "n_new (tokens fed per sequence in this pass)", 1)
+    batch = checks.integer(batch, "batch", 1)
     if n_new > context:
         raise ValueError(f"n_new={n_new} is more than context={context}: the context counts the cached positions "
                          f"and the new ones, so it is at least n_new")
-    if not isinstance(last_only, bool):
-        raise TypeError(f"last_only must be True or False, got {last_only!r}")
+    checks.flag(last_only, "last_only")
     n_past = context - n_new
     L, d, hd, H, KV = c.n_layers, c.d_model, c.head_dim, c.n_heads, c.n_kv_heads
     keys = n_new * n_past + n_new * (n_new + 1) // 2
@@ -431,15 +405,15 @@ def pass_cost(model, n_new: int, n_past: int = 0, batch: int = 1, dtype=torch.fl
               last_only: bool = True) -> StepCost:
     """``step_cost`` for a pass given as (tokens fed, tokens already cached), as a Trace or
     ``generation_steps`` records it: context = n_past + n_new."""
-    n_new = check_count(n_new, "n_new (tokens fed per sequence in this pass)", minimum=1)
-    n_past = check_count(n_past, "n_past (tokens already cached per sequence)")
+    n_new = checks.integer(n_new, "n_new (tokens fed per sequence in this pass)", 1)
+    n_past = checks.integer(n_past, "n_past (tokens already cached per sequence)", 0)
     return step_cost(model, n_past + n_new, n_new, batch, dtype, last_only)
 
 
 def prefill_cost(model, prompt_len: int, batch: int = 1, dtype=torch.float16) -> StepCost:
     """The prefill: the whole ``prompt_len``-token prompt of every sequence in one pass, empty cache
     (context = prompt_len; logits for the last position only, as generation needs)."""
-    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
+    prompt_len = checks.integer(prompt_len, "prompt_len", 1)
     return step_cost(model, prompt_len, prompt_len, batch, dtype)
 
 
@@ -454,8 +428,8 @@ def forward_flops(config, n_new: int, n_past: int = 0, last_only: bool = False) 
     per operator of ``step_cost`` (keys ``FLOP_TERMS``), plus projections = qkv + out, attention = scores +
     values, total = everything. ``last_only=False`` (the default) counts lm_head for every fed position, as
     ``model(ids)`` returns them; ``True`` for the last position only, as generation needs."""
-    n_new = check_count(n_new, "n_new (tokens fed per sequence in this pass)", minimum=1)
-    n_past = check_count(n_past, "n_past (tokens already cached per sequence)")
+    n_new = checks.integer(n_new, "n_new (tokens fed per sequence in this pass)", 1)
+    n_past = checks.integer(n_past, "n_past (tokens already cached per sequence)", 0)
     ops = step_cost(config, n_past + n_new, n_new, 1, "fp32", last_only).by_operator
     f = {k: ops[k].flops for k in FLOP_TERMS}
     f["projections"] = f["qkv_proj"] + f["out_proj"]
@@ -485,14 +459,14 @@ def crossover_context(model, batch: int = 1, dtype=torch.float16) -> int:
     """Smallest context at which a decode step with ``batch`` sequences reads more KV bytes than weight bytes
     (batch × context × kv_per_token > streamed weights). May exceed the model's max_seq_len."""
     c = model_config(model)
-    batch = check_count(batch, "batch", minimum=1)
+    batch = checks.integer(batch, "batch", 1)
     return streamed_weight_bytes(c, dtype) // (batch * kv_bytes_per_token(c, dtype)) + 1
 
 
 def crossover_batch(model, context: int, dtype=torch.float16) -> int:
     """Smallest batch at which a decode step at ``context`` reads more KV bytes than weight bytes."""
     c = model_config(model)
-    context = check_count(context, "context (positions the newest token attends to, itself included)", minimum=1)
+    context = checks.integer(context, "context (positions the newest token attends to, itself included)", 1)
     return streamed_weight_bytes(c, dtype) // (context * kv_bytes_per_token(c, dtype)) + 1
 
 
@@ -513,7 +487,7 @@ def decode_batch_for_intensity(model, context: int, target: float, dtype=torch.f
     Exact: with F the FLOPs per sequence, W the weight bytes read and k the KV bytes per sequence,
     B·F / (W + B·k) >= target  <=>  B·(F − target·k) >= target·W, solved in rational arithmetic."""
     one = decode_cost(model, context, 1, dtype)
-    target = Fraction(check_positive(target, "target intensity (FLOP/byte)"))
+    target = Fraction(checks.number(target, "target intensity (FLOP/byte)", above=0))
     room = one.flops - target * (one.kv_read_bytes + one.kv_write_bytes)
     if room <= 0:
         return None
@@ -524,10 +498,9 @@ def decode_batch_for_intensity(model, context: int, target: float, dtype=torch.f
 
 def _schedule(prompt_len, n_new, use_cache) -> list[tuple[int, int]]:
     """(n_fed, n_past) for each of the n_new forward passes of lib.generate."""
-    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
-    n_new = check_count(n_new, "n_new (tokens to generate)", minimum=1)  # lib.generate also needs >= 1
-    if not isinstance(use_cache, bool):
-        raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
+    prompt_len = checks.integer(prompt_len, "prompt_len", 1)
+    n_new = checks.integer(n_new, "n_new (tokens to generate)", 1)  # lib.generate also needs >= 1
+    checks.flag(use_cache, "use_cache")
     if use_cache:  # step 0 = prefill of the whole prompt; then one token per step on top of the cache
         return [(prompt_len, 0) if s == 0 else (1, prompt_len + s - 1) for s in range(n_new)]
     return [(prompt_len + s, 0) for s in range(n_new)]  # no cache: re-feed everything generated so far

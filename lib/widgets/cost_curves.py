@@ -53,7 +53,7 @@ from .. import checks
 from . import style
 from ..checks import new_tokens_fit
 from ..config import ModelConfig
-from ..costs import (PRESETS, check_count, generation_steps, kv_cache_bytes, kv_computations,
+from ..costs import (PRESETS, generation_steps, kv_cache_bytes, kv_computations,
                      kv_memory_crossover_tokens, resolve_model, weight_bytes)
 from ..device import dtype_name
 from .i18n import t
@@ -120,7 +120,7 @@ def analytic_curves(model="chat", n: int = 64, prompt_len: int = 1) -> dict:
     """Per-step and cumulative K/V computations and FLOPs of generating n tokens, with and without a cache,
     straight from ``lib.costs.generation_steps`` (see the module docstring for the keys)."""
     name, config = resolve(model)
-    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
+    prompt_len = checks.integer(prompt_len, "prompt_len", 1)
     n = _check_n(n, prompt_len, config, name)
     out = {"name": name, "config": config, "prompt_len": prompt_len, "n": n, "positions": None,
            "kv": {}, "kv_cumulative": {}, "flops": {}, "flops_cumulative": {},
@@ -152,7 +152,7 @@ def memory_curves(model="chat", n: int | None = None, dtype=torch.float16, batch
     """KV-cache bytes after 1..n tokens (``lib.costs.kv_cache_bytes``) next to the weights in memory
     (``lib.costs.weight_bytes``). n=None: the model's whole context window (at most N_MAX)."""
     name, config = resolve(model)
-    batch_size = check_count(batch_size, "batch_size", minimum=1)
+    batch_size = checks.integer(batch_size, "batch_size", 1)
     n = min(config.max_seq_len, N_MAX) if n is None else _check_n(n, 1, config, name)
     positions = list(range(1, n + 1))
     return {"name": name, "dtype": dtype_name(dtype), "batch_size": batch_size,
@@ -237,8 +237,8 @@ def plot_kv_counts(n: int = 16, prompt_len: int = 1):
     n vs n(n+1)/2 for a 1-token prompt (``lib.costs.kv_computations``). Returns the Figure."""
     import matplotlib.pyplot as plt
 
-    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
-    n = check_count(n, "n (tokens to generate)", minimum=1)
+    prompt_len = checks.integer(prompt_len, "prompt_len", 1)
+    n = checks.integer(n, "n (tokens to generate)", 1)
     pos = list(range(prompt_len, prompt_len + n))
     fig, (a, b) = plt.subplots(1, 2, figsize=(style.FIGURE_WIDTH, 3.6), layout="constrained")
     for cache in CACHES:
@@ -533,7 +533,7 @@ class CostCurvesExplorer:
         return min(resolve(name)[1].max_seq_len, N_MAX)
 
     def _check_n_value(self, n, name) -> int:
-        n = check_count(n, "n (tokens to generate)", minimum=1)
+        n = checks.integer(n, "n (tokens to generate)", 1)
         if not 2 <= n <= self._n_max(name):
             raise ValueError(f"n={n} is outside the slider for {name}: allowed 2..{self._n_max(name)} "
                              f"(the model's context window, at most {N_MAX})")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from .. import checks
 from . import style
 from ..config import ModelConfig
-from ..costs import (MLA_PRESETS, PRESETS, check_count, kv_bytes_per_token, kv_cache_bytes,
+from ..costs import (MLA_PRESETS, PRESETS, kv_bytes_per_token, kv_cache_bytes,
                      kv_memory_crossover_tokens, kv_values_per_token, param_count, resolve_model, weight_bytes)
 from ..device import DTYPES, dtype_name
 from .i18n import t
@@ -76,7 +76,7 @@ class MemoryBudget:
     def max_requests(self, gpu_gib: float, context: int | None = None) -> int:
         """How many requests of ``context`` tokens (default: this budget's) fit next to the weights on a GPU
         of ``gpu_gib`` GiB. An upper bound: activations, the CUDA context and fragmentation are ignored."""
-        context = self.context if context is None else check_count(context, "context", minimum=1)
+        context = self.context if context is None else checks.integer(context, "context", 1)
         free = gpu_gib * GIB - self.weight_bytes
         if free < 0:
             return 0
@@ -97,8 +97,8 @@ def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: 
     name, config = resolve_model(model)
     dtype = dtype_name(dtype)
     kv_dtype = dtype if kv_dtype is None else dtype_name(kv_dtype)
-    context = check_count(context, "context (tokens per request)", minimum=1)
-    batch = check_count(batch, "batch (concurrent requests)", minimum=1)
+    context = checks.integer(context, "context (tokens per request)", 1)
+    batch = checks.integer(batch, "batch (concurrent requests)", 1)
     if context > config.max_seq_len:
         raise ValueError(f"context={context} is longer than {name}'s context window "
                          f"(max_seq_len={config.max_seq_len}); choose 1..{config.max_seq_len}")
