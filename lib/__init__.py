@@ -4,7 +4,7 @@
     CharTokenizer  MiniTransformer      one loop:      every step:   lib.widgets (three tiers each)
                    KVCache, ConcatKVCache,   prefill, decode,   K/V computed vs read,
                    paged.PagedKVCache        sampling.choose    attention, top-k, bytes
-    costs: analytic FLOPs and bytes of every step, real models' shapes (PRESETS) ──> plots
+    costs: analytic FLOPs and bytes of every step ──> plots; presets: every model by name (PRESETS)
 
 Read the core in this order: config, model, cache, sampling, generate, trace (and tokenizer).
 Around it: paged and serving (vLLM's block pool, continuous batching), speculative, fastdecode (speed),
@@ -14,7 +14,7 @@ from . import costs, notebook
 from .cache import KVCache
 from .concat import ConcatKVCache
 from .config import ModelConfig
-from .costs import PRESETS, kv_cache_bytes
+from .costs import kv_cache_bytes
 from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
 from .fastdecode import FastDecoder
@@ -24,6 +24,7 @@ from .generate import GenerationResult, generate
 from .hf import from_hf
 from .model import ForwardRecord, MiniTransformer
 from .paged import PagedKVCache, PagedKVPool
+from .presets import PRESETS
 from .quant import QuantizedKVCache
 from .sampling import filter_logits
 from .sinks import sink_share, streaming_drift

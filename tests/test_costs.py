@@ -592,6 +592,30 @@ def test_resolver_names_and_configs():
     assert resolve_model(MLA_PRESETS["deepseek-v2"], allow_mla=True)[0] == "deepseek-v2"
 
 
+def test_one_registry_of_names_that_needs_no_demo_weights(monkeypatch, tmp_path):
+    import ast
+    import inspect
+
+    import lib.demo
+    import lib.presets
+    assert (lib.PRESETS, lib.costs.MLA_PRESETS, lib.costs.MLAConfig, lib.DEMOS, lib.costs.resolve_model) == \
+        (lib.presets.PRESETS, lib.presets.MLA_PRESETS, lib.presets.MLAConfig, lib.presets.DEMOS,
+         lib.presets.resolve_model)
+    for module in (lib.costs, lib.presets):  # neither imports lib.demo (checkpoints) when it is imported
+        top = ast.parse(inspect.getsource(module)).body
+        assert not [n for n in top if isinstance(n, ast.ImportFrom) and (n.module or "").endswith("demo")]
+    monkeypatch.setattr(lib.demo, "ASSETS", tmp_path)  # no demo weights on disk
+    lib.demo.demo_config.cache_clear()
+    try:
+        assert resolve_model("llama-2-7b") == ("llama-2-7b", PRESETS["llama-2-7b"])
+        assert resolve_model(PRESETS["gpt2"])[0] == "gpt2" and resolve_model(TINY) == ("custom", TINY)
+        assert kv_cache_bytes("gpt2", 10) == 10 * 36_864 and model_config(TINY) is TINY
+        with pytest.raises(FileNotFoundError, match=r"rebuild them with `python -m lib.train chat`"):
+            resolve_model("chat")
+    finally:
+        lib.demo.demo_config.cache_clear()
+
+
 @pytest.mark.parametrize("call, exc, msg", [
     (lambda: resolve_model("gpt-5"), ValueError,
      "unknown model 'gpt-5'; allowed: a lib.ModelConfig or one of: chat, draft, tiny, chat-gqa, gpt2, gpt2-medium, llama-2-7b, "

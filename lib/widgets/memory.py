@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from .. import checks
 from . import style
 from ..config import ModelConfig
-from ..costs import (MLA_PRESETS, PRESETS, kv_bytes_per_token, kv_cache_bytes,
-                     kv_memory_crossover_tokens, kv_values_per_token, param_count, resolve_model, weight_bytes)
+from ..costs import (kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tokens, kv_values_per_token,
+                     param_count, weight_bytes)
 from ..device import DTYPES, dtype_name
+from ..presets import MLA_PRESETS, PRESETS, resolve_model
 from .i18n import t
 from ..text import fmt_bytes, text_table
 from . import frame_slider
