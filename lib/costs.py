@@ -47,6 +47,7 @@ from . import checks
 from .config import ModelConfig
 from .device import dtype_bytes, dtype_info, dtype_name  # noqa: F401  (dtype_bytes: lib.costs.dtype_bytes)
 # Models by name: the one registry, lib/presets.py (lib.costs.PRESETS, MLA_PRESETS, resolve_model, ... stay here too).
+from .text import fmt_bytes, fmt_count
 from .presets import MLA_PRESETS, MODEL_NAMES, PRESETS, MLAConfig, model_config, resolve_model  # noqa: F401
 
 
@@ -418,14 +419,6 @@ def generation_flops(config, prompt_len: int, n_new: int, use_cache: bool) -> di
 
 # ----------------------------------------------------------------------------------------------- describe
 
-def _human(n: float, units, base: int, sep: str = "") -> str:
-    for unit in units[:-1]:
-        if abs(n) < base:
-            return f"{n:.3g}{sep}{unit}"
-        n /= base
-    return f"{n:.3g}{sep}{units[-1]}"
-
-
 def describe(config, name: str | None = None, dtype=torch.float16) -> str:
     """One line: name (looked up in the presets and demo models if not given), shapes, attention kind, params,
     KV per token."""
@@ -433,14 +426,13 @@ def describe(config, name: str | None = None, dtype=torch.float16) -> str:
     if name is not None and not isinstance(name, str):
         raise TypeError(f"describe(name=...) must be a string or None, got {type(name).__name__}")
     name = found if name is None else name
-    kv = (f"{_human(kv_bytes_per_token(config, dtype), ('B', 'KiB', 'MiB', 'GiB'), 1024, ' ')}"
-          f"/token in {dtype_name(dtype)}")
+    kv = f"{fmt_bytes(kv_bytes_per_token(config, dtype), 3)}/token in {dtype_name(dtype)}"
     if isinstance(config, MLAConfig):
         return (f"{name}: {config.n_layers} layers, d_model {config.d_model}, {config.n_heads} heads with "
                 f"MLA (caches {config.kv_lora_rank} latent + {config.qk_rope_head_dim} rope values per layer); "
                 f"KV cache {kv}")
     c = config
-    params = _human(param_count(c), ("", "K", "M", "B", "T"), 1000)
+    params = fmt_count(param_count(c))
     return (f"{name}: {c.n_layers} layers, d_model {c.d_model}, {c.n_heads} query heads / {c.n_kv_heads} KV "
             f"heads ({c.attention_kind}), head_dim {c.head_dim}, d_ff {c.d_ff} {c.activation}, "
             f"{c.positions} positions; {params} params, KV cache {kv}")

@@ -28,6 +28,7 @@ from time import perf_counter, thread_time
 
 from . import checks
 from .device import fixed_threads, synchronize
+from .text import fmt_sig
 
 CLOCKS = {"wall": perf_counter, "cpu": thread_time}  # cpu: CPU seconds of this thread (CPU work, one thread)
 # Two equally fast things look apart by chance: with 2 runs each 1 time in 3, with 3 each 1 in 10, 5 each 1 in 126
@@ -120,10 +121,8 @@ def _unit(seconds: float) -> tuple[float, str]:
 
 
 def _sig3(x: float) -> str:
-    """Three significant digits, trailing zeros kept: 1.00, 27.3, 0.452, 123 (1234 for larger)."""
-    if x == 0:
-        return "0"
-    return f"{x:.{max(0, 2 - math.floor(math.log10(abs(x))))}f}"
+    """A time shown with three significant digits, trailing zeros kept: 1.00, 27.3, 0.452 (``lib.text.fmt_sig``)."""
+    return fmt_sig(x, 3, zeros=True)
 
 
 def as_timing(x) -> Timing:

@@ -56,6 +56,7 @@ from ..config import ModelConfig
 from ..costs import (PRESETS, generation_steps, kv_cache_bytes, kv_computations,
                      kv_memory_crossover_tokens, resolve_model, weight_bytes)
 from ..device import dtype_name
+from ..text import fmt_bytes
 from .i18n import t
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes
@@ -208,13 +209,6 @@ def _clock(m) -> str:
     return t("CPU time") if m.get("clock") == "cpu" else t("wall time")
 
 
-def _bytes_label(b: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(b) < 1024 or unit == "TiB":
-            return f"{b:.3g} {unit}"
-        b /= 1024
-
-
 # -------------------------------------------------------------------------------- tier 1: matplotlib
 
 def _finish(ax, loglog: bool, xlabel: str, ylabel: str, title: str):
@@ -319,16 +313,16 @@ def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_s
     fig, ax = figure_and_axes(ax, FIGSIZE)
     ax.plot(mem["positions"], mem["kv_bytes"], color=COLORS["kv"],
             label=t("KV cache, batch {batch}: {size} at {n} tokens", batch=mem['batch_size'],
-                    size=_bytes_label(mem['kv_bytes'][-1]), n=mem['positions'][-1]))
+                    size=fmt_bytes(mem['kv_bytes'][-1], 3), n=mem['positions'][-1]))
     ax.axhline(mem["weight_bytes"], color=COLORS["weights"], ls=style.concept("weights").linestyle,
-               label=t("weights in memory: {size}", size=_bytes_label(mem['weight_bytes'])))
+               label=t("weights in memory: {size}", size=fmt_bytes(mem['weight_bytes'], 3)))
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
     top = max(mem["weight_bytes"], mem["kv_bytes"][-1]) * 1.05
     unit = 1024 ** min(4, max(0, (len(str(int(top))) - 1) // 3))  # ticks at round numbers of KiB, MiB, ...
     unit = unit if top / unit >= 1 else unit // 1024
     ax.yaxis.set_major_locator(FixedLocator(MaxNLocator(nbins=6).tick_values(0, top / unit) * unit))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda b, _: _bytes_label(b)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda b, _: fmt_bytes(b, 3)))
     ax.set_ylim(0, top)
     _finish(ax, False, t("tokens per sequence"), t("bytes ({dtype})", dtype=mem['dtype']),
             t("{name}: KV cache memory = weight memory\nat {n} tokens per sequence", name=mem['name'],
@@ -644,8 +638,8 @@ class CostCurvesExplorer:
         return t("{model}, n = {n}: K/V computed {kv_c} with cache vs {kv_n} without ({kv_x}x); FLOPs {f_c} vs "
                  "{f_n} ({f_x}x); KV cache {kv_bytes} vs weights in memory {w_bytes}", model=self.model.value, n=n,
                  kv_c=f"{kv_c:,}", kv_n=f"{kv_n:,}", kv_x=f"{kv_n / kv_c:.1f}", f_c=f"{f_c:.3g}", f_n=f"{f_n:.3g}",
-                 f_x=f"{f_n / f_c:.1f}", kv_bytes=_bytes_label(mem['kv_bytes'][n - 1]),
-                 w_bytes=_bytes_label(mem['weight_bytes']))
+                 f_x=f"{f_n / f_c:.1f}", kv_bytes=fmt_bytes(mem['kv_bytes'][n - 1], 3),
+                 w_bytes=fmt_bytes(mem['weight_bytes'], 3))
 
     @property
     def state(self) -> dict:

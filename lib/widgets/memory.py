@@ -33,7 +33,7 @@ from ..costs import (kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tok
 from ..device import DTYPES, dtype_name
 from ..presets import MLA_PRESETS, PRESETS, resolve_model
 from .i18n import t
-from ..text import fmt_bytes, text_table
+from ..text import fmt_bytes, sig, text_table
 from . import frame_slider
 
 GPU_GIB = (24, 40, 80, 141)  # e.g. RTX 4090 / L4, A100-40GB, A100/H100-80GB, H200
@@ -246,10 +246,6 @@ def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=N
 
 # --------------------------------------------------------------------------- tier 2: plotly step-through
 
-def _sig(x: float, digits: int = 5) -> float:
-    return float(f"{x:.{digits}g}")
-
-
 def memory_frames(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32, 64, 128)) -> list[dict]:
     """Per batch size: the KV and total GiB at each context length (5 significant digits) and the
     context per request where KV cache memory equals weight memory."""
@@ -258,10 +254,10 @@ def memory_frames(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
     frames = []
     for b in batches:
         budgets = [memory_budget(model, dtype, x, b) for x in xs]
-        frames.append({"batch": b, "contexts": xs, "kv_gib": [_sig(m.kv_bytes / GIB) for m in budgets],
-                       "total_gib": [_sig(m.total_bytes / GIB) for m in budgets],
-                       "weights_gib": _sig(budgets[0].weight_bytes / GIB),
-                       "memory_crossover_context": _sig(budgets[0].memory_crossover_context)})
+        frames.append({"batch": b, "contexts": xs, "kv_gib": [sig(m.kv_bytes / GIB, 5) for m in budgets],
+                       "total_gib": [sig(m.total_bytes / GIB, 5) for m in budgets],
+                       "weights_gib": sig(budgets[0].weight_bytes / GIB, 5),
+                       "memory_crossover_context": sig(budgets[0].memory_crossover_context, 5)})
     return frames
 
 
