@@ -109,6 +109,17 @@ def index(value, name: str, n: int, context: str) -> int:
     return v
 
 
+def trace(value, name: str = "trace", *, steps: bool = True):
+    """``value`` if it is a ``lib.Trace`` (``generate(..., trace=True).trace``), else a TypeError; ``steps``: a
+    ValueError too when it recorded no step (nothing to show)."""
+    from .trace import Trace  # (lib.trace checks its own arguments with this module)
+    if not isinstance(value, Trace):
+        raise TypeError(f"{name} must be a lib.Trace (generate(..., trace=True).trace), got {type(value).__name__}")
+    if steps and len(value) == 0:
+        raise ValueError(f"{name} has no steps: generate at least one token with trace=True")
+    return value
+
+
 def trace_at(trace, layer=0, head=0, batch=0) -> tuple[int, int, int]:
     """(layer, head, batch) checked against a ``lib.Trace`` (IndexError naming the one out of range)."""
     return (index(layer, "layer", trace.n_layers, f"the model has {trace.n_layers} layers"),

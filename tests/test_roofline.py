@@ -283,7 +283,7 @@ def test_trace_points_follow_a_real_run():
     no_cache = lib.generate(model, tok.encode("<s>"), 3, use_cache=False, trace=True)
     with pytest.raises(ValueError, match="trace_points needs a run with the KV cache"):
         wr.trace_points(no_cache.trace, "tiny")
-    with pytest.raises(TypeError, match="trace_points needs a lib.Trace"):
+    with pytest.raises(TypeError, match="trace must be a lib.Trace"):
         wr.trace_points(out, "tiny")
 
 

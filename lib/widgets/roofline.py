@@ -17,7 +17,7 @@ import html
 import math
 import time
 
-from .. import costs
+from .. import checks, costs
 from . import style
 from ..device import DTYPES as _DTYPE_TABLE
 from .i18n import t
@@ -96,10 +96,7 @@ def trace_points(trace, model, dtype="fp32", name: str | None = None) -> list[di
     """One point per step of a ``lib.generate(..., trace=True)`` run: each step costed from the tokens it fed
     and the positions its attention layers found already cached (both as the model counted them), so its
     context is the cache length after the step. "label" is "step N"."""
-    from ..trace import Trace
-
-    if not isinstance(trace, Trace):
-        raise TypeError(f"trace_points needs a lib.Trace (generate(..., trace=True).trace), got {type(trace).__name__}")
+    checks.trace(trace, steps=False)
     if not trace.use_cache:
         raise ValueError("trace_points needs a run with the KV cache (generate(..., use_cache=True)): "
                          "without one no step reads or writes a cache, and every step is a full recompute")
