@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-LANGUAGES = ("en", "zh")
+LANGUAGES = ("en", "zh")  # English first; tools.edition builds one notebook edition per language
 _current = "en"
 
 CONTEXT = "\x04"  # separates a key's context from its English text
