@@ -22,7 +22,7 @@ from . import costs, flash, notebook
 from .cache import KVCache
 from .concat import ConcatKVCache
 from .config import ModelConfig
-from .costs import PRESETS, kv_cache_bytes
+from .costs import kv_cache_bytes
 from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
 from .fastdecode import FastDecoder
@@ -31,6 +31,7 @@ from .generate import GenerationResult, generate
 from .hf import from_hf
 from .model import ForwardRecord, MiniTransformer
 from .paged import PagedKVCache, PagedKVPool
+from .presets import PRESETS
 from .quant import QuantizedKVCache
 from .sampling import filter_logits
 from .sinks import sink_share, streaming_drift

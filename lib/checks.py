@@ -109,6 +109,17 @@ def index(value, name: str, n: int, context: str) -> int:
     return v
 
 
+def trace(value, name: str = "trace", *, steps: bool = True):
+    """``value`` if it is a ``lib.Trace`` (``generate(..., trace=True).trace``), else a TypeError; ``steps``: a
+    ValueError too when it recorded no step (nothing to show)."""
+    from .trace import Trace  # (lib.trace checks its own arguments with this module)
+    if not isinstance(value, Trace):
+        raise TypeError(f"{name} must be a lib.Trace (generate(..., trace=True).trace), got {type(value).__name__}")
+    if steps and len(value) == 0:
+        raise ValueError(f"{name} has no steps: generate at least one token with trace=True")
+    return value
+
+
 def trace_at(trace, layer=0, head=0, batch=0) -> tuple[int, int, int]:
     """(layer, head, batch) checked against a ``lib.Trace`` (IndexError naming the one out of range)."""
     return (index(layer, "layer", trace.n_layers, f"the model has {trace.n_layers} layers"),
@@ -310,14 +321,20 @@ def forward_extras(cache, record) -> None:
         raise TypeError(f"record must be a lib.ForwardRecord or None, got {_describe(record)}")
 
 
+def _kv_values_per_token(config) -> int:
+    """Numbers a KV cache holds per position of one sequence: ``lib.costs.kv_values_per_token``, the KV-cache
+    formula's one home (imported here, when needed, because lib.costs checks its arguments with this module)."""
+    from .costs import kv_values_per_token
+    return kv_values_per_token(config)
+
+
 def cache_memory(cache, n_positions: int, copies: int = 1) -> None:
     """Refuse a KV cache (``copies`` of every row of ``cache``) whose K and V for ``n_positions`` positions of
     each row cannot fit in memory."""
     c, rows = cache.config, cache.batch_size * copies
     what = (f"a {type(cache).__name__} of batch_size={rows} x {n_positions} position(s)" if copies == 1 else
             f"fork's {copies} copies of each of the {cache.batch_size} row(s) of a {type(cache).__name__}")
-    fits_in_memory(2 * c.n_layers * rows * c.n_kv_heads * n_positions * c.head_dim * cache.dtype.itemsize,
-                   cache.device, what)
+    fits_in_memory(_kv_values_per_token(c) * rows * n_positions * cache.dtype.itemsize, cache.device, what)
 
 
 def cache_window(window, sinks, model_window) -> tuple:
@@ -345,7 +362,7 @@ def loop_args(model, input_ids, max_new_tokens, use_cache, cache, trace, trace_l
     """The rest of generate()'s arguments, checked -> (num_samples, the padding id)."""
     n, c = integer(num_samples, "num_samples", 1), model.config
     rows, positions = input_ids.shape[0] * n, input_ids.shape[1] + integer(max_new_tokens, "max_new_tokens", 1)
-    fits_in_memory(rows * (positions * 2 * c.n_layers * c.n_kv_heads * c.head_dim + 2 * c.vocab_size) * 4,
+    fits_in_memory(rows * (positions * _kv_values_per_token(c) + 2 * c.vocab_size) * 4,
                    model.device, f"num_samples={n} continuations of {input_ids.shape[0]} prompt(s)")
     flag(use_cache, "use_cache")
     kv_cache(cache)

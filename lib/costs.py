@@ -31,182 +31,29 @@ schedule of ``lib.generate`` (one forward pass per new token). Every cost in the
 * Not counted as bytes: activations (gathered embedding rows, hidden states, attention scores, logits). A
   fused kernel keeps most of them on chip, so an intensity here is what an ideal implementation reaches.
 
-Models are given as a ``lib.ModelConfig`` or by name (``resolve_model``): a demo model ("chat", "draft",
-"tiny") or a ``PRESETS`` key; ``MLAConfig`` / ``MLA_PRESETS`` where only the KV cache is asked for. Number
-formats come from ``lib.device.DTYPES`` (``dtype_info``).
-"""
+Models are given as a ``lib.ModelConfig`` or by name: a demo model ("chat", "draft", "tiny") or a ``PRESETS``
+key; ``MLAConfig`` / ``MLA_PRESETS`` where only the KV cache is asked for. The names, the real models' shapes
+and the resolver (``resolve_model``) are ``lib.presets``'; number formats come from ``lib.device.DTYPES``
+(``dtype_info``)."""
 from __future__ import annotations
 
 import math
-import numbers
-import operator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import torch
 
+from . import checks
 from .config import ModelConfig
-from .demo import DEMOS, demo_config
 from .device import dtype_bytes, dtype_info, dtype_name  # noqa: F401  (dtype_bytes: lib.costs.dtype_bytes)
-
-# ------------------------------------------------------------------------------------------- validation
-
-
-def check_count(value, name: str, minimum: int = 0) -> int:
-    """``value`` as an int >= minimum; bools and floats are refused (2.0 tokens is a bug, not a count)."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got the bool {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
-    if value < minimum:
-        what = "a positive integer (>= 1)" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {what}, got {value}")
-    return value
-
-
-def check_positive(value, name: str) -> float:
-    """``value`` as a float > 0 and finite (FLOP/byte, GFLOP/s, GB/s, ...)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive number, got {type(value).__name__} {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
-    return float(value)
+# Models by name: the one registry, lib/presets.py (lib.costs.PRESETS, MLA_PRESETS, resolve_model, ... stay here too).
+from .text import fmt_bytes, fmt_count
+from .presets import MLA_PRESETS, MODEL_NAMES, PRESETS, MLAConfig, model_config, resolve_model  # noqa: F401
 
 
 def _bytes(values: int, dtype) -> int:
     """Bytes of ``values`` numbers in ``dtype``, rounded up to a whole byte (two int4 values share one)."""
     return math.ceil(values * dtype_info(dtype).bits / 8)
-
-
-# ------------------------------------------------------------------------------------------ MLA (DeepSeek)
-
-@dataclass(frozen=True)
-class MLAConfig:
-    """The cache-relevant shape of multi-head latent attention (DeepSeek-V2/V3).
-
-    Instead of per-head K and V, each layer caches one compressed latent vector of ``kv_lora_rank``
-    values plus one shared rotary key of ``qk_rope_head_dim`` values per token. Per-head K and V are never
-    rebuilt at inference: the up-projections from the latent to keys and to values are absorbed into the
-    query and output projections, so attention scores and mixes are computed against the latent itself.
-    Only the cache is modelled here, not the parameters.
-    """
-
-    n_layers: int
-    kv_lora_rank: int
-    qk_rope_head_dim: int
-    n_heads: int = 128
-    qk_nope_head_dim: int = 128
-    v_head_dim: int = 128
-    d_model: int = 7168
-
-    def __post_init__(self):
-        for name in ("n_layers", "kv_lora_rank", "qk_rope_head_dim", "n_heads", "qk_nope_head_dim",
-                     "v_head_dim", "d_model"):
-            check_count(getattr(self, name), f"MLAConfig.{name}", minimum=1)
-
-    @property
-    def cached_values_per_layer(self) -> int:
-        """Values cached per token per layer: kv_lora_rank + qk_rope_head_dim (576 for DeepSeek-V3)."""
-        return self.kv_lora_rank + self.qk_rope_head_dim
-
-    @property
-    def mha_values_per_layer(self) -> int:
-        """The baseline of DeepSeek-V2's own comparison: MHA with the same heads and its per-head dimension
-        d_h (``qk_nope_head_dim``, 128) caches 2 × n_heads × d_h values per token and layer (32,768), about 57x
-        what MLA caches. (Counting MLA's decoupled 64 rotary dimensions into every key, 192 + 128 per head, would
-        give 71x: that is MLA's own key layout uncompressed, not MHA of the same model.)"""
-        return 2 * self.n_heads * self.qk_nope_head_dim
-
-
-# ----------------------------------------------------------------------------------------------- presets
-
-def _llama(vocab, L, d, H, KV, ff, max_len, theta=10000.0, eps=1e-5, qkv_bias=False):
-    return ModelConfig(vocab_size=vocab, n_layers=L, d_model=d, n_heads=H, n_kv_heads=KV, d_ff=ff,
-                       max_seq_len=max_len, norm="rmsnorm", activation="swiglu", positions="rope",
-                       rope_theta=theta, norm_eps=eps, bias=False, qkv_bias=qkv_bias, tie_embeddings=False)
-
-
-def _gpt2(L, d, H):
-    return ModelConfig(vocab_size=50257, n_layers=L, d_model=d, n_heads=H, d_ff=4 * d, max_seq_len=1024,
-                       norm="layernorm", activation="gelu_tanh", positions="learned", norm_eps=1e-5,
-                       bias=True, tie_embeddings=True)
-
-
-# Shapes from each model's published config.json (Hugging Face hub).
-PRESETS: dict[str, ModelConfig] = {
-    "gpt2": _gpt2(12, 768, 12),
-    "gpt2-medium": _gpt2(24, 1024, 16),
-    "llama-2-7b": _llama(32000, 32, 4096, 32, 32, 11008, 4096),
-    "llama-2-13b": _llama(32000, 40, 5120, 40, 40, 13824, 4096),
-    "llama-2-70b": _llama(32000, 80, 8192, 64, 8, 28672, 4096),
-    "llama-3-8b": _llama(128256, 32, 4096, 32, 8, 14336, 8192, theta=500000.0),
-    "llama-3-70b": _llama(128256, 80, 8192, 64, 8, 28672, 8192, theta=500000.0),
-    "mistral-7b": _llama(32000, 32, 4096, 32, 8, 14336, 32768),  # v0.1 (sliding window 4096 not modelled)
-    "qwen2.5-7b": _llama(152064, 28, 3584, 28, 4, 18944, 32768, theta=1e6, eps=1e-6, qkv_bias=True),
-}
-
-MLA_PRESETS: dict[str, MLAConfig] = {
-    "deepseek-v2": MLAConfig(n_layers=60, kv_lora_rank=512, qk_rope_head_dim=64, d_model=5120),
-    "deepseek-v3": MLAConfig(n_layers=61, kv_lora_rank=512, qk_rope_head_dim=64, d_model=7168),
-}
-
-# ------------------------------------------------------------------------------------------- model names
-
-MODEL_NAMES = (*DEMOS, *PRESETS)  # the names every function here accepts instead of a ModelConfig
-_MLA_USES = "kv_bytes_per_token, kv_cache_bytes and describe"
-
-
-def _name_of(config, extra: dict) -> str:
-    """The name a config is known by (an extra name, a preset, a demo model), else "custom"."""
-    if isinstance(config, MLAConfig):
-        return next((k for k, v in MLA_PRESETS.items() if v == config), "custom")
-    for k, v in {**extra, **PRESETS}.items():
-        if v == config:
-            return k
-    for k in DEMOS:
-        try:
-            if demo_config(k) == config:
-                return k
-        except FileNotFoundError:  # a demo's weights not built yet: it cannot be this config's name
-            pass
-    return "custom"
-
-
-def resolve_model(model, *, allow_mla: bool = False, extra: dict | None = None) -> tuple[str, ModelConfig]:
-    """(name, config) of a model given as a ``lib.ModelConfig`` (named after the preset or demo model it equals,
-    else "custom") or by name: a demo model ("chat", "draft", "tiny": its config read from the checkpoint's
-    metadata, no weights loaded) or a ``PRESETS`` key. ``allow_mla``: also an ``MLAConfig`` or an
-    ``MLA_PRESETS`` key (for the KV cache only). ``extra``: more {name: ModelConfig} a caller offers
-    (the cost-curve widget's "larger")."""
-    extra = {} if extra is None else extra
-    names = (*extra, *MODEL_NAMES, *(MLA_PRESETS if allow_mla else ()))
-    if isinstance(model, ModelConfig) or (allow_mla and isinstance(model, MLAConfig)):
-        return _name_of(model, extra), model
-    if isinstance(model, MLAConfig):
-        raise TypeError(f"an MLAConfig describes only the KV cache of multi-head latent attention (lib.costs does "
-                        f"not model its weights or FLOPs), so it works with {_MLA_USES}; this needs a "
-                        f"lib.ModelConfig or one of: {', '.join(names)}")
-    if isinstance(model, str):
-        if model in extra:
-            return model, extra[model]
-        if model in PRESETS:
-            return model, PRESETS[model]
-        if model in DEMOS:
-            return model, demo_config(model)
-        if model in MLA_PRESETS:
-            if allow_mla:
-                return model, MLA_PRESETS[model]
-            raise ValueError(f"{model!r} is an MLA preset: lib.costs models only its KV cache, not its weights or "
-                             f"FLOPs, so it works with {_MLA_USES}; here choose one of: {', '.join(names)}")
-        raise ValueError(f"unknown model {model!r}; allowed: a lib.ModelConfig or one of: {', '.join(names)}")
-    raise TypeError(f"model must be a lib.ModelConfig or a name ({', '.join(names)}), got {type(model).__name__}")
-
-
-def model_config(model, *, allow_mla: bool = False, extra: dict | None = None) -> ModelConfig:
-    """The config of a model given as a config or a name (``resolve_model`` without the name)."""
-    return resolve_model(model, allow_mla=allow_mla, extra=extra)[1]
 
 
 # ----------------------------------------------------------------------------------- parameters, bytes
@@ -290,11 +137,11 @@ def kv_cache_bytes(config, n_tokens: int, batch_size: int = 1, dtype=torch.float
     ``lib.KVCache`` does): past W tokens the bytes stop growing.
     """
     values = kv_values_per_token(config)
-    n_tokens = check_count(n_tokens, "n_tokens")
+    n_tokens = checks.integer(n_tokens, "n_tokens", 0)
     window = getattr(model_config(config, allow_mla=True), "sliding_window", None)
     if window is not None:
         n_tokens = min(n_tokens, window)
-    batch_size = check_count(batch_size, "batch_size")
+    batch_size = checks.integer(batch_size, "batch_size", 0)
     return _bytes(values * n_tokens * batch_size, dtype)
 
 
@@ -400,14 +247,13 @@ def step_cost(model, context: int, n_new: int = 1, batch: int = 1, dtype=torch.f
     entries, n_new·context keys per query; that equals Σkeys only when n_new = 1 (decode).
     """
     c = model_config(model)
-    context = check_count(context, "context (positions the newest token attends to, itself included)", minimum=1)
-    n_new = check_count(n_new, "n_new (tokens fed per sequence in this pass)", minimum=1)
-    batch = check_count(batch, "batch", minimum=1)
+    context = checks.integer(context, "context (positions the newest token attends to, itself included)", 1)
+    n_new = checks.integer(n_new, "n_new (tokens fed per sequence in this pass)", 1)
+    batch = checks.integer(batch, "batch", 1)
     if n_new > context:
         raise ValueError(f"n_new={n_new} is more than context={context}: the context counts the cached positions "
                          f"and the new ones, so it is at least n_new")
-    if not isinstance(last_only, bool):
-        raise TypeError(f"last_only must be True or False, got {last_only!r}")
+    checks.flag(last_only, "last_only")
     n_past = context - n_new
     L, d, hd, H, KV = c.n_layers, c.d_model, c.head_dim, c.n_heads, c.n_kv_heads
     keys = n_new * n_past + n_new * (n_new + 1) // 2
@@ -431,15 +277,15 @@ def pass_cost(model, n_new: int, n_past: int = 0, batch: int = 1, dtype=torch.fl
               last_only: bool = True) -> StepCost:
     """``step_cost`` for a pass given as (tokens fed, tokens already cached), as a Trace or
     ``generation_steps`` records it: context = n_past + n_new."""
-    n_new = check_count(n_new, "n_new (tokens fed per sequence in this pass)", minimum=1)
-    n_past = check_count(n_past, "n_past (tokens already cached per sequence)")
+    n_new = checks.integer(n_new, "n_new (tokens fed per sequence in this pass)", 1)
+    n_past = checks.integer(n_past, "n_past (tokens already cached per sequence)", 0)
     return step_cost(model, n_past + n_new, n_new, batch, dtype, last_only)
 
 
 def prefill_cost(model, prompt_len: int, batch: int = 1, dtype=torch.float16) -> StepCost:
     """The prefill: the whole ``prompt_len``-token prompt of every sequence in one pass, empty cache
     (context = prompt_len; logits for the last position only, as generation needs)."""
-    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
+    prompt_len = checks.integer(prompt_len, "prompt_len", 1)
     return step_cost(model, prompt_len, prompt_len, batch, dtype)
 
 
@@ -454,8 +300,8 @@ def forward_flops(config, n_new: int, n_past: int = 0, last_only: bool = False) 
     per operator of ``step_cost`` (keys ``FLOP_TERMS``), plus projections = qkv + out, attention = scores +
     values, total = everything. ``last_only=False`` (the default) counts lm_head for every fed position, as
     ``model(ids)`` returns them; ``True`` for the last position only, as generation needs."""
-    n_new = check_count(n_new, "n_new (tokens fed per sequence in this pass)", minimum=1)
-    n_past = check_count(n_past, "n_past (tokens already cached per sequence)")
+    n_new = checks.integer(n_new, "n_new (tokens fed per sequence in this pass)", 1)
+    n_past = checks.integer(n_past, "n_past (tokens already cached per sequence)", 0)
     ops = step_cost(config, n_past + n_new, n_new, 1, "fp32", last_only).by_operator
     f = {k: ops[k].flops for k in FLOP_TERMS}
     f["projections"] = f["qkv_proj"] + f["out_proj"]
@@ -485,14 +331,14 @@ def crossover_context(model, batch: int = 1, dtype=torch.float16) -> int:
     """Smallest context at which a decode step with ``batch`` sequences reads more KV bytes than weight bytes
     (batch × context × kv_per_token > streamed weights). May exceed the model's max_seq_len."""
     c = model_config(model)
-    batch = check_count(batch, "batch", minimum=1)
+    batch = checks.integer(batch, "batch", 1)
     return streamed_weight_bytes(c, dtype) // (batch * kv_bytes_per_token(c, dtype)) + 1
 
 
 def crossover_batch(model, context: int, dtype=torch.float16) -> int:
     """Smallest batch at which a decode step at ``context`` reads more KV bytes than weight bytes."""
     c = model_config(model)
-    context = check_count(context, "context (positions the newest token attends to, itself included)", minimum=1)
+    context = checks.integer(context, "context (positions the newest token attends to, itself included)", 1)
     return streamed_weight_bytes(c, dtype) // (context * kv_bytes_per_token(c, dtype)) + 1
 
 
@@ -513,7 +359,7 @@ def decode_batch_for_intensity(model, context: int, target: float, dtype=torch.f
     Exact: with F the FLOPs per sequence, W the weight bytes read and k the KV bytes per sequence,
     B·F / (W + B·k) >= target  <=>  B·(F − target·k) >= target·W, solved in rational arithmetic."""
     one = decode_cost(model, context, 1, dtype)
-    target = Fraction(check_positive(target, "target intensity (FLOP/byte)"))
+    target = Fraction(checks.number(target, "target intensity (FLOP/byte)", above=0))
     room = one.flops - target * (one.kv_read_bytes + one.kv_write_bytes)
     if room <= 0:
         return None
@@ -524,10 +370,9 @@ def decode_batch_for_intensity(model, context: int, target: float, dtype=torch.f
 
 def _schedule(prompt_len, n_new, use_cache) -> list[tuple[int, int]]:
     """(n_fed, n_past) for each of the n_new forward passes of lib.generate."""
-    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
-    n_new = check_count(n_new, "n_new (tokens to generate)", minimum=1)  # lib.generate also needs >= 1
-    if not isinstance(use_cache, bool):
-        raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
+    prompt_len = checks.integer(prompt_len, "prompt_len", 1)
+    n_new = checks.integer(n_new, "n_new (tokens to generate)", 1)  # lib.generate also needs >= 1
+    checks.flag(use_cache, "use_cache")
     if use_cache:  # step 0 = prefill of the whole prompt; then one token per step on top of the cache
         return [(prompt_len, 0) if s == 0 else (1, prompt_len + s - 1) for s in range(n_new)]
     return [(prompt_len + s, 0) for s in range(n_new)]  # no cache: re-feed everything generated so far
@@ -574,14 +419,6 @@ def generation_flops(config, prompt_len: int, n_new: int, use_cache: bool) -> di
 
 # ----------------------------------------------------------------------------------------------- describe
 
-def _human(n: float, units, base: int, sep: str = "") -> str:
-    for unit in units[:-1]:
-        if abs(n) < base:
-            return f"{n:.3g}{sep}{unit}"
-        n /= base
-    return f"{n:.3g}{sep}{units[-1]}"
-
-
 def describe(config, name: str | None = None, dtype=torch.float16) -> str:
     """One line: name (looked up in the presets and demo models if not given), shapes, attention kind, params,
     KV per token."""
@@ -589,14 +426,13 @@ def describe(config, name: str | None = None, dtype=torch.float16) -> str:
     if name is not None and not isinstance(name, str):
         raise TypeError(f"describe(name=...) must be a string or None, got {type(name).__name__}")
     name = found if name is None else name
-    kv = (f"{_human(kv_bytes_per_token(config, dtype), ('B', 'KiB', 'MiB', 'GiB'), 1024, ' ')}"
-          f"/token in {dtype_name(dtype)}")
+    kv = f"{fmt_bytes(kv_bytes_per_token(config, dtype), 3)}/token in {dtype_name(dtype)}"
     if isinstance(config, MLAConfig):
         return (f"{name}: {config.n_layers} layers, d_model {config.d_model}, {config.n_heads} heads with "
                 f"MLA (caches {config.kv_lora_rank} latent + {config.qk_rope_head_dim} rope values per layer); "
                 f"KV cache {kv}")
     c = config
-    params = _human(param_count(c), ("", "K", "M", "B", "T"), 1000)
+    params = fmt_count(param_count(c))
     return (f"{name}: {c.n_layers} layers, d_model {c.d_model}, {c.n_heads} query heads / {c.n_kv_heads} KV "
             f"heads ({c.attention_kind}), head_dim {c.head_dim}, d_ff {c.d_ff} {c.activation}, "
             f"{c.positions} positions; {params} params, KV cache {kv}")

@@ -17,16 +17,11 @@ from safetensors.torch import save_file
 from .config import ModelConfig
 from .device import resolve_device, resolve_dtype
 from .model import MiniTransformer
+from .presets import DEMOS  # the demo models' names (lib.presets: every model name in one registry)
 from .tokenizer import CharTokenizer
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
-DEMOS = {
-    "chat": "the main demo: 4 layers, d_model 64, 4 heads; <s> -> 人工智能<eos>, <s>深 -> 度学习<eos>",
-    "draft": "a 1-layer, d_model 32 sibling on the same vocabulary, the draft for speculative decoding",
-    "tiny": "the worked case: 2 layers, hidden size 4, one head; <s> -> 深度学习<eos>",
-    "chat-gqa": "chat's shape with grouped-query attention: 4 query heads share 2 K/V heads (half chat's KV cache)",
-}
 
 
 def demo_path(name: str) -> Path:

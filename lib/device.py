@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import checks
+
 # ------------------------------------------------------------------------------------------ number formats
 
 
@@ -154,8 +156,7 @@ def fixed_threads(threads: int | None):
     before = torch.get_num_threads()
     if threads is None:
         threads = before
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive integer (or None for the current {before}), got {threads!r}")
+    threads = checks.integer(threads, "threads", 1, allowed=f"a positive integer (or None for the current {before})")
     torch.set_num_threads(threads)
     try:
         yield threads

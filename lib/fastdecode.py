@@ -49,6 +49,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from . import checks
 from .model import ForwardRecord, MiniTransformer
 
 
@@ -164,8 +165,7 @@ class FastDecoder:
             raise TypeError(f"FastDecoder wraps a lib.MiniTransformer, got {type(model).__name__}")
         if shards is None:
             shards = torch.get_num_threads()
-        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
-            raise ValueError(f"shards must be a positive integer (or None for the torch thread count), got {shards!r}")
+        shards = checks.integer(shards, "shards", 1, allowed="a positive integer (or None for the torch thread count)")
         self.model = model
         self.config = model.config
         self.shards = shards

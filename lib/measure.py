@@ -50,8 +50,8 @@ from itertools import accumulate
 import numpy as np
 import torch
 
+from . import checks
 from .config import ModelConfig
-from .costs import check_count
 from .costs import generation_steps
 from .generate import CACHE_KINDS, generate
 from .model import MiniTransformer
@@ -95,8 +95,8 @@ def random_model(config: ModelConfig | None = None, seed: int = 0, device=None, 
 def log_positions(max_len: int, count: int = 12) -> list[int]:
     """About ``count`` distinct context lengths from 1 to ``max_len``, evenly spaced on a log axis
     (fewer when max_len is small: [1, 2, 3, 4] for max_len=4)."""
-    max_len = check_count(max_len, "max_len", minimum=1)
-    count = check_count(count, "count", minimum=2)
+    max_len = checks.integer(max_len, "max_len", 1)
+    count = checks.integer(count, "count", 2)
     return sorted({round(max_len ** (i / (count - 1))) for i in range(count)})
 
 
@@ -109,9 +109,9 @@ def _check_model(model, fn: str):
 
 
 def _check_timing(repeats, warmup, threads, reduce):
-    check_count(repeats, "repeats", minimum=1)
-    check_count(warmup, "warmup")
-    check_count(threads, "threads", minimum=1)
+    checks.integer(repeats, "repeats", 1)
+    checks.integer(warmup, "warmup", 0)
+    checks.integer(threads, "threads", 1)
     if reduce not in REDUCERS:
         raise ValueError(f"reduce={reduce!r} is not known; allowed: {', '.join(REDUCERS)}")
 
@@ -144,7 +144,7 @@ def _check_positions(model, positions) -> list[int]:
     positions = list(positions)
     if not positions:
         raise ValueError("positions is empty; give context lengths such as log_positions(256)")
-    positions = [check_count(t, "each position (context length)", minimum=1) for t in positions]
+    positions = [checks.integer(t, "each position (context length)", 1) for t in positions]
     if any(b <= a for a, b in zip(positions, positions[1:])):
         raise ValueError(f"positions must be strictly increasing, got {positions}")
     if positions[-1] > model.config.max_seq_len:
@@ -191,12 +191,11 @@ def _step_timings(model, prompt_len, n_new, use_cache, cache_kind, repeats, warm
                   reduce) -> list[Timing]:
     """``time_per_step``'s runs, one Timing per step."""
     _check_model(model, "time_per_step")
-    if not isinstance(use_cache, bool):
-        raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
+    checks.flag(use_cache, "use_cache")
     if cache_kind not in CACHE_KINDS:
         raise ValueError(f"cache_kind={cache_kind!r} is not known; allowed: {', '.join(CACHE_KINDS)}")
-    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
-    n_new = check_count(n_new, "n_new (tokens to generate)", minimum=1)
+    prompt_len = checks.integer(prompt_len, "prompt_len", 1)
+    n_new = checks.integer(n_new, "n_new (tokens to generate)", 1)
     _check_timing(repeats, warmup, threads, reduce)
     room = model.config.max_seq_len - prompt_len + 1
     if n_new > room:
@@ -362,10 +361,8 @@ def fit_loglog_slope(xs, ys, tail_fraction: float = 0.5) -> float:
         raise ValueError(f"xs and ys must have the same length, got {len(xs)} xs and {len(ys)} ys")
     if len(xs) < 2:
         raise ValueError(f"a slope needs at least 2 points, got {len(xs)}")
-    if isinstance(tail_fraction, bool) or not isinstance(tail_fraction, (int, float)) \
-            or not 0 < tail_fraction <= 1:
-        raise ValueError(f"tail_fraction must be a number in (0, 1] (the share of points, counted from the end, "
-                         f"that the fit uses), got {tail_fraction!r}")
+    tail_fraction = checks.number(tail_fraction, "tail_fraction", maximum=1, above=0, allowed=(
+        "a number in (0, 1] (the share of points, counted from the end, that the fit uses)"))
     n = max(2, math.ceil(len(xs) * tail_fraction))
     x = np.asarray(xs[len(xs) - n:], dtype=np.float64)  # float64: exact for counts below 2**53
     y = np.asarray(ys[len(ys) - n:], dtype=np.float64)

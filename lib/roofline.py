@@ -33,7 +33,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .costs import OpCost, StepCost, check_count, check_positive, step_cost
+from . import checks
+from .costs import OpCost, StepCost, step_cost
 from .device import describe_device, dtype_name, fixed_threads, resolve_device, resolve_dtype
 from .timing import benchmark
 
@@ -42,8 +43,9 @@ from .timing import benchmark
 
 def attainable_gflops(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> float:
     """The roofline: min(peak, intensity × bandwidth), in GFLOP/s (intensity in FLOP/byte, bandwidth in GB/s)."""
-    intensity = check_positive(intensity, "intensity (FLOP/byte)")
-    return min(check_positive(peak_gflops, "peak_gflops"), intensity * check_positive(bandwidth_gbs, "bandwidth_gbs"))
+    intensity = checks.number(intensity, "intensity (FLOP/byte)", above=0)
+    return min(checks.number(peak_gflops, "peak_gflops", above=0),
+               intensity * checks.number(bandwidth_gbs, "bandwidth_gbs", above=0))
 
 
 def bound(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> str:
@@ -66,11 +68,11 @@ class Machine:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"Machine.name must be a non-empty string, got {self.name!r}")
-        check_positive(self.peak_gflops, "Machine.peak_gflops")
-        check_positive(self.bandwidth_gbs, "Machine.bandwidth_gbs")
+        checks.number(self.peak_gflops, "Machine.peak_gflops", above=0)
+        checks.number(self.bandwidth_gbs, "Machine.bandwidth_gbs", above=0)
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
         if self.memory_gib is not None:
-            check_positive(self.memory_gib, "Machine.memory_gib")
+            checks.number(self.memory_gib, "Machine.memory_gib", above=0)
 
     @property
     def ridge(self) -> float:
@@ -169,8 +171,8 @@ def measure_peak_gflops(device="cpu", n: int | None = None, repeats: int = 5, dt
     The best run counts: other processes only ever slow a run down (``lib.timing.benchmark``, at least
     ``repeats`` runs)."""
     dev, dtype = resolve_device(device), resolve_dtype(dtype)
-    n = (1024 if dev.type == "cpu" else 4096) if n is None else check_count(n, "n (matrix size)", minimum=1)
-    repeats = check_count(repeats, "repeats", minimum=1)
+    n = (1024 if dev.type == "cpu" else 4096) if n is None else checks.integer(n, "n (matrix size)", 1)
+    repeats = checks.integer(repeats, "repeats", 1)
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(n, n, generator=gen).to(device=dev, dtype=dtype)  # (n, n)
     b = torch.randn(n, n, generator=gen).to(device=dev, dtype=dtype)  # (n, n)
@@ -186,8 +188,8 @@ def measure_bandwidth_gbs(device="cpu", nbytes: int | None = None, repeats: int 
     (8× a 32 MiB L3 cache) and 1 GiB on a GPU; it must be far larger than the caches to measure memory.
     The best run counts (``lib.timing.benchmark``, at least ``repeats`` runs)."""
     dev = resolve_device(device)
-    nbytes = (256 if dev.type == "cpu" else 1024) * 2 ** 20 if nbytes is None else check_count(nbytes, "nbytes", minimum=4)
-    repeats = check_count(repeats, "repeats", minimum=1)
+    nbytes = (256 if dev.type == "cpu" else 1024) * 2 ** 20 if nbytes is None else checks.integer(nbytes, "nbytes", 4)
+    repeats = checks.integer(repeats, "repeats", 1)
     x = torch.ones(nbytes // 4, device=dev)  # (nbytes/4,) fp32
     with torch.inference_mode():
         seconds = benchmark(lambda: x.sum(), dev, threads, min_runs=repeats).min

@@ -1,4 +1,4 @@
-"""Text the lab prints: aligned tables, byte counts and token labels, written once.
+"""Text the lab prints: aligned tables, byte counts, rounded numbers and token labels, written once.
 
 A monospace font gives a Chinese character two columns and a Latin letter one, so a table that pads by
 ``len()`` slides out of line as soon as a cell holds 人工智能. ``display_width`` asks ``wcwidth`` (the
@@ -7,8 +7,10 @@ library terminals use) how many columns a string really takes, and every table i
 """
 from __future__ import annotations
 
+import math
 import numbers
 
+import numpy as np
 from wcwidth import wcswidth, wcwidth
 
 # How a token is shown on an axis or in a cell: whitespace made visible, everything else as it is.
@@ -85,15 +87,55 @@ def text_table(rows, header=None, align=None) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
 
 
-def fmt_bytes(n) -> str:
-    """Binary units, two decimals: '512 B', '512.00 KiB', '12.55 GiB'."""
+SIG_DIGITS = 4  # significant digits of a float in a figure or a table (CONTRIBUTING.md: 4 to 6)
+
+
+def sig(x: float, digits: int = SIG_DIGITS) -> float:
+    """``x`` rounded to ``digits`` significant digits: sig(1234.5678) == 1235.0, sig(0.000123456) == 0.0001235.
+    Every float that goes into a plotly figure or a printed table is rounded so, and its last bits (which differ
+    from machine to machine) never reach a stored output."""
+    return float(f"{x:.{digits - 1}e}")
+
+
+def fmt_sig(x, digits: int = SIG_DIGITS, *, zeros: bool = False) -> str:
+    """A number to ``digits`` significant digits, positional (no exponent): '13480', '0.00009539', '1.5'; an int
+    as it is. ``zeros=True`` keeps trailing zeros and every digit before the point: '1.00', '27.3', '0.450',
+    '1234' (for 3 digits; how a time is shown)."""
+    if isinstance(x, int):
+        return str(x)
+    r = sig(x, digits)
+    if not zeros:
+        return np.format_float_positional(r, trim="-")
+    if r == 0:
+        return "0"
+    return f"{x:.{max(0, digits - 1 - math.floor(math.log10(abs(r))))}f}"
+
+
+def _scaled(n, units, base: int):
+    """(n in the largest unit it reaches, that unit): units[k] is base**k."""
+    k = 0
+    while k < len(units) - 1 and abs(n) >= base ** (k + 1):
+        k += 1
+    return n / base ** k if k else n, units[k]
+
+
+def fmt_bytes(n, digits: int | None = None, *, si: bool = False) -> str:
+    """A byte count in binary units with two decimals: '512 B', '512.00 KiB', '12.55 GiB' (1 KiB = 1024 B).
+    ``digits``: that many significant digits instead ('512 KiB', '1.5 GiB'); ``si=True``: decimal units as a
+    datasheet writes them (1 kB = 1000 B, MB, GB, TB: '13.48 GB')."""
     if isinstance(n, bool) or not isinstance(n, numbers.Real):
         raise TypeError(f"fmt_bytes takes a number of bytes, got {type(n).__name__} {n!r}")
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} B" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} TiB"
+    value, unit = _scaled(n, ("B", "kB", "MB", "GB", "TB") if si else ("B", "KiB", "MiB", "GiB", "TiB"),
+                          1000 if si else 1024)
+    if digits is not None:
+        return f"{fmt_sig(float(value), digits)} {unit}"
+    return f"{value:.0f} B" if unit == "B" else f"{value:.2f} {unit}"
+
+
+def fmt_count(n, digits: int = 3) -> str:
+    """A large count with a decimal suffix and ``digits`` significant digits: '213K', '6.74B' (parameters)."""
+    value, unit = _scaled(n, ("", "K", "M", "B", "T"), 1000)
+    return f"{fmt_sig(float(value), digits)}{unit}"
 
 
 def token_label(token: str) -> str:

@@ -26,7 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from time import perf_counter, thread_time
 
+from . import checks
 from .device import fixed_threads, synchronize
+from .text import fmt_sig
 
 CLOCKS = {"wall": perf_counter, "cpu": thread_time}  # cpu: CPU seconds of this thread (CPU work, one thread)
 # Two equally fast things look apart by chance: with 2 runs each 1 time in 3, with 3 each 1 in 10, 5 each 1 in 126
@@ -119,10 +121,8 @@ def _unit(seconds: float) -> tuple[float, str]:
 
 
 def _sig3(x: float) -> str:
-    """Three significant digits, trailing zeros kept: 1.00, 27.3, 0.452, 123 (1234 for larger)."""
-    if x == 0:
-        return "0"
-    return f"{x:.{max(0, 2 - math.floor(math.log10(abs(x))))}f}"
+    """A time shown with three significant digits, trailing zeros kept: 1.00, 27.3, 0.452 (``lib.text.fmt_sig``)."""
+    return fmt_sig(x, 3, zeros=True)
 
 
 def as_timing(x) -> Timing:
@@ -144,8 +144,7 @@ def rank(a, b, names=("a", "b"), min_runs: int = MIN_RUNS_TO_RANK) -> dict:
     ``ratio_range`` the least and most the ranges allow. Otherwise ``faster``, ``ratio`` and ``ratio_range``
     are None and ``why`` says what is missing: runs, or ranges that do not overlap."""
     a, b = as_timing(a), as_timing(b)
-    if isinstance(min_runs, bool) or not isinstance(min_runs, int) or min_runs < 1:
-        raise ValueError(f"min_runs must be a positive integer, got {min_runs!r}")
+    min_runs = checks.integer(min_runs, "min_runs", 1, allowed="a positive integer")
     scale, unit = _unit(min(a.median, b.median))
     span = lambda t: f"{_sig3(t.min * scale)}–{_sig3(t.max * scale)} {unit}"  # noqa: E731
     out = {"separated": False, "faster": None, "ratio": None, "ratio_range": None, "runs": [a.runs, b.runs]}
@@ -213,10 +212,8 @@ def benchmark(fn, device="cpu", threads: int | None = None, min_runs: int = 5, m
     per call (a block's time ÷ its calls). The device is synchronised at every clock reading."""
     from torch.utils.benchmark import Timer
 
-    if isinstance(min_runs, bool) or not isinstance(min_runs, int) or min_runs < 1:
-        raise ValueError(f"min_runs must be a positive integer, got {min_runs!r}")
-    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)) or not min_run_time > 0:
-        raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
+    min_runs = checks.integer(min_runs, "min_runs", 1, allowed="a positive integer")
+    checks.number(min_run_time, "min_run_time", above=0, allowed="a positive number of seconds")
     with fixed_threads(threads) as n:
         def now():
             synchronize(device)

@@ -38,8 +38,9 @@ from pathlib import Path
 import torch
 
 from . import checks
-from .costs import kv_cache_bytes, model_config, resolve_model, weight_bytes
+from .costs import kv_cache_bytes, weight_bytes
 from .device import DTYPES, dtype_info, dtype_name
+from .presets import resolve_model
 
 VLLM_VERSION = "0.33.0"  # the vLLM release BRIDGE and kv_capacity were read from (wheel from the package registry)
 VLLM_COMMIT = "g4ba787ec9"  # its vllm/_version.py commit id

@@ -32,7 +32,8 @@ def top_level_imports(path: Path) -> set[str]:
             mod = ".".join(base + ([node.module] if node.module else []))
             found.add(mod)
             found |= {f"{mod}.{a.name}" for a in node.names}  # "from . import costs" imports lib.costs
-    return found
+    ancestors = {".".join(here[:i]) for i in range(1, len(here))}  # a package runs before its modules: no cycle
+    return found - ancestors
 
 
 def lib_modules() -> dict[str, Path]:

@@ -17,8 +17,8 @@ from torch.utils.flop_counter import FlopCounterMode
 import lib
 from lib.config import ModelConfig
 from lib.model import MiniTransformer
-from lib.costs import (FLOP_TERMS, MLA_PRESETS, MODEL_NAMES, OPERATORS, PRESETS, MLAConfig, check_count,
-                       check_positive, crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
+from lib.costs import (FLOP_TERMS, MLA_PRESETS, MODEL_NAMES, OPERATORS, PRESETS, MLAConfig,
+                       crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
                        decode_intensity_limit, describe, dtype_bytes, forward_flops, generation_flops,
                        generation_steps, kv_bytes_per_token, kv_cache_bytes, kv_computations,
                        kv_memory_crossover_tokens, kv_read_crossover_tokens, kv_values_per_token, model_config,
@@ -284,7 +284,7 @@ def test_mla():
     assert kv_cache_bytes(v3, 1000, 3, "bf16") == 70_272 * 3000
     assert v3.mha_values_per_layer == 2 * 128 * 128  # DeepSeek-V2's baseline: MHA with d_h = 128
     assert round(v3.mha_values_per_layer / v3.cached_values_per_layer, 1) == 56.9  # "about 57x", not 71x
-    with pytest.raises(ValueError, match=r"MLAConfig.kv_lora_rank must be a positive integer \(>= 1\), got 0"):
+    with pytest.raises(ValueError, match=r"MLAConfig.kv_lora_rank must be an integer >= 1, got 0"):
         MLAConfig(n_layers=1, kv_lora_rank=0, qk_rope_head_dim=64)
     with pytest.raises(TypeError, match=r"an MLAConfig describes only the KV cache .* so it works with "
                                         r"kv_bytes_per_token, kv_cache_bytes and describe; this needs a lib.ModelConfig"):
@@ -321,8 +321,8 @@ def test_kv_memory_crossover():
 @pytest.mark.parametrize("args, exc, msg", [
     ((-1,), ValueError, r"n_tokens must be an integer >= 0, got -1"),
     ((10, -2), ValueError, r"batch_size must be an integer >= 0, got -2"),
-    ((1.5,), TypeError, r"n_tokens must be an integer, got float 1.5"),
-    ((True,), TypeError, r"n_tokens must be an integer, got the bool True"),
+    ((1.5,), ValueError, r"n_tokens must be an integer >= 0, got 1.5"),
+    ((True,), ValueError, r"n_tokens must be an integer >= 0, got True"),
     ((10, 1, "fp7"), ValueError, r"unknown dtype 'fp7'; allowed"),
 ])
 def test_kv_cache_bytes_errors(args, exc, msg):
@@ -389,7 +389,7 @@ def test_forward_flops_last_only_counts_one_lm_head_row():
     assert last["lm_head"] == 2 * 768 * 50257 and all_rows["lm_head"] == 5 * last["lm_head"]
     assert all(all_rows[k] == last[k] for k in ("projections", "ffn", "attention"))
     assert last["total"] == all_rows["total"] - 4 * last["lm_head"]
-    with pytest.raises(TypeError, match="last_only must be True or False"):
+    with pytest.raises(ValueError, match="last_only must be True or False, got 'yes'"):
         forward_flops(c, 5, 3, last_only="yes")
 
 
@@ -427,9 +427,9 @@ def test_forward_flops_match_torch_flop_counter(c, n_new, n_past):
 
 
 @pytest.mark.parametrize("args, exc, msg", [
-    ((0,), ValueError, r"n_new \(tokens fed per sequence in this pass\) must be a positive integer \(>= 1\), got 0"),
+    ((0,), ValueError, r"n_new \(tokens fed per sequence in this pass\) must be an integer >= 1, got 0"),
     ((3, -1), ValueError, r"n_past \(tokens already cached per sequence\) must be an integer >= 0, got -1"),
-    ((2.0,), TypeError, r"n_new .* must be an integer, got float"),
+    ((2.0,), ValueError, r"n_new .* must be an integer >= 1, got 2.0"),
 ])
 def test_forward_flops_errors(args, exc, msg):
     with pytest.raises(exc, match=msg):
@@ -508,12 +508,12 @@ def test_cache_never_costs_more_and_prefill_matches(c, p, n):
 
 
 @pytest.mark.parametrize("args, exc, msg", [
-    ((0, 3, True), ValueError, r"prompt_len must be a positive integer \(>= 1\), got 0"),
-    ((2, -1, True), ValueError, r"n_new \(tokens to generate\) must be a positive integer \(>= 1\), got -1"),
-    ((2, 0, False), ValueError, r"n_new \(tokens to generate\) must be a positive integer \(>= 1\), got 0"),
-    ((2, 3, 1), TypeError, r"use_cache must be True or False, got 1"),
-    ((2, 3, "yes"), TypeError, r"use_cache must be True or False"),
-    ((2.5, 3, True), TypeError, r"prompt_len must be an integer, got float"),
+    ((0, 3, True), ValueError, r"prompt_len must be an integer >= 1, got 0"),
+    ((2, -1, True), ValueError, r"n_new \(tokens to generate\) must be an integer >= 1, got -1"),
+    ((2, 0, False), ValueError, r"n_new \(tokens to generate\) must be an integer >= 1, got 0"),
+    ((2, 3, 1), ValueError, r"use_cache must be True or False, got 1"),
+    ((2, 3, "yes"), ValueError, r"use_cache must be True or False, got 'yes'"),
+    ((2.5, 3, True), ValueError, r"prompt_len must be an integer >= 1, got 2.5"),
 ])
 def test_generation_errors(args, exc, msg):
     for call in (lambda: generation_steps(TINY, *args), lambda: kv_computations(*args),
@@ -590,6 +590,30 @@ def test_resolver_names_and_configs():
     assert resolve_model(TINY, extra={"m": TINY})[0] == "m"
     assert resolve_model("deepseek-v3", allow_mla=True) == ("deepseek-v3", MLA_PRESETS["deepseek-v3"])
     assert resolve_model(MLA_PRESETS["deepseek-v2"], allow_mla=True)[0] == "deepseek-v2"
+
+
+def test_one_registry_of_names_that_needs_no_demo_weights(monkeypatch, tmp_path):
+    import ast
+    import inspect
+
+    import lib.demo
+    import lib.presets
+    assert (lib.PRESETS, lib.costs.MLA_PRESETS, lib.costs.MLAConfig, lib.DEMOS, lib.costs.resolve_model) == \
+        (lib.presets.PRESETS, lib.presets.MLA_PRESETS, lib.presets.MLAConfig, lib.presets.DEMOS,
+         lib.presets.resolve_model)
+    for module in (lib.costs, lib.presets):  # neither imports lib.demo (checkpoints) when it is imported
+        top = ast.parse(inspect.getsource(module)).body
+        assert not [n for n in top if isinstance(n, ast.ImportFrom) and (n.module or "").endswith("demo")]
+    monkeypatch.setattr(lib.demo, "ASSETS", tmp_path)  # no demo weights on disk
+    lib.demo.demo_config.cache_clear()
+    try:
+        assert resolve_model("llama-2-7b") == ("llama-2-7b", PRESETS["llama-2-7b"])
+        assert resolve_model(PRESETS["gpt2"])[0] == "gpt2" and resolve_model(TINY) == ("custom", TINY)
+        assert kv_cache_bytes("gpt2", 10) == 10 * 36_864 and model_config(TINY) is TINY
+        with pytest.raises(FileNotFoundError, match=r"rebuild them with `python -m lib.train chat`"):
+            resolve_model("chat")
+    finally:
+        lib.demo.demo_config.cache_clear()
 
 
 @pytest.mark.parametrize("call, exc, msg", [
@@ -756,18 +780,16 @@ def test_streamed_weights_leave_out_only_the_lookup_tables():
 
 @pytest.mark.parametrize("call, exc, msg", [
     (lambda: decode_cost(HAND, 0), ValueError,
-     r"context \(positions the newest token attends to, itself included\) must be a positive integer \(>= 1\), got 0"),
-    (lambda: prefill_cost(HAND, 0), ValueError, "prompt_len must be a positive integer"),
-    (lambda: decode_cost(HAND, 3, batch=0), ValueError, "batch must be a positive integer"),
-    (lambda: decode_cost(HAND, 3, batch=2.0), TypeError, "batch must be an integer, got float 2.0"),
+     r"context \(positions the newest token attends to, itself included\) must be an integer >= 1, got 0"),
+    (lambda: prefill_cost(HAND, 0), ValueError, "prompt_len must be an integer >= 1, got 0"),
+    (lambda: decode_cost(HAND, 3, batch=0), ValueError, "batch must be an integer >= 1, got 0"),
+    (lambda: decode_cost(HAND, 3, batch=2.0), ValueError, "batch must be an integer >= 1, got 2.0"),
     (lambda: pass_cost(HAND, 1, -1), ValueError, r"n_past \(tokens already cached per sequence\) must be an integer "
                                                  r">= 0, got -1"),
     (lambda: step_cost(HAND, 3, 5), ValueError, "n_new=5 is more than context=3: the context counts the cached "
                                                 "positions and the new ones"),
-    (lambda: step_cost(HAND, 3, last_only=1), TypeError, "last_only must be True or False, got 1"),
+    (lambda: step_cost(HAND, 3, last_only=1), ValueError, "last_only must be True or False, got 1"),
     (lambda: decode_cost(HAND, 3, dtype="fp12"), ValueError, "unknown dtype 'fp12'; allowed"),
-    (lambda: check_count(3.0, "n"), TypeError, "n must be an integer, got float 3.0"),
-    (lambda: check_positive(float("nan"), "x"), ValueError, "x must be a positive, finite number, got nan"),
 ])
 def test_bad_counts_and_dtypes_say_what_is_allowed(call, exc, msg):
     with pytest.raises(exc, match=msg):
@@ -863,7 +885,7 @@ def test_batching_raises_decode_intensity_toward_the_limit():
 
 
 def test_target_intensity_errors():
-    with pytest.raises(ValueError, match="target intensity .* must be a positive, finite number, got 0"):
+    with pytest.raises(ValueError, match=r"target intensity .* must be a finite number > 0, got 0"):
         decode_batch_for_intensity(HAND, 3, 0)
-    with pytest.raises(TypeError, match="target intensity .* must be a positive number, got str"):
+    with pytest.raises(ValueError, match=r"target intensity .* must be a finite number > 0, got '200'"):
         decode_batch_for_intensity(HAND, 3, "200")

@@ -87,6 +87,11 @@ def run_as_built(folder, texts):
     nbformat.write(zh, path)
 
 
+def test_the_editions_are_the_languages_lib_speaks():
+    from lib.widgets.i18n import LANGUAGES
+    assert edition.ALL_EDITIONS is LANGUAGES and edition.EDITIONS == ("zh",)  # one list, in lib (tools import lib)
+
+
 def test_a_complete_current_translation_builds_and_agrees(course):
     assert edition.problems("zh", "99_fake") == []
     assert drift.findings("zh", "99_fake") == []

@@ -4,7 +4,7 @@ A careless or hostile value must end in lib's clear error (ValueError / TypeErro
 names the argument and what is allowed) or in a sane result; never a hang, a raw torch / Python error, a
 silent wrong answer, or a cache, pool or widget left changed by a call that failed. Each call that once hung
 runs under ``time_bound``, so the suite itself can never hang. ``tests/test_fuzz.py`` draws such values at
-random; ``scripts/hostile_probe.py`` counts them.
+random.
 """
 import contextlib
 import io

@@ -99,6 +99,14 @@ def test_every_text_a_widget_translates_has_a_chinese_entry():
     assert not missing, f"texts passed to t() without a Chinese entry in lib.widgets.i18n.ZH: {missing}"
 
 
+def test_every_english_text_has_one_entry():
+    """A dict literal keeps the last of two equal keys without a word: each English text is written once."""
+    table = next(n.value for n in ast.parse(Path(i18n.__file__).read_text(encoding="utf-8")).body
+                 if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == "ZH")
+    keys = [ast.literal_eval(k) for k in table.keys]
+    assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})
+
+
 def test_translations_keep_their_placeholders_and_are_chinese():
     for key, zh in ZH.items():
         assert sorted(PLACEHOLDER.findall(key)) == sorted(PLACEHOLDER.findall(zh)), (key, zh)

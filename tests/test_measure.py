@@ -75,7 +75,7 @@ def test_log_positions():
     assert p == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
     assert log_positions(4, 12) == [1, 2, 3, 4]
     assert log_positions(1, 5) == [1]
-    with pytest.raises(ValueError, match="max_len must be a positive integer"):
+    with pytest.raises(ValueError, match="max_len must be an integer >= 1, got 0"):
         log_positions(0)
     with pytest.raises(ValueError, match=r"count must be an integer >= 2, got 1"):
         log_positions(10, 1)
@@ -170,22 +170,22 @@ def test_measure_positions_shape(small):
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda m: time_per_step(m, 1, 0), "n_new (tokens to generate) must be a positive integer (>= 1), got 0"),
-    (lambda m: time_per_step(m, 0, 3), "prompt_len must be a positive integer (>= 1), got 0"),
+    (lambda m: time_per_step(m, 1, 0), "n_new (tokens to generate) must be an integer >= 1, got 0"),
+    (lambda m: time_per_step(m, 0, 3), "prompt_len must be an integer >= 1, got 0"),
     (lambda m: time_per_step(m, 5, 21), "prompt_len=5 and n_new=21 do not fit the model's context window "
                                         "(max_seq_len=24): at most 20 new token(s) fit"),
     (lambda m: time_per_step(m, 1, 3, cache_kind="ring"), "cache_kind='ring' is not known; allowed: static, concat, paged"),
-    (lambda m: time_per_step(m, 1, 3, repeats=0), "repeats must be a positive integer (>= 1), got 0"),
+    (lambda m: time_per_step(m, 1, 3, repeats=0), "repeats must be an integer >= 1, got 0"),
     (lambda m: time_per_step(m, 1, 3, reduce="mean"), "reduce='mean' is not known; allowed: min, median"),
     (lambda m: time_at_positions(m, [], "static"), "positions is empty"),
     (lambda m: time_at_positions(m, [4, 2], "static"), "positions must be strictly increasing, got [4, 2]"),
-    (lambda m: time_at_positions(m, [0, 2], "static"), "each position (context length) must be a positive integer"),
+    (lambda m: time_at_positions(m, [0, 2], "static"), "each position (context length) must be an integer >= 1, got 0"),
     (lambda m: time_at_positions(m, [1, 25], "static"), "position 25 is past the model's context window "
                                                         "(max_seq_len=24); allowed: 1..24"),
     (lambda m: time_at_positions(m, [1, 2], "cached"), "unknown mode 'cached'; allowed: no cache, static, concat"),
     (lambda m: time_at_positions(m, [1, 2], clock="gpu"), "clock='gpu' is not known; allowed: wall, cpu"),
     (lambda m: time_at_positions(m, [1, 2], threads=2, clock="cpu"), "needs a model on the CPU and threads=1"),
-    (lambda m: time_per_step(m, 1, 3, threads=0), "threads must be a positive integer"),
+    (lambda m: time_per_step(m, 1, 3, threads=0), "threads must be an integer >= 1, got 0"),
     (lambda m: measure_generation(m, 2), "measure_generation needs n_new >= 3"),
     (lambda m: measure_generation(m, 4, modes=[]), "modes is empty; choose one or more of: no cache, static, concat"),
     (lambda m: measure_positions(m, [3]), "measure_positions needs at least 2 positions"),
@@ -199,7 +199,7 @@ def test_errors(small, call, message):
 def test_errors_for_wrong_types(small):
     with pytest.raises(TypeError, match=r"time_per_step\(\) needs a lib.MiniTransformer"):
         time_per_step(small.config, 1, 3)
-    with pytest.raises(TypeError, match="use_cache must be True or False, got 'yes'"):
+    with pytest.raises(ValueError, match="use_cache must be True or False, got 'yes'"):
         time_per_step(small, 1, 3, use_cache="yes")
-    with pytest.raises(TypeError, match="n_new \\(tokens to generate\\) must be an integer, got float 2.0"):
+    with pytest.raises(ValueError, match="n_new \\(tokens to generate\\) must be an integer >= 1, got 2.0"):
         time_per_step(small, 1, 2.0)

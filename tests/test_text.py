@@ -1,7 +1,7 @@
 """lib.text: display widths, aligned tables, byte counts and token labels."""
 import pytest
 
-from lib.text import display_width, fmt_bytes, pad, text_table, token_label
+from lib.text import display_width, fmt_bytes, fmt_count, fmt_sig, pad, sig, text_table, token_label
 
 
 def test_chinese_characters_take_two_columns():
@@ -41,4 +41,17 @@ def test_bytes_and_token_labels():
         ["320 B", "36.00 KiB", "512.00 KiB", "2.00 GiB", "12.55 GiB", "3.00 TiB"]
     with pytest.raises(TypeError, match=r"fmt_bytes takes a number of bytes, got str '12'"):
         fmt_bytes("12")
+    # the same formatter with significant digits (describe, the cost curves) and decimal units (the roofline)
+    assert [fmt_bytes(n, 3) for n in (512, 1024, 524_288, 1.5 * 2 ** 30, 1_030_018)] == \
+        ["512 B", "1 KiB", "512 KiB", "1.5 GiB", "1010 KiB"]  # never an exponent ("1.01e+03 KiB")
+    assert [fmt_bytes(n, 4, si=True) for n in (512, 13_476_831_232, 999_960, 3 * 10 ** 12)] == \
+        ["512 B", "13.48 GB", "1000 kB", "3 TB"]
+
+
+def test_significant_digits():
+    assert sig(1234.5678) == 1235.0 and sig(0.000123456) == 0.0001235 and sig(2 / 3, 5) == 0.66667
+    assert [fmt_sig(x) for x in (13480000000.0 / 1e6, 0.00009539, 7, 1.5)] == ["13480", "0.00009539", "7", "1.5"]
+    assert [fmt_sig(x, 3, zeros=True) for x in (1.0, 27.31, 0.45, 1234.0, 9.9973, 0.0)] == \
+        ["1.00", "27.3", "0.450", "1234", "10.0", "0"]
+    assert [fmt_count(n) for n in (213, 196_100, 6_738_415_616, 999_971)] == ["213", "196K", "6.74B", "1000K"]
     assert [token_label(t) for t in (" ", "\n", "\t", "<eos>", "人")] == ["␣", "⏎", "⇥", "<eos>", "人"]

@@ -103,7 +103,7 @@ def test_capacity_errors_say_what_is_allowed():
 def test_reference_machines_carry_their_memory():
     assert REFERENCE_MACHINES["H100 SXM"].memory_gib == 80.0 and REFERENCE_MACHINES["H200 SXM"].memory_gib == 141.0
     assert Machine("x", 1.0, 1.0).memory_gib is None
-    with pytest.raises(ValueError, match="Machine.memory_gib must be a positive, finite number"):
+    with pytest.raises(ValueError, match="Machine.memory_gib must be a finite number > 0"):
         Machine("x", 1.0, 1.0, memory_gib=-1.0)
 
 

@@ -107,11 +107,11 @@ def test_bad_layer_head_batch_say_what_is_allowed(run, chat, kwargs, message):
 
 
 def test_bad_trace_and_step(run, chat):
-    with pytest.raises(TypeError, match="expected a lib.Trace .* got list"):
+    with pytest.raises(TypeError, match=r"trace must be a lib.Trace \(generate\(..., trace=True\).trace\), got list"):
         A.attention_view([], chat[1])
     empty = lib.Trace(prompt_len=1, use_cache=True, cache_kind="static", n_layers=1, n_heads=1, n_kv_heads=1,
                       sampling={}, prompt_ids=torch.zeros(1, 1, dtype=torch.long))
-    with pytest.raises(ValueError, match="the trace has no steps"):
+    with pytest.raises(ValueError, match="trace has no steps: generate at least one token with trace=True"):
         A.attention_view(empty, chat[1])
     with pytest.raises(ValueError, match=r"step must be an int from 0 to 7 \(the trace has 8 steps\), got 8"):
         A.plot_attention(run.trace, chat[1], step=8)

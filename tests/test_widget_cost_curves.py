@@ -99,10 +99,10 @@ def test_resolve_is_lib_costs_resolver_plus_larger():
     (lambda: cc.analytic_curves("chat", 0), "n (tokens to generate) must be an integer >= 1, got 0"),
     (lambda: cc.analytic_curves("chat", 65), "a prompt of 1 tokens leaves room for at most 64 new token(s) in "
                                              "the context window (max_seq_len=64), but n (tokens to generate)=65"),
-    (lambda: cc.analytic_curves("chat", 10, prompt_len=0), "prompt_len must be a positive integer (>= 1), got 0"),
+    (lambda: cc.analytic_curves("chat", 10, prompt_len=0), "prompt_len must be an integer >= 1, got 0"),
     (lambda: cc.memory_curves("chat", 0), "n (tokens to generate) must be an integer >= 1, got 0"),
-    (lambda: cc.memory_curves("chat", batch_size=0), "batch_size must be a positive integer (>= 1), got 0"),
-    (lambda: cc.plot_kv_counts(0), "n (tokens to generate) must be a positive integer (>= 1), got 0"),
+    (lambda: cc.memory_curves("chat", batch_size=0), "batch_size must be an integer >= 1, got 0"),
+    (lambda: cc.plot_kv_counts(0), "n (tokens to generate) must be an integer >= 1, got 0"),
     (lambda: cc.plot_measured({"positions": [1]}), "measurements must be the dict returned by "
                                                   "lib.measure.measure_generation or measure_positions"),
     (lambda: cc.plot_measured({**FAKE, "positions": [1, 2, 4]}), "mismatched lengths: 3 positions but 4 times "

@@ -1,6 +1,7 @@
 """Generation player: its numbers are the Traces' numbers, its three tiers draw them, its controls work."""
 from itertools import accumulate
 import json
+from types import SimpleNamespace
 
 import matplotlib
 
@@ -150,8 +151,10 @@ def test_data_layer_errors(chat, pair):
         P.player_frames(cached, tok, layer=4)
     with pytest.raises(ValueError, match=r"top_k must be an integer from 1 to 10.*got 11"):
         P.player_frames(cached, tok, top_k=11)
-    with pytest.raises(TypeError, match="must be a lib.Trace"):
+    with pytest.raises(TypeError, match=r"trace must be a lib.Trace \(generate\(..., trace=True\).trace\), got list"):
         P.player_frames([1, 2], tok)
+    with pytest.raises(TypeError, match="other must be a lib.Trace"):
+        P.player_frames(cached, tok, other=SimpleNamespace(steps=uncached.steps, use_cache=False))  # a look-alike
 
 
 # -- tier 1: table and matplotlib ----------------------------------------------------------------------------

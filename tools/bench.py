@@ -62,10 +62,11 @@ import torch.nn.functional as F
 
 from lib.cache import KVCache
 from lib.concat import ConcatKVCache
-from lib.costs import PRESETS, generation_steps, kv_bytes_per_token, kv_cache_bytes, pass_cost, streamed_weight_bytes
+from lib.costs import generation_steps, kv_bytes_per_token, kv_cache_bytes, pass_cost, streamed_weight_bytes
 from lib.generate import generate
 from lib.measure import fit_loglog_slope, random_model, time_at_positions
 from lib.model import MiniTransformer
+from lib.presets import PRESETS
 from lib.device import fixed_threads
 from lib.fastdecode import FastDecoder, PackedLinear
 from lib import progress

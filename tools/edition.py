@@ -29,10 +29,13 @@ from pathlib import Path
 
 import nbformat
 
+from lib.widgets.i18n import LANGUAGES
+
 from . import NOTEBOOKS, notebook_paths
 
-EDITIONS = ("zh",)  # built from the English notebooks
-ALL_EDITIONS = ("en", *EDITIONS)  # English in notebooks/, each other edition in notebooks/<lang>/
+# One edition per language the widgets speak (lib's list): English in notebooks/, each other in notebooks/<lang>/.
+ALL_EDITIONS = LANGUAGES
+EDITIONS = tuple(lang for lang in ALL_EDITIONS if lang != "en")  # built from the English notebooks
 SETUP_CALL = re.compile(r"(notebook\.setup\()(\s*\))?")  # the declared line: lib.notebook.setup(...)
 HEADER = re.compile(r"^<!-- cell (?P<id>[0-9A-Za-z_-]+) \| en (?P<hash>[0-9a-f]{8}) -->[ \t]*$", re.M)
 

@@ -74,7 +74,7 @@ _LOADED = False
 
 
 def exercise(name: str, *, title: str, hint: str, solution: Callable):
-    """Register ``cases()`` (a function returning the hidden cases) as exercise ``name``. ``solution`` is a
+    """Register ``cases()`` (a function that yields the hidden cases) as exercise ``name``. ``solution`` is a
     worked answer (the notebook's collapsed solution cell shows the same code); the tests check that it passes
     and that wrong answers fail without the expected values appearing in the message."""
     def register(cases):

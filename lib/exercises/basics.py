@@ -47,12 +47,10 @@ def _captured_attention(model, ids, layer):
           solution=causal_attention_solution)
 def _causal_attention_cases():
     model, tok = load_demo("chat")
-    cases = []
     for prompt, layer in (("<s>人工智", 0), ("<s>深度学习", 2), ("<s>", 1)):
         args, expected = _captured_attention(model, tok.encode(prompt), layer)
-        cases.append(Case(f"the chat model's layer {layer} on {prompt!r}: q, k, v of shape "
-                          f"{tuple(args[0].shape)}", args=args, expected=expected))
-    return cases
+        yield Case(f"the chat model's layer {layer} on {prompt!r}: q, k, v of shape "
+                   f"{tuple(args[0].shape)}", args=args, expected=expected)
 
 
 # ------------------------------------------------------------------ 02: the greedy loop
@@ -76,15 +74,12 @@ def greedy_loop_solution(model, ids, max_new_tokens, eos_id):
           solution=greedy_loop_solution)
 def _greedy_loop_cases():
     model, tok = load_demo("chat")
-    cases = []
     for prompt, n, eos in (("<s>", 10, tok.eos_id), ("<s>深", 10, tok.eos_id), ("<s>kv", 6, tok.eos_id),
                            ("<s>", 8, None)):
         ids = tok.encode(prompt)
         want = generate(model, ids, n, eos_id=eos).sequences[0].tolist()
         stop = "an end token" if eos is not None else "no end token (eos_id=None)"
-        cases.append(Case(f"prompt {prompt!r}, max_new_tokens={n}, {stop}", args=(model, ids, n, eos),
-                          expected=want))
-    return cases
+        yield Case(f"prompt {prompt!r}, max_new_tokens={n}, {stop}", args=(model, ids, n, eos), expected=want)
 
 
 # ------------------------------------------------------------------ 03: append a rotated key to a cache
@@ -124,15 +119,13 @@ def _key_step(model, ids, max_len):
                "4-D tensors (B, heads, T, hd)), then write it at cache_k[:, seq_len]; leave every other row as it is.",
           solution=append_key_solution)
 def _append_key_cases():
-    cases = []
     for n_cached, max_len, seed in ((5, 8, 0), (0, 4, 1), (23, 32, 2)):
         model = random_model(_rope_config(), seed=seed)
         ids = [(7 * i + 3) % 131 for i in range(n_cached + 1)]
         before, k, after = _key_step(model, ids, max_len)
-        cases.append(Case(f"{n_cached} tokens cached in a buffer of {max_len} positions, "
-                          f"{model.config.n_kv_heads} KV heads of head_dim {model.config.head_dim}",
-                          args=(before, n_cached, k, model.config.rope_theta), expected=after))
-    return cases
+        yield Case(f"{n_cached} tokens cached in a buffer of {max_len} positions, "
+                   f"{model.config.n_kv_heads} KV heads of head_dim {model.config.head_dim}",
+                   args=(before, n_cached, k, model.config.rope_theta), expected=after)
 
 
 # ------------------------------------------------------------------ 04: one attention row of the worked case
@@ -151,7 +144,6 @@ def attention_row_solution(q, keys, values):
 def _attention_row_cases():
     model, tok = load_demo("tiny")
     out = generate(model, tok.encode("<s>"), 8, eos_id=tok.eos_id, trace="full")
-    cases = []
     for step, layer in ((2, 1), (4, 0), (0, 1)):
         s = out.trace[step]
         L = s.tensors["layers"][layer]
@@ -159,7 +151,6 @@ def _attention_row_cases():
         keys, values = s.tensors["cache_k"][layer], s.tensors["cache_v"][layer]
         q = L["q"][0, 0, -1].float()                                       # (hd,): the newest query
         expected = (L["attn_weights"][0, 0, -1].float(), L["mix"][0, -1].float())
-        cases.append(Case(f"step {step}, layer {layer}: one query and {n_keys} cached key(s)",
-                          args=(q, keys[0, 0, :n_keys].float(), values[0, 0, :n_keys].float()),
-                          expected=expected))
-    return cases
+        yield Case(f"step {step}, layer {layer}: one query and {n_keys} cached key(s)",
+                   args=(q, keys[0, 0, :n_keys].float(), values[0, 0, :n_keys].float()),
+                   expected=expected)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from ..costs import PRESETS, kv_cache_bytes
-from ..demo import demo_config
+from ..costs import kv_cache_bytes
+from ..presets import model_config
 from ..quant import QMAX, dequantize, quantize
 from . import Case, exercise
 
@@ -70,10 +70,8 @@ def kv_bytes_solution(config, n_tokens, batch, bytes_per_number):
                "x tokens x batch; int4 is half a byte per number",
           solution=kv_bytes_solution)
 def kv_bytes_cases():
-    rows = [("chat", demo_config("chat"), 64, 1, 4, "fp32"), ("chat-gqa", demo_config("chat-gqa"), 64, 4, 2, "fp16"),
-            ("llama-2-7b", PRESETS["llama-2-7b"], 4096, 8, 2, "fp16"),
-            ("llama-3-8b", PRESETS["llama-3-8b"], 8192, 3, 1, "int8"),
-            ("mistral-7b", PRESETS["mistral-7b"], 1001, 1, 0.5, "int4")]
-    return [Case(f"{name}, {tokens:,} tokens x batch {batch}, {fmt}", (config, tokens, batch, b),
-                 expected=kv_cache_bytes(config, tokens, batch, fmt))
-            for name, config, tokens, batch, b, fmt in rows]
+    rows = [("chat", 64, 1, 4, "fp32"), ("chat-gqa", 64, 4, 2, "fp16"), ("llama-2-7b", 4096, 8, 2, "fp16"),
+            ("llama-3-8b", 8192, 3, 1, "int8"), ("mistral-7b", 1001, 1, 0.5, "int4")]
+    return [Case(f"{name}, {tokens:,} tokens x batch {batch}, {fmt}", (model_config(name), tokens, batch, b),
+                 expected=kv_cache_bytes(name, tokens, batch, fmt))
+            for name, tokens, batch, b, fmt in rows]

@@ -38,13 +38,10 @@ def _expected(batch, d_in, d_out, bytes_per_value, machine: Machine):
 def weight_product_cases():
     cpu = Machine("a laptop CPU", 100.0, 40.0, "fp32")
     h100, h200 = DEFAULT_GPU, REFERENCE_MACHINES["H200 SXM"]
-    cases = []
     for batch, d_in, d_out, bpv, m, what in ((1, 4096, 11008, 2, h100, "one sequence decoding in bf16 on an H100"),
                                              (512, 4096, 14336, 2, h100, "a batch of 512 in bf16 on an H100"),
                                              (256, 4096, 4096, 2, h200, "a batch of 256 in bf16 on an H200"),
                                              (8, 64, 256, 4, cpu, "a batch of 8 in fp32 on a small CPU"),
                                              (1, 4096, 4096, 1, h100, "one sequence with int8 weights")):
-        cases.append(Case(f"{what}: W is {d_in} x {d_out}", (batch, d_in, d_out, bpv, m.peak_gflops,
-                                                              m.bandwidth_gbs),
-                          expected=_expected(batch, d_in, d_out, bpv, m)))
-    return cases
+        yield Case(f"{what}: W is {d_in} x {d_out}", (batch, d_in, d_out, bpv, m.peak_gflops, m.bandwidth_gbs),
+                   expected=_expected(batch, d_in, d_out, bpv, m))

@@ -29,23 +29,21 @@ def _pair(seed: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
                "max(0, p - q), divided by its sum so it adds up to 1 (and if p == q, nothing is left: use p)",
           solution=acceptance_rule_solution)
 def acceptance_rule_cases():
-    cases = []
     p = torch.tensor([0.5, 0.3, 0.2, 0.0], dtype=torch.float64)
     q = torch.tensor([0.2, 0.5, 0.1, 0.2], dtype=torch.float64)
     for x, what in ((1, "the draft proposes a token it likes more than the target does"),
                     (0, "the draft proposes a token the target likes more"),
                     (3, "the draft proposes a token the target never says")):
-        cases.append(Case(f"four tokens, {what}", (p, q, x),
-                          expected=(acceptance_probability(p, q, x), residual_distribution(p, q))))
+        yield Case(f"four tokens, {what}", (p, q, x),
+                   expected=(acceptance_probability(p, q, x), residual_distribution(p, q)))
     for seed in (1, 2):
         p, q = _pair(seed, 9)
         x = int(torch.argmax(q))
-        cases.append(Case(f"nine tokens, random distributions (seed {seed}), the draft's favourite proposed",
-                          (p, q, x), expected=(acceptance_probability(p, q, x), residual_distribution(p, q))))
+        yield Case(f"nine tokens, random distributions (seed {seed}), the draft's favourite proposed",
+                   (p, q, x), expected=(acceptance_probability(p, q, x), residual_distribution(p, q)))
     p = torch.tensor([0.25, 0.25, 0.5], dtype=torch.float64)
-    cases.append(Case("a draft that agrees exactly with the target", (p, p.clone(), 2),
-                      expected=(acceptance_probability(p, p, 2), residual_distribution(p, p))))
-    return cases
+    yield Case("a draft that agrees exactly with the target", (p, p.clone(), 2),
+               expected=(acceptance_probability(p, p, 2), residual_distribution(p, p)))
 
 
 def tokens_per_pass_solution(alpha: float, k: int) -> float:

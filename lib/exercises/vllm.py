@@ -5,11 +5,10 @@ import math
 
 from ..config import ModelConfig
 from ..costs import weight_bytes
+from ..device import dtype_bytes
+from ..presets import llama
 from ..vllm_bridge import GiB, kv_capacity
 from . import Case, exercise
-
-_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-
 
 def num_kv_blocks(total_bytes, gpu_memory_utilization, weight_bytes, activation_bytes, block_size, n_layers,
                   n_kv_heads, head_dim, bytes_per_value):
@@ -25,13 +24,12 @@ def _case(description, config: ModelConfig, total, util, block_size, dtype, acti
                       activation_peak=activation)
     kwargs = dict(total_bytes=total, gpu_memory_utilization=util, weight_bytes=weight_bytes(config, dtype),
                   activation_bytes=activation, block_size=block_size, n_layers=config.n_layers,
-                  n_kv_heads=config.n_kv_heads, head_dim=config.head_dim, bytes_per_value=_BYTES[dtype])
+                  n_kv_heads=config.n_kv_heads, head_dim=config.head_dim, bytes_per_value=dtype_bytes(dtype))
     return Case(description, kwargs=kwargs, expected=cap.num_blocks)
 
 
 def _llama(L, d, H, KV, ff, vocab=32000):
-    return ModelConfig(vocab_size=vocab, n_layers=L, d_model=d, n_heads=H, n_kv_heads=KV, d_ff=ff, max_seq_len=4096,
-                       norm="rmsnorm", activation="swiglu", positions="rope", bias=False, tie_embeddings=False)
+    return llama(vocab, L, d, H, KV, ff, 4096)
 
 
 @exercise("vllm_num_blocks", title="KV blocks vLLM allocates",

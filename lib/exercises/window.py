@@ -32,14 +32,12 @@ def _ring(window, sinks):
                "own slot and the rest go round the other window - sinks slots, starting after the sinks.",
           solution=ring_slot_solution)
 def _ring_slot_cases():
-    cases = []
     for position, window, sinks in ((5, 8, 0), (13, 8, 0), (100, 4096 // 64, 0), (2, 8, 4), (11, 8, 4),
                                     (37, 10, 2), (9, 10, 2)):
         slot = int(_ring(window, sinks).slot(torch.tensor(position)))
         what = f"{sinks} sinks" if sinks else "no sinks"
-        cases.append(Case(f"position {position}, a window of {window} slots, {what}",
-                          args=(position, window), kwargs={"sinks": sinks}, expected=slot))
-    return cases
+        yield Case(f"position {position}, a window of {window} slots, {what}",
+                   args=(position, window), kwargs={"sinks": sinks}, expected=slot)
 
 
 # ------------------------------------------------------------------ the sliding-window mask of a chunk
@@ -56,11 +54,9 @@ def window_mask_solution(query_positions, key_positions, window):
                "last `window` positions, p itself included); compare the positions, not the indices.",
           solution=window_mask_solution)
 def _window_mask_cases():
-    cases = []
     for q0, n_new, first_key, window in ((0, 6, 0, 3), (9, 4, 6, 4), (20, 1, 13, 8), (5, 5, 0, 16)):
         queries = torch.arange(q0, q0 + n_new)
         keys = torch.arange(first_key, q0 + n_new)  # a ring's held keys, then the chunk's own
         mask = Feed(queries[None], len(keys), key_positions=keys).mask(window)[0, 0]  # what attention uses
-        cases.append(Case(f"queries at positions {q0}..{q0 + n_new - 1}, keys at positions {first_key}.."
-                          f"{q0 + n_new - 1}, window {window}", args=(queries, keys, window), expected=mask))
-    return cases
+        yield Case(f"queries at positions {q0}..{q0 + n_new - 1}, keys at positions {first_key}.."
+                   f"{q0 + n_new - 1}, window {window}", args=(queries, keys, window), expected=mask)

@@ -41,13 +41,6 @@ FUTURE = style.FREE  # keys and steps that do not exist yet
 
 # ------------------------------------------------------------------------------------------- checks
 
-def _check_trace(trace):
-    if not isinstance(trace, Trace):
-        raise TypeError(f"expected a lib.Trace (from lib.generate(..., trace=True)), got {type(trace).__name__}")
-    if len(trace) == 0:
-        raise ValueError("the trace has no steps: generate at least one token with trace=True")
-
-
 def _check_index(value, name: str, n: int, context: str, allow_all: bool = False):
     """``value`` if it is an int in 0..n-1 (or "all" when allowed), else a ValueError saying what is allowed;
     ``context`` says where n comes from ("the model has 4 layers")."""
@@ -59,7 +52,7 @@ def _check_index(value, name: str, n: int, context: str, allow_all: bool = False
 
 def check_layer_head(trace: Trace, layer, head, batch: int = 0, allow_all: bool = False):
     """Raise a ValueError that says what is allowed unless layer / head / batch index this trace."""
-    _check_trace(trace)
+    checks.trace(trace)
     _check_index(layer, "layer", trace.n_layers, f"the model has {trace.n_layers} layers")
     _check_index(head, "head", trace.n_heads, f"the model has {trace.n_heads} query heads",
                  allow_all=allow_all)
@@ -225,7 +218,7 @@ def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, st
     Returns the Figure."""
     import matplotlib.pyplot as plt
 
-    _check_trace(trace)
+    checks.trace(trace)
     layers = list(range(trace.n_layers)) if layer is None else [layer]
     for l in layers:
         check_layer_head(trace, l, 0, batch)

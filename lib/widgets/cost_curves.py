@@ -53,9 +53,10 @@ from .. import checks
 from . import style
 from ..checks import new_tokens_fit
 from ..config import ModelConfig
-from ..costs import (PRESETS, check_count, generation_steps, kv_cache_bytes, kv_computations,
+from ..costs import (PRESETS, generation_steps, kv_cache_bytes, kv_computations,
                      kv_memory_crossover_tokens, resolve_model, weight_bytes)
 from ..device import dtype_name
+from ..text import fmt_bytes
 from .i18n import t
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes
@@ -120,7 +121,7 @@ def analytic_curves(model="chat", n: int = 64, prompt_len: int = 1) -> dict:
     """Per-step and cumulative K/V computations and FLOPs of generating n tokens, with and without a cache,
     straight from ``lib.costs.generation_steps`` (see the module docstring for the keys)."""
     name, config = resolve(model)
-    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
+    prompt_len = checks.integer(prompt_len, "prompt_len", 1)
     n = _check_n(n, prompt_len, config, name)
     out = {"name": name, "config": config, "prompt_len": prompt_len, "n": n, "positions": None,
            "kv": {}, "kv_cumulative": {}, "flops": {}, "flops_cumulative": {},
@@ -152,7 +153,7 @@ def memory_curves(model="chat", n: int | None = None, dtype=torch.float16, batch
     """KV-cache bytes after 1..n tokens (``lib.costs.kv_cache_bytes``) next to the weights in memory
     (``lib.costs.weight_bytes``). n=None: the model's whole context window (at most N_MAX)."""
     name, config = resolve(model)
-    batch_size = check_count(batch_size, "batch_size", minimum=1)
+    batch_size = checks.integer(batch_size, "batch_size", 1)
     n = min(config.max_seq_len, N_MAX) if n is None else _check_n(n, 1, config, name)
     positions = list(range(1, n + 1))
     return {"name": name, "dtype": dtype_name(dtype), "batch_size": batch_size,
@@ -208,13 +209,6 @@ def _clock(m) -> str:
     return t("CPU time") if m.get("clock") == "cpu" else t("wall time")
 
 
-def _bytes_label(b: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(b) < 1024 or unit == "TiB":
-            return f"{b:.3g} {unit}"
-        b /= 1024
-
-
 # -------------------------------------------------------------------------------- tier 1: matplotlib
 
 def _finish(ax, loglog: bool, xlabel: str, ylabel: str, title: str):
@@ -237,8 +231,8 @@ def plot_kv_counts(n: int = 16, prompt_len: int = 1):
     n vs n(n+1)/2 for a 1-token prompt (``lib.costs.kv_computations``). Returns the Figure."""
     import matplotlib.pyplot as plt
 
-    prompt_len = check_count(prompt_len, "prompt_len", minimum=1)
-    n = check_count(n, "n (tokens to generate)", minimum=1)
+    prompt_len = checks.integer(prompt_len, "prompt_len", 1)
+    n = checks.integer(n, "n (tokens to generate)", 1)
     pos = list(range(prompt_len, prompt_len + n))
     fig, (a, b) = plt.subplots(1, 2, figsize=(style.FIGURE_WIDTH, 3.6), layout="constrained")
     for cache in CACHES:
@@ -319,16 +313,16 @@ def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_s
     fig, ax = figure_and_axes(ax, FIGSIZE)
     ax.plot(mem["positions"], mem["kv_bytes"], color=COLORS["kv"],
             label=t("KV cache, batch {batch}: {size} at {n} tokens", batch=mem['batch_size'],
-                    size=_bytes_label(mem['kv_bytes'][-1]), n=mem['positions'][-1]))
+                    size=fmt_bytes(mem['kv_bytes'][-1], 3), n=mem['positions'][-1]))
     ax.axhline(mem["weight_bytes"], color=COLORS["weights"], ls=style.concept("weights").linestyle,
-               label=t("weights in memory: {size}", size=_bytes_label(mem['weight_bytes'])))
+               label=t("weights in memory: {size}", size=fmt_bytes(mem['weight_bytes'], 3)))
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
 
     top = max(mem["weight_bytes"], mem["kv_bytes"][-1]) * 1.05
     unit = 1024 ** min(4, max(0, (len(str(int(top))) - 1) // 3))  # ticks at round numbers of KiB, MiB, ...
     unit = unit if top / unit >= 1 else unit // 1024
     ax.yaxis.set_major_locator(FixedLocator(MaxNLocator(nbins=6).tick_values(0, top / unit) * unit))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda b, _: _bytes_label(b)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda b, _: fmt_bytes(b, 3)))
     ax.set_ylim(0, top)
     _finish(ax, False, t("tokens per sequence"), t("bytes ({dtype})", dtype=mem['dtype']),
             t("{name}: KV cache memory = weight memory\nat {n} tokens per sequence", name=mem['name'],
@@ -533,7 +527,7 @@ class CostCurvesExplorer:
         return min(resolve(name)[1].max_seq_len, N_MAX)
 
     def _check_n_value(self, n, name) -> int:
-        n = check_count(n, "n (tokens to generate)", minimum=1)
+        n = checks.integer(n, "n (tokens to generate)", 1)
         if not 2 <= n <= self._n_max(name):
             raise ValueError(f"n={n} is outside the slider for {name}: allowed 2..{self._n_max(name)} "
                              f"(the model's context window, at most {N_MAX})")
@@ -644,8 +638,8 @@ class CostCurvesExplorer:
         return t("{model}, n = {n}: K/V computed {kv_c} with cache vs {kv_n} without ({kv_x}x); FLOPs {f_c} vs "
                  "{f_n} ({f_x}x); KV cache {kv_bytes} vs weights in memory {w_bytes}", model=self.model.value, n=n,
                  kv_c=f"{kv_c:,}", kv_n=f"{kv_n:,}", kv_x=f"{kv_n / kv_c:.1f}", f_c=f"{f_c:.3g}", f_n=f"{f_n:.3g}",
-                 f_x=f"{f_n / f_c:.1f}", kv_bytes=_bytes_label(mem['kv_bytes'][n - 1]),
-                 w_bytes=_bytes_label(mem['weight_bytes']))
+                 f_x=f"{f_n / f_c:.1f}", kv_bytes=fmt_bytes(mem['kv_bytes'][n - 1], 3),
+                 w_bytes=fmt_bytes(mem['weight_bytes'], 3))
 
     @property
     def state(self) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-LANGUAGES = ("en", "zh")
+LANGUAGES = ("en", "zh")  # English first; tools.edition builds one notebook edition per language
 _current = "en"
 
 CONTEXT = "\x04"  # separates a key's context from its English text
@@ -38,7 +38,7 @@ ZH: dict[str, str] = {
     "◀ Back": "◀ 后退", "Step ▶": "前进 ▶", "▶ Play": "▶ 播放", "❚❚ Pause": "❚❚ 暂停", "play": "播放",
     "event": "事件", "event ": "事件 ", "batch": "批次", "batch: ": "批次：", "machine": "硬件", "context": "上下文",
     "requests": "请求数", "weights": "权重", "KV cache": "KV 缓存", "max new tokens": "最多生成 token 数",
-    "KV cache": "KV 缓存", "top-k (0=off)": "top-k（0=关）", "top-p (1=off)": "top-p（1=关）",
+    "top-k (0=off)": "top-k（0=关）", "top-p (1=off)": "top-p（1=关）",
     "off": "关", "0 (greedy)": "0（贪心）", "draw 20 tokens": "采样 20 个 token", "k (draft)": "k（草稿）",
     "samples of A": "A 的样本数", "block size": "块大小", "pool blocks": "池中块数", "round: ": "轮次：",
     "concurrent requests: ": "并发请求数：",

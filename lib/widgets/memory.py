@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from .. import checks
 from . import style
 from ..config import ModelConfig
-from ..costs import (MLA_PRESETS, PRESETS, check_count, kv_bytes_per_token, kv_cache_bytes,
-                     kv_memory_crossover_tokens, kv_values_per_token, param_count, resolve_model, weight_bytes)
+from ..costs import (kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tokens, kv_values_per_token,
+                     param_count, weight_bytes)
 from ..device import DTYPES, dtype_name
+from ..presets import MLA_PRESETS, PRESETS, resolve_model
 from .i18n import t
-from ..text import fmt_bytes, text_table
+from ..text import fmt_bytes, sig, text_table
 from . import frame_slider
 
 GPU_GIB = (24, 40, 80, 141)  # e.g. RTX 4090 / L4, A100-40GB, A100/H100-80GB, H200
@@ -76,7 +77,7 @@ class MemoryBudget:
     def max_requests(self, gpu_gib: float, context: int | None = None) -> int:
         """How many requests of ``context`` tokens (default: this budget's) fit next to the weights on a GPU
         of ``gpu_gib`` GiB. An upper bound: activations, the CUDA context and fragmentation are ignored."""
-        context = self.context if context is None else check_count(context, "context", minimum=1)
+        context = self.context if context is None else checks.integer(context, "context", 1)
         free = gpu_gib * GIB - self.weight_bytes
         if free < 0:
             return 0
@@ -97,8 +98,8 @@ def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: 
     name, config = resolve_model(model)
     dtype = dtype_name(dtype)
     kv_dtype = dtype if kv_dtype is None else dtype_name(kv_dtype)
-    context = check_count(context, "context (tokens per request)", minimum=1)
-    batch = check_count(batch, "batch (concurrent requests)", minimum=1)
+    context = checks.integer(context, "context (tokens per request)", 1)
+    batch = checks.integer(batch, "batch (concurrent requests)", 1)
     if context > config.max_seq_len:
         raise ValueError(f"context={context} is longer than {name}'s context window "
                          f"(max_seq_len={config.max_seq_len}); choose 1..{config.max_seq_len}")
@@ -245,10 +246,6 @@ def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=N
 
 # --------------------------------------------------------------------------- tier 2: plotly step-through
 
-def _sig(x: float, digits: int = 5) -> float:
-    return float(f"{x:.{digits}g}")
-
-
 def memory_frames(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32, 64, 128)) -> list[dict]:
     """Per batch size: the KV and total GiB at each context length (5 significant digits) and the
     context per request where KV cache memory equals weight memory."""
@@ -257,10 +254,10 @@ def memory_frames(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
     frames = []
     for b in batches:
         budgets = [memory_budget(model, dtype, x, b) for x in xs]
-        frames.append({"batch": b, "contexts": xs, "kv_gib": [_sig(m.kv_bytes / GIB) for m in budgets],
-                       "total_gib": [_sig(m.total_bytes / GIB) for m in budgets],
-                       "weights_gib": _sig(budgets[0].weight_bytes / GIB),
-                       "memory_crossover_context": _sig(budgets[0].memory_crossover_context)})
+        frames.append({"batch": b, "contexts": xs, "kv_gib": [sig(m.kv_bytes / GIB, 5) for m in budgets],
+                       "total_gib": [sig(m.total_bytes / GIB, 5) for m in budgets],
+                       "weights_gib": sig(budgets[0].weight_bytes / GIB, 5),
+                       "memory_crossover_context": sig(budgets[0].memory_crossover_context, 5)})
     return frames
 
 

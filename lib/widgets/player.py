@@ -116,13 +116,6 @@ class PlayerFrame:
 
 # -- the data layer ------------------------------------------------------------------------------------------
 
-def _check_trace(trace, name="trace"):
-    if not hasattr(trace, "steps") or not hasattr(trace, "use_cache"):
-        raise TypeError(f"{name} must be a lib.Trace (generate(..., trace=True).trace), got {type(trace).__name__}")
-    if len(trace) == 0:
-        raise ValueError(f"{name} has no steps; generate at least one token")
-
-
 def generate_pair(model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 12, temperature: float = 0.0,
                   top_k: int | None = None, top_p: float | None = None, seed: int | None = 0):
     """Run the same generation twice, with and without the KV cache: ``(cached_trace, uncached_trace)``.
@@ -161,7 +154,7 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     the other side of the running count. Without it that side comes from ``lib.costs.kv_computations``.
     ``top_k``: how many candidates get a bar (the chosen token always gets one).
     """
-    _check_trace(trace)
+    checks.trace(trace)
     if checks.as_int(layer) is None or not 0 <= layer < trace.n_layers:
         raise ValueError(f"layer={layer!r} is not a layer of this trace (0..{trace.n_layers - 1})")
     recorded = trace.steps[0].sample_top_ids.shape[1]  # candidates per step that generate() kept
@@ -173,7 +166,7 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     n = len(trace)
     own = trace.kv_computed(layer)
     if other is not None:
-        _check_trace(other, "other")
+        checks.trace(other, "other")
         if other.use_cache == trace.use_cache:
             raise ValueError(f"other must be the same run with the cache {'off' if trace.use_cache else 'on'}, "
                              f"but both traces have use_cache={trace.use_cache}")

@@ -17,12 +17,11 @@ import html
 import math
 import time
 
-import numpy as np
-
-from .. import costs
+from .. import checks, costs
 from . import style
 from ..device import DTYPES as _DTYPE_TABLE
 from .i18n import t
+from ..text import SIG_DIGITS, fmt_bytes, fmt_sig, sig
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import check_controls, figure_and_axes, frame_slider
 
@@ -38,27 +37,13 @@ PHASE_MARKERS = {ph: style.concept(ph).marker for ph in ("prefill", "decode")}
 PLOTLY_PHASE_SYMBOLS = {"prefill": "square", "decode": "circle"}  # the same shapes as PHASE_MARKERS
 ROOF_COLOUR = style.concept("reference").colour
 MODEL_COLOURS = tuple(style.CATEGORICAL)
-DIGITS = 4  # significant digits of every float that goes into a figure or a table
-
-
-def sig(x: float, digits: int = DIGITS) -> float:
-    """``x`` rounded to ``digits`` significant digits (stored outputs stay identical run to run)."""
-    return float(f"{x:.{digits - 1}e}")
-
-
-def fmt(x) -> str:
-    """A number for a table: ints as they are, floats to DIGITS significant digits, no exponent."""
-    if isinstance(x, int):
-        return str(x)
-    return np.format_float_positional(sig(x), trim="-")
+DIGITS = SIG_DIGITS  # significant digits of every float that goes into a figure or a table (lib.text.sig)
+fmt = fmt_sig  # a number for a table: ints as they are, floats to DIGITS significant digits, no exponent
 
 
 def human_bytes(n: float) -> str:
-    """Bytes in decimal units (kB, MB, GB, TB = 10³ ...) with DIGITS significant digits."""
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{fmt(n / size)} {unit}"
-    return f"{fmt(float(n))} B"
+    """Bytes in decimal units (kB, MB, GB, TB = 10³ ...) with DIGITS significant digits (``lib.text.fmt_bytes``)."""
+    return fmt_bytes(n, DIGITS, si=True)
 
 
 def default_length(model) -> int:
@@ -111,10 +96,7 @@ def trace_points(trace, model, dtype="fp32", name: str | None = None) -> list[di
     """One point per step of a ``lib.generate(..., trace=True)`` run: each step costed from the tokens it fed
     and the positions its attention layers found already cached (both as the model counted them), so its
     context is the cache length after the step. "label" is "step N"."""
-    from ..trace import Trace
-
-    if not isinstance(trace, Trace):
-        raise TypeError(f"trace_points needs a lib.Trace (generate(..., trace=True).trace), got {type(trace).__name__}")
+    checks.trace(trace, steps=False)
     if not trace.use_cache:
         raise ValueError("trace_points needs a run with the KV cache (generate(..., use_cache=True)): "
                          "without one no step reads or writes a cache, and every step is a full recompute")
