@@ -132,5 +132,10 @@ lint-workflow:
 	$(LINT_VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(LINT_VENV)/bin/zizmor --offline .github/workflows/
 
+# On a machine with a CUDA GPU: a CUDA torch in .venv-gpu, the device tests on cuda, the benchmark's bf16 section
+# with its bandwidth utilisation, one summary (about 8 minutes at most). Elsewhere: "no CUDA device", exit 0.
+gpu-check:
+	bash scripts/gpu_check.sh
+
 clean:
 	rm -rf $(VENV) *.egg-info site test-artifacts .pytest_cache
