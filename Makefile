@@ -16,7 +16,8 @@ EDITION ?= en
 MAP_en := notebooks/00_index.ipynb
 MAP_zh := notebooks/zh/00_index.ipynb
 
-.PHONY: corpus bench setup lab lab-zh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean
+.PHONY: corpus bench setup lab lab-zh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean \
+	hub hub-deps test-hub lint-workflow gpu-check
 
 setup: $(STAMP)
 
@@ -114,6 +115,44 @@ train: setup
 corpus: setup
 	$(PY) -m pip install --quiet --disable-pip-version-check "opencc==1.4.2"
 	$(PY) -m tools.corpus
+
+# -- a class on one server (deploy/jupyterhub/README.md): JupyterHub, its proxy, the course installed once -------
+HUB_DIR := deploy/jupyterhub
+HUB_STAMP := $(VENV)/.kvlab-hub-installed
+CHP := $(HUB_DIR)/node_modules/.bin/configurable-http-proxy
+
+# jupyterhub (+ the idle culler) into the course's .venv; configurable-http-proxy from the npm registry into
+# deploy/jupyterhub/node_modules (npm ci; Debian's nodejs and npm are installed first when they are missing).
+hub-deps: $(HUB_STAMP) $(CHP)
+
+$(HUB_STAMP): $(STAMP) $(HUB_DIR)/requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r $(HUB_DIR)/requirements.txt
+	touch $(HUB_STAMP)
+
+$(CHP): $(HUB_DIR)/package.json $(HUB_DIR)/package-lock.json
+	bash scripts/hub-deps.sh
+
+# The class hub on this machine (settings: KVLAB_HUB_* variables, see deploy/jupyterhub/jupyterhub_config.py).
+hub: hub-deps
+	$(PY) -m jupyterhub -f $(HUB_DIR)/jupyterhub_config.py
+
+# JupyterHub on 127.0.0.1 with 5 simulated students, notebook 02 run in each through the server's API, memory per
+# student and students per 8 / 16 / 64 GB (about 2-3 minutes on 2 cores; not part of `make test`).
+test-hub: hub-deps
+	KVLAB_HUB=1 $(PY) -m pytest -q -p no:cacheprovider tests/hub
+
+# -- the CI workflow for forks (.github/workflows/test.yml), checked by linters from PyPI in their own venv ---------
+LINT_VENV := .venv-lint
+lint-workflow:
+	test -x $(LINT_VENV)/bin/python || $(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r .github/lint-requirements.txt
+	$(LINT_VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(LINT_VENV)/bin/zizmor --offline .github/workflows/
+
+# On a machine with a CUDA GPU: a CUDA torch in .venv-gpu, the device tests on cuda, the benchmark's bf16 section
+# with its bandwidth utilisation, one summary (about 8 minutes at most). Elsewhere: "no CUDA device", exit 0.
+gpu-check:
+	bash scripts/gpu_check.sh
 
 clean:
 	rm -rf $(VENV) *.egg-info site test-artifacts .pytest_cache

@@ -11,7 +11,25 @@ from lib.device import available_devices
 
 matplotlib.use("Agg")  # figures drawn off-screen in this process (not an environment variable: the kernels
 #                       that nbval and the browser tests start must keep their inline backend)
-DEVICES = available_devices()  # cuda / mps when present, always cpu
+
+
+def _test_devices() -> list[str]:
+    """The devices the ``device`` fixture runs on: every one available here (cuda / mps when present, always cpu),
+    or only ``KVLAB_TEST_DEVICE`` (``cuda``, ``cuda:1``, ``mps``, ``cpu``: ``make gpu-check`` runs the device tests on
+    the GPU alone this way), which must exist."""
+    want = os.environ.get("KVLAB_TEST_DEVICE", "").strip()
+    if not want:
+        return available_devices()
+    from lib.device import resolve_device
+
+    try:
+        resolve_device(want)
+    except ValueError as e:
+        raise pytest.UsageError(f"KVLAB_TEST_DEVICE={want!r}: {e}") from None
+    return [want]
+
+
+DEVICES = _test_devices()
 
 # The models under test are tiny: one CPU thread per test process is fastest (thread hand-offs cost more
 # than the maths) and lets pytest-xdist run one process per core without oversubscribing them.

@@ -387,3 +387,19 @@ def test_plotly_rooflines_take_the_template_and_the_cell_width():
     e = wr.RooflineExplorer()
     assert all(c.style.description_width == "initial" for c in e.controls.values())  # labels never cut
     assert e.figure.data[1].marker.color == wr.PHASE_COLOURS["prefill"]
+
+
+def test_explorer_output_holds_exactly_the_figure():
+    """The live figure is drawn into a core Output widget (no FigureWidget), redrawn on every change."""
+    import json
+
+    e = wr.RooflineExplorer(model="llama-3-8b", dtype="bf16", batch=1, context=2048)
+    e.set(batch=64)
+    (out,) = e.output.outputs
+    shown = out["data"]["application/vnd.plotly.v1+json"]
+    assert [d["name"] for d in shown["data"]] == [d.name for d in e.figure.data]
+    assert shown["data"][2]["x"] == [e.state["decode_intensity"]] and shown["config"]["displaylogo"] is False
+    assert out["data"]["text/plain"] == e.summary and e.widget.children[1] is e.output
+    json.dumps(out)
+    e.controls["context"].value = 128  # a user's drag: the observe callback redraws into the output
+    assert e.output.outputs[0]["data"]["application/vnd.plotly.v1+json"]["data"][2]["x"] == [e.state["decode_intensity"]]

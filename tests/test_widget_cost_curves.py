@@ -328,3 +328,32 @@ def test_static_lines_carry_a_second_cue_and_explorer_labels_are_whole():
     for control in (ex.model, ex.n, ex.show, ex.loglog):
         assert control.style.description_width == "initial", control.description
     assert ex.controls.children == (ex.model, ex.n, ex.loglog, ex.show, ex.view)
+
+
+def test_explorer_output_holds_exactly_the_figure(explorer):
+    """The live figure is drawn into a core Output widget (no FigureWidget): one plotly output, the figure as
+    plotly's plotly_mimetype renderer makes it, redrawn on every change."""
+    import plotly.io as pio
+
+    explorer.set(model="chat", n=24, loglog=True, show="both", view="per step")
+    (out,) = explorer.output.outputs
+    shown = out["data"]["application/vnd.plotly.v1+json"]
+    want = pio.renderers["plotly_mimetype"].to_mimebundle(explorer.figure.to_dict())["application/vnd.plotly.v1+json"]
+    assert shown["data"] == want["data"] and shown["layout"] == want["layout"]
+    assert shown["config"]["displaylogo"] is False
+    assert [_array(d["x"])[-1] for d in shown["data"][:2]] == [24, 24] and shown["layout"]["xaxis"]["type"] == "log"
+    assert out["data"]["text/plain"] == explorer.summary
+    assert explorer.widget.children[-1] is explorer.output and explorer.output.layout.min_height == "470px"
+    json.dumps(out)  # plain JSON all the way down: what the comm sends
+    explorer.set(n=30, loglog=False)
+    again = explorer.output.outputs[0]["data"]["application/vnd.plotly.v1+json"]
+    assert _array(again["data"][0]["x"])[-1] == 30
+
+
+def _array(v) -> list:
+    """A plotly JSON array: a list, or a typed array {"dtype": "i8", "bdata": base64} as plotly sends numpy."""
+    import base64
+
+    import numpy as np
+
+    return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).tolist() if isinstance(v, dict) else list(v)

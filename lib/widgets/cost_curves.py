@@ -35,11 +35,12 @@ Tier 2, plotly that survives export (go.Figure with buttons: per step / cumulati
     plotly_cost_curves(model="chat", n=64, prompt_len=1)   K/V, FLOPs split, memory
     plotly_measured(measurements)
 
-Tier 3, live ipywidgets:
+Tier 3, live ipywidgets (core widgets only: the figure is redrawn into an ``ipywidgets.Output``, ``lib.widgets.live``):
     CostCurvesExplorer(model="chat", n=64, show="both", view="per step", loglog=False)
         .widget (display it, or display the explorer itself), .set(n=, model=, show=, view=, loglog=) drives it
         from Python, .state (control values), .drawn ({trace name: (xs, ys)} of what is visible),
-        .summary (the text shown under the controls), .last_update_seconds (Python time of the last redraw)
+        .summary (the text shown under the controls), .figure (the plotly Figure shown in .output),
+        .last_update_seconds (Python time of the last redraw)
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ from ..costs import (PRESETS, generation_steps, kv_cache_bytes, kv_computations,
 from ..device import dtype_name
 from ..text import fmt_bytes
 from .i18n import t
+from .live import plotly_output, show_plotly
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes
 
@@ -460,7 +462,9 @@ class CostCurvesExplorer:
     """Live cost curves: sequence-length slider, model picker, with / without cache overlay, per step /
     cumulative, log-log toggle. Only analytic numbers (cheap), so every change redraws at once.
 
-    Drive it from Python with ``set(...)``; ``drawn`` is what the figure shows, ``summary`` the text."""
+    Drive it from Python with ``set(...)``; ``drawn`` is what the figure shows, ``summary`` the text.
+    ``figure`` is a plain plotly ``Figure`` changed in place; every redraw shows a fresh copy of it in
+    ``output``, an ``ipywidgets.Output`` (core widgets only: it works in JupyterLab, VS Code and Voilà alike)."""
 
     def __init__(self, model="chat", n: int = 64, show: str = "both", view: str = "per step",
                  loglog: bool = False):
@@ -485,7 +489,7 @@ class CostCurvesExplorer:
         self.view = W.ToggleButtons(options=[(t(v), v) for v in VIEWS], value=view, style={"button_width": "auto"})
         self.loglog = W.Checkbox(value=checks.flag(loglog, "loglog"), description="log-log", indent=False, **look)
         self.text = W.HTML(style={"text_color": style.css("ink")})
-        self.figure = go.FigureWidget(make_subplots(rows=1, cols=3, horizontal_spacing=0.1))
+        self.figure = make_subplots(rows=1, cols=3, horizontal_spacing=0.1)
         self._names = []  # the traces' names in English (the keys of drawn and _series)
         self._shown = {}  # ... and as the legend shows them, in the notebook's language
         for cache in CACHES:
@@ -497,6 +501,7 @@ class CostCurvesExplorer:
         self._add(go, "KV cache bytes", COLORS["kv"], "solid", 3, t("KV cache bytes"))
         self._add(go, "weights in memory", COLORS["weights"], "longdash", 3, t("weights in memory"))
         _three_panels(self.figure, dtype_name(torch.float16), "", top=110)
+        self.output = plotly_output(self.figure.layout.height)
         self.last_update_seconds = 0.0
         self._quiet = False
         self.redraw()
@@ -504,7 +509,7 @@ class CostCurvesExplorer:
         for w in (self.n, self.show, self.view, self.loglog):
             w.observe(lambda ch: self.redraw(), names="value")
         self.controls = style.grid(self.model, self.n, self.loglog, self.show, self.view, columns=3)
-        self.widget = W.VBox([self.controls, self.text, self.figure])
+        self.widget = W.VBox([self.controls, self.text, self.output])
 
     # -- helpers -------------------------------------------------------------------------------------
     @staticmethod
@@ -624,7 +629,9 @@ class CostCurvesExplorer:
                 trace.name = shown if slope is None else t("{label} (slope {slope})", label=shown, slope=f"{slope:.2f}")
             self.figure.update_xaxes(type=kind)
             self.figure.update_yaxes(type=kind)
-        self.text.value = html.escape(self.summary)
+        summary = self.summary
+        self.text.value = html.escape(summary)
+        show_plotly(self.output, self.figure, summary)  # the summary: the plain-text form
         self.last_update_seconds = time.perf_counter() - t0
 
     @property

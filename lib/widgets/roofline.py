@@ -7,7 +7,8 @@ unless told otherwise). Nothing here runs a model. Three tiers (CONTRIBUTING.md)
    ``operator_table`` / ``crossover_table`` / ``ridge_table`` / ``operator_group_table`` (text tables).
 2. ``plotly_batch_roofline``: a plotly figure with one precomputed frame per batch size and a slider.
 3. ``RooflineExplorer``: live ipywidgets (model, dtype, machine, batch, context), drivable from Python
-   through ``set(...)``; ``state``, ``drawn`` and ``summary`` say what is shown.
+   through ``set(...)``; ``state``, ``drawn`` and ``summary`` say what is shown. Core widgets only: the figure
+   is redrawn into an ``ipywidgets.Output`` (``lib.widgets.live``), no ``FigureWidget``.
 
 A "point" is one costed pass: {"model", "phase", "batch", "context", "cost"} (+ "label"), from ``step_point``.
 """
@@ -22,6 +23,7 @@ from . import style
 from ..device import DTYPES as _DTYPE_TABLE
 from .i18n import t
 from ..text import SIG_DIGITS, fmt_bytes, fmt_sig, sig
+from .live import plotly_output, show_plotly
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import check_controls, figure_and_axes, frame_slider
 
@@ -490,7 +492,8 @@ class RooflineExplorer:
     Drive it from Python with ``set(model=..., dtype=..., machine=..., batch=..., context=...)``, which
     changes the controls as a user would and redraws once. ``state`` holds the controls and the computed
     numbers, ``drawn`` the plotted points ({trace name: (xs, ys)}), ``summary`` the text under the plot,
-    ``last_update_seconds`` the Python time of the last redraw.
+    ``last_update_seconds`` the Python time of the last redraw. ``figure`` is a plain plotly ``Figure`` changed
+    in place; every redraw shows a fresh copy of it in ``output``, an ``ipywidgets.Output``.
     """
 
     CONTROLS = ("model", "dtype", "machine", "batch", "context")
@@ -520,7 +523,7 @@ class RooflineExplorer:
             "context": W.SelectionSlider(options=CONTEXTS, value=values["context"], description=t("context"), **ctl),
         }
         names = (t("roof"), t("prefill"), t("decode"), t("decode batch→∞"))
-        self.figure = go.FigureWidget(
+        self.figure = go.Figure(
             data=[go.Scatter(name=names[0], mode="lines", line=dict(color=ROOF_COLOUR, width=3), hoverinfo="skip"),
                   go.Scatter(name=names[1], mode="markers", marker=dict(size=12, symbol="square",
                                                                          color=PHASE_COLOURS["prefill"])),
@@ -531,6 +534,7 @@ class RooflineExplorer:
                         xaxis=dict(type="log", title=t("arithmetic intensity (FLOP / byte)"),
                                    range=[_log10(x) for x in self.X_RANGE]),
                         yaxis=dict(type="log")))
+        self.output = plotly_output(self.figure.layout.height)
         self.summary_box = W.HTML()
         self.state: dict = {}
         self.summary = ""
@@ -541,7 +545,7 @@ class RooflineExplorer:
             w.observe(self._on_change, names="value")
         c = self.controls
         self.widget = W.VBox([style.grid(c["model"], c["dtype"], c["machine"], c["batch"], c["context"], columns=3),
-                              self.figure, self.summary_box])
+                              self.output, self.summary_box])
 
     # -- the Python API ------------------------------------------------------------------------------------
     def _check(self, **values) -> dict:
@@ -642,4 +646,5 @@ class RooflineExplorer:
         self.summary = self._summary(s)
         self.summary_box.value = (f"<div style='color:{style.css('ink')}'>"
                                   + "<br>".join(html.escape(line) for line in self.summary.splitlines()) + "</div>")
+        show_plotly(self.output, self.figure, self.summary)  # the summary: the plain-text form
         self.last_update_seconds = time.perf_counter() - t0
