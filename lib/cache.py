@@ -14,6 +14,9 @@ The protocol a forward pass follows (the model never changes for a new kind of c
     cache.commit()                                # the new positions count: seq_len grows by T
     (cache.rollback() instead, if the pass failed: the cache is as it was before ``begin``)
 
+Around the passes: ``crop(n)`` forgets positions from n on, ``fork(n)`` copies every sequence n times (parallel
+sampling), ``release()`` lets go of what a cache holds outside itself (a paged cache's blocks; else nothing).
+
 The keys ``update`` hands back sit at positions ``feed.key_positions`` (None: 0, 1, 2, ...), and attention
 builds its mask from those positions: causal, and with a sliding window only the last W positions. A cache
 that keeps every position hands back 0..S-1; a windowed ``KVCache`` (a ring buffer of W slots) only the
@@ -205,6 +208,10 @@ class CacheBase:
             raise ValueError(f"rows must be a non-empty list of sequence indices from 0 to {self.batch_size - 1}, "
                              f"got {rows!r}")
         return [int(r) for r in rows]
+
+    def release(self):
+        """Let go, for good, of what the cache holds outside itself: a paged cache gives its blocks back to
+        the shared pool. Nothing to do here: this cache's tensors are its own and go when it is dropped."""
 
     def fork(self, n: int) -> "CacheBase":
         """A cache of batch_size * n sequences: every sequence repeated n times in a row (parallel sampling:

@@ -95,7 +95,7 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
                 if use_cache:
                     forked = cache = passed.fork(num_samples)  # n copies of every sequence
                     if start == 0:  # they hold all it held: it lets go now (paged: its blocks, for the copies' growth)
-                        getattr(passed, "release", lambda: None)()
+                        passed.release()
                 if rec is not None:
                     rec.attention = {l: a.repeat_interleave(num_samples, dim=0) for l, a in rec.attention.items()}
             finished = torch.zeros(seq.shape[0], dtype=torch.bool, device=seq.device) if finished is None else finished
@@ -113,7 +113,7 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
                     break
     except BaseException as failure:  # a failed call (a full pool, Ctrl-C) gives back what it took
         if forked is not None:
-            getattr(forked, "release", lambda: None)()
+            forked.release()
         if use_cache:
             try:
                 passed.crop(start)  # the cache holds again exactly what it held before the call
@@ -124,5 +124,5 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
     finally:
         model.train(was_training)
     if forked is not None and start:  # a cache that held positions before the call lets go of them only now
-        getattr(passed, "release", lambda: None)()
+        passed.release()
     return GenerationResult(sequences=seq, trace=tr, cache=cache, prompt_len=prompt_len)
