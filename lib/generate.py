@@ -22,7 +22,7 @@ from . import checks
 from .cache import KVCache
 from .concat import ConcatKVCache
 from .device import synchronize
-from .model import ForwardRecord
+from .model import ForwardRecord, eval_mode
 from .paged import PagedKVCache
 from .sampling import choose, make_generator, sampling_probs
 from .trace import Trace
@@ -80,49 +80,46 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
                      dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)) if trace else None
     gen, seq, finished, forked, passed = make_generator(seed, model.device), input_ids, None, None, cache
     start = cache.seq_len if use_cache else 0  # what a cache passed in already held
-    was_training = model.training
-    model.eval()
-    try:
-        for step in range(max_new_tokens):
-            t0 = time.perf_counter()
-            fed = seq if step == 0 or not use_cache else seq[:, -1:]  # prefill, then only the newest token
-            pos0 = cache.seq_len if use_cache else 0
-            rec = ForwardRecord(capture=trace == "full") if trace else None
-            logits = model(fed, cache=cache, record=rec, last_only=True)[:, -1, :].float()  # (B, vocab)
-            checks.finite_logits(logits, model, f"step {step} ({'prefill' if step == 0 and use_cache else 'decode'})")
-            if step == 0 and num_samples > 1:  # parallel sampling: n rows per prompt from here on
-                seq, fed, logits = (t.repeat_interleave(num_samples, dim=0) for t in (seq, fed, logits))
-                if use_cache:
-                    forked = cache = passed.fork(num_samples)  # n copies of every sequence
-                    if start == 0:  # they hold all it held: it lets go now (paged: its blocks, for the copies' growth)
-                        passed.release()
-                if rec is not None:
-                    rec.attention = {l: a.repeat_interleave(num_samples, dim=0) for l, a in rec.attention.items()}
-            finished = torch.zeros(seq.shape[0], dtype=torch.bool, device=seq.device) if finished is None else finished
-            next_ids = choose(logits, temperature, top_k, top_p, gen)  # (B,)
-            if eos_id is not None:  # a sequence that has stopped only gets padding
-                next_ids = torch.where(finished, torch.full_like(next_ids, pad), next_ids)
-            seq = torch.cat([seq, next_ids[:, None]], dim=1)
-            if trace:
-                synchronize(seq.device)  # so that the step's time is its work, not its launch
-                tr.add(step, fed, pos0, rec, logits, sampling_probs(logits, temperature, top_k, top_p), next_ids,
-                       finished, cache, trace_top_k, time.perf_counter() - t0)
-            if eos_id is not None:
-                finished = finished | (next_ids == eos_id)
-                if bool(finished.all()):
-                    break
-    except BaseException as failure:  # a failed call (a full pool, Ctrl-C) gives back what it took
-        if forked is not None:
-            forked.release()
-        if use_cache:
-            try:
-                passed.crop(start)  # the cache holds again exactly what it held before the call
-            except ValueError as undo:  # a sliding-window ring that wrapped cannot go back: empty it, and say so
-                passed.crop(0)
-                getattr(failure, "add_note", lambda _: None)(f"the cache was emptied: {undo}")
-        raise
-    finally:
-        model.train(was_training)
+    with eval_mode(model):
+        try:
+            for step in range(max_new_tokens):
+                t0 = time.perf_counter()
+                fed = seq if step == 0 or not use_cache else seq[:, -1:]  # prefill, then only the newest token
+                pos0 = cache.seq_len if use_cache else 0
+                rec = ForwardRecord(capture=trace == "full") if trace else None
+                logits = model(fed, cache=cache, record=rec, last_only=True)[:, -1, :].float()  # (B, vocab)
+                checks.finite_logits(logits, model, f"step {step} ({'prefill' if step == 0 and use_cache else 'decode'})")
+                if step == 0 and num_samples > 1:  # parallel sampling: n rows per prompt from here on
+                    seq, fed, logits = (t.repeat_interleave(num_samples, dim=0) for t in (seq, fed, logits))
+                    if use_cache:
+                        forked = cache = passed.fork(num_samples)  # n copies of every sequence
+                        if start == 0:  # they hold all it held: it lets go now (paged: its blocks, for the copies' growth)
+                            passed.release()
+                    if rec is not None:
+                        rec.attention = {l: a.repeat_interleave(num_samples, dim=0) for l, a in rec.attention.items()}
+                finished = torch.zeros(seq.shape[0], dtype=torch.bool, device=seq.device) if finished is None else finished
+                next_ids = choose(logits, temperature, top_k, top_p, gen)  # (B,)
+                if eos_id is not None:  # a sequence that has stopped only gets padding
+                    next_ids = torch.where(finished, torch.full_like(next_ids, pad), next_ids)
+                seq = torch.cat([seq, next_ids[:, None]], dim=1)
+                if trace:
+                    synchronize(seq.device)  # so that the step's time is its work, not its launch
+                    tr.add(step, fed, pos0, rec, logits, sampling_probs(logits, temperature, top_k, top_p), next_ids,
+                           finished, cache, trace_top_k, time.perf_counter() - t0)
+                if eos_id is not None:
+                    finished = finished | (next_ids == eos_id)
+                    if bool(finished.all()):
+                        break
+        except BaseException as failure:  # a failed call (a full pool, Ctrl-C) gives back what it took
+            if forked is not None:
+                forked.release()
+            if use_cache:
+                try:
+                    passed.crop(start)  # the cache holds again exactly what it held before the call
+                except ValueError as undo:  # a sliding-window ring that wrapped cannot go back: empty it, and say so
+                    passed.crop(0)
+                    getattr(failure, "add_note", lambda _: None)(f"the cache was emptied: {undo}")
+            raise
     if forked is not None and start:  # a cache that held positions before the call lets go of them only now
         passed.release()
     return GenerationResult(sequences=seq, trace=tr, cache=cache, prompt_len=prompt_len)

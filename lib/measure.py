@@ -54,7 +54,7 @@ from . import checks
 from .config import ModelConfig
 from .costs import generation_steps
 from .generate import CACHE_KINDS, generate
-from .model import MiniTransformer
+from .model import MiniTransformer, eval_mode
 from .timing import CLOCKS, Stopwatch, Timing, steady
 
 MODES = ("no cache", "static", "concat")
@@ -262,17 +262,12 @@ def _position_timings(model, positions, mode, repeats, warmup, threads, seed, re
     _check_clock(model, clock, threads)
     positions = _check_positions(model, positions)
     ids = _tokens(model, positions[-1], seed)
-    was_training = model.training
-    model.eval()
     runs = []
-    try:
-        with steady(threads):
-            for r in range(warmup + repeats):
-                secs = _run_positions(model, ids, positions, mode, clock)
-                if r >= warmup:
-                    runs.append(secs)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), steady(threads):
+        for r in range(warmup + repeats):
+            secs = _run_positions(model, ids, positions, mode, clock)
+            if r >= warmup:
+                runs.append(secs)
     return _columns(runs)
 
 

@@ -15,6 +15,7 @@ layer report what it really computed (how many K/V vectors, how many it read fro
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -43,6 +44,20 @@ class ForwardRecord:
     def put(self, layer, **tensors):
         if self.capture:
             self.tensors.setdefault(layer, {}).update({k: v.detach() for k, v in tensors.items()})
+
+
+@contextmanager
+def eval_mode(model):
+    """``with eval_mode(model):`` runs the block with the model in eval mode, then puts it back in the mode it
+    was in (training or not), even when the block fails. Generation and measuring run a model so; whether it
+    trains is its owner's business. ``model``: anything with ``.training``, ``.eval()`` and ``.train(mode)``
+    (a ``MiniTransformer``, a ``FastDecoder``)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 class RMSNorm(nn.Module):

@@ -25,6 +25,7 @@ import torch
 
 from .cache import KVCache
 from . import checks
+from .model import eval_mode
 from .sampling import choose, draw, make_generator, residual_distribution as _residual, sampling_probs
 from .text import text_table
 
@@ -300,10 +301,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
     dist = lambda logits: sampling_probs(logits, temperature, top_k, top_p)  # (T, vocab)
     pick = lambda logits: int(choose(logits, temperature, top_k, top_p, gen)[0])  # logits (1, vocab)
     seq = input_ids  # (1, n)
-    training = [m for m in (target, draft) if m.training]  # switched to eval mode for the run, then back
-    for m in training:
-        m.eval()
-    try:
+    with eval_mode(target), eval_mode(draft):  # both in eval mode for the run, then as they were
         while res.n_new < max_new_tokens:
             start = seq.shape[1]
             k_round = min(k, max_new_tokens - res.n_new - 1)  # a round emits at most k_round + 1 tokens
@@ -363,9 +361,6 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
             res.sequences = seq
             if eos_id is not None and emitted[-1] == eos_id:
                 break
-    finally:
-        for m in training:
-            m.train()
     return res
 
 
