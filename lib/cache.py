@@ -21,6 +21,12 @@ The keys ``update`` hands back sit at positions ``feed.key_positions`` (None: 0,
 builds its mask from those positions: causal, and with a sliding window only the last W positions. A cache
 that keeps every position hands back 0..S-1; a windowed ``KVCache`` (a ring buffer of W slots) only the
 positions this pass's queries can still see (and, with attention sinks, the first few).
+
+A kind of cache that ``generate(cache_kind=...)`` can build registers itself under its ``kind``:
+
+    @register_cache_kind                          # CACHE_KINDS["static"] = KVCache
+    class KVCache(CacheBase):
+        kind = "static"
 """
 from __future__ import annotations
 
@@ -30,6 +36,25 @@ import torch
 
 from . import checks
 from .config import ModelConfig
+
+
+CACHE_KINDS: dict = {}  # kind -> cache class, what generate(cache_kind=...) builds; filled by register_cache_kind
+
+
+def register_cache_kind(cls):
+    """Class decorator: ``generate(cache_kind=cls.kind)`` may build ``cls`` from now on, as
+    ``cls(config, batch_size, max_len, device=..., dtype=...)``. A kind names one class: a second class under a
+    taken name is an error (the same class again, as a module reload makes it, replaces it)."""
+    kind = getattr(cls, "kind", None)
+    if not isinstance(kind, str) or not kind:
+        raise TypeError(f"{cls.__name__} needs a class attribute kind, its name for generate(cache_kind=...) "
+                        f"(KVCache's is 'static')")
+    taken = CACHE_KINDS.get(kind)
+    if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"cache kind {kind!r} is taken by {taken.__module__}.{taken.__qualname__}; give "
+                         f"{cls.__name__} a kind of its own (taken so far: {', '.join(map(repr, CACHE_KINDS))})")
+    CACHE_KINDS[kind] = cls
+    return cls
 
 
 @dataclass
@@ -226,6 +251,7 @@ class CacheBase:
                 f"max_len={self.max_len}, dtype={self.dtype}, device={self.device}, nbytes={self.nbytes:,})")
 
 
+@register_cache_kind
 class KVCache(CacheBase):
     """Preallocated cache: K and V tensors of shape (B, n_kv_heads, max_len, head_dim) per layer,
     allocated once; each step writes its rows in place at positions seq_len .. seq_len + T - 1.

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from .cache import CacheBase
+from .cache import CacheBase, register_cache_kind
 from .config import ModelConfig
 
 
+@register_cache_kind
 class ConcatKVCache(CacheBase):
     """Naive cache that grows by ``torch.cat``: each step allocates new tensors one step longer and copies
     all of history into them. ``bytes_copied`` counts every byte those copies move."""

@@ -19,15 +19,12 @@ from dataclasses import dataclass
 import torch
 
 from . import checks
-from .cache import KVCache
-from .concat import ConcatKVCache
+from .cache import CACHE_KINDS
 from .device import synchronize
 from .model import ForwardRecord, eval_mode
-from .paged import PagedKVCache
 from .sampling import choose, make_generator, sampling_probs
 from .trace import Trace
 
-CACHE_KINDS = {"static": KVCache, "concat": ConcatKVCache, "paged": PagedKVCache}
 TRACE_LEVELS = (False, True, "full")
 
 

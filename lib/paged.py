@@ -39,7 +39,7 @@ import torch
 
 from . import checks, costs
 from .blocks import MAX_BLOCKS, BlockAllocator, BlockTable, PoolExhaustedError, check_n_blocks  # noqa: F401
-from .cache import CacheBase, Feed
+from .cache import CacheBase, Feed, register_cache_kind
 from .config import ModelConfig
 
 
@@ -175,6 +175,7 @@ class PagedKVPool:
                 f"dtype={self.dtype}, device={self.device}, nbytes={self.nbytes:,})")
 
 
+@register_cache_kind
 class PagedKVCache(CacheBase):
     """B sequences whose keys and values live in a ``PagedKVPool``, with the protocol of every cache
     (``begin`` / ``update`` / ``commit``), so ``model(ids, cache=paged_cache)`` runs unchanged. ``update`` writes
