@@ -1,11 +1,13 @@
 """The autoregressive loop: feed tokens, take the last position's distribution, choose a token, repeat.
 
     cache = make_cache(...)                       # or the one you pass: KVCache, ConcatKVCache, PagedKVCache
-    logits = model(prompt, cache)                 # prefill: the whole prompt in one pass
-    loop:
+    logits = prefill(prompt, cache)               # the whole prompt in one pass
+    cache = fork_for_samples(cache, n)            # num_samples=n: n rows per prompt share that one prefill
+    loop:                                         # decode_loop
         next = choose(logits)                     # lib.sampling: greedy, temperature, top-k, top-p
         stop at <eos>; record the step (Trace)
-        logits = model(next, cache)               # decode: only the newest token; older K/V come from the cache
+        logits = decode_one(next, cache)          # only the newest token; older K/V come from the cache
+    a call that fails rolls the cache back to what it held (Undo)
 
 With ``use_cache=False`` every step feeds the whole sequence again and recomputes every K and V. Both give
 the same tokens. This is the only generation loop of the lab: the paged cache, the worked example and the
@@ -48,6 +50,133 @@ def make_cache(model, kind: str, batch_size: int, max_len: int, copies: int = 1)
     return CACHE_KINDS[kind](model.config, batch_size, max_len, device=model.device, dtype=model.dtype, **more)
 
 
+@dataclass
+class Run:
+    """What every step of one ``generate`` call uses: the model, how to choose a token (``lib.sampling``),
+    when a sequence stops, and the Trace to record into (None: none)."""
+
+    model: object
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    generator: torch.Generator | None  # seeded: same seed, same tokens
+    eos_id: int | None
+    pad: int | None  # what a sequence that has stopped gets instead of a token
+    trace: Trace | None
+    capture: bool  # trace="full": every layer's tensors and the cache after each step too
+    trace_top_k: int
+
+
+@dataclass
+class Pass:
+    """One forward pass of the loop, as the next steps need it."""
+
+    fed: torch.Tensor  # (B, n_fed): the tokens fed
+    pos0: int  # the position of the first of them
+    record: ForwardRecord | None  # what the attention layers reported (when tracing)
+    logits: torch.Tensor  # (B, vocab) float32: the last position's, the next token's distribution
+    t0: float  # when the pass began: a step's time is its pass and choosing its token
+
+
+def forward(run: Run, fed: torch.Tensor, cache, step: int) -> Pass:
+    """Feed ``fed`` (B, T) through the model (the cache appends their K/V) and keep the last position's logits."""
+    t0, pos0 = time.perf_counter(), 0 if cache is None else cache.seq_len
+    rec = ForwardRecord(capture=run.capture) if run.trace is not None else None
+    logits = run.model(fed, cache=cache, record=rec, last_only=True)[:, -1, :].float()  # (B, vocab)
+    phase = "prefill" if step == 0 and cache is not None else "decode"
+    checks.finite_logits(logits, run.model, f"step {step} ({phase})")
+    return Pass(fed, pos0, rec, logits, t0)
+
+
+def prefill(run: Run, prompt: torch.Tensor, cache) -> Pass:
+    """Step 0: the whole prompt (B, T) in one pass; every prompt position's K and V go into the cache."""
+    return forward(run, prompt, cache, 0)
+
+
+def decode_one(run: Run, seq: torch.Tensor, cache, step: int) -> Pass:
+    """A later step: only the newest token (B, 1), every older K and V comes from the cache. Without a cache
+    the whole sequence again, every K and V computed again."""
+    return forward(run, seq if cache is None else seq[:, -1:], cache, step)
+
+
+def choose_next(run: Run, logits: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
+    """(B,) the next token of every row (``lib.sampling.choose``); a row that has stopped gets padding."""
+    next_ids = choose(logits, run.temperature, run.top_k, run.top_p, run.generator)  # (B,)
+    if run.eos_id is not None:
+        next_ids = torch.where(finished, torch.full_like(next_ids, run.pad), next_ids)
+    return next_ids
+
+
+def record_step(run: Run, step: int, p: Pass, next_ids: torch.Tensor, finished: torch.Tensor, cache):
+    """Add step ``step`` to the Trace: what the pass reported, the distributions, the token, the cache's sizes."""
+    synchronize(next_ids.device)  # so that the step's time is its work, not its launch
+    run.trace.add(step, p.fed, p.pos0, p.record, p.logits, sampling_probs(p.logits, run.temperature, run.top_k,
+                  run.top_p), next_ids, finished, cache, run.trace_top_k, time.perf_counter() - p.t0)
+
+
+def decode_loop(run: Run, seq: torch.Tensor, first: Pass, cache, max_new_tokens: int) -> torch.Tensor:
+    """Choose a token from the last pass's logits, append it, record the step; stop when every row has met
+    <eos> or after ``max_new_tokens``, else decode one more step. -> (B, T + generated)"""
+    p, finished = first, torch.zeros(seq.shape[0], dtype=torch.bool, device=seq.device)  # (B,)
+    for step in range(max_new_tokens):
+        if step > 0:
+            p = decode_one(run, seq, cache, step)
+        next_ids = choose_next(run, p.logits, finished)  # (B,)
+        seq = torch.cat([seq, next_ids[:, None]], dim=1)  # (B, T + step + 1)
+        if run.trace is not None:
+            record_step(run, step, p, next_ids, finished, cache)
+        if run.eos_id is not None:
+            finished = finished | (next_ids == run.eos_id)
+            if bool(finished.all()):
+                break
+    return seq
+
+
+class Undo:
+    """What one call gives back if it fails (a full pool, Ctrl-C): the forks it made let go, and the cache
+    passed in holds again exactly what it held before (a sliding-window ring that wrapped cannot go back: it
+    is emptied, and the error says so). ``with Undo(cache) as undo:`` around the run."""
+
+    def __init__(self, cache):
+        self.cache, self.forked = cache, None
+        self.start = 0 if cache is None else cache.seq_len  # what the cache already held
+
+    def fork(self, n: int):
+        """n copies of every sequence of the cache (a paged one shares the blocks). A cache that held
+        nothing before the call lets go now (paged: its blocks, for the copies' growth)."""
+        self.forked = self.cache.fork(n)
+        if self.start == 0:
+            self.cache.release()
+        return self.forked
+
+    def __enter__(self) -> "Undo":
+        return self
+
+    def __exit__(self, kind, failure, traceback) -> bool:
+        if failure is None:
+            if self.forked is not None and self.start:  # it held positions before the call: it lets go only now
+                self.cache.release()
+            return False
+        if self.forked is not None:
+            self.forked.release()
+        if self.cache is not None:
+            try:
+                self.cache.crop(self.start)
+            except ValueError as undo:
+                self.cache.crop(0)
+                getattr(failure, "add_note", lambda _: None)(f"the cache was emptied: {undo}")
+        return False  # the failure goes on
+
+
+def fork_for_samples(seq: torch.Tensor, first: Pass, n: int, undo: Undo) -> tuple:
+    """Parallel sampling: after the one prefill, n rows per prompt (B -> B * n): the tokens, the logits and the
+    recorded attention repeated, the cache forked (``Undo.fork``). -> (seq, first, the forked cache or None)"""
+    seq, first.fed, first.logits = (t.repeat_interleave(n, dim=0) for t in (seq, first.fed, first.logits))
+    if first.record is not None:
+        first.record.attention = {l: a.repeat_interleave(n, dim=0) for l, a in first.record.attention.items()}
+    return seq, first, None if undo.cache is None else undo.fork(n)
+
+
 @torch.no_grad()
 def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temperature: float = 0.0,
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
@@ -75,48 +204,12 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
         cache = make_cache(model, cache_kind, B, prompt_len + max_new_tokens - 1, num_samples)
     tr = Trace.start(model.config, input_ids.repeat_interleave(num_samples, dim=0), cache,
                      dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)) if trace else None
-    gen, seq, finished, forked, passed = make_generator(seed, model.device), input_ids, None, None, cache
-    start = cache.seq_len if use_cache else 0  # what a cache passed in already held
-    with eval_mode(model):
-        try:
-            for step in range(max_new_tokens):
-                t0 = time.perf_counter()
-                fed = seq if step == 0 or not use_cache else seq[:, -1:]  # prefill, then only the newest token
-                pos0 = cache.seq_len if use_cache else 0
-                rec = ForwardRecord(capture=trace == "full") if trace else None
-                logits = model(fed, cache=cache, record=rec, last_only=True)[:, -1, :].float()  # (B, vocab)
-                checks.finite_logits(logits, model, f"step {step} ({'prefill' if step == 0 and use_cache else 'decode'})")
-                if step == 0 and num_samples > 1:  # parallel sampling: n rows per prompt from here on
-                    seq, fed, logits = (t.repeat_interleave(num_samples, dim=0) for t in (seq, fed, logits))
-                    if use_cache:
-                        forked = cache = passed.fork(num_samples)  # n copies of every sequence
-                        if start == 0:  # they hold all it held: it lets go now (paged: its blocks, for the copies' growth)
-                            passed.release()
-                    if rec is not None:
-                        rec.attention = {l: a.repeat_interleave(num_samples, dim=0) for l, a in rec.attention.items()}
-                finished = torch.zeros(seq.shape[0], dtype=torch.bool, device=seq.device) if finished is None else finished
-                next_ids = choose(logits, temperature, top_k, top_p, gen)  # (B,)
-                if eos_id is not None:  # a sequence that has stopped only gets padding
-                    next_ids = torch.where(finished, torch.full_like(next_ids, pad), next_ids)
-                seq = torch.cat([seq, next_ids[:, None]], dim=1)
-                if trace:
-                    synchronize(seq.device)  # so that the step's time is its work, not its launch
-                    tr.add(step, fed, pos0, rec, logits, sampling_probs(logits, temperature, top_k, top_p), next_ids,
-                           finished, cache, trace_top_k, time.perf_counter() - t0)
-                if eos_id is not None:
-                    finished = finished | (next_ids == eos_id)
-                    if bool(finished.all()):
-                        break
-        except BaseException as failure:  # a failed call (a full pool, Ctrl-C) gives back what it took
-            if forked is not None:
-                forked.release()
-            if use_cache:
-                try:
-                    passed.crop(start)  # the cache holds again exactly what it held before the call
-                except ValueError as undo:  # a sliding-window ring that wrapped cannot go back: empty it, and say so
-                    passed.crop(0)
-                    getattr(failure, "add_note", lambda _: None)(f"the cache was emptied: {undo}")
-            raise
-    if forked is not None and start:  # a cache that held positions before the call lets go of them only now
-        passed.release()
-    return GenerationResult(sequences=seq, trace=tr, cache=cache, prompt_len=prompt_len)
+    run = Run(model, temperature, top_k, top_p, make_generator(seed, model.device), eos_id, pad, tr,
+              trace == "full", trace_top_k)
+    with eval_mode(model), Undo(cache) as undo:  # a call that fails leaves the cache as it was
+        first = prefill(run, input_ids, cache)
+        seq, decode_cache = input_ids, cache  # what the loop decodes on: the prompts and their cache, or forks
+        if num_samples > 1:  # n rows per prompt from here on, all sharing that one prefill
+            seq, first, decode_cache = fork_for_samples(seq, first, num_samples, undo)
+        seq = decode_loop(run, seq, first, decode_cache, max_new_tokens)
+    return GenerationResult(sequences=seq, trace=tr, cache=decode_cache, prompt_len=prompt_len)
