@@ -3,17 +3,17 @@
 Autoregressive decoding is serial: one forward pass of the (large) target model per new token. Speculative
 decoding (Leviathan et al. 2023, Chen et al. 2023) keeps the target's output but needs fewer of its passes:
 
-    one round:
-      1. the draft proposes x1..xk, one token at a time (k cheap forward passes, its own KV cache)
-      2. the target runs ONE forward pass over [pending token, x1..xk] with its KV cache: k + 1 positions,
-         so it gets its own next-token distribution p after every prefix at once
-      3. accept a prefix of the proposals, then append one token of the target's own (a correction after a
-         rejection, or a bonus token when all k were accepted): every round yields 1 .. k + 1 tokens
-      4. crop both caches back to the accepted text (``KVCache.crop``)
+    one round (one_round):
+      1. propose: the draft proposes x1..xk, one token at a time (k cheap forward passes, its own KV cache)
+      2. verify:  the target runs ONE forward pass over [pending token, x1..xk] with its KV cache: k + 1
+                  positions, so it gets its own next-token distribution p after every prefix at once
+      3. accept:  keep a prefix of the proposals, then append one token of the target's own (a correction
+                  after a rejection, or a bonus token when all k were kept): every round yields 1 .. k + 1 tokens
+      4. roll back: crop both caches back to the accepted text (``KVCache.crop``)
 
 Greedy: x_i is accepted when it equals the target's argmax, so the text is exactly what the target alone
 would write. Sampling: x_i ~ q is accepted with probability min(1, p(x_i)/q(x_i)); on rejection the target's
-token is drawn from norm(max(0, p - q)). Then every emitted token is distributed exactly as p: a draft changes
+token is drawn from norm(max(0, p - q)) (``accept_or_resample``, the one rule the loop calls). Then every emitted token is distributed exactly as p: a draft changes
 only the speed, never the output distribution (``output_distribution`` shows it on numbers).
 """
 from __future__ import annotations
@@ -254,7 +254,9 @@ class SpeculativeResult:
 # ----------------------------------------------------------------------------------------------- the loop
 
 
-def _check_pair_of_models(target, draft, k) -> int:
+def _check_run(target, draft, input_ids, max_new_tokens, k, temperature, top_k, top_p, eos_id) -> tuple:
+    """speculative_generate's arguments, checked -> (input_ids (1, T) on the target's device, k)."""
+    input_ids = checks.generate_args(target, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
     k = checks.integer(k, "k (draft tokens proposed per round)", 1)
     if not all(hasattr(draft, a) for a in ("config", "device", "dtype")):
         raise TypeError(f"draft must be a model (lib.MiniTransformer or lib.FastDecoder), got {type(draft).__name__}")
@@ -265,7 +267,119 @@ def _check_pair_of_models(target, draft, k) -> int:
     if draft.device != target.device:
         raise ValueError(f"the draft is on {draft.device} but the target is on {target.device}; "
                          f"put both models on the same device")
-    return k
+    B, prompt_len = input_ids.shape
+    if B != 1:
+        raise ValueError(f"speculative_generate handles one sequence at a time (batch size 1), got a batch of {B}: "
+                         f"each sequence keeps a different number of draft tokens per round, so call it once "
+                         f"per prompt")
+    need = prompt_len + max_new_tokens - 1  # longest sequence either model is ever fed
+    if need > draft.config.max_seq_len:
+        raise ValueError(f"the draft's context window is too short: a prompt of {prompt_len} tokens plus "
+                         f"max_new_tokens={max_new_tokens} needs {need} positions, the draft has "
+                         f"max_seq_len={draft.config.max_seq_len}")
+    return input_ids, k
+
+
+@dataclass
+class _Pair:
+    """What every round of one speculative_generate call uses: both models, their caches, the sampling."""
+
+    target: object
+    draft: object
+    t_cache: KVCache  # holds the text minus its last token after every round
+    d_cache: KVCache  # may lag a few tokens: it is fed them at its next proposal
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    generator: torch.Generator | None
+    eos_id: int | None
+
+    def dist(self, logits: torch.Tensor) -> torch.Tensor:
+        """(T, vocab) -> (T, vocab): the sampling distribution (greedy: the model's own, at temperature 1)."""
+        return sampling_probs(logits, self.temperature, self.top_k, self.top_p)
+
+    def pick(self, logits: torch.Tensor) -> int:
+        """(1, vocab) -> one token, as ``generate`` would choose it."""
+        return int(choose(logits, self.temperature, self.top_k, self.top_p, self.generator)[0])
+
+
+def propose(s: _Pair, seq: torch.Tensor, k: int, where: str) -> tuple[list, list]:
+    """1. The draft proposes up to k tokens, one pass each (fed first: whatever of ``seq`` it has not seen).
+    -> (x1..xk, q1..qk: the draft's distribution (vocab,) each x was drawn from). Stops after an <eos>."""
+    proposed, q_rows = [], []
+    fed = seq[:, s.d_cache.seq_len:]  # (1, pending)
+    for _ in range(k):
+        logits = s.draft(fed, cache=s.d_cache, last_only=True)[0, -1].float()  # (vocab,)
+        checks.finite_logits(logits, s.draft, f"{where}, the draft's pass")
+        q_rows.append(s.dist(logits[None])[0])
+        proposed.append(s.pick(logits[None]))
+        if proposed[-1] == s.eos_id:
+            break  # nothing after <eos> is worth proposing
+        fed = torch.tensor([[proposed[-1]]], device=seq.device)
+    return proposed, q_rows
+
+
+def verify(s: _Pair, seq: torch.Tensor, proposed: list, where: str) -> tuple:
+    """2. The target checks every proposal in ONE pass over [pending tokens, x1..xk]. -> (its logits after the
+    text and after each x_i (k + 1, vocab), their distributions p (k + 1, vocab), the tokens it was fed)."""
+    x = torch.tensor([proposed], dtype=seq.dtype, device=seq.device)  # (1, k)
+    fed = torch.cat([seq[:, s.t_cache.seq_len:], x], dim=1)  # (1, pending + k)
+    logits = s.target(fed, cache=s.t_cache)[0, -(len(proposed) + 1):].float()  # (k + 1, vocab)
+    checks.finite_logits(logits, s.target, f"{where}, the target's verification pass")
+    return logits, s.dist(logits), fed.shape[1]
+
+
+def accept(s: _Pair, proposed: list, q_rows: list, logits: torch.Tensor, p_rows: torch.Tensor) -> tuple:
+    """3. Keep a prefix of the proposals, then one token of the target's own: at the first rejection a
+    correction, after all of them a bonus from its distribution past them. Greedy keeps x_i when it is the
+    target's argmax; sampling keeps it by the rule, ``accept_or_resample``. -> (kept, token, kind)"""
+    for i, x in enumerate(proposed):
+        if s.temperature == 0:  # the target keeps x_i if it would have written x_i itself; else writes its own
+            token = s.pick(logits[i:i + 1])
+            kept = x == token
+        else:  # kept with probability min(1, p(x)/q(x)); else the token comes from norm(max(0, p - q))
+            kept, token = accept_or_resample(p_rows[i], q_rows[i], x, s.generator)
+        if not kept:
+            return i, token, "correction"
+    return len(proposed), s.pick(logits[-1:]), "bonus" if proposed else "target"
+
+
+def roll_back(s: _Pair, n_tokens: int):
+    """4. Both caches forget what is not in the text of ``n_tokens`` tokens (the rejected tail); the last
+    token stays pending: the next round feeds it."""
+    for cache in (s.t_cache, s.d_cache):
+        cache.crop(min(cache.seq_len, n_tokens - 1))
+
+
+def _chances(greedy: bool, kept: bool, p: torch.Tensor, q: torch.Tensor, x: int) -> tuple[float, float]:
+    """A decided proposal's record: its chance to be kept, min(1, p(x)/q(x)), and α at its position,
+    sum_x min(p(x), q(x)) (greedy: both 1.0 or 0.0, whether the two argmaxes agree)."""
+    if greedy:
+        return float(kept), float(kept)
+    return acceptance_probability(p, q, x), min(1.0, expected_acceptance(p, q))
+
+
+def one_round(s: _Pair, res: SpeculativeResult, k: int):
+    """Propose, verify, accept, roll back; the text (``res.sequences``) grows by 1 .. k + 1 tokens (cut after an
+    <eos>) and the round joins ``res.rounds``."""
+    seq, where = res.sequences, f"round {len(res.rounds)}"
+    proposed, q_rows = propose(s, seq, k, where)
+    logits, p_rows, n_fed = verify(s, seq, proposed, where)
+    accepted, token, kind = accept(s, proposed, q_rows, logits, p_rows)
+    emitted = proposed[:accepted] + [token]
+    if s.eos_id is not None and s.eos_id in emitted:
+        emitted = emitted[:emitted.index(s.eos_id) + 1]
+    res.sequences = torch.cat([seq, torch.tensor([emitted], dtype=seq.dtype, device=seq.device)], dim=1)
+    roll_back(s, res.sequences.shape[1])
+    res.draft_forwards, res.target_forwards = res.draft_forwards + len(proposed), res.target_forwards + 1
+    chances = [_chances(s.temperature == 0, i < accepted, p_rows[i], q_rows[i], x)
+               for i, x in enumerate(proposed[:accepted + 1])]  # the kept ones and the first rejected one
+    res.rounds.append(SpeculativeRound(
+        index=len(res.rounds), start=seq.shape[1], target_fed=n_fed, proposed=proposed,
+        q=[round(float(q[x]), 6) for q, x in zip(q_rows, proposed)],
+        p=[round(float(p_rows[i, x]), 6) for i, x in enumerate(proposed)],
+        accept_prob=[round(a, 6) for a, _ in chances], accepted=accepted, target_token=token, kind=kind,
+        emitted=emitted, draft_passes=len(proposed), alpha=[alpha for _, alpha in chances]))
 
 
 @torch.no_grad()
@@ -278,88 +392,18 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
     way), plus ``draft`` (a model on the same vocabulary) and ``k`` (tokens it proposes per round). Greedy
     output is identical to ``generate(target, ...)``; sampled output has the same distribution.
     """
-    input_ids = checks.generate_args(target, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
-    k = _check_pair_of_models(target, draft, k)
-    B, prompt_len = input_ids.shape
-    if B != 1:
-        raise ValueError(f"speculative_generate handles one sequence at a time (batch size 1), got a batch of {B}: "
-                         f"each sequence keeps a different number of draft tokens per round, so call it once "
-                         f"per prompt")
-    need = prompt_len + max_new_tokens - 1  # longest sequence either model is ever fed
-    if need > draft.config.max_seq_len:
-        raise ValueError(f"the draft's context window is too short: a prompt of {prompt_len} tokens plus "
-                         f"max_new_tokens={max_new_tokens} needs {need} positions, the draft has "
-                         f"max_seq_len={draft.config.max_seq_len}")
-    device = target.device
-    gen = make_generator(seed, device)
-    t_cache = KVCache(target.config, 1, need, device=device, dtype=target.dtype)
-    d_cache = KVCache(draft.config, 1, need, device=device, dtype=draft.dtype)
-    res = SpeculativeResult(sequences=input_ids, prompt_len=prompt_len, k=k,
+    input_ids, k = _check_run(target, draft, input_ids, max_new_tokens, k, temperature, top_k, top_p, eos_id)
+    need = input_ids.shape[1] + max_new_tokens - 1  # longest sequence either model is ever fed
+    s = _Pair(target, draft, KVCache(target.config, 1, need, device=target.device, dtype=target.dtype),
+              KVCache(draft.config, 1, need, device=target.device, dtype=draft.dtype), temperature, top_k, top_p,
+              make_generator(seed, target.device), eos_id)
+    res = SpeculativeResult(sequences=input_ids, prompt_len=input_ids.shape[1], k=k,
                             sampling=dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
-                            target_cache=t_cache, draft_cache=d_cache)
-    greedy = temperature == 0
-    dist = lambda logits: sampling_probs(logits, temperature, top_k, top_p)  # (T, vocab)
-    pick = lambda logits: int(choose(logits, temperature, top_k, top_p, gen)[0])  # logits (1, vocab)
-    seq = input_ids  # (1, n)
+                            target_cache=s.t_cache, draft_cache=s.d_cache)
     with eval_mode(target), eval_mode(draft):  # both in eval mode for the run, then as they were
         while res.n_new < max_new_tokens:
-            start = seq.shape[1]
-            k_round = min(k, max_new_tokens - res.n_new - 1)  # a round emits at most k_round + 1 tokens
-            # 1. the draft proposes k_round tokens, feeding first whatever it has not seen yet
-            proposed, q_rows = [], []
-            fed = seq[:, d_cache.seq_len:]  # (1, pending)
-            for _ in range(k_round):
-                logits = draft(fed, cache=d_cache, last_only=True)[0, -1].float()  # (vocab,)
-                checks.finite_logits(logits, draft, f"round {len(res.rounds)}, the draft's pass")
-                res.draft_forwards += 1
-                q = dist(logits[None])[0]
-                x = pick(logits[None])
-                proposed.append(x)
-                q_rows.append(q)
-                if x == eos_id:
-                    break  # nothing after <eos> is worth proposing
-                fed = torch.tensor([[x]], device=device)
-            # 2. the target verifies every proposal in one pass: pending tokens + proposals
-            fed = torch.cat([seq[:, t_cache.seq_len:], torch.tensor([proposed], dtype=seq.dtype, device=device)],
-                            dim=1)  # (1, pending + len(proposed))
-            logits = target(fed, cache=t_cache)[0, -(len(proposed) + 1):].float()  # (len(proposed) + 1, vocab)
-            checks.finite_logits(logits, target, f"round {len(res.rounds)}, the target's verification pass")
-            res.target_forwards += 1
-            p_rows = dist(logits)  # row i: the target's distribution after the prefix + x1..xi
-            # 3. keep a prefix, then one token of the target's own
-            accepted, accept_prob, alpha, token, kind = 0, [], [], None, "target" if not proposed else "bonus"
-            for i, x in enumerate(proposed):
-                if greedy:
-                    a = 1.0 if x == int(torch.argmax(logits[i])) else 0.0
-                    ok = a == 1.0
-                    alpha.append(a)  # the distributions are the two argmaxes: they agree or not
-                else:
-                    a = min(1.0, float(p_rows[i, x]) / float(q_rows[i][x]))
-                    ok = float(torch.rand((), generator=gen, device=device)) < a
-                    alpha.append(min(1.0, float(torch.minimum(p_rows[i].double(), q_rows[i].double()).sum())))
-                accept_prob.append(a)
-                if not ok:
-                    kind = "correction"
-                    token = pick(logits[i:i + 1]) if greedy else int(draw(_residual(p_rows[i], q_rows[i])[None], gen))
-                    break
-                accepted += 1
-            if token is None:  # every proposal kept: the target's distribution after them gives a bonus token
-                token = pick(logits[-1:])
-            emitted = proposed[:accepted] + [token]
-            if eos_id is not None and eos_id in emitted:
-                emitted = emitted[:emitted.index(eos_id) + 1]
-            seq = torch.cat([seq, torch.tensor([emitted], dtype=seq.dtype, device=device)], dim=1)
-            # 4. both caches forget what is not in the text (rejected proposals); the last token stays pending
-            t_cache.crop(min(t_cache.seq_len, seq.shape[1] - 1))
-            d_cache.crop(min(d_cache.seq_len, seq.shape[1] - 1))
-            res.rounds.append(SpeculativeRound(
-                index=len(res.rounds), start=start, target_fed=fed.shape[1], proposed=proposed,
-                q=[round(float(q[x]), 6) for q, x in zip(q_rows, proposed)],
-                p=[round(float(p_rows[i, x]), 6) for i, x in enumerate(proposed)],
-                accept_prob=[round(a, 6) for a in accept_prob], accepted=accepted, target_token=token, kind=kind,
-                emitted=emitted, draft_passes=len(proposed), alpha=alpha))
-            res.sequences = seq
-            if eos_id is not None and emitted[-1] == eos_id:
+            one_round(s, res, min(k, max_new_tokens - res.n_new - 1))  # a round emits at most k + 1 tokens
+            if eos_id is not None and res.rounds[-1].emitted[-1] == eos_id:
                 break
     return res
 
