@@ -44,8 +44,9 @@ class GenerationResult:
 
 
 def make_cache(model, kind: str, batch_size: int, max_len: int, copies: int = 1):
-    """A new, empty cache of ``kind`` ("static", "concat" or "paged") on the model's device and dtype (a paged
-    one with a pool large enough for ``copies`` forks of every sequence)."""
+    """A new, empty cache of ``kind`` (a kind registered in ``lib.cache.CACHE_KINDS``: "static", "concat",
+    "paged") on the model's device and dtype (a paged one with a pool large enough for ``copies`` forks of
+    every sequence)."""
     more = {"samples": copies} if checks.choice(kind, "cache_kind", tuple(CACHE_KINDS)) == "paged" else {}
     return CACHE_KINDS[kind](model.config, batch_size, max_len, device=model.device, dtype=model.dtype, **more)
 
