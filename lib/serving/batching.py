@@ -23,6 +23,7 @@ import torch
 from .. import checks, costs
 from ..blocks import BlockTable
 from ..device import synchronize
+from ..model import eval_mode
 from ..paged import PagedKVPool, PoolExhaustedError, forward_paged
 from ..sampling import choose
 from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts, listed
@@ -232,10 +233,9 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
                       records=[RequestRecord(r.rid, len(r.prompt)) for r in requests])
     sched = Scheduler(_PoolMemory(pool, prefix_cache), [_Live(r, rec, pool.new_table(str(r.rid)))
                                                         for r, rec in zip(requests, res.records)], max_batch, res)
-    was_training, running, batch_size = model.training, [], 0  # static: the size of the batch in flight
-    model.eval()
+    running, batch_size = [], 0  # static: the size of the batch in flight
     t0 = time.perf_counter()
-    try:
+    with eval_mode(model):
         while sched.waiting or running:
             for s in running:
                 s.feed = [s.rec.tokens[-1]]  # a running request feeds the token it made last
@@ -255,8 +255,6 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
                     running.append(s)
             idle = batch_size - len(batch) if policy == "static" else (max_batch - len(batch) if sched.waiting else 0)
             res._record_pass(batch, idle, pool.allocator.n_used)
-    finally:
-        model.train(was_training)
     synchronize(model.device)
     res.seconds = time.perf_counter() - t0
     res.prefix_hit_blocks = pool.allocator.n_prefix_hits

@@ -32,6 +32,7 @@ import torch
 from .. import checks
 from . import style
 from .i18n import t
+from ..model import eval_mode
 from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
 from . import check_controls, frame_slider, prompt_problem
@@ -223,13 +224,11 @@ def record_story(model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello")
     if longest > model.config.max_seq_len:
         raise ValueError(f"a prompt plus max_new_tokens={max_new_tokens} would pass the model's context window "
                          f"(max_seq_len={model.config.max_seq_len}); shorten it")
-    was_training = model.training
-    model.eval()
     r = _Recorder(model, tokenizer, n_blocks, block_size, temperature, seed, max_new_tokens)
     r.snapshot("start", t("an empty pool: {n} blocks of {size} token slots, all on the free list", n=n_blocks,
                           size=block_size))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), eval_mode(model):
             r.arrive("A", prompts[0])
             r.arrive("B", prompts[1])
             if n_samples > 1 and "A" in r.seqs:
@@ -244,8 +243,6 @@ def record_story(model, tokenizer, prompts=("<s>缓存", "<s>hello", "<s>hello")
                             copies=r.pool.allocator.n_copies, hits=r.pool.allocator.n_prefix_hits))
     except PoolExhaustedError as e:
         r.snapshot("full", str(e))
-    finally:
-        model.train(was_training)
     return r.frames
 
 

@@ -23,7 +23,7 @@ from .. import checks
 from . import style
 from ..generate import generate
 from .i18n import t
-from ..model import ForwardRecord
+from ..model import ForwardRecord, eval_mode
 from ..text import text_table
 from . import frame_slider, prompt_problem
 
@@ -180,12 +180,8 @@ def recompute_without_cache(model, case: WorkedCase) -> list[dict]:
     last = case.steps[-1]
     ids = case.prompt_ids + [s.chosen for s in case.steps[:-1]]  # everything that was ever fed
     rec = ForwardRecord(capture=True)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         logits = model(torch.tensor([ids], device=model.device), record=rec)[0].float().cpu()  # (T, vocab)
-    finally:
-        model.train(was_training)
     out = []
     for l in range(case.config.n_layers):
         k, v = _rows(rec.tensors[l]["k"]), _rows(rec.tensors[l]["v"])
