@@ -7,7 +7,7 @@
     costs: analytic FLOPs and bytes of every step, real models' shapes (presets) ──> plots
 
 The house, floor by floor (each file or folder one idea; imports only go down):
-    engine     config, model, cache, sampling, generate, trace, tokenizer   (read in this order, ~1,200 lines)
+    engine     config, model, cache, sampling, generate, trace, tokenizer   (read in this order, ~1,350 lines)
     caches     concat (torch.cat, a lesson), blocks + paged (vLLM's block pool), quant (int8)
     wings      serving/ (scheduling, batching), speculative, flash, sinks, heads, fastdecode, hf, vllm_bridge
     numbers    costs, presets, roofline, measure, timing
