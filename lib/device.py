@@ -172,3 +172,16 @@ def synchronize(device) -> None:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
+
+
+def cpu_name() -> str:
+    """The processor's model name as the OS reports it (Linux's /proc/cpuinfo), else what ``platform`` knows."""
+    import platform
+    from pathlib import Path
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from . import progress
 from .config import ModelConfig
 from .corpus import LANGUAGES, LM_CORPUS, encode_text, lm_vocabulary, read_split
 from .demo import ASSETS, load_checkpoint, save_checkpoint
+from .device import cpu_name
 from .lm import window_bits
 from .model import MiniTransformer
 from .tokenizer import CharTokenizer
@@ -144,16 +144,6 @@ def train_step(model, opt, x: torch.Tensor, lr: float) -> float:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     return loss.item()
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def tokenizer_for(spec: LMSpec, texts: dict) -> CharTokenizer:

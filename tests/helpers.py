@@ -85,3 +85,20 @@ def time_bound(seconds: float, what: str = "the call"):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def opted_in(config, folder, variable: str) -> bool:
+    """Whether a slow suite in ``folder`` runs: ``variable`` is "1", or pytest was pointed at the folder (or a file
+    or test in it) by path. ``make test`` collects ``tests/`` as a whole, so there it stays off unless asked for."""
+    import os
+    from pathlib import Path
+
+    if os.environ.get(variable) == "1":
+        return True
+    folder = Path(folder).resolve()
+    for arg in config.invocation_params.args:
+        path = Path(str(arg).split("::")[0])
+        path = path if path.is_absolute() else Path(config.invocation_params.dir) / path
+        if path.exists() and (path.resolve() == folder or folder in path.resolve().parents):
+            return True
+    return False

@@ -67,7 +67,7 @@ from lib.generate import generate
 from lib.measure import fit_loglog_slope, random_model, time_at_positions
 from lib.model import MiniTransformer
 from lib.presets import PRESETS
-from lib.device import fixed_threads
+from lib.device import cpu_name, fixed_threads
 from lib.fastdecode import FastDecoder, PackedLinear
 from lib import progress
 from lib.roofline import measure_bandwidth_gbs
@@ -667,16 +667,6 @@ def plot(result: dict, path: Path) -> Path:
 
 # ------------------------------------------------------------------------------------------------ run
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -740,7 +730,7 @@ def _run(settings, threads, accelerator, quick, command, log, twins, transformer
     accel = accelerator_section(hf, model, settings, accelerator, bar=runs)
     sections.update()
     return {"command": command, "quick": quick, "settings": asdict(settings),
-            "machine": {"command": command, "cpu": _cpu_name(), "cpu_count": os.cpu_count(), "threads": threads,
+            "machine": {"command": command, "cpu": cpu_name(), "cpu_count": os.cpu_count(), "threads": threads,
                         "torch": torch.__version__, "python": platform.python_version(),
                         "transformers": getattr(transformers, "__version__", None),
                         "bandwidth_gbs_samples": sums, "packed_product_gbs_samples": products,

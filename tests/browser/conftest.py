@@ -12,20 +12,14 @@ from pathlib import Path
 import pytest
 
 import kvlab_browser as kb
+from helpers import opted_in
 
 HERE = Path(__file__).resolve().parent
 TIMINGS: list[tuple[str, float]] = []
 
 
 def _enabled(config) -> bool:
-    if os.environ.get("KVLAB_BROWSER") == "1":
-        return True
-    for arg in config.invocation_params.args:
-        path = Path(str(arg).split("::")[0])
-        path = path if path.is_absolute() else Path(config.invocation_params.dir) / path
-        if path.exists() and (path.resolve() == HERE or HERE in path.resolve().parents):
-            return True
-    return False
+    return opted_in(config, HERE, "KVLAB_BROWSER")
 
 
 def pytest_collection_modifyitems(config, items):

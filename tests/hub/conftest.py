@@ -10,19 +10,13 @@ from pathlib import Path
 import pytest
 
 from hub_report import REPORT, summary_lines
+from helpers import opted_in
 
 HERE = Path(__file__).resolve().parent
 
 
 def _enabled(config) -> bool:
-    if os.environ.get("KVLAB_HUB") == "1":
-        return True
-    for arg in config.invocation_params.args:
-        path = Path(str(arg).split("::")[0])
-        path = path if path.is_absolute() else Path(config.invocation_params.dir) / path
-        if path.exists() and (path.resolve() == HERE or HERE in path.resolve().parents):
-            return True
-    return False
+    return opted_in(config, HERE, "KVLAB_HUB")
 
 
 def pytest_collection_modifyitems(config, items):
