@@ -5,7 +5,6 @@ with ``make test-browser`` (part of ``make test``), ``pytest tests/browser`` or 
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
