@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 from .config import ModelConfig
 from .device import resolve_device, resolve_dtype
 from .model import MiniTransformer
-from .presets import DEMOS  # the demo models' names (lib.presets: every model name in one registry)
+from .presets import DEMOS, REAL  # the demo models' names (lib.presets: every model name in one registry)
 from .tokenizer import CharTokenizer
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -52,8 +52,8 @@ def load_checkpoint(path, device=None, dtype=None):
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
-    rebuild = (f"; rebuild it with `python -m lib.train {path.stem}`" if path.parent == ASSETS and
-               path.stem in DEMOS else "")
+    rebuild = (f"; rebuild it with `{train_command(path.stem)}`" if path.parent == ASSETS and path.stem in DEMOS
+               else "")
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
@@ -93,11 +93,17 @@ def load_checkpoint(path, device=None, dtype=None):
     return model, tokenizer, info
 
 
+def train_command(name: str) -> str:
+    """The command that rebuilds a shipped model's weights (a toy in seconds, the real model in about 85 minutes)."""
+    return f"make train MODEL={name}" if name in REAL else f"python -m lib.train {name}"
+
+
 def load_demo(name: str = "chat", device=None, dtype=None):
-    """A shipped demo model -> (model, tokenizer). ``name``: "chat", "draft", "tiny" or "chat-gqa" (see ``DEMOS``)."""
+    """A shipped model -> (model, tokenizer). ``name``: a toy ("chat", "draft", "tiny", "chat-gqa") or the real
+    small language model ("lm") and its draft ("lm-draft"); see ``DEMOS``."""
     path = demo_path(name)
     if not path.is_file():
-        raise FileNotFoundError(f"the demo weights {path} are missing; rebuild them with `python -m lib.train {name}`")
+        raise FileNotFoundError(f"the demo weights {path} are missing; rebuild them with `{train_command(name)}`")
     model, tokenizer, _ = load_checkpoint(path, device=device, dtype=dtype)
     return model, tokenizer
 
@@ -107,7 +113,7 @@ def demo_config(name: str) -> ModelConfig:
     """The ``ModelConfig`` of a shipped demo model, read from its file's metadata only (no weights loaded), once."""
     path = demo_path(name)
     if not path.is_file():
-        raise FileNotFoundError(f"the demo weights {path} are missing; rebuild them with `python -m lib.train {name}`")
+        raise FileNotFoundError(f"the demo weights {path} are missing; rebuild them with `{train_command(name)}`")
     with safe_open(str(path), framework="pt") as f:
         return ModelConfig.from_dict(json.loads((f.metadata() or {})["config"]))
 

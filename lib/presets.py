@@ -20,14 +20,22 @@ from dataclasses import dataclass
 from . import checks
 from .config import ModelConfig
 
-# The shipped demo models (``assets/<name>.safetensors``, trained by ``python -m lib.train``); ``lib.demo``
-# loads them.
-DEMOS = {
+# The shipped demo models (``assets/<name>.safetensors``); ``lib.demo`` loads them. Two kinds, each for what it
+# can show: toys that memorised a few lines (``python -m lib.train``), exact and printable, for mechanisms; and a
+# real small language model with its draft, trained on real English and Chinese text (``python -m lib.train_lm``),
+# for phenomena (sampling tails, nameable heads, speculative α, int8 error, speed and memory at long context).
+TOYS = {
     "chat": "the main demo: 4 layers, d_model 64, 4 heads; <s> -> 人工智能<eos>, <s>深 -> 度学习<eos>",
     "draft": "a 1-layer, d_model 32 sibling on the same vocabulary, the draft for speculative decoding",
     "tiny": "the worked case: 2 layers, hidden size 4, one head; <s> -> 深度学习<eos>",
     "chat-gqa": "chat's shape with grouped-query attention: 4 query heads share 2 K/V heads (half chat's KV cache)",
 }
+REAL = {
+    "lm": "the real small language model: 4 layers, d_model 256, 4 heads, context 512, trained on Shakespeare and "
+          "Tang poems / Song ci, one token per character",
+    "lm-draft": "its draft for speculative decoding: 2 layers, d_model 128, the same vocabulary and text",
+}
+DEMOS = {**TOYS, **REAL}
 
 
 # ------------------------------------------------------------------------------------------ MLA (DeepSeek)

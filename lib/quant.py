@@ -19,6 +19,7 @@ Serving engines do the same to fit more tokens in memory: vLLM's ``kv_cache_dtyp
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -199,3 +200,45 @@ def measure(model, tokenizer, prompts) -> QuantMeasurement:
         fp32_bytes=KVCache(c, 1, longest, dtype=torch.float32, device=model.device).nbytes,
         fp16_bytes=KVCache(c, 1, longest, dtype=torch.float16, device=model.device).nbytes,
         max_logit_error=err, min_top2_gap=gap, tokens_same=same, tokens_total=total)
+
+
+@torch.no_grad()
+def perplexity_change(model, windows: torch.Tensor) -> dict:
+    """Teacher-forced next-token loss on ``windows`` (n, T) of held-out text through an fp32 ``KVCache`` and
+    through a ``QuantizedKVCache``: each one's perplexity, the relative change, and how many positions' top-1
+    token differs (the same text fed to both, so a difference cannot snowball)."""
+    from .cache import KVCache
+
+    c, nll, top1_diff, count = model.config, {"fp32": 0.0, "int8": 0.0}, 0, 0
+    for row in windows.to(model.device):
+        x, y = row[None, :-1], row[None, 1:]
+        logits = {}
+        for name, cache in (("fp32", KVCache(c, 1, x.shape[1], device=model.device)),
+                            ("int8", QuantizedKVCache(c, 1, x.shape[1], device=model.device))):
+            logits[name] = model.eval()(x, cache=cache).float()
+            nll[name] += float(torch.nn.functional.cross_entropy(logits[name][0], y[0], reduction="sum"))
+        top1_diff += int((logits["fp32"].argmax(-1) != logits["int8"].argmax(-1)).sum())
+        count += y.numel()
+    ppl = {k: math.exp(v / count) for k, v in nll.items()}
+    return {"positions": count, "fp32": ppl["fp32"], "int8": ppl["int8"], "change": ppl["int8"] / ppl["fp32"] - 1,
+            "top1_differs": top1_diff}
+
+
+@torch.no_grad()
+def first_divergence(model, input_ids, max_new_tokens: int) -> dict:
+    """Greedy decoding of ``input_ids`` with the fp32 cache and with the int8 one: the first generated step
+    whose token differs (None if none does within ``max_new_tokens``) and, there, the fp32 run's lead of its top
+    logit over the second — where the rounding can flip a token, it is a near-tie."""
+    from .generate import generate
+
+    ids = checks.token_ids(input_ids, "input_ids", model.config.vocab_size)
+    n = checks.new_tokens_fit(model.config, len(ids), max_new_tokens)
+    ref = generate(model, ids, n, trace=True, trace_top_k=2)
+    quant = generate(model, ids, n, cache=QuantizedKVCache(model.config, 1, len(ids) + n - 1, device=model.device))
+    a, b = ref.new_tokens[0].tolist(), quant.new_tokens[0].tolist()
+    step = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    lead = None
+    if step is not None:
+        top2 = torch.topk(ref.trace.steps[step].logits[0], 2).values
+        lead = float(top2[0] - top2[1])
+    return {"steps": n, "first_difference": step, "fp32_lead_there": lead, "fp32_tokens": a, "int8_tokens": b}

@@ -139,5 +139,9 @@ def fmt_count(n, digits: int = 3) -> str:
 
 
 def token_label(token: str) -> str:
-    """A token as a label: a space becomes ␣ (newline ⏎, tab ⇥) so it stays visible; <eos> stays <eos>."""
+    """A token as a label: a space becomes ␣ (newline ⏎, tab ⇥) so it stays visible; <eos> stays <eos>; a
+    character beyond the Basic Multilingual Plane (a few rare CJK characters of the real model's vocabulary, which
+    no shipped or system CJK font draws) as its code point, U+2B6F6, rather than an empty box."""
+    if len(token) == 1 and ord(token) > 0xFFFF:
+        return f"U+{ord(token):X}"
     return VISIBLE.get(token, token)

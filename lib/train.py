@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from . import progress
 from .config import ModelConfig
 from .corpus import corpus_tokenizer, read_corpus
-from .demo import DEMOS, demo_path, save_checkpoint
+from .demo import demo_path, save_checkpoint
 from .model import MiniTransformer
 from .tokenizer import CharTokenizer
 
@@ -125,10 +125,10 @@ def train(name: str, verbose: bool = True):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m lib.train", description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", default=["all"], choices=list(DEMOS) + ["all"],
-                        help="which demo model(s) to train (default: all)")
+    parser.add_argument("names", nargs="*", default=["all"], choices=list(SPECS) + ["all"],
+                        help="which toy model(s) to train (default: all four; the real model: python -m lib.train_lm)")
     args = parser.parse_args(argv)
-    names = list(DEMOS) if "all" in args.names else args.names
+    names = list(SPECS) if "all" in args.names else args.names
     for name in names:
         model, tokenizer, info = train(name)
         path = save_checkpoint(model, tokenizer, demo_path(name), **info)

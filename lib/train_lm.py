@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from . import progress
 from .config import ModelConfig
 from .corpus import LANGUAGES, LM_CORPUS, encode_text, lm_vocabulary, read_split
-from .demo import ASSETS, load_checkpoint, save_checkpoint
+from .demo import ASSETS, save_checkpoint
 from .device import cpu_name
 from .lm import window_bits
 from .model import MiniTransformer
@@ -52,14 +52,13 @@ class LMSpec:
     repeat_random: float = 0.05  # share of windows with a random string written twice
     seed: int = 0
     eval_every: int = 250
-    tokenizer_from: str | None = None  # a draft shares its target's vocabulary
 
 
 LM_SHAPE = dict(norm="rmsnorm", activation="swiglu", positions="rope", max_seq_len=512)
 SPECS = {
     "lm": LMSpec(config=dict(n_layers=4, d_model=256, n_heads=4, **LM_SHAPE), steps=6000),
-    "lm-draft": LMSpec(config=dict(n_layers=2, d_model=128, n_heads=2, **LM_SHAPE), steps=3000, lr=3e-3,
-                       tokenizer_from="lm"),
+    # the draft for speculative decoding: same corpus, so the same vocabulary (lm_vocabulary is deterministic)
+    "lm-draft": LMSpec(config=dict(n_layers=2, d_model=128, n_heads=2, **LM_SHAPE), steps=3000, lr=3e-3),
 }
 
 
@@ -146,12 +145,6 @@ def train_step(model, opt, x: torch.Tensor, lr: float) -> float:
     return loss.item()
 
 
-def tokenizer_for(spec: LMSpec, texts: dict) -> CharTokenizer:
-    if spec.tokenizer_from:
-        return load_checkpoint(ASSETS / f"{spec.tokenizer_from}.safetensors")[1]
-    return lm_vocabulary(texts.values())
-
-
 def evaluate(model, val: dict) -> dict:
     model.eval()
     out = {lang: round(window_bits(model, w), 4) for lang, w in val.items()}
@@ -174,7 +167,7 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
     if threads:
         torch.set_num_threads(threads)
     texts = {lang: read_split(lang, "train", corpus) for lang in LANGUAGES}
-    tokenizer = tokenizer_for(spec, texts)
+    tokenizer = lm_vocabulary(texts.values())
     torch.manual_seed(spec.seed)
     shipped = ModelConfig(vocab_size=tokenizer.vocab_size, **spec.config)
     model = MiniTransformer(shipped.replace(attn_impl="sdpa"))  # the same maths, fused: faster to train

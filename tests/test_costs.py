@@ -342,7 +342,7 @@ COST_FUNCTIONS = [param_count, weight_bytes, streamed_weight_bytes, kv_bytes_per
 @pytest.mark.parametrize("fn", COST_FUNCTIONS)
 @pytest.mark.parametrize("bad", [None, {"vocab_size": 10}, 7])
 def test_non_config_rejected(fn, bad):
-    with pytest.raises(TypeError, match=r"model must be a lib.ModelConfig or a name \(chat, draft, tiny, chat-gqa, gpt2, "
+    with pytest.raises(TypeError, match=r"model must be a lib.ModelConfig or a name \(chat, draft, tiny, chat-gqa, lm, lm-draft, gpt2, "
                                         rf".*\), got {type(bad).__name__}"):
         fn(bad)
 
@@ -351,7 +351,7 @@ def test_non_config_rejected(fn, bad):
 def test_every_cost_function_takes_a_name(fn):
     assert fn("llama-2-7b") == fn(PRESETS["llama-2-7b"]) and fn("tiny") == fn(demo_config("tiny"))
     with pytest.raises(ValueError, match=r"unknown model 'llama-9b'; allowed: a lib.ModelConfig or one of: chat, "
-                                         r"draft, tiny, chat-gqa, gpt2, gpt2-medium, llama-2-7b"):
+                                         r"draft, tiny, chat-gqa, lm, lm-draft, gpt2, gpt2-medium, llama-2-7b"):
         fn("llama-9b")
 
 
@@ -579,7 +579,7 @@ def test_describe():
 # ------------------------------------------------------------------------------------ the model resolver
 
 def test_resolver_names_and_configs():
-    assert MODEL_NAMES == (*DEMOS, *PRESETS) == ("chat", "draft", "tiny", "chat-gqa", *PRESETS)
+    assert MODEL_NAMES == (*DEMOS, *PRESETS) == ("chat", "draft", "tiny", "chat-gqa", "lm", "lm-draft", *PRESETS)
     assert resolve_model("llama-2-7b") == ("llama-2-7b", PRESETS["llama-2-7b"])
     assert model_config("llama-2-7b") is PRESETS["llama-2-7b"]
     for name in DEMOS:  # read from the checkpoint's metadata, no weights: the config load_demo builds
@@ -618,14 +618,14 @@ def test_one_registry_of_names_that_needs_no_demo_weights(monkeypatch, tmp_path)
 
 @pytest.mark.parametrize("call, exc, msg", [
     (lambda: resolve_model("gpt-5"), ValueError,
-     "unknown model 'gpt-5'; allowed: a lib.ModelConfig or one of: chat, draft, tiny, chat-gqa, gpt2, gpt2-medium, llama-2-7b, "
+     "unknown model 'gpt-5'; allowed: a lib.ModelConfig or one of: chat, draft, tiny, chat-gqa, lm, lm-draft, gpt2, gpt2-medium, llama-2-7b, "
      "llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-7b"),
-    (lambda: resolve_model("gpt-5", extra={"larger": TINY}), ValueError, "one of: larger, chat, draft, tiny, chat-gqa, gpt2,"),
+    (lambda: resolve_model("gpt-5", extra={"larger": TINY}), ValueError, "one of: larger, chat, draft, tiny, chat-gqa, lm, lm-draft, gpt2,"),
     (lambda: resolve_model("gpt-5", allow_mla=True), ValueError, "qwen2.5-7b, deepseek-v2, deepseek-v3"),
-    (lambda: resolve_model(7), TypeError, "model must be a lib.ModelConfig or a name (chat, draft, tiny, chat-gqa, gpt2"),
+    (lambda: resolve_model(7), TypeError, "model must be a lib.ModelConfig or a name (chat, draft, tiny, chat-gqa, lm, lm-draft, gpt2"),
     (lambda: resolve_model("deepseek-v3"), ValueError,
      "'deepseek-v3' is an MLA preset: lib.costs models only its KV cache, not its weights or FLOPs, so it works "
-     "with kv_bytes_per_token, kv_cache_bytes and describe; here choose one of: chat, draft, tiny, chat-gqa, gpt2"),
+     "with kv_bytes_per_token, kv_cache_bytes and describe; here choose one of: chat, draft, tiny, chat-gqa, lm, lm-draft, gpt2"),
     (lambda: resolve_model(MLA_PRESETS["deepseek-v3"]), TypeError, "an MLAConfig describes only the KV cache"),
     (lambda: demo_config("huge"), ValueError, "unknown demo model 'huge'; available: chat, draft, tiny"),
 ])

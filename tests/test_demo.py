@@ -7,7 +7,8 @@ import torch
 from safetensors import safe_open
 
 import lib.train
-from lib import DEMOS, generate, load_checkpoint, load_demo
+from lib import generate, load_checkpoint, load_demo
+from lib.presets import TOYS as DEMOS  # the memorising toys (the real model: tests/test_lm.py)
 from lib.corpus import CORPUS_PATH, corpus_tokenizer, read_corpus
 from lib.demo import demo_info, demo_path
 from lib.train import SPECS, greedy_continuation, train

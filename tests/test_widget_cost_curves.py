@@ -95,7 +95,7 @@ def test_resolve_is_lib_costs_resolver_plus_larger():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: cc.resolve("gpt-5"), "unknown model 'gpt-5'; allowed: a lib.ModelConfig or one of: larger, chat, draft, "
-                                  "tiny, chat-gqa, gpt2"),
+                                  "tiny, chat-gqa, lm, lm-draft, gpt2"),
     (lambda: cc.analytic_curves("chat", 0), "n (tokens to generate) must be an integer >= 1, got 0"),
     (lambda: cc.analytic_curves("chat", 65), "a prompt of 1 tokens leaves room for at most 64 new token(s) in "
                                              "the context window (max_seq_len=64), but n (tokens to generate)=65"),

@@ -118,7 +118,7 @@ def test_memory_table_text():
 
 @pytest.mark.parametrize("kw, exc, msg", [
     (dict(model="llama-9"), ValueError, r"unknown model 'llama-9'; allowed: a lib.ModelConfig or one of: chat, draft, "
-                                        r"tiny, chat-gqa, gpt2, gpt2-medium"),
+                                        r"tiny, chat-gqa, lm, lm-draft, gpt2, gpt2-medium"),
     (dict(model="deepseek-v3"), ValueError, r"'deepseek-v3' is an MLA preset: lib.costs models only its KV cache"),
     (dict(model=7), TypeError, r"model must be a lib.ModelConfig or a name \(chat, .*\), got int"),
     (dict(context=-1), ValueError, r"context \(tokens per request\) must be an integer >= 1, got -1"),
