@@ -150,3 +150,9 @@ def language_scores(model, tokenizer, n_new: int = 60, seeds=(0, 1, 2), temperat
     zh = _samples(model, tokenizer, FIVE_CHARACTER_PROMPTS, 24, seeds, temperature)
     return {"en_words": english_word_share(en, heldout_text("en")), "zh_five": five_character_share(zh),
             "en_samples": en, "zh_samples": zh}
+
+
+# Every greedy run of the real model whose text a notebook stores (prompt -> max_new_tokens). tests/test_lm.py checks
+# each with ``stable``: a stored output must not hinge on a near-tie that another CPU could flip. A notebook that
+# stores a new greedy generation of the real model adds it here.
+STORED_GENERATIONS: dict[str, int] = {}
