@@ -156,3 +156,14 @@ def language_scores(model, tokenizer, n_new: int = 60, seeds=(0, 1, 2), temperat
 # each with ``stable``: a stored output must not hinge on a near-tie that another CPU could flip. A notebook that
 # stores a new greedy generation of the real model adds it here.
 STORED_GENERATIONS: dict[str, int] = {}
+
+
+def held_out_prompts(n: int = 6, length: int = 12) -> list[str]:
+    """Prompts from held-out text: the first ``length`` characters of ``n`` verse or speech lines of each language
+    (lines of at least twice that length, evenly spaced through the text)."""
+    out = []
+    for lang in ("en", "zh"):
+        lines = [line for line in heldout_text(lang).splitlines() if len(line) >= 2 * length]
+        step = max(1, len(lines) // n)
+        out += [line[:length] for line in lines[::step][:n]]
+    return out

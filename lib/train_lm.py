@@ -197,7 +197,8 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
                           f"({record['seconds'] / (step + 1 - start):.2f} s/step)", flush=True)
             if (step + 1) % spec.eval_every == 0 or step == spec.steps - 1:
                 record["val"].append([step + 1, evaluate(model, val)])
-                line = f"[{name}] step {step + 1} loss {record['losses'][-1][1]:.4f} val bits/char {record['val'][-1][1]}"
+                latest = record["losses"][-1][1] if record["losses"] else sum(run) / len(run)
+                line = f"[{name}] step {step + 1} loss {latest:.4f} val bits/char {record['val'][-1][1]}"
                 progress.write(line) if not bar.disable else print(line, flush=True)
             if (step + 1) % save_every == 0 or step == spec.steps - 1:
                 save_state(state_path, model, opt, windows, step + 1, record)
