@@ -73,3 +73,32 @@ def encode_text(tokenizer: CharTokenizer, text: str) -> list[int]:
     """Real text -> ids, its rare characters (outside the 99.5% vocabulary) as <unk>, without a warning per call
     (``tokenizer.encode`` refuses unknown characters: right for a prompt, wrong for a corpus)."""
     return [tokenizer.stoi.get(ch, tokenizer.unk_id) for ch in text]
+
+
+def heldout_passages(lang: str) -> list[str]:
+    """The held-out text of ``lang`` cut at its blank lines into passages of two lines or more, in text order:
+    in English a speech of Julius Caesar (the speaker's name, then what they say) or a sonnet, in Chinese a poem
+    (title, poet, verses). One-line blocks (stage directions, act and scene headings, a sonnet's number) are left
+    out. The ends of each passage's lines are kept as they are; the blank line around it is not part of it."""
+    blocks = [block.strip("\n") for block in heldout_text(lang).split("\n\n")]
+    return [block for block in blocks if block.count("\n") >= 1 and block.strip()]
+
+
+def heldout_pairs(n: int, langs=LANGUAGES) -> list[tuple[str, str, str]]:
+    """``n`` (lang, passage, the passage after it) pairs of held-out text, taking the languages in turn (English,
+    Chinese, English, ...) and, within a language, passages evenly spaced through its text (the middle of each of ``n`` equal stretches): a request's prompt
+    and the answer a real text gives it (``lib.serving.text_stream`` and ``text_requests`` use their lengths)."""
+    from . import checks
+    n = checks.integer(n, "n", 1)
+    langs = [checks.choice(lang, "lang", LANGUAGES) for lang in langs]
+    if not langs:
+        raise ValueError("langs is empty: give at least one of " + ", ".join(LANGUAGES))
+    picked = {}
+    for j, lang in enumerate(langs):
+        passages, count = heldout_passages(lang), len(range(j, n, len(langs)))  # this language's share of n
+        if count > len(passages) - 1:
+            raise ValueError(f"n={n} asks for {count} pairs of {lang} passages, but its held-out text has "
+                             f"{len(passages)} passages ({len(passages) - 1} pairs): give a smaller n")
+        picked[lang] = [(lang, passages[i], passages[i + 1])
+                        for i in ((2 * m + 1) * (len(passages) - 1) // (2 * count) for m in range(count))]
+    return [picked[langs[i % len(langs)]][i // len(langs)] for i in range(n)]

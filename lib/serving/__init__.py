@@ -3,11 +3,13 @@ batched decides how busy the model stays.
 
     scheduler.py   one policy for both halves: first come, first served admission; when memory runs out, the
                    most recently admitted request is preempted, by recompute or by swap (each counted)
-    memory.py      part 1, a simulation (lengths only, no model): a seeded stream of requests served from a
-                   fixed KV budget under four allocation policies ("max", "pow2", "oracle", "paged"), every
-                   step's memory counted: tokens, reserved for later, reserved never to be used, free
+    memory.py      part 1, a simulation (lengths only, no model): a seeded stream of requests (or one with the
+                   lengths of real text, text_stream) served from a fixed KV budget under four allocation
+                   policies ("max", "pow2", "oracle", "paged"), every step's memory counted: tokens, reserved
+                   for later, reserved never to be used, free
     batching.py    part 2, real serving on a model (serve): one shared PagedKVPool, one forward_paged pass per
-                   iteration, "static" vs "continuous" batching
+                   iteration, "static" vs "continuous" batching; demo_requests for the toys, text_requests
+                   (held-out text) for the real model
     tradeoffs.py   what the choices trade: the block size (empty slots vs block-table entries), swap vs
                    recompute (bytes over the host link vs prefill FLOPs)
 
@@ -17,16 +19,17 @@ when it comes back (counted: ``recomputed_tokens``); ``"swap"`` copies its block
 (counted: ``swapped_out_blocks``, ``swapped_in_blocks``, ``peak_cpu_blocks``). vLLM today (the V1 engine)
 recomputes only. Every name is importable from here (``lib.serving.simulate``, ``lib.serving.serve``, ...).
 """
-from .batching import RequestRecord, ServeRequest, ServeResult, demo_requests, serve
+from .batching import RequestRecord, ServeRequest, ServeResult, demo_requests, serve, text_requests
 from .memory import (CONTIGUOUS, POLICIES, ContiguousAllocator, SimRequest, SimResult, compare_policies, request_stream,
-                     reservation, simulate)
+                     reservation, simulate, text_stream)
 from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts
 from .tradeoffs import HOST_LINK_GBS, BlockSizeCost, block_size_tradeoff, preemption_seconds
 
 __all__ = [
     "POLICIES", "CONTIGUOUS", "PREEMPTIONS", "HOST_LINK_GBS", "REQUEST_BYTES",
     "Scheduler", "SchedulerCounts",
-    "SimRequest", "request_stream", "reservation", "ContiguousAllocator", "SimResult", "simulate", "compare_policies",
-    "ServeRequest", "demo_requests", "RequestRecord", "ServeResult", "serve",
+    "SimRequest", "request_stream", "text_stream", "reservation", "ContiguousAllocator", "SimResult", "simulate",
+    "compare_policies",
+    "ServeRequest", "demo_requests", "text_requests", "RequestRecord", "ServeResult", "serve",
     "BlockSizeCost", "block_size_tradeoff", "preemption_seconds",
 ]

@@ -56,6 +56,29 @@ def demo_requests(tokenizer, n: int = 32, seed: int = 0, max_new_tokens: int = 3
     return out
 
 
+def text_requests(tokenizer, n: int = 24, max_prompt: int = 128, max_new_tokens: int = 64,
+                  langs=("en", "zh")) -> list[ServeRequest]:
+    """``n`` real requests for the real model (``lib.load_demo("lm")``), from held-out text it never trained on
+    (``lib.corpus.heldout_pairs``): the prompt is <s>, a passage (a speech or a sonnet, a Chinese poem; cut to
+    ``max_prompt`` tokens in all) and a blank line, so the model goes on with the next passage; the request may
+    generate as many tokens as the passage that really follows has characters, at most ``max_new_tokens``. The
+    model was trained on running text and never writes <eos>: every request stops at its length, so the steps
+    and tokens of a run follow from the lengths alone."""
+    from ..corpus import encode_text, heldout_pairs
+
+    n = checks.integer(n, "n", 1)
+    max_prompt = checks.integer(max_prompt, "max_prompt", 3, allowed="an integer >= 3 (<s>, a character and the "
+                                                                      "blank line)")
+    max_new_tokens = checks.integer(max_new_tokens, "max_new_tokens", 1)
+    checks.fits_in_memory(REQUEST_BYTES * n, "cpu", f"n={n} requests")
+    blank = encode_text(tokenizer, "\n\n")
+    out = []
+    for rid, (_, prompt, answer) in enumerate(heldout_pairs(n, langs)):
+        ids = [tokenizer.bos_id] + encode_text(tokenizer, prompt)[:max_prompt - 3] + blank
+        out.append(ServeRequest(rid, ids, max(1, min(max_new_tokens, len(answer)))))
+    return out
+
+
 @dataclass
 class RequestRecord:
     rid: int

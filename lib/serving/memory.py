@@ -74,6 +74,23 @@ def request_stream(n: int = 400, seed: int = 0, prompt_mean: float = 160.0, outp
     return out
 
 
+def text_stream(n: int = 400, max_len: int = 2048, langs=("en", "zh")) -> list[SimRequest]:
+    """``n`` requests whose lengths come from real text (no randomness): request j's prompt is <s>, a passage of
+    the held-out text (a speech or a sonnet of Shakespeare, a Chinese poem; ``lib.corpus.heldout_pairs``) and the
+    blank line after it, its output as long as the passage that follows. Lengths are counted in tokens of the
+    real model's tokenizer, one per character (a subword tokenizer counts English in far fewer tokens). Clipped
+    to ``max_len`` as ``request_stream`` clips."""
+    from ..corpus import heldout_pairs
+
+    n, max_len = checks.integer(n, "n", 1), checks.integer(max_len, "max_len", 2)
+    checks.fits_in_memory(REQUEST_BYTES * n, "cpu", f"a stream of n={n} requests")
+    out = []
+    for rid, (_, prompt, answer) in enumerate(heldout_pairs(n, langs)):
+        p = min(max_len - 1, len(prompt) + 3)  # <s>, the passage, the blank line ("\n\n") that ends it
+        out.append(SimRequest(rid, p, max(1, min(max_len - p, len(answer)))))
+    return out
+
+
 def reservation(request: SimRequest, policy: str, max_len: int = 2048) -> int:
     """Positions a contiguous policy reserves for ``request`` when it is admitted."""
     if policy == "max":
