@@ -183,7 +183,7 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
         start, record = state["step"], state["record"]
         print(f"[{name}] resuming at step {start}")
     model.train()
-    run = []
+    run, resumed_with = [], record["seconds"]  # the log's s/step counts this session's steps only
     with progress.bar(total=spec.steps, initial=start, desc=name, unit="step", show=None if verbose else False) as bar:
         for step in range(start, spec.steps):
             t0 = time.perf_counter()
@@ -194,7 +194,7 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
                 run = []
                 if bar.disable and (step + 1) % 50 == 0:  # a log line now and then where no bar is drawn
                     print(f"[{name}] step {step + 1} loss {record['losses'][-1][1]:.4f} "
-                          f"({record['seconds'] / (step + 1 - start):.2f} s/step)", flush=True)
+                          f"({(record['seconds'] - resumed_with) / (step + 1 - start):.2f} s/step)", flush=True)
             if (step + 1) % spec.eval_every == 0 or step == spec.steps - 1:
                 record["val"].append([step + 1, evaluate(model, val)])
                 latest = record["losses"][-1][1] if record["losses"] else sum(run) / len(run)
