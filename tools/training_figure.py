@@ -27,7 +27,7 @@ def draw(name: str = "lm"):
     use_cjk_font()
     info = demo_info(name)
     steps, loss = zip(*info["losses"])
-    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 4.0), layout="constrained")
     ax.plot(steps, [x / math.log(2) for x in loss], color=style.MUTED, lw=0.8, label="training loss (both languages)")
     # languages are not concepts of the course: both in ink, told apart by line style, marker and label
     looks = {"en": dict(color=style.INK, ls="-", marker="o"), "zh": dict(color=style.INK, ls="--", marker="s")}
@@ -44,7 +44,7 @@ def draw(name: str = "lm"):
     ax.set_title(f"{name}: {info['parameters']:,} parameters, {info['spec']['steps']:,} steps, {minutes:.0f} min "
                  f"on {info['threads']} thread(s)", loc="left")
     ax.set_ylim(0, None)
-    ax.legend(loc="upper right")
+    fig.legend(loc="outside lower center", ncols=3, frameon=False)  # below the axes: clear of every curve and label
     path = ASSETS / f"{name}-training.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
