@@ -96,7 +96,8 @@ bench: setup
 
 # Rebuild shipped weights in assets/. MODEL=toys (default): the four memorising toys from assets/corpus.txt, in
 # seconds (bit-identical on the same machine; on another CPU the same phrases and loss, tests/test_demo.py).
-# MODEL=lm: the real small language model (about 85 min on 2 cores), MODEL=lm-draft its draft (about 20 min; the same
+# MODEL=lm: the real small language model (about 3 hours on one thread, 2 s a step; resumable: python -m lib.train_lm lm
+# --resume), MODEL=lm-draft its draft (about 45 min; the same
 # vocabulary); both fetch and split their corpus first (make corpus). MODEL=chat etc.:
 # one toy. MODEL=all: everything.
 MODEL ?= toys
