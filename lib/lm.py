@@ -161,14 +161,14 @@ def repeated_lines(text: str) -> tuple[int, int]:
 
 
 # Notebook 01: a poem's title and poet, where the greedy run falls into a loop and sampled runs do not.
-LOOP_PROMPT = "<s>登高\n杜甫\n"
+LOOP_PROMPT = "<s>送友人\n李白\n"
 
 
 # Every greedy run of the real model whose text a notebook stores (prompt -> max_new_tokens). tests/test_lm.py checks
 # each with ``stable``: a stored output must not hinge on a near-tie that another CPU could flip. A notebook that
 # stores a new greedy generation of the real model adds it here.
 STORED_GENERATIONS: dict[str, int] = {
-    LOOP_PROMPT: 60,       # notebook 01: greedy poetry falls into a loop
+    LOOP_PROMPT: 72,       # notebook 01: greedy poetry falls into a loop
     "<s>HAMLET.\n": 32,    # notebook 02: the generation player's run on the real model
 }
 
