@@ -152,10 +152,25 @@ def language_scores(model, tokenizer, n_new: int = 60, seeds=(0, 1, 2), temperat
             "en_samples": en, "zh_samples": zh}
 
 
+def repeated_lines(text: str) -> tuple[int, int]:
+    """(complete non-empty lines in ``text``, how many of them repeat an earlier line word for word): how far a
+    generation has fallen into a loop (greedy poetry writes the same line again and again; sampling rarely does).
+    A line is complete when a newline follows it, so the unfinished last line is not counted."""
+    lines = [line for line in text.split("\n")[:-1] if line.strip()]
+    return len(lines), len(lines) - len(set(lines))
+
+
+# Notebook 01: a poem's title and poet, where the greedy run falls into a loop and sampled runs do not.
+LOOP_PROMPT = "<s>送友人\n李白\n"
+
+
 # Every greedy run of the real model whose text a notebook stores (prompt -> max_new_tokens). tests/test_lm.py checks
 # each with ``stable``: a stored output must not hinge on a near-tie that another CPU could flip. A notebook that
 # stores a new greedy generation of the real model adds it here.
-STORED_GENERATIONS: dict[str, int] = {}
+STORED_GENERATIONS: dict[str, int] = {
+    LOOP_PROMPT: 72,       # notebook 01: greedy poetry falls into a loop
+    "<s>HAMLET.\n": 32,    # notebook 02: the generation player's run on the real model
+}
 
 
 def held_out_prompts(n: int = 6, length: int = 12) -> list[str]:
