@@ -170,6 +170,7 @@ LOOP_PROMPT = "<s>送友人\n李白\n"
 STORED_GENERATIONS: dict[str, int] = {
     LOOP_PROMPT: 72,       # notebook 01: greedy poetry falls into a loop
     "<s>HAMLET.\n": 32,    # notebook 02: the generation player's run on the real model
+    "<s>Et tu, Brute?": 16,  # 03: the heat-maps' run (Julius Caesar, held out) and cached ≡ uncached
 }
 
 

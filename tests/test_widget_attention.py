@@ -343,3 +343,18 @@ def test_explorer_starts_on_a_bad_prompt_with_the_message_and_a_fallback(chat):
     ex = A.AttentionExplorer(model, tok, "<s>✓", max_new_tokens=6)
     assert "not in the vocabulary" in ex.message.value
     assert ex.trace.tokens()[0] == tok.bos_id and ex.drawn["z"]
+
+
+def test_plotly_picker_can_offer_only_some_layers(run, chat):
+    tr, tok = run.trace, chat[1]
+    fig = A.attention_figure(tr, tok, 2, 1, layers=[2])
+    picker = fig.layout.updatemenus[0]
+    assert [b.label for b in picker.buttons] == [f"layer 2 · head {h}" for h in range(4)] and picker.active == 1
+    assert picker.buttons[3].args[0]["z"] == [rows(tr.attention_grid(2, 3))]
+    fig = A.attention_figure(tr, tok, 1, "all", layers=[3, 1])
+    picker = fig.layout.updatemenus[0]
+    assert [b.label for b in picker.buttons] == ["layer 1", "layer 3"] and picker.active == 0
+    with pytest.raises(ValueError, match=r"layers=\[0\] must include the layer the figure opens on \(layer=2\)"):
+        A.attention_figure(tr, tok, 2, 0, layers=[0])
+    with pytest.raises(ValueError, match=r"each of layers must be an int from 0 to 3"):
+        A.attention_figure(tr, tok, 0, 0, layers=[0, 7])

@@ -90,7 +90,7 @@ def test_resolve_is_lib_costs_resolver_plus_larger():
     assert cc.resolve(lib.PRESETS["gpt2"]) == ("gpt2", lib.PRESETS["gpt2"])
     assert cc.resolve("tiny") == costs.resolve_model("tiny")  # every name lib.costs knows
     assert cc.resolve(CHAT.replace(n_layers=1))[0] == "custom"
-    assert set(cc.MODEL_CHOICES) == {"chat", "larger", *lib.PRESETS}
+    assert set(cc.MODEL_CHOICES) == {"chat", "lm", "larger", *lib.PRESETS}
 
 
 @pytest.mark.parametrize("call, message", [
@@ -175,6 +175,19 @@ def test_plot_measured_and_memory_and_all_panels():
     assert len([ax for ax in fig.axes if ax.lines]) == 5
     _draw_without_glyph_warnings(fig)
     assert len(cc.plot_cost_curves("chat", 16).axes) == 4
+
+
+def test_plot_memory_names_the_crossover_only_on_an_axis_that_reaches_it():
+    lm = costs.resolve_model("lm")[1]
+    cross = costs.kv_memory_crossover_tokens(lm)  # ~2,547 tokens: past the 512-token window at batch 1
+    assert cross > lm.max_seq_len
+    title = cc.plot_memory("lm").axes[0].get_title(loc="left")
+    share = costs.kv_cache_bytes(lm, lm.max_seq_len) / costs.weight_bytes(lm)
+    assert title == f"lm: at 512 tokens per sequence the KV cache\nis {share:.0%} of the weights' memory"
+    fig = cc.plot_cost_curves("lm", 512, batch_size=8)  # 8 sequences: the crossover falls inside the window
+    title = fig.axes[3].get_title(loc="left")
+    assert title == f"lm: KV cache memory = weight memory\nat {cross / 8:,.0f} tokens per sequence"
+    assert fig.axes[3].lines[0].get_label().startswith("KV cache, batch 8: ")
 
 
 # ------------------------------------------------------------------------------------------- tier 2
@@ -357,3 +370,18 @@ def _array(v) -> list:
     import numpy as np
 
     return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).tolist() if isinstance(v, dict) else list(v)
+
+
+def test_plotly_cost_curves_can_draw_fewer_points_with_the_same_slopes():
+    full, thin = cc.plotly_cost_curves("lm", 512), cc.plotly_cost_curves("lm", 512, points=48)
+    idx = cc._display_index(512, 48)
+    assert len(idx) < 100 and idx[0] == 0 and idx[-1] == 511
+    for a, b in zip(full.data, thin.data):
+        assert a.name == b.name  # the legend's slopes: fitted over every step either way
+        if len(a.x) == 512:
+            assert list(b.x) == [a.x[i] for i in idx] and list(b.y) == [a.y[i] for i in idx]
+    for a, b in zip(full.layout.updatemenus[0].buttons, thin.layout.updatemenus[0].buttons):  # per step / cumulative
+        assert [list(y) for y in b.args[0]["y"]] == [[y[i] for i in idx] for y in a.args[0]["y"]]
+    assert list(thin.data[-1].x) == [1, 512]  # the weights' flat line
+    with pytest.raises(ValueError, match="points must be an integer >= 4, got 2"):
+        cc.plotly_cost_curves("lm", 512, points=2)

@@ -10,7 +10,7 @@ Three tiers (CONTRIBUTING.md):
 
     attention_view(trace, tokenizer, layer, head) -> AttentionView     the data every tier draws
     plot_attention(...), plot_attention_heads(...)                      1. static matplotlib
-    attention_figure(trace, tokenizer, layer, head | "all")             2. plotly, frames + slider + picker
+    attention_figure(trace, tokenizer, layer, head | "all", layers=None) 2. plotly, frames + slider + picker
     AttentionExplorer(model, tokenizer, prompt)                         3. live ipywidgets (prompt, layer,
                                                                            head / all heads, step)
 """
@@ -265,20 +265,23 @@ def _plotly_safe(text: str) -> str:
 
 
 def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch: int = 0,
-                     max_keys: int = MAX_ANIMATED_KEYS):
+                     max_keys: int = MAX_ANIMATED_KEYS, layers=None):
     """Plotly heat-map stepped with a slider (one frame per step) and a picker for layer and head.
 
     ``head`` is a query head, or ``"all"`` for small multiples of every head of a layer (the picker then
     chooses the layer). The figure opens on the last step. Each panel is one heat-map of the whole run
     (row s holds only the keys that existed at step s); a frame only moves shapes, a grey cover over the
     steps still to come and the outline of the newest key column, so the axes never change. The picker swaps
-    the weights in (``restyle``): the payload grows as layers x heads x keys², hence ``max_keys``.
+    the weights in (``restyle``): the payload grows as layers x heads x keys², hence ``max_keys``, and
+    ``layers``: the layers the picker offers (default: every layer; it must include ``layer``), so that a
+    long run of a real model stays small in a saved notebook.
     Hovering shows query, key and weight; under the grey cover it shows the later step it belongs to.
     """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     check_layer_head(trace, layer, head, batch, allow_all=True)
+    layers = _picker_layers(trace, layer, layers)
     base = attention_view(trace, tokenizer, layer, 0 if head == "all" else head, batch)
     n, W = base.n_steps, base.n_keys
     max_keys = checks.integer(max_keys, "max_keys", 1, allowed="a positive int")
@@ -327,8 +330,8 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
     slider = frame_slider(range(n), active=n - 1, y=0, x=0, len=1.0, pad=dict(t=45),
                           currentvalue=dict(prefix=t("step "), xanchor="right"))
     # one picker option per (layer, head) (per layer for "all"): the z of every panel
-    options = ([(l, None) for l in range(trace.n_layers)] if head == "all"
-               else [(l, h) for l in range(trace.n_layers) for h in range(trace.n_heads)])
+    options = ([(l, None) for l in layers] if head == "all"
+               else [(l, h) for l in layers for h in range(trace.n_heads)])
     buttons = []
     for l, h in options:
         z = [heatmap_rows(attention_view(trace, tokenizer, l, hh, batch)) for hh in (heads if h is None else [h])]
@@ -348,6 +351,19 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
                       height=int(min(950, 80 + plot_h + 110)),  # no width: the figure takes its cell's
                       margin=dict(l=100, r=170, t=80, b=110), plot_bgcolor=FUTURE)
     return fig
+
+
+def _picker_layers(trace: Trace, layer: int, layers) -> list:
+    """The layers a figure's picker offers: every layer (None), or the given ones, which must include ``layer``."""
+    if layers is None:
+        return list(range(trace.n_layers))
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
+        raise ValueError(f"layers must be None (every layer) or a list of layer indices, got {layers!r}")
+    picked = sorted({_check_index(l, "each of layers", trace.n_layers, f"the model has {trace.n_layers} layers")
+                     for l in layers})
+    if layer not in picked:
+        raise ValueError(f"layers={list(layers)} must include the layer the figure opens on (layer={layer})")
+    return picked
 
 
 def newest_key_outline(newest: int, n_steps: int, **ref) -> list:

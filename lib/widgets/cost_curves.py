@@ -10,7 +10,7 @@ drawn here comes from ``lib.costs`` (``kv_computations``, ``generation_steps``, 
 resolved by ``lib.costs.resolve_model``, which here also knows "larger" (``lib.measure.larger_config()``).
 
 Data (plain dicts):
-    MODEL_CHOICES                                   ("chat", "larger", *lib.PRESETS): the picker's names
+    MODEL_CHOICES                                   ("chat", "lm", "larger", *lib.PRESETS): the picker's names
     resolve(model) -> (name, ModelConfig)           lib.costs.resolve_model, "larger" included
     analytic_curves(model, n, prompt_len=1) -> dict
         {"name", "config", "prompt_len", "n", "positions": [prompt_len .. prompt_len+n-1] (keys attended per step),
@@ -29,10 +29,10 @@ Tier 1, static matplotlib (each returns the Figure; ``ax=`` draws into an existi
     plot_flops(model="chat", n=64, prompt_len=1, cumulative=False, loglog=False, ax=None)
     plot_measured(measurements, cumulative=False, loglog=False, ax=None)  from lib.measure.measure_*
     plot_memory(model="chat", n=None, dtype=torch.float16, batch_size=1, ax=None)
-    plot_cost_curves(model="chat", n=64, measurements=None, loglog=False, prompt_len=1)  all panels at once
+    plot_cost_curves(model="chat", n=64, measurements=None, loglog=False, prompt_len=1, batch_size=1)  all panels
 
 Tier 2, plotly that survives export (go.Figure with buttons: per step / cumulative, linear / log-log):
-    plotly_cost_curves(model="chat", n=64, prompt_len=1)   K/V, FLOPs split, memory
+    plotly_cost_curves(model="chat", n=64, prompt_len=1, points=None)   K/V, FLOPs split, memory
     plotly_measured(measurements)
 
 Tier 3, live ipywidgets (core widgets only: the figure is redrawn into an ``ipywidgets.Output``, ``lib.widgets.live``):
@@ -63,8 +63,9 @@ from .live import plotly_output, show_plotly
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes
 
-MODEL_CHOICES = ("chat", "larger", *PRESETS)
-MODEL_LABELS = {"chat": "chat (demo model, d_model 64)", "larger": "larger (random weights, d_model 256)"}
+MODEL_CHOICES = ("chat", "lm", "larger", *PRESETS)
+MODEL_LABELS = {"chat": "chat (demo model, d_model 64)", "lm": "lm (real small language model, d_model 256)",
+                "larger": "larger (random weights, d_model 256)"}
 CACHES = ("cache", "no cache")
 FIGSIZE = (style.FIGURE_WIDTH, 3.6)  # the static figures: the cell's width
 PARTS = ("linear", "attention", "total")
@@ -105,13 +106,14 @@ def _check_n(n, prompt_len: int, config: ModelConfig, name: str) -> int:
     return new_tokens_fit(config, prompt_len, n, "n (tokens to generate)")
 
 
-def _display_index(n: int) -> list[int]:
-    """Which of n points a live figure draws: all of them up to MAX_POINTS, else MAX_POINTS indices spread
-    evenly on a log axis (dense at the start, where log-log views need them) plus the last point."""
-    if n <= MAX_POINTS:
+def _display_index(n: int, max_points: int = MAX_POINTS) -> list[int]:
+    """Which of n points a figure draws: all of them up to ``max_points``, else ``max_points`` indices spread
+    evenly on a log axis (dense at the start, where log-log views need them), ``max_points / 2`` spread evenly
+    on a linear one, and the last point."""
+    if n <= max_points:
         return list(range(n))
-    logs = {round((n - 1) ** (i / (MAX_POINTS - 1))) for i in range(MAX_POINTS)}
-    lins = {round(i * (n - 1) / (MAX_POINTS // 2 - 1)) for i in range(MAX_POINTS // 2)}
+    logs = {round((n - 1) ** (i / (max_points - 1))) for i in range(max_points)}
+    lins = {round(i * (n - 1) / (max_points // 2 - 1)) for i in range(max_points // 2)}
     return sorted(logs | lins | {0, n - 1})
 
 
@@ -326,15 +328,21 @@ def plot_memory(model="chat", n: int | None = None, dtype=torch.float16, batch_s
     ax.yaxis.set_major_locator(FixedLocator(MaxNLocator(nbins=6).tick_values(0, top / unit) * unit))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda b, _: fmt_bytes(b, 3)))
     ax.set_ylim(0, top)
-    _finish(ax, False, t("tokens per sequence"), t("bytes ({dtype})", dtype=mem['dtype']),
-            t("{name}: KV cache memory = weight memory\nat {n} tokens per sequence", name=mem['name'],
-              n=f"{mem['memory_crossover_context']:,.0f}"))
+    cross = mem["memory_crossover_context"]
+    if cross <= mem["positions"][-1]:  # the title names the crossover only where the axis reaches it
+        title = t("{name}: KV cache memory = weight memory\nat {n} tokens per sequence", name=mem['name'],
+                  n=f"{cross:,.0f}")
+    else:
+        title = t("{name}: at {n} tokens per sequence the KV cache\nis {share} of the weights' memory",
+                  name=mem['name'], n=mem['positions'][-1], share=f"{mem['kv_bytes'][-1] / mem['weight_bytes']:.0%}")
+    _finish(ax, False, t("tokens per sequence"), t("bytes ({dtype})", dtype=mem['dtype']), title)
     return fig
 
 
-def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool = False, prompt_len: int = 1):
-    """All panels on one figure: K/V computed so far, FLOPs per step, cumulative FLOPs, memory, and
-    (if given) the measured ms per step. Returns the Figure."""
+def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool = False, prompt_len: int = 1,
+                     batch_size: int = 1):
+    """All panels on one figure: K/V computed so far, FLOPs per step, cumulative FLOPs, memory (the KV cache of
+    ``batch_size`` sequences), and (if given) the measured ms per step. Returns the Figure."""
     import matplotlib.pyplot as plt
 
     c = analytic_curves(model, n, prompt_len)
@@ -349,7 +357,7 @@ def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool 
     _finish(a, loglog, t("context length t"), t("K/V computed so far (per layer)"), t("K/V computations, cumulative"))
     plot_flops(model, n, prompt_len, cumulative=False, loglog=loglog, ax=axes[1])
     plot_flops(model, n, prompt_len, cumulative=True, loglog=loglog, ax=axes[2])
-    plot_memory(model, c["positions"][-1], ax=axes[3])  # the same tokens as the other panels
+    plot_memory(model, c["positions"][-1], batch_size=batch_size, ax=axes[3])  # the same tokens as the other panels
     if measurements is not None:
         plot_measured(measurements, cumulative=False, loglog=loglog, ax=axes[4])
         axes[5].axis("off")
@@ -376,14 +384,25 @@ def _three_panels(fig, dtype: str, title: str, top: int = 200):
                       legend=dict(orientation="h", x=0, xanchor="left", y=1.03, yanchor="bottom"))
 
 
-def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1):
+def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1, points: int | None = None):
     """K/V computations, FLOPs (projections + FFN vs attention) and memory as one plotly figure; buttons switch
-    per step / cumulative and linear / log-log axes, all data precomputed (keep n ≤ ~512 for a small file)."""
+    per step / cumulative and linear / log-log axes, all data precomputed. ``points``: draw about that many of
+    the n steps (spread on a log and a linear axis, as the live explorer does; None: every step), which keeps a
+    saved notebook small; the slopes in the legend are fitted over every step."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     c = analytic_curves(model, n, prompt_len)
     mem = memory_curves(model, c["positions"][-1])  # the same tokens as the other panels
+    if points is not None:
+        idx = _display_index(n, checks.integer(points, "points", 4))
+        pick = lambda ys: [ys[i] for i in idx]
+        c = {**c, "positions": pick(c["positions"]),
+             **{k: {cache: pick(v) for cache, v in c[k].items()} for k in ("kv", "kv_cumulative")},
+             **{k: {cache: {p: pick(v) for p, v in parts.items()} for cache, parts in c[k].items()}
+                for k in ("flops", "flops_cumulative")}}
+        keep = _display_index(len(mem["positions"]), points)  # memory starts at 1 token, whatever the prompt
+        mem = {**mem, "positions": [mem["positions"][i] for i in keep], "kv_bytes": [mem["kv_bytes"][i] for i in keep]}
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1)
     ys = {"per_step": [], "cumulative": []}
     names = {"per_step": [], "cumulative": []}

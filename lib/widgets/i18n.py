@@ -152,6 +152,8 @@ ZH: dict[str, str] = {
         "实测：{layers} 层，d_model {d}；对数坐标斜率取自后半段",
     "tokens per sequence": "每个序列的 token 数", "bytes ({dtype})": "字节（{dtype}）",
     "{name}: KV cache memory = weight memory\nat {n} tokens per sequence": "{name}：每个序列 {n} 个 token 时\nKV 缓存显存 = 权重显存",
+    "{name}: at {n} tokens per sequence the KV cache\nis {share} of the weights' memory":
+        "{name}：每个序列 {n} 个 token 时\nKV 缓存显存是权重显存的 {share}",
     "K/V computations, cumulative": "K/V 计算量，累计",
     "{name}: generating {n} tokens with and without a KV cache (slopes: log-log fit over the last half)":
         "{name}：有无 KV 缓存时生成 {n} 个 token（斜率：后半段的对数坐标拟合）",
@@ -167,6 +169,7 @@ ZH: dict[str, str] = {
     "measured: {layers} layers, d_model {d} (slopes: log-log fit over the last half)":
         "实测：{layers} 层，d_model {d}（斜率：后半段的对数坐标拟合）",
     "chat (demo model, d_model 64)": "chat（演示模型，d_model 64）",
+    "lm (real small language model, d_model 256)": "lm（真实的小语言模型，d_model 256）",
     "larger (random weights, d_model 256)": "larger（随机权重，d_model 256）",
     "projections + FFN": "投影 + FFN", "attention": "注意力", "both": "两者", "per step": "每步", "cumulative": "累计",
     "no cache": "无缓存", "static cache (in place)": "静态缓存（原地写入）", "concat cache (torch.cat)": "拼接缓存（torch.cat）",
