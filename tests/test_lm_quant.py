@@ -1,0 +1,61 @@
+"""The int8 KV cache on the real model (notebook 05): where a greedy run first diverges, and that the divergence
+the notebook stores holds on any CPU (the same under a tiny perturbation of the weights)."""
+import functools
+
+import pytest
+import torch
+
+import lib
+from lib import lm
+from lib.quant import STORED_DIVERGENCES, QuantizedKVCache, first_divergence
+
+torch.set_num_threads(1)
+
+
+@functools.lru_cache(maxsize=None)
+def real():
+    return lib.load_demo("lm")
+
+
+@functools.lru_cache(maxsize=None)
+def divergence(prompt, n):
+    model, tok = real()
+    return first_divergence(model, tok.encode(prompt), n)
+
+
+@pytest.mark.parametrize("prompt", sorted(STORED_DIVERGENCES))
+def test_first_divergence_is_the_first_step_that_differs(prompt):
+    model, tok = real()
+    n = STORED_DIVERGENCES[prompt]
+    d = divergence(prompt, n)
+    step, a, b = d["first_difference"], d["fp32_tokens"], d["int8_tokens"]
+    assert step is not None and d["steps"] == n == len(a) == len(b)
+    assert a[:step] == b[:step] and a[step] != b[step]
+    # the fp32 run is plain greedy decoding, the int8 run greedy decoding through a QuantizedKVCache
+    ids = tok.encode(prompt)
+    assert lib.generate(model, ids, n).new_tokens[0].tolist() == a
+    assert lib.generate(model, ids, n, cache=QuantizedKVCache(model.config, 1, len(ids) + n - 1)).new_tokens[0].tolist() == b
+    # a near-tie: both runs prefer their own token, each by a small lead
+    assert 0 < d["fp32_lead_there"] < 0.1 and 0 < d["int8_lead_there"] < 0.1, d
+    # the fp32 run up to the divergence is stored, and checked for stability, in lib.lm.STORED_GENERATIONS
+    assert lm.STORED_GENERATIONS.get(prompt) == step
+
+
+@pytest.mark.parametrize("prompt", sorted(STORED_DIVERGENCES))
+def test_a_stored_divergence_survives_a_perturbation_of_the_weights(prompt):
+    model, tok = real()
+    n = STORED_DIVERGENCES[prompt]
+    d = divergence(prompt, n)
+    for seed in (0, 1, 2):
+        other = first_divergence(lm.perturbed(model, seed=seed), tok.encode(prompt), n)
+        assert (other["fp32_tokens"], other["int8_tokens"]) == (d["fp32_tokens"], d["int8_tokens"]), seed
+        # what the notebook prints, at 3 decimals
+        assert round(other["fp32_lead_there"], 3) == round(d["fp32_lead_there"], 3)
+        assert round(other["int8_lead_there"], 3) == round(d["int8_lead_there"], 3)
+
+
+def test_no_divergence_reads_none():
+    model, tok = real()
+    d = first_divergence(model, tok.encode("<s>HAMLET.\n"), 3)  # three wide-margin steps: nothing flips
+    assert d["first_difference"] is None and d["steps"] == 3
+    assert d["fp32_lead_there"] is None and d["int8_lead_there"] is None and d["fp32_tokens"] == d["int8_tokens"]
