@@ -1,5 +1,6 @@
 """The int8 KV cache on the real model (notebook 05): where a greedy run first diverges, and that the divergence
-the notebook stores holds on any CPU (the same under a tiny perturbation of the weights)."""
+the notebook stores holds on any CPU: its only near-tie is the divergence itself, and the two runs are the same
+under a tiny perturbation of the weights."""
 import functools
 
 import pytest
@@ -39,6 +40,18 @@ def test_first_divergence_is_the_first_step_that_differs(prompt):
     assert 0 < d["fp32_lead_there"] < 0.1 and 0 < d["int8_lead_there"] < 0.1, d
     # the fp32 run up to the divergence is stored, and checked for stability, in lib.lm.STORED_GENERATIONS
     assert lm.STORED_GENERATIONS.get(prompt) == step
+
+
+@pytest.mark.parametrize("prompt", sorted(STORED_DIVERGENCES))
+def test_a_stored_divergence_has_one_near_tie_only(prompt):
+    """Both runs are stored to the end; every step but the divergence wins by lib.lm.MIN_MARGIN or more."""
+    model, tok = real()
+    n, ids = STORED_DIVERGENCES[prompt], tok.encode(prompt)
+    step = divergence(prompt, n)["first_difference"]
+    for cache in (None, QuantizedKVCache(model.config, 1, len(ids) + n - 1)):
+        out = lib.generate(model, ids, n, trace=True, trace_top_k=2, cache=cache)
+        margins = [float(torch.topk(s.logits[0], 2).values.diff().neg()) for s in out.trace.steps]
+        assert min(m for i, m in enumerate(margins) if i != step) >= lm.MIN_MARGIN, margins
 
 
 @pytest.mark.parametrize("prompt", sorted(STORED_DIVERGENCES))
