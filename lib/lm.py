@@ -156,7 +156,7 @@ def language_scores(model, tokenizer, n_new: int = 60, seeds=(0, 1, 2), temperat
 # each with ``stable``: a stored output must not hinge on a near-tie that another CPU could flip. A notebook that
 # stores a new greedy generation of the real model adds it here.
 STORED_GENERATIONS: dict[str, int] = {
-    "<s>To be, or not to be": 26,  # notebook 05: the fp32 run up to its first int8 divergence (lib.quant)
+    "<s>相思\n王维\n红豆生南国，": 52,  # notebook 05: the fp32 run up to its first int8 divergence (lib.quant)
 }
 
 
