@@ -171,6 +171,7 @@ STORED_GENERATIONS: dict[str, int] = {
     LOOP_PROMPT: 72,       # notebook 01: greedy poetry falls into a loop
     "<s>HAMLET.\n": 32,    # notebook 02: the generation player's run on the real model
     "<s>Et tu, Brute?": 16,  # 03: the heat-maps' run (Julius Caesar, held out) and cached ≡ uncached
+    "<s>相思\n王维\n红豆生南国，": 52,  # notebook 05: the fp32 run up to its first int8 divergence (lib.quant)
 }
 
 

@@ -228,17 +228,30 @@ def perplexity_change(model, windows: torch.Tensor) -> dict:
 def first_divergence(model, input_ids, max_new_tokens: int) -> dict:
     """Greedy decoding of ``input_ids`` with the fp32 cache and with the int8 one: the first generated step
     whose token differs (None if none does within ``max_new_tokens``) and, there, the fp32 run's lead of its top
-    logit over the second — where the rounding can flip a token, it is a near-tie."""
+    logit over the second — where the rounding can flip a token, it is a near-tie — and the int8 run's lead of
+    its own token over the fp32 run's token (how far the rounding moved the two apart, the other way)."""
     from .generate import generate
 
     ids = checks.token_ids(input_ids, "input_ids", model.config.vocab_size)
     n = checks.new_tokens_fit(model.config, len(ids), max_new_tokens)
     ref = generate(model, ids, n, trace=True, trace_top_k=2)
-    quant = generate(model, ids, n, cache=QuantizedKVCache(model.config, 1, len(ids) + n - 1, device=model.device))
+    quant = generate(model, ids, n, cache=QuantizedKVCache(model.config, 1, len(ids) + n - 1, device=model.device),
+                     trace=True, trace_top_k=2)
     a, b = ref.new_tokens[0].tolist(), quant.new_tokens[0].tolist()
     step = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-    lead = None
+    lead = int8_lead = None
     if step is not None:
         top2 = torch.topk(ref.trace.steps[step].logits[0], 2).values
         lead = float(top2[0] - top2[1])
-    return {"steps": n, "first_difference": step, "fp32_lead_there": lead, "fp32_tokens": a, "int8_tokens": b}
+        there = quant.trace.steps[step].logits[0]
+        int8_lead = float(there[b[step]] - there[a[step]])
+    return {"steps": n, "first_difference": step, "fp32_lead_there": lead, "int8_lead_there": int8_lead,
+            "fp32_tokens": a, "int8_tokens": b}
+
+
+# The int8 divergences a notebook stores (prompt -> max_new_tokens; notebook 05). tests/test_lm_quant.py checks each
+# is unchanged when the weights are perturbed (lib.lm.PERTURBATION): the near-tie it shows must not be another
+# CPU's rounding; the fp32 run before the divergence is in lib.lm.STORED_GENERATIONS.
+STORED_DIVERGENCES: dict[str, int] = {
+    "<s>相思\n王维\n红豆生南国，": 60,  # notebook 05, section 5
+}
