@@ -173,14 +173,3 @@ STORED_GENERATIONS: dict[str, int] = {
     "<s>Et tu, Brute?": 16,  # 03: the heat-maps' run (Julius Caesar, held out) and cached ≡ uncached
     "<s>相思\n王维\n红豆生南国，": 52,  # notebook 05: the fp32 run up to its first int8 divergence (lib.quant)
 }
-
-
-def held_out_prompts(n: int = 6, length: int = 12) -> list[str]:
-    """Prompts from held-out text: the first ``length`` characters of ``n`` verse or speech lines of each language
-    (lines of at least twice that length, evenly spaced through the text)."""
-    out = []
-    for lang in ("en", "zh"):
-        lines = [line for line in heldout_text(lang).splitlines() if len(line) >= 2 * length]
-        step = max(1, len(lines) // n)
-        out += [line[:length] for line in lines[::step][:n]]
-    return out

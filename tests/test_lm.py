@@ -149,16 +149,7 @@ WINDOW_DRIFT_AT_MOST = 0.05
 
 
 # ------------------------------------------------------------------------- speculative, int8, bytes
-def test_speculative_alpha_on_held_out_text():
-    from lib.speculative import expected_tokens_per_pass, measure_acceptance
-    (model, tok), (draft, _) = real("lm"), real("lm-draft")
-    prompts = [[tok.bos_id] + lm.encode_text(tok, line) for line in lm.held_out_prompts()]  # rare characters: <unk>
-    row = measure_acceptance(model, draft, prompts, ks=(4,), max_new_tokens=24)[0]
-    assert ALPHA_RANGE[0] < row["α"] < ALPHA_RANGE[1], row
-    assert row["tokens/full round"] == pytest.approx(expected_tokens_per_pass(row["α"], 4), rel=0.1)
-
-
-ALPHA_RANGE = (0.3, 0.95)
+# speculative decoding on held-out text: tests/test_lm_speculative.py (the prompts notebook 06 measures)
 
 
 def test_int8_cache_on_held_out_text():
