@@ -18,7 +18,7 @@ Course tooling (site, classroom, editions, runner, bench) is in tools/, outside 
 
 ``__all__`` follows one rule: the engine's names (``ENGINE``), then each lesson's entry point (``LESSONS``).
 """
-from . import costs, flash, notebook
+from . import corpus, costs, flash, heads, lm, notebook  # modules the notebooks use by name (lib.lm.LOOP_PROMPT, ...)
 from .cache import KVCache
 from .concat import ConcatKVCache
 from .config import ModelConfig
