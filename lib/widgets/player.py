@@ -147,7 +147,8 @@ def _kv_status(trace, layer: int) -> list[list[str]]:
     return out
 
 
-def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0) -> list[PlayerFrame]:
+def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0,
+                  digits: int = 4) -> list[PlayerFrame]:
     """What the player draws at every step of ``trace``.
 
     ``other``: a Trace of the same run with the cache switched the other way (see ``generate_pair``); it gives
@@ -189,19 +190,19 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
         chosen_id = int(s.chosen[batch])
         ids = s.sample_top_ids[batch, :top_k].tolist()
         probs = s.sample_top_probs[batch, :top_k].tolist()
-        bars = [Bar(_word(tokenizer, t), t, round(p, 4), t == chosen_id) for t, p in zip(ids, probs)]
+        bars = [Bar(_word(tokenizer, t), t, round(p, digits), t == chosen_id) for t, p in zip(ids, probs)]
         if chosen_id not in ids:  # sampled from outside the shown candidates: give it a bar of its own
-            bars.append(Bar(_word(tokenizer, chosen_id), chosen_id, round(float(s.chosen_prob[batch]), 4), True))
+            bars.append(Bar(_word(tokenizer, chosen_id), chosen_id, round(float(s.chosen_prob[batch]), digits), True))
         fed = tokenizer.decode(s.input_ids[batch].tolist())
         with_c, without_c = (cum_own[i], cum_theirs[i]) if trace.use_cache else (cum_theirs[i], cum_own[i])
         first, last = s.positions[0], s.positions[-1]
         pos = t("position {p}", p=first) if first == last else t("positions {a}..{b}", a=first, b=last)
         caption = t("step {i} ({phase}): fed {fed} at {pos} → chose {chosen} (p={p})", i=i, phase=t(s.phase),
-                    fed=fed, pos=pos, chosen=words[length], p=f"{float(s.chosen_prob[batch]):.4f}")
+                    fed=fed, pos=pos, chosen=words[length], p=f"{float(s.chosen_prob[batch]):.{digits}f}")
         frames.append(PlayerFrame(
             step=i, n_steps=n, phase=s.phase, use_cache=trace.use_cache, fed=fed, positions=list(s.positions),
             chips=chips, kv=statuses[i], bars=bars, chosen=words[length],
-            chosen_prob=round(float(s.chosen_prob[batch]), 4), kv_computed=s.kv_computed[layer],
+            chosen_prob=round(float(s.chosen_prob[batch]), digits), kv_computed=s.kv_computed[layer],
             kv_read=s.kv_read[layer], with_cache=with_c, without_cache=without_c, count_source=source,
             layer=layer, n_layers=trace.n_layers, caption=caption))
     return frames
@@ -394,13 +395,14 @@ def kv_key_html() -> str:
                       f'{glyph[KV_SYMBOL[k]]}</span> {t(KV_SHORT[k])}' for k in ("new", "recomputed", "cached", "none"))
 
 
-def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0):
+def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0, digits: int = 4):
     """A plotly ``go.Figure`` with one frame per step, a step slider and Play / Pause buttons: the player
-    precomputed from a Trace, so it steps in a saved notebook without a kernel."""
+    precomputed from a Trace, so it steps in a saved notebook without a kernel. ``digits``: the probabilities'
+    rounding (fewer for a long run of the real model, whose stored figure must not hinge on a 4th decimal)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    frames = player_frames(trace, tokenizer, other, layer, top_k, batch)
+    frames = player_frames(trace, tokenizer, other, layer, top_k, batch, digits)
     last = frames[-1]
     width = len(last.chips)
     n_bars = max(len(f.bars) for f in frames)
