@@ -63,7 +63,7 @@ class Machine:
     bandwidth_gbs: float
     dtype: str = "bf16"  # the dtype the peak is for
     source: str = ""
-    memory_gib: float | None = None  # memory capacity (datasheet), where known; lib.vllm_bridge.kv_capacity reads it
+    memory_gib: float | None = None  # memory as CUDA reports it (GiB), where known; lib.vllm_bridge.kv_capacity reads it
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -105,9 +105,11 @@ REFERENCE_MACHINES: dict[str, Machine] = {
     "H200 SXM": Machine("H200 SXM", 989_400.0, 4_800.0, "bf16",
                         "NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): HBM3e 4.8 TB/s; " + _NVIDIA),
 }
-# Memory capacity, added for lib.vllm_bridge: the datasheets' 80 GB (HBM3) and 141 GB (HBM3e), read as GiB; CUDA
-# reports a little less, and vLLM multiplies what CUDA reports (kv_capacity takes that total in bytes too).
-_MEMORY_GIB = {"H100 SXM": 80.0, "H200 SXM": 141.0}
+# Memory capacity, for lib.vllm_bridge: what CUDA reports (torch.cuda.mem_get_info()'s total), which is what vLLM
+# multiplies by gpu_memory_utilization, not the datasheet's 80 GB (HBM3) and 141 GB (HBM3e). The driver keeps part of
+# the memory for itself: an H100 80GB HBM3 shows 81,559 MiB in nvidia-smi and vLLM logs "total_gpu_memory 79.22GiB"
+# (vllm-project/vllm PR #10511); an H200 shows 143,771 MiB in nvidia-smi and about 139.8 GiB to CUDA.
+_MEMORY_GIB = {"H100 SXM": 79.22, "H200 SXM": 139.8}
 REFERENCE_MACHINES = {k: replace(m, memory_gib=_MEMORY_GIB.get(k)) for k, m in REFERENCE_MACHINES.items()}
 DEFAULT_GPU = REFERENCE_MACHINES["H100 SXM"]  # "a GPU" wherever the course names one
 

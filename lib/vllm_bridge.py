@@ -152,7 +152,8 @@ BRIDGE: tuple[Mapping, ...] = (
         _POOL, "BlockPool.free_blocks", None, None, None,
         "a freed block that no hash names is reused first (front of the queue); a cached one goes to the back, "
         "so cached blocks are evicted least recently used first",
-        "lib puts every freed block at the back (oldest freed reused first), cached or not",
+        "the same order: lib.blocks.BlockAllocator puts a freed block the prefix index does not hold at the front "
+        "and a cached one at the back",
         ("self.free_block_queue.prepend_n(blocks_to_evict_first)",
          "self.free_block_queue.append_n(blocks_to_evict_last)")),
     Mapping(
@@ -173,9 +174,22 @@ BRIDGE: tuple[Mapping, ...] = (
     Mapping(
         "continuous batching", ("lib.serving.serve",),
         _SCHED, "Scheduler.schedule", "max_num_seqs", None, ("vllm/engine/arg_utils.py", "EngineArgs.max_num_seqs"),
-        "every step the scheduler picks the running and waiting requests that fit a token budget; None means "
-        "a per-platform default (256 on a GPU)",
-        "lib.serving.serve admits whole prompts (no token budget, no chunked prefill) up to max_batch"),
+        "every step the scheduler picks the running and waiting requests that fit a token budget, at most "
+        "max_num_seqs of them; None means a default per GPU (EngineArgs.get_batch_defaults): 1024 on an H100 or "
+        "H200 (70 GiB or more, not an A100), 256 on smaller GPUs",
+        "lib.serving.serve admits whole prompts (no token budget, no chunked prefill) up to max_batch",
+        ("self.max_num_running_reqs = self.scheduler_config.max_num_seqs",
+         "token_budget = self.max_num_scheduled_tokens")),
+    Mapping(
+        "token budget per step", ("lib.serving.serve",),
+        "vllm/engine/arg_utils.py", "EngineArgs.get_batch_defaults", "max_num_batched_tokens", None,
+        ("vllm/engine/arg_utils.py", "EngineArgs.max_num_batched_tokens"),
+        "the tokens one step may feed, decode tokens first, then (chunks of) prompts; None means a default per GPU "
+        "and entry point: 16384 for vllm.LLM and 8192 for the OpenAI server on an H100 or H200, 8192 / 2048 on "
+        "smaller GPUs; a prompt longer than what is left is cut into chunks (chunked prefill, on by default)",
+        "lib.serving.serve has no token budget: a step prefills every admitted prompt whole",
+        ("UsageContext.LLM_CLASS: 16384,", "UsageContext.OPENAI_API_SERVER: 8192,",
+         "UsageContext.LLM_CLASS: 1024,", "UsageContext.LLM_CLASS: 256,")),
     Mapping(
         "parallel sampling (n > 1)", ("lib.generate",),
         "vllm/v1/engine/parallel_sampling.py", "ParentRequest", "SamplingParams.n", 1,
@@ -277,9 +291,21 @@ class KVCapacity:
         return self.num_blocks * self.block_size
 
     @property
+    def blocks_per_request(self) -> int:
+        """Blocks one request of ``max_model_len`` tokens needs: ceil(max_model_len / block_size)."""
+        return math.ceil(self.max_model_len / self.block_size)
+
+    @property
+    def starts(self) -> bool:
+        """Whether vLLM starts with this cache: its usable blocks (all but the null block) must hold one request
+        of ``max_model_len`` tokens (``check_enough_kv_cache_memory`` in ``vllm/v1/core/kv_cache_planning.py``);
+        otherwise it refuses with a ValueError that asks for a smaller ``max_model_len`` or more memory."""
+        return self.usable_blocks >= self.blocks_per_request
+
+    @property
     def max_concurrency(self) -> float:
         """vLLM's "maximum concurrency": requests of max_model_len tokens that fit at once."""
-        return self.num_blocks / math.ceil(self.max_model_len / self.block_size)
+        return self.num_blocks / self.blocks_per_request
 
     @property
     def kv_bytes(self) -> int:
@@ -337,8 +363,7 @@ def kv_capacity(model, gpu="H100 SXM", gpu_memory_utilization: float = 0.92, blo
     available = requested - weights - activation_peak - non_torch - cudagraph
     block_bytes = kv_cache_bytes(config, block_size, dtype=kv_dtype)  # one block, every layer
     num_blocks = max(available, 0) // block_bytes
-    per_request = math.ceil(max_model_len / block_size)
-    reported = int(num_blocks / per_request * max_model_len)  # get_kv_cache_capacity
+    reported = int(num_blocks / math.ceil(max_model_len / block_size) * max_model_len)  # get_kv_cache_capacity
     return KVCapacity(name, total, util, requested, weights, activation_peak, non_torch, cudagraph, available,
                       kv_dtype, block_size, block_bytes, num_blocks, max_model_len, reported)
 

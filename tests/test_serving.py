@@ -10,7 +10,7 @@ from lib.corpus import read_corpus
 from lib.paged import BlockAllocator, BlockTable
 from lib.serving import (POLICIES, PREEMPTIONS, ContiguousAllocator, ServeRequest, SimRequest, block_size_tradeoff,
                          compare_policies, demo_requests, preemption_seconds, request_stream, reservation, serve,
-                         simulate)
+                         simulate, text_stream)
 from lib.text import text_table
 
 
@@ -145,6 +145,36 @@ def test_swap_and_recompute_schedule_alike_and_count_their_costs(lengths, block_
     # a preempted request had at least one position per block: recomputation feeds at least as many positions
     # as swapping moves blocks, and at most a block's worth per block
     assert sw.swapped_out_blocks <= rc.recomputed_tokens <= block_size * sw.swapped_out_blocks
+
+
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+def test_step_seconds_charge_every_prefill_and_decode_by_the_roofline(preemption):
+    from lib.costs import PRESETS, step_cost, streamed_weight_bytes
+    from lib.roofline import DEFAULT_GPU, Machine
+    reqs = [SimRequest(0, 3, 2), SimRequest(1, 1, 3)]  # the schedule of test_paged_with_preemption_by_hand
+    r = simulate(reqs, "paged", kv_tokens=8, block_size=2, preemption=preemption)
+    # step 0: both prefill; 1: A decodes over its 4 positions (B is preempted); 2: B comes back (recompute: its
+    # prompt and its 1 token prefilled again; swap: it decodes on) and A is done; 3: B decodes over 3 positions
+    back = {(2, 2): 1} if preemption == "recompute" else {(1, 2): 1}
+    assert r.passes == [{(3, 3): 1, (1, 1): 1}, {(1, 4): 1}, back, {(1, 3): 1}]
+    assert sum(n_new * n for fed in r.passes for (n_new, _), n in fed.items()) == \
+        r.prefill_tokens + sum(q.output_len for q in reqs) - r.prefills  # each prefill makes a token unfed
+    cfg, slow = PRESETS["llama-2-13b"], Machine("slow", peak_gflops=1.0, bandwidth_gbs=1.0)
+    alone = slow.seconds(step_cost(cfg, 4, 1))  # one sequence in a step: exactly step_cost's roofline time
+    assert r.step_seconds(cfg, slow)[1] == alone
+    both = [step_cost(cfg, 3, 3), step_cost(cfg, 1, 1)]  # two in one pass: FLOPs and K/V add, weights read once
+    flops, kv = sum(c.flops for c in both), sum(c.kv_read_bytes + c.kv_write_bytes for c in both)
+    assert r.step_seconds(cfg, slow)[0] == max(flops / 1e9, (streamed_weight_bytes(cfg) + kv) / 1e9)
+    assert r.seconds(cfg) == sum(r.step_seconds(cfg, DEFAULT_GPU))
+    with pytest.raises(TypeError, match=r"machine must be a lib.roofline.Machine"):
+        r.seconds(cfg, "H100")
+
+
+def test_a_small_watermark_trades_a_few_steps_for_far_fewer_preemptions():
+    stream = text_stream(120)
+    runs = {w: simulate(stream, "paged", kv_tokens=8192, watermark=w) for w in (0.0, 0.02)}  # 82 -> 34
+    assert runs[0.02].preemptions < runs[0.0].preemptions / 2
+    assert runs[0.02].recomputed_tokens < runs[0.0].recomputed_tokens / 2
 
 
 def test_preemption_seconds_by_hand():

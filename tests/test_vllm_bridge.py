@@ -19,15 +19,17 @@ GiB = 2 ** 30
 def test_llama_3_8b_on_an_h100_by_hand():
     # Llama-3-8B has 8,030,261,248 parameters (its model card); bf16: 2 bytes each.
     weights = 2 * 8_030_261_248
-    requested = math.ceil(80 * GiB * 0.92)
+    total = int(79.22 * GiB)  # what CUDA reports on an H100 80GB (vLLM logs total_gpu_memory 79.22GiB), not 80 GiB
+    requested = math.ceil(total * 0.92)
     block = 2 * 32 * 8 * 128 * 16 * 2  # K and V × 32 layers × 8 KV heads × head_dim 128 × 16 tokens × 2 bytes
     cap = vb.kv_capacity("llama-3-8b", "H100 SXM")
-    assert (cap.weights, cap.requested, cap.block_bytes) == (weights, requested, block)
+    assert (cap.total_memory, cap.weights, cap.requested, cap.block_bytes) == (total, weights, requested, block)
     assert cap.available == requested - weights
-    assert cap.num_blocks == (requested - weights) // block == 30024
-    assert cap.tokens == 30024 * 16 == cap.reported_tokens  # 8192 is a whole number of blocks
-    assert cap.usable_blocks == 30023  # block 0 is vLLM's null block
-    assert cap.max_concurrency == pytest.approx(30024 / 512)
+    assert cap.num_blocks == (requested - weights) // block == 29657
+    assert cap.tokens == 29657 * 16 == cap.reported_tokens  # 8192 is a whole number of blocks
+    assert cap.usable_blocks == 29656  # block 0 is vLLM's null block
+    assert cap.max_concurrency == pytest.approx(29657 / 512)
+    assert cap.blocks_per_request == 512 and cap.starts
 
 
 def test_a_tiny_model_by_hand_with_every_deduction():
@@ -52,6 +54,14 @@ def test_kv_cache_dtype_auto_follows_the_weights_and_fp8_halves_a_block():
     assert auto.kv_dtype == "fp16" and fp8.kv_dtype == "fp8"
     assert fp8.block_bytes * 2 == auto.block_bytes
     assert fp8.num_blocks in (2 * auto.num_blocks, 2 * auto.num_blocks + 1)
+
+
+def test_vllm_refuses_to_start_when_one_full_length_request_does_not_fit():
+    # Llama-2-70B in bf16 on one H200: 28 blocks of 16 tokens (~0.14 GiB) are left, a 4,096-token request needs 256
+    cap = vb.kv_capacity("llama-2-70b", "H200 SXM")
+    assert (cap.num_blocks, cap.blocks_per_request, cap.starts) == (28, 256, False)
+    assert vb.kv_capacity("llama-2-70b", "H200 SXM", max_model_len=27 * 16).starts  # 27 usable blocks suffice
+    assert not vb.kv_capacity("llama-2-70b", "H200 SXM", max_model_len=27 * 16 + 1).starts
 
 
 def test_weights_larger_than_the_budget_give_no_blocks():
@@ -101,7 +111,8 @@ def test_capacity_errors_say_what_is_allowed():
 
 
 def test_reference_machines_carry_their_memory():
-    assert REFERENCE_MACHINES["H100 SXM"].memory_gib == 80.0 and REFERENCE_MACHINES["H200 SXM"].memory_gib == 141.0
+    # what CUDA reports (and vLLM multiplies), a little less than the datasheets' 80 GB and 141 GB
+    assert REFERENCE_MACHINES["H100 SXM"].memory_gib == 79.22 and REFERENCE_MACHINES["H200 SXM"].memory_gib == 139.8
     assert Machine("x", 1.0, 1.0).memory_gib is None
     with pytest.raises(ValueError, match="Machine.memory_gib must be a finite number > 0"):
         Machine("x", 1.0, 1.0, memory_gib=-1.0)

@@ -27,7 +27,9 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from .. import checks
+import torch
+
+from .. import checks, costs
 from ..blocks import MAX_BLOCKS, BlockAllocator, BlockTable
 from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts, listed
 
@@ -263,6 +265,7 @@ class SimResult(SchedulerCounts):
     future: list = field(default_factory=list)  # reserved, will hold a token later
     never: list = field(default_factory=list)  # reserved, will never hold a token (internal fragmentation)
     free: list = field(default_factory=list)  # not handed out
+    passes: list = field(default_factory=list)  # per step: {(n_new, context): sequences} the step's forward pass fed
 
     def _record_step(self, running: list, n_waiting: int, held):
         """Count what the budget holds after a step; ``held(s)``: the positions request s holds."""
@@ -308,6 +311,35 @@ class SimResult(SchedulerCounts):
         model whose K/V take ``bytes_per_token`` per position (``lib.costs.kv_bytes_per_token``)."""
         bytes_per_token = checks.integer(bytes_per_token, "bytes_per_token", 1)
         return (self.swapped_out_blocks + self.swapped_in_blocks) * self.block_size * bytes_per_token
+
+    def step_seconds(self, model, machine=None, dtype=torch.float16) -> list[float]:
+        """Each step's time if its lengths were ``model``'s requests on ``machine`` (default the H100 SXM): one
+        forward pass that feeds every running request its token and every admitted one its prefill (the prompt,
+        and after a recomputing preemption every token it had made), timed by the roofline
+        (``lib.roofline.Machine.seconds``: max(FLOPs / peak, bytes / bandwidth)), the weights read once per step.
+        A lower bound: every kernel at the roof, no scheduling overhead."""
+        from ..roofline import DEFAULT_GPU, Machine  # the one table of reference machines
+        machine = DEFAULT_GPU if machine is None else machine
+        if not isinstance(machine, Machine):
+            raise TypeError(f"machine must be a lib.roofline.Machine (e.g. lib.roofline.REFERENCE_MACHINES"
+                            f"['H100 SXM']), got {type(machine).__name__}")
+        weights = costs.streamed_weight_bytes(model, dtype)
+        per_seq = {}  # (n_new, context) -> (FLOPs, K/V bytes) of one sequence: the costs of lib.costs.step_cost
+        out = []
+        for fed in self.passes:
+            flops = kv = 0
+            for (n_new, context), n in fed.items():
+                if (n_new, context) not in per_seq:
+                    c = costs.step_cost(model, context, n_new, 1, dtype)
+                    per_seq[n_new, context] = (c.flops, c.kv_read_bytes + c.kv_write_bytes)
+                f, b = per_seq[n_new, context]
+                flops, kv = flops + n * f, kv + n * b
+            out.append(max(flops / (machine.peak_gflops * 1e9), (weights + kv) / (machine.bandwidth_gbs * 1e9)))
+        return out
+
+    def seconds(self, model, machine=None, dtype=torch.float16) -> float:
+        """The whole run's time on ``machine``: the sum of ``step_seconds`` (prefills and recomputation charged)."""
+        return sum(self.step_seconds(model, machine, dtype))
 
     def preemption_costs(self) -> dict:
         """What preemption cost in this run, as counts (for a table)."""
@@ -365,12 +397,17 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
     sched = Scheduler(memory, [_Running(r) for r in requests], max_running, res, spare)
     running: list[_Running] = []
     while sched.waiting or running:
+        fed = {}  # (n_new, context) -> sequences, this step's forward pass
         admitted, resumed = sched.admit(running)  # 1. admission, first come first served
         for s in admitted:
             if s not in resumed:  # a prefill: the prompt, and after a preemption by recomputation every token made
                 sched.prefilled(s, s.length)
+                _feed(fed, s.length, s.length)
+            else:  # swapped back in: it continues with its newest token
+                _feed(fed, 1, s.length)
             s.generated += 1  # the prefill's token
-        _decode(running, memory, sched)  # 2. one token for every request that was already running
+        _decode(running, memory, sched, fed)  # 2. one token for every request that was already running
+        res.passes.append(fed)
         running.extend(admitted)
         res._record_step(running, len(sched.waiting), memory.held)  # 3. count what the memory holds now
         still = []  # 4. finished requests give their memory back
@@ -383,14 +420,20 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
     return res
 
 
-def _decode(running: list, memory, sched: Scheduler):
-    """One token for every request of ``running``, in admission order. One whose last block is full takes a new
-    block; while none is free the scheduler preempts the most recently admitted request (the end of
-    ``running``), which may be this one itself."""
+def _feed(fed: dict, n_new: int, context: int):
+    fed[n_new, context] = fed.get((n_new, context), 0) + 1
+
+
+def _decode(running: list, memory, sched: Scheduler, fed: dict):
+    """One token for every request of ``running``, in admission order (each a pass of one new token over its
+    ``length`` positions, counted in ``fed``). One whose last block is full takes a new block; while none is
+    free the scheduler preempts the most recently admitted request (the end of ``running``), which may be this
+    one itself."""
     i = 0
     while i < len(running):
         s = running[i]
         if memory.grow(s):
+            _feed(fed, 1, s.length)
             s.generated += 1
             i += 1
         elif sched.preempt(running) is s:
