@@ -45,11 +45,12 @@ class MLAConfig:
     """The cache-relevant shape of multi-head latent attention (DeepSeek-V2/V3).
 
     Instead of per-head K and V, each layer caches one compressed latent vector of ``kv_lora_rank``
-    values plus one shared rotary key of ``qk_rope_head_dim`` values per token. Per-head K and V are never
-    rebuilt at inference: the up-projections from the latent to keys and to values are absorbed into the
-    query and output projections, so attention scores and mixes are computed against the latent itself.
-    Only the cache is modelled here, not the parameters.
-    """
+    values plus one shared rotary key of ``qk_rope_head_dim`` values per token. In decode, engines absorb the
+    up-projections from the latent to keys and to values into the query and output projections, so the scores
+    and the mix are computed against the latent itself and per-head K and V are never built; in prefill, where
+    many queries share each key, they rebuild per-head K and V from the latent and run ordinary attention
+    (cheaper there). Either way the cache holds only the latent. Only the cache is modelled here, not the
+    parameters."""
 
     n_layers: int
     kv_lora_rank: int

@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import checks
-from .costs import OpCost, StepCost, step_cost
-from .device import describe_device, dtype_name, fixed_threads, resolve_device, resolve_dtype
+from .costs import OpCost, StepCost, kv_cache_bytes, step_cost
+from .device import describe_device, dtype_bytes, dtype_name, fixed_threads, resolve_device, resolve_dtype
 from .timing import benchmark
 
 
@@ -161,6 +161,68 @@ def weight_products_ridge_batch(model, machine: "Machine", dtype=torch.float16) 
     while b * one.flops < machine.ridge * one.bytes:
         b += 1
     return b
+
+
+# ------------------------------------------------------------- when attention is not memory-bound
+
+def attention_intensity(model, context: int, n_new: int = 1, batch: int = 1, shared_prefix: int = 0,
+                        dtype=torch.float16) -> float:
+    """FLOP/byte of a pass's attention (``operator_groups``' "attention": scores, weighted sum, K/V write) when
+    ``batch`` sequences each feed ``n_new`` tokens over ``context`` positions. ``n_new = k + 1`` is a speculative
+    verification pass (k draft tokens and the last accepted one read the same cache: k + 1 times the FLOPs for
+    the same bytes). ``shared_prefix``: the first positions of every sequence are one shared prompt that a
+    shared-prefix kernel reads once for the whole batch (cascade attention), not once per sequence.
+
+    Per-sequence decode (``n_new = 1``, nothing shared) stays near n_heads / n_kv_heads FLOP/byte in 16-bit at
+    any batch: the rule "batching never makes attention compute-bound" holds only for that case."""
+    batch = checks.integer(batch, "batch", 1)
+    shared_prefix = checks.integer(shared_prefix, "shared_prefix", 0)
+    if shared_prefix > context - n_new:
+        raise ValueError(f"shared_prefix={shared_prefix} must be at most the cached positions, context - n_new = "
+                         f"{context - n_new}")
+    att = operator_groups(step_cost(model, context, n_new, batch, dtype))["attention"]
+    saved = (batch - 1) * kv_cache_bytes(model, shared_prefix, 1, dtype) if shared_prefix else 0
+    return att.flops / (att.bytes - saved)
+
+
+def mla_decode_intensity(mla, dtype=torch.bfloat16, n_new: int = 1) -> float:
+    """FLOP/byte of absorbed multi-head latent attention in decode (DeepSeek-V2/V3, ``lib.presets.MLAConfig``):
+    every one of the ``n_heads`` query heads scores each cached token against its latent and rotary key
+    (2·(kv_lora_rank + qk_rope_head_dim) FLOPs) and mixes the latent (2·kv_lora_rank), while the cache holds
+    one copy per token for all heads (kv_lora_rank + qk_rope_head_dim values). The heads share the bytes, so the
+    intensity is about n_heads times MHA's: ~242 FLOP/byte for DeepSeek-V3 in bf16, near an H100's ridge.
+    (The write of the new token's latent is left out: one position against the whole context.)"""
+    from .presets import MLAConfig
+    if not isinstance(mla, MLAConfig):
+        raise TypeError(f"mla must be a lib.presets.MLAConfig (e.g. lib.presets.MLA_PRESETS['deepseek-v3']), got "
+                        f"{type(mla).__name__}")
+    n_new = checks.integer(n_new, "n_new", 1)
+    flops = 2 * mla.n_heads * (mla.kv_lora_rank + mla.qk_rope_head_dim + mla.kv_lora_rank) * n_new
+    return flops / (mla.cached_values_per_layer * dtype_bytes(dtype))
+
+
+def attention_regimes(machine: "Machine", context: int = 4096, batch: int = 64, k: int = 4,
+                      dtype=torch.bfloat16) -> list[dict]:
+    """Decode attention's intensity in the cases that keep it memory-bound and in those that break the rule,
+    at ``context`` positions, ``batch`` sequences, ``k`` draft tokens, against ``machine``'s ridge: rows for
+    ``lib.text.text_table``."""
+    from .presets import MLA_PRESETS
+    if not isinstance(machine, Machine):
+        raise TypeError(f"machine must be a lib.roofline.Machine (REFERENCE_MACHINES, measure_machine), got "
+                        f"{type(machine).__name__}")
+    cases = [
+        ("MHA, one cache per sequence", "llama-2-7b", attention_intensity("llama-2-7b", context, 1, batch, 0, dtype)),
+        ("GQA (4 query heads per KV head)", "llama-3-8b",
+         attention_intensity("llama-3-8b", context, 1, batch, 0, dtype)),
+        (f"GQA, speculative verify of k={k}", "llama-3-8b",
+         attention_intensity("llama-3-8b", context, k + 1, batch, 0, dtype)),
+        (f"GQA, {batch} sequences share a {context - 256}-token prompt", "llama-3-8b",
+         attention_intensity("llama-3-8b", context, 1, batch, context - 256, dtype)),
+        ("MLA absorbed (DeepSeek-V3)", "deepseek-v3", mla_decode_intensity(MLA_PRESETS["deepseek-v3"], dtype)),
+        ("MLA absorbed, fp8 cache, bf16 math", "deepseek-v3", mla_decode_intensity(MLA_PRESETS["deepseek-v3"], "fp8")),
+    ]
+    return [{"attention in decode": case, "model": model, "FLOP/byte": round(x, 1),
+             "ridge": round(machine.ridge, 1), "bound": machine.bound(x)} for case, model, x in cases]
 
 
 # --------------------------------------------------------------------------- measuring this machine

@@ -403,3 +403,33 @@ def test_explorer_output_holds_exactly_the_figure():
     json.dumps(out)
     e.controls["context"].value = 128  # a user's drag: the observe callback redraws into the output
     assert e.output.outputs[0]["data"]["application/vnd.plotly.v1+json"]["data"][2]["x"] == [e.state["decode_intensity"]]
+
+
+# ------------------------------------------------------------- when attention is not memory-bound
+
+def test_mla_absorbed_decode_intensity_by_hand():
+    from lib.presets import MLA_PRESETS
+    v3 = MLA_PRESETS["deepseek-v3"]
+    # 128 heads score 512 + 64 latent and rotary values and mix 512 per cached token; the token is 576 bf16 values
+    assert rl.mla_decode_intensity(v3) == pytest.approx(2 * 128 * (512 + 64 + 512) / (576 * 2))
+    assert round(rl.mla_decode_intensity(v3), 1) == 241.8
+    assert rl.mla_decode_intensity(v3, "fp8") == pytest.approx(2 * rl.mla_decode_intensity(v3))
+    assert rl.mla_decode_intensity(v3, n_new=3) == pytest.approx(3 * rl.mla_decode_intensity(v3))
+    with pytest.raises(TypeError, match="mla must be a lib.presets.MLAConfig"):
+        rl.mla_decode_intensity("llama-3-8b")
+
+
+def test_what_breaks_the_rule_that_decode_attention_is_memory_bound():
+    mha, gqa = rl.attention_intensity("llama-2-7b", 4096), rl.attention_intensity("llama-3-8b", 4096, batch=64)
+    assert mha == pytest.approx(1.0, rel=1e-3) and gqa == pytest.approx(4.0, rel=1e-3)  # n_heads / n_kv_heads
+    verify = rl.attention_intensity("llama-3-8b", 4096, n_new=5, batch=64)  # k = 4 drafts + the last token
+    assert verify == pytest.approx(5 * gqa, rel=2e-3)  # the 5 new keys are written too
+    # 64 sequences, 3,840 shared positions read once instead of 64 times
+    att = rl.operator_groups(costs.step_cost("llama-3-8b", 4096, 1, 64, "bf16"))["attention"]
+    saved = 63 * costs.kv_cache_bytes("llama-3-8b", 3840, 1, "bf16")
+    shared = rl.attention_intensity("llama-3-8b", 4096, batch=64, shared_prefix=3840, dtype="bf16")
+    assert shared == pytest.approx(att.flops / (att.bytes - saved)) and shared > 10 * gqa
+    rows = rl.attention_regimes(rl.REFERENCE_MACHINES["H100 SXM"])
+    assert [r["bound"] for r in rows] == ["memory-bound"] * 5 + ["compute-bound"]
+    with pytest.raises(ValueError, match="shared_prefix=5000 must be at most the cached positions"):
+        rl.attention_intensity("llama-3-8b", 4096, shared_prefix=5000)
