@@ -105,7 +105,8 @@ PRESETS: dict[str, ModelConfig] = {
     "llama-2-70b": llama(32000, 80, 8192, 64, 8, 28672, 4096),
     "llama-3-8b": llama(128256, 32, 4096, 32, 8, 14336, 8192, theta=500000.0),
     "llama-3-70b": llama(128256, 80, 8192, 64, 8, 28672, 8192, theta=500000.0),
-    "mistral-7b": llama(32000, 32, 4096, 32, 8, 14336, 32768),  # v0.1 (sliding window 4096 not modelled)
+    # Mistral-7B v0.2: v0.1's shapes with no sliding window and RoPE base 1e6 (v0.1 = this with sliding_window=4096)
+    "mistral-7b": llama(32000, 32, 4096, 32, 8, 14336, 32768, theta=1e6),
     "qwen2.5-7b": llama(152064, 28, 3584, 28, 4, 18944, 32768, theta=1e6, eps=1e-6, qkv_bias=True),
 }
 

@@ -290,7 +290,7 @@ def test_streaming_drift_against_the_full_cache():
 
 def test_the_cost_model_caps_a_windowed_cache_at_the_window():
     mistral = PRESETS["mistral-7b"]
-    assert mistral.sliding_window is None  # the preset: v0.1's shapes, its 4096 window left out (as before)
+    assert mistral.sliding_window is None  # the preset is v0.2: v0.1's shapes without its 4096 window
     v01 = mistral.replace(sliding_window=4096)
     assert kv_cache_bytes(v01, 32768) == kv_cache_bytes(v01, 4096) == kv_cache_bytes(mistral, 4096)
     assert kv_cache_bytes(v01, 1000) == kv_cache_bytes(mistral, 1000)
