@@ -207,9 +207,12 @@ BRIDGE: tuple[Mapping, ...] = (
     Mapping(
         "KV cache dtype", ("lib.costs.kv_bytes_per_token",),
         _CACHE, "CacheConfig.cache_dtype", "kv_cache_dtype", "auto", (_CACHE, "CacheConfig.cache_dtype"),
-        "'auto' stores K and V in the model's dtype; 'fp8' (e4m3) or 'fp8_e5m2' halve a 16-bit cache",
-        "lib.costs counts any dtype's bytes; kv_capacity takes the 16-bit and fp8 choices",
-        ('"fp8_e5m2",',)),
+        "'auto' stores K and V in the model's dtype; 'fp8' (e4m3) or 'fp8_e5m2' halve a 16-bit cache with one "
+        "scale per layer; 'int8_per_token_head' (and fp8_ / int4_per_token_head) computes one scale per token "
+        "and KV head as it writes",
+        "lib.QuantizedKVCache is the int8_per_token_head scheme (absmax / 127 per token and head); lib.costs counts "
+        "any dtype's bytes; kv_capacity takes the 16-bit and fp8 choices",
+        ('"fp8_e5m2",', '"int8_per_token_head",')),
     Mapping(
         "sliding window", ("lib.ModelConfig",),
         "vllm/v1/core/single_type_kv_cache_manager.py", "SlidingWindowManager", "disable_sliding_window", False,

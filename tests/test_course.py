@@ -7,7 +7,7 @@ import pytest
 
 import lib
 import tools as course
-from tools import runner
+from tools import NOTEBOOKS, runner
 
 LIB = Path(lib.__file__).resolve().parent
 
@@ -61,3 +61,31 @@ def test_no_teaching_module_imports_the_course_tooling():
                 f"{path.relative_to(LIB)} imports the course tooling"
     for old in ("site.py", "classroom.py", "notebooks.py"):  # moved into tools/
         assert not (LIB / old).exists()
+
+
+def test_every_notebook_states_the_time_its_own_counts_give():
+    """Each notebook's first cell, the map in 00 and the Chinese edition state the same minutes, and they are
+    the estimate of tools.pacing (words at a stated pace, code cells, widgets and the run time)."""
+    from tools import edition, pacing
+
+    est = pacing.paces()
+    maps = {"en": pacing.map_minutes("en"), "zh": pacing.map_minutes("zh")}
+    stale = []
+    for name, p in est.items():
+        en = pacing.stated(NOTEBOOKS / f"{name}.ipynb")
+        zh = pacing.stated(edition.source_path("zh", name), "zh")
+        said = {"first cell": en, "Chinese first cell": zh, "map": maps["en"].get(name),
+                "Chinese map": maps["zh"].get(name)}
+        if any(v != p.minutes for v in said.values()):
+            stale.append(f"{name}: estimate {p.minutes} min, {said}")
+    assert not stale, "run `python -m tools.pacing --write`:\n" + "\n".join(stale)
+
+
+def test_the_pace_adds_up_what_a_learner_reads_runs_and_plays():
+    from tools.pacing import Pace
+
+    p = Pace("x", prose_words=1300, table_words=390, code_cells=10, widgets=1, plotly=2, run_seconds=30)
+    # 10 + 1 + 5 + 3 + 2 + 0.5 = 21.5 minutes, rounded up to 25
+    assert p.minutes == 25 and p.run_text() == "under a minute" and "about 25 minutes" in p.sentence()
+    assert "约 25 分钟" in p.sentence("zh")
+    assert Pace("y", 0, 0, 0, 0, 0, 0).minutes == 5

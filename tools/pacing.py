@@ -1,0 +1,190 @@
+"""How long each notebook takes a learner, measured from the notebook itself: ``python -m tools.pacing`` prints the
+estimate of every notebook; ``--write`` puts it into each notebook's first cell (``**Time:** about N minutes``), the
+map in 00 (its time column) and the Chinese translation files, so that the three always say the same number.
+
+    minutes = prose words / WORDS_PER_MINUTE  +  words in tables / (3 × WORDS_PER_MINUTE)   (a table is scanned)
+            + code cells × CODE_CELL_MINUTES  +  live widgets × WIDGET_MINUTES  +  plotly figures × PLOTLY_MINUTES
+            + the notebook's own run time (``tools.runner`` stores it in the notebook's metadata)
+    rounded up to 5 minutes
+
+The words are the English edition's (the Chinese one translates the same cells). The pace is stated in every
+notebook's first cell, so a reader can rescale it to their own.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import NOTEBOOKS, all_notebooks
+
+WORDS_PER_MINUTE = 130  # technical prose read with care (general prose is read at 200-250)
+CODE_CELL_MINUTES = 0.5  # read a code cell, run it, look at what it printed or drew
+WIDGET_MINUTES = 3.0  # play with a live widget
+PLOTLY_MINUTES = 1.0  # step through an exported plotly figure
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+RUN_KEY = "kvlab_run_seconds"  # notebook metadata written by tools.runner
+
+EN_TIME = re.compile(r"\*\*Time:\*\* (?:about )?(\d+) minutes[^\n]*?(?=\s\*\*You should|$|\n)", re.M)
+ZH_TIME = re.compile(r"\*\*时间：\*\*[^\n]*?(?:约 )?(\d+) 分钟[^\n]*?(?=\*\*预备知识|$|\n)", re.M)
+WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
+
+
+@dataclass(frozen=True)
+class Pace:
+    name: str
+    prose_words: int
+    table_words: int
+    code_cells: int
+    widgets: int
+    plotly: int
+    run_seconds: float
+
+    @property
+    def minutes(self) -> int:
+        raw = (self.prose_words / WORDS_PER_MINUTE + self.table_words / (3 * WORDS_PER_MINUTE)
+               + self.code_cells * CODE_CELL_MINUTES + self.widgets * WIDGET_MINUTES + self.plotly * PLOTLY_MINUTES
+               + self.run_seconds / 60)
+        return 5 * max(1, math.ceil(raw / 5))
+
+    def run_text(self, lang: str = "en") -> str:
+        s = self.run_seconds
+        if lang == "zh":
+            return "不到一分钟" if s < 60 else f"约 {round(s / 60)} 分钟"
+        return "under a minute" if s < 60 else f"about {round(s / 60)} minute{'s' if round(s / 60) > 1 else ''}"
+
+    def sentence(self, lang: str = "en") -> str:
+        """The first cell's time line (without the following "You should know" part)."""
+        if lang == "zh":
+            return (f"**时间：** 约 {self.minutes} 分钟（按每分钟读 {WORDS_PER_MINUTE} 个英文词、每个代码单元连同输出约半分钟、"
+                    f"每个交互控件约 {WIDGET_MINUTES:.0f} 分钟估算；笔记本本身运行{self.run_text('zh')}）。")
+        return (f"**Time:** about {self.minutes} minutes (read at {WORDS_PER_MINUTE} words a minute, half a minute per "
+                f"code cell and its output, {WIDGET_MINUTES:.0f} per live widget; the notebook itself runs in "
+                f"{self.run_text()}).")
+
+
+def pace(path: Path) -> Pace:
+    """The counts of one English notebook."""
+    import nbformat
+    nb = nbformat.read(path, as_version=4)
+    prose = table = code = widgets = plotly = 0
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            text = cell.source
+            if i == 0:  # the time line does not count itself
+                text = EN_TIME.sub("", text)
+            for line in text.splitlines():
+                n = len(WORD.findall(line))
+                if line.lstrip().startswith("|"):
+                    table += n
+                else:
+                    prose += n
+        elif cell.cell_type == "code":
+            code += 1
+            for out in cell.get("outputs", []):
+                data = out.get("data", {})
+                widgets += WIDGET_MIME in data
+                plotly += PLOTLY_MIME in data
+    return Pace(path.stem, prose, table, code, widgets, plotly, float(nb.metadata.get(RUN_KEY, 0.0)))
+
+
+def paces() -> dict[str, Pace]:
+    return {p.stem: pace(p) for p in all_notebooks()}
+
+
+def stated(path: Path, lang: str = "en") -> int | None:
+    """The minutes a notebook's first cell states (English notebook or Chinese translation file)."""
+    text = path.read_text(encoding="utf-8")
+    m = (ZH_TIME if lang == "zh" else EN_TIME).search(text if lang == "zh" else _first_cell(path))
+    return int(m.group(1)) if m else None
+
+
+def _first_cell(path: Path) -> str:
+    import nbformat
+    return nbformat.read(path, as_version=4).cells[0].source
+
+
+def map_minutes(lang: str = "en") -> dict[str, int]:
+    """The time column of the map in 00 (its first markdown table with a notebook link per row)."""
+    if lang == "zh":
+        text = (NOTEBOOKS / "zh" / "src" / "00_index.md").read_text(encoding="utf-8")
+        unit = "分钟"
+    else:
+        import nbformat
+        text = "\n".join(c.source for c in nbformat.read(NOTEBOOKS / "00_index.ipynb", as_version=4).cells)
+        unit = "min"
+    out = {}
+    for m in re.finditer(rf"^\| (\d\d) \| \[[^\]]*\]\((\d\d_\w+)\.ipynb\)[^\n]*?\| (\d+) {unit} \|", text, re.M):
+        out[m.group(2)] = int(m.group(3))
+    return out
+
+
+def write() -> list[str]:
+    """Put every notebook's estimate into its first cell, the map in 00 (both editions) and the Chinese
+    translation files. A translation that was current before keeps being current (its time line is rewritten and
+    its English hash moved on); a stale one stays stale, for its translator to see. Returns what changed."""
+    import nbformat
+    from . import edition
+    est = paces()
+    changed = []
+    for name, p in est.items():
+        path = NOTEBOOKS / f"{name}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        moved = {}  # cell id -> (hash before, hash after)
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type != "markdown":
+                continue
+            new = EN_TIME.sub(p.sentence().replace("\\", "\\\\"), cell.source, count=1) if i == 0 else cell.source
+            new = _set_map(new, est, "min") if name == "00_index" else new
+            if new != cell.source:
+                moved[cell.id] = (edition.english_hash(cell.source), edition.english_hash(new))
+                cell.source = new
+        if moved:
+            nbformat.write(nb, path)
+            changed.append(f"{name}: {p.minutes} min")
+            _write_zh(name, nb, p, est, moved, edition)
+    return changed
+
+
+def _set_map(text: str, est: dict[str, Pace], unit: str) -> str:
+    def one(m):
+        p = est.get(m.group(2))
+        return m.group(0) if p is None else f"{m.group(1)}{p.minutes} {unit} |"
+    return re.sub(rf"^(\| \d\d \| \[[^\]]*\]\((\d\d_\w+)\.ipynb\)[^\n]*?\| )\d+ {unit} \|", one, text, flags=re.M)
+
+
+def _write_zh(name: str, nb, p: Pace, est: dict[str, Pace], moved: dict, edition) -> None:
+    path = edition.source_path("zh", name)
+    if not path.is_file():
+        return
+    tr = edition.read_translations("zh", name)
+    text = path.read_text(encoding="utf-8")
+    first = nb.cells[0].id
+    for cid, (before, after) in moved.items():
+        if cid not in tr or tr[cid][0] != before:
+            continue  # missing or already stale: leave it for the translator
+        body = tr[cid][1]
+        new = ZH_TIME.sub(p.sentence("zh"), body, count=1) if cid == first else body
+        new = _set_map(new, est, "分钟") if name == "00_index" else new
+        text = text.replace(f"<!-- cell {cid} | en {before} -->\n{body}", f"<!-- cell {cid} | en {after} -->\n{new}", 1)
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="write the estimates into the notebooks and the map")
+    args = ap.parse_args(argv)
+    if args.write:
+        for line in write() or ["every notebook already states its estimate"]:
+            print(line)
+    for name, p in paces().items():
+        print(f"{name:32s} {p.minutes:3d} min  prose {p.prose_words:5d} words, tables {p.table_words:4d}, "
+              f"{p.code_cells:2d} code cells, {p.widgets} widgets, {p.plotly} plotly, runs {p.run_seconds:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
