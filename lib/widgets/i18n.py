@@ -288,6 +288,11 @@ ZH: dict[str, str] = {
     "<kbd>PgUp</kbd> (or <kbd>j</kbd> / <kbd>k</kbd>) next / previous section":
         "<kbd>→</kbd> / <kbd>←</kbd> 让屏幕中间最近的播放器前进 / 后退一步 &nbsp;·&nbsp; <kbd>PgDn</kbd> / "
         "<kbd>PgUp</kbd>（或 <kbd>j</kbd> / <kbd>k</kbd>）跳到下一节 / 上一节",
+    # -- the request timeline of a serving run (lib/widgets/timeline.py) --
+    "request": "请求", "forward pass": "前向传播", "{policy}: {steps} passes": "{policy}：{steps} 次前向传播",
+    "static": "静态批处理", "continuous": "连续批处理", "waiting in the queue": "在队列中等待",
+    "prefill (its first pass)": "预填充（它的第一次前向传播）", "decoding": "解码",
+    "finished, slot still held (static batching)": "已完成，槽位仍被占着（静态批处理）",
 }
 
 
