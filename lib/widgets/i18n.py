@@ -293,6 +293,10 @@ ZH: dict[str, str] = {
     "static": "静态批处理", "continuous": "连续批处理", "waiting in the queue": "在队列中等待",
     "prefill (its first pass)": "预填充（它的第一次前向传播）", "decoding": "解码",
     "finished, slot still held (static batching)": "已完成，槽位仍被占着（静态批处理）",
+    # -- RoPE as a picture (lib/widgets/rope.py) --
+    "pair {pair}: {deg:.1f}° per position": "第 {pair} 对：每个位置转 {deg:.1f}°",
+    "one key written at positions {a}..{b}: each pair of its numbers turned by position × angle":
+        "同一个键写在位置 {a}..{b}：它的每一对数都转过“位置 × 角度”",
 }
 
 
