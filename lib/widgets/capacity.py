@@ -130,7 +130,7 @@ def capacity_figure(caps: list):
                     frames=[go.Frame(name=f"{c.gpu_memory_utilization:.2f}", data=_bar_traces(c), traces=[0, 1, 2, 3],
                                      layout=dict(title_text=capacity_headline(c))) for c in caps])
     fig.update_layout(barmode="stack", title_text=capacity_headline(caps[0]), height=300, margin=dict(t=120, b=90),
-                      xaxis=dict(title=t("GiB"), range=[0, sig(caps[0].total_memory / GiB, 5)]),
+                      xaxis=dict(title="GiB", range=[0, sig(caps[0].total_memory / GiB, 5)]),
                       sliders=[frame_slider([f"{c.gpu_memory_utilization:.2f}" for c in caps],
                                             "gpu_memory_utilization: ", pad=dict(t=40))])
     return fig
@@ -199,7 +199,7 @@ class CapacityExplorer:
         v = self.values
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
         self.boxes = {
-            "gpu": W.Dropdown(options=list(GPUS), value=v["gpu"], description=t("GPU"), **look),
+            "gpu": W.Dropdown(options=list(GPUS), value=v["gpu"], description="GPU", **look),
             "model": W.Dropdown(options=list(PRESETS), value=v["model"], description=t("model"), **look),
             "kv_cache_dtype": W.Dropdown(options=list(KV_CACHE_DTYPES), value=v["kv_cache_dtype"],
                                          description=t("KV dtype"), **look),
