@@ -329,7 +329,7 @@ ZH: dict[str, str] = {
     "position {p} ({tok}) went in; {nxt}": "位置 {p}（{tok}）已写入；{nxt}", "slot": "槽位",
     "after the token at position": "写入该位置的 token 之后", "the position each slot holds": "每个槽位保存的位置",
     "position (dotted: the window is full)": "位置（虚线：窗口已满）",
-    "running perplexity (log scale)": "累计困惑度（对数刻度）", "the last token": "这是最后一个 token",
+    "the last token": "这是最后一个 token",
     "running perplexity: from the next token on": "累计困惑度：从下一个 token 开始有",
     "next overwrites slot": "下一个覆盖的槽位", "next token overwrites slot {s} (empty)": "下一个 token 写入槽位 {s}（空）",
     "next token overwrites slot {s} (position {p})": "下一个 token 覆盖槽位 {s}（位置 {p}）",

@@ -131,37 +131,43 @@ def plot_ring(frames: list[RingFrame], every: int = 1, title: str = ""):
     sinks hatched, the newest heavy-edged; beside it the running perplexity of the three caches."""
     import matplotlib.pyplot as plt
 
+    import numpy as np
+    from matplotlib.colors import to_rgb
+
     shown = frames[::every]
     n = len(shown[0].slots)
     fig, (ax, ax_p) = plt.subplots(1, 2, figsize=(style.FIGURE_WIDTH, min(6.0, max(3.2, 0.16 * len(shown) + 1.2))),
                                    gridspec_kw=dict(width_ratios=[1.2, 1]), layout="constrained")
+    fill = {k: to_rgb(style.PAPER if k == "empty" else style.concept(SLOT_LOOK[k][0]).colour) for k in SLOT_LOOK}
+    ax.imshow(np.array([[fill[k] for k in f.kinds] for f in shown]), aspect="auto", interpolation="nearest",
+              extent=(0, n, len(shown), 0))
+    for i, f in enumerate(shown):  # the sinks: hatched as well as coloured (the second cue)
+        sinks = f.kinds.count("sink")
+        if sinks:
+            ax.add_patch(plt.Rectangle((0, i), sinks, 1, fill=False, hatch=style.concept("sink").hatch,
+                                       edgecolor=style.PAPER, lw=0))
+    light = {"newest", "sink", "empty"}  # fills dark text reads on; white text on the held (blue) ones
     for i, f in enumerate(shown):
-        for s in range(n):
-            c = style.concept(SLOT_LOOK[f.kinds[s]][0])
-            new = f.kinds[s] == "newest"
-            ax.add_patch(plt.Rectangle((s, i), 1, 1, facecolor=style.PAPER if f.kinds[s] == "empty" else c.colour,
-                                       hatch=c.hatch or None, edgecolor=style.INK if new else style.MUTED,
-                                       lw=2 if new else 0.5))
-            if f.slots[s] is not None:
-                ax.text(s + 0.5, i + 0.5, str(f.slots[s]), ha="center", va="center", color=style.INK,
-                        fontsize=style.SMALL_SIZE - 1, fontweight="bold" if new else "normal",
-                        bbox=dict(boxstyle="square,pad=0.08", facecolor=style.PAPER, edgecolor="none"))
-    ax.set_xlim(0, n)
-    ax.set_ylim(len(shown), 0)
+        s = f.kinds.index("newest")
+        ax.add_patch(plt.Rectangle((s, i), 1, 1, fill=False, edgecolor=style.INK, lw=1.5))
+        for s, (q, k) in enumerate(zip(f.slots, f.kinds)):
+            if q is not None:
+                ax.text(s + 0.5, i + 0.5, str(q), ha="center", va="center", fontsize=style.SMALL_SIZE - 1,
+                        color=style.INK if k in light else style.PAPER)
     ax.set_xticks([s + 0.5 for s in range(n)], [str(s) for s in range(n)])
-    ax.set_yticks([i + 0.5 for i in range(0, len(shown), max(1, len(shown) // 8))],
-                  [str(shown[i].position) for i in range(0, len(shown), max(1, len(shown) // 8))])
+    ticks = range(0, len(shown), max(1, len(shown) // 8))
+    ax.set_yticks([i + 0.5 for i in ticks], [str(shown[i].position) for i in ticks])
     ax.set_xlabel(t("slot"))
     ax.set_ylabel(t("after the token at position"))
     ax.set_title(t("the position each slot holds"), fontsize=style.FONT_SIZE)
     for name in CACHES:
         c = style.concept(CACHE_CONCEPT[name])
-        ax_p.plot([f.position for f in frames[1:]], [f.perplexity[name] for f in frames[1:]], color=c.colour,
+        later = frames[max(1, len(frames[0].slots) // 2):]  # the first few positions' perplexity is off the scale
+        ax_p.plot([f.position for f in later], [f.perplexity[name] for f in later], color=c.colour,
                   ls=c.linestyle, marker=c.marker, ms=3, markevery=8, label=t(name))
     ax_p.axvline(len(frames[0].slots), color=style.MUTED, ls=":")
     ax_p.set_xlabel(t("position (dotted: the window is full)"))
-    ax_p.set_ylabel(t("running perplexity (log scale)"))
-    ax_p.set_yscale("log")
+    ax_p.set_ylabel(t("running perplexity"))
     ax_p.legend(loc="best", fontsize=style.SMALL_SIZE - 1)
     if title:
         fig.suptitle(title)
@@ -193,22 +199,22 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
     n = len(frames[0].slots)
     symbol = {"sink": "triangle-up", "held": "square", "newest": "diamond", "empty": "square-open"}
 
-    def data(f):
+    def data(f, first=False):
         colours = [style.concept(SLOT_LOOK[k][0]).colour if k != "empty" else style.MUTED for k in f.kinds]
-        slots = go.Scatter(
-            x=list(range(n)), y=[0] * n, mode="markers+text",
-            text=["" if q is None else f"{q}<br>{html.escape(tok)}" for q, tok in zip(f.slots, f.tokens)],
-            textfont=dict(color=style.INK, size=11), textposition="middle center",
-            hovertext=[t(SLOT_LOOK[k][2]) for k in f.kinds], hoverinfo="text",
-            marker=dict(symbol=[symbol[k] for k in f.kinds], size=min(44, 560 // n), color=colours,
-                        line=dict(color=[style.colour("plain bytes") if s == f.next_slot else style.INK
-                                         if k == "newest" else style.MUTED for s, k in enumerate(f.kinds)],
-                                  width=[4 if s == f.next_slot or k == "newest" else 1 for s, k in enumerate(f.kinds)])),
-            showlegend=False)
-        bars = go.Bar(x=list(range(n)), y=[0 if w is None else w for w in f.weights],
-                      marker=dict(color=colours), showlegend=False,
-                      text=["" if w is None else f"{w:.3f}" for w in f.weights], textposition="outside")
-        return [slots, bars]
+        edge = [style.colour("plain bytes") if s == f.next_slot else style.INK if k == "newest" else style.MUTED
+                for s, k in enumerate(f.kinds)]
+        slots = dict(type="scatter", text=["" if q is None else f"{q}<br>{html.escape(tok)}"
+                                           for q, tok in zip(f.slots, f.tokens)],
+                     marker=dict(symbol=[symbol[k] for k in f.kinds], color=colours, line=dict(color=edge)))
+        bars = dict(type="bar", y=[0 if w is None else w for w in f.weights],
+                    text=["" if w is None else f"{w:.2f}" for w in f.weights])
+        if first:  # what stays the same in every frame goes in the figure's own traces only
+            slots.update(x=list(range(n)), y=[0] * n, mode="markers+text", hoverinfo="skip", showlegend=False,
+                         textfont=dict(color=style.INK, size=11), textposition="middle center")
+            slots["marker"].update(size=min(44, 560 // n), line=dict(color=edge, width=3))
+            bars.update(x=list(range(n)), showlegend=False, textposition="outside", hoverinfo="skip",
+                        marker=dict(color=style.colour("held")))
+        return [go.Scatter(**slots), go.Bar(**bars)]
 
     def head(f):
         return f"{html.escape(ring_caption(f))}<br><sub>{html.escape(_ppl_line(f))}</sub>"
@@ -216,7 +222,7 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
     fig = make_subplots(rows=2, cols=1, row_heights=[0.35, 0.65], shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=(t("the slots (position, token)"),
                                         t("the newest query's weight on each slot's key")))
-    for tr, r in zip(data(frames[0]), (1, 2)):
+    for tr, r in zip(data(frames[0], first=True), (1, 2)):
         fig.add_trace(tr, row=r, col=1)
     fig.frames = [go.Frame(name=str(f.position), data=data(f), traces=[0, 1], layout=dict(title_text=head(f)))
                   for f in frames]

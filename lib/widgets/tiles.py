@@ -168,11 +168,13 @@ def plot_tiles(frames: list[TileFrame], title: str = ""):
                                        if kind != "mask" else "xx"))
             mark = TILE_LOOK[kind][1] if kind == "skip" else f"{TILE_LOOK[kind][1]}{order[i, j]}"
             ax.text(j + 0.5, i + 0.5, mark, ha="center", va="center", color=style.INK,
-                    fontsize=style.FONT_SIZE if kind == "skip" else style.SMALL_SIZE,
+                    fontsize=16 if kind == "skip" else style.SMALL_SIZE,
                     bbox=dict(boxstyle="square,pad=0.05", facecolor=c.colour, edgecolor="none"))
     ax.set_xlim(0, len(grid[0]))
     ax.set_ylim(len(grid), 0)
     ax.set_aspect("equal")
+    ax.set_xticks([j + 0.5 for j in range(len(grid[0]))], [str(j) for j in range(len(grid[0]))])
+    ax.set_yticks([i + 0.5 for i in range(len(grid))], [str(i) for i in range(len(grid))])
     ax.set_xlabel(t("key tile"))
     ax.set_ylabel(t("query tile"))
     ax.set_title(t("F/M + visit order, ·: skipped"), fontsize=style.FONT_SIZE)
