@@ -54,6 +54,7 @@ class RingFrame:
     evicts: int | None  # the position held there, which the next token throws away (None: an empty slot)
     weights: list  # per slot: the newest query's weight on the key there (layer, head of the stepper); None: empty
     perplexity: dict  # cache name -> running perplexity of the text so far (None at the first position)
+    sinks: int = 0  # how many of the slots are sinks
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -108,7 +109,7 @@ def ring_frames(model, tokenizer, ids, window: int = 8, sinks: int = 0, layer: i
         nxt = int(cache.slot(torch.tensor(p + 1))) if p + 1 < T else None
         frames.append(RingFrame(p, words[p], slots, [words[q] if q is not None else "" for q in slots], kinds, nxt,
                                 None if nxt is None else slots[nxt], weights,
-                                {n: (ppl[n][p - 1] if p >= 1 else None) for n in CACHES}))
+                                {n: (ppl[n][p - 1] if p >= 1 else None) for n in CACHES}, sinks))
     return frames
 
 
@@ -231,9 +232,10 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
     fig.update_xaxes(title_text=t("slot"), dtick=1, range=[-0.6, n - 0.4], row=2, col=1)
     fig.update_layout(title_text=(f"{title}<br>" if title else "") + head(frames[0]), height=500,
                       margin=dict(t=110, b=110),
-                      sliders=[frame_slider([f.position for f in frames], t("position "), pad=dict(t=50))],
-                      updatemenus=[play_buttons(500, labels=(t("▶ Play"), t("❚❚ Pause")), x=0, y=-0.12,
-                                                xanchor="right", yanchor="top")])
+                      sliders=[frame_slider([f.position for f in frames], t("position "), x=0.24, y=-0.1, len=0.76,
+                                           xanchor="left", yanchor="top", pad=dict(t=0))],
+                      updatemenus=[play_buttons(500, (t("▶ Play"), t("❚❚ Pause")), direction="left", x=0.0,
+                                                y=-0.14, xanchor="left", yanchor="top", pad=dict(r=10, t=0))])
     return fig
 
 
@@ -243,6 +245,13 @@ def _chip(kind: str, next_here: bool) -> str:
     edge = style.colour("plain bytes") if next_here else None
     return (f"display:inline-block;min-width:2.4em;margin:2px;padding:2px 3px;text-align:center;border-radius:3px;"
             f"{style.chip_css(SLOT_LOOK[kind][0], bold=kind == 'newest' or next_here, dashed=kind == 'empty' or next_here, edge=edge)}")
+
+
+def ring_setting(f: RingFrame) -> str:
+    """What the cache is: W slots, how many of them sinks, how many the recent positions take turns in."""
+    n, sinks = len(f.slots), f.sinks
+    return t("W = {w} slots: {s} sink(s) kept for good, {r} for the most recent positions, in turn", w=n, s=sinks,
+             r=n - sinks)
 
 
 def ring_legend_html() -> str:
@@ -282,7 +291,8 @@ def ring_html(f: RingFrame) -> str:
             for c in CACHES)
         bars = f"<div><b>{e(t('running perplexity'))}</b> ({e(t('positions 1..{p}', p=f.position))})</div>{bars}"
     return (f'<div style="font-family:sans-serif;color:{style.css("ink")}"><div style="margin-bottom:4px"><b>'
-            f"{e(ring_caption(f))}</b></div><div>{e(t('the slots, and the newest query’s weight on each key'))}</div>"
+            f"{e(ring_caption(f))}</b></div><div>{e(ring_setting(f))}</div>"
+            f"<div>{e(t('the slots, and the newest query’s weight on each key'))}</div>"
             f'<div style="white-space:nowrap;overflow-x:auto">{"".join(cells)}</div>'
             f'<div style="font-size:0.85em;margin:4px 0 8px 0">{ring_legend_html()}</div>{bars}</div>')
 
@@ -312,7 +322,8 @@ class RingStepper:
                                      continuous_update=False, **look)
         self.layer_box = W.Dropdown(options=list(range(cfg.n_layers)), value=layer, description=t("layer"), **look)
         self.head_box = W.Dropdown(options=list(range(cfg.n_heads)), value=head, description=t("head"), **look)
-        self.slider = W.IntSlider(value=0, min=0, max=len(self.frames) - 1, description=t("position"), **look)
+        self.slider = W.IntSlider(value=0, min=0, max=len(self.frames) - 1, description=t("position"),
+                                  style=style.control_style(), layout=W.Layout(width="24em"))
         self.back_button = W.Button(description=t("◀ Back"), layout=W.Layout(width="auto", min_width="max-content"))
         self.step_button = W.Button(description=t("Step ▶"), layout=W.Layout(width="auto", min_width="max-content"))
         self.view = W.HTML()

@@ -298,14 +298,16 @@ def tile_figure(frames: list[TileFrame], title: str = ""):
         fig.add_trace(tr, row=1, col=col)
     fig.frames = [go.Frame(name=str(f.step), data=data(f), traces=[0, 1], layout=dict(title_text=head(f)))
                   for f in frames]
-    fig.update_xaxes(title_text=t("key tile"), range=[-0.6, n_k - 0.4], dtick=1, row=1, col=1)
-    fig.update_yaxes(title_text=t("query tile"), range=[n_q - 0.4, -0.6], dtick=1, scaleanchor="x", row=1, col=1)
+    fig.update_xaxes(title_text=t("key tile"), range=[-0.6, n_k - 0.4], dtick=1, showgrid=False, zeroline=False,
+                     row=1, col=1)
+    fig.update_yaxes(title_text=t("query tile"), range=[n_q - 0.4, -0.6], dtick=1, showgrid=False, zeroline=False,
+                     row=1, col=1)
     fig.update_yaxes(range=[0, sig(frames[-1].plain_bytes / 1024 * 1.25, 5)], row=1, col=2)
     fig.update_layout(title_text=head(frames[0]), height=480, margin=dict(t=110, b=110),
                       sliders=[frame_slider([f.step for f in frames], t("step "), labels=[f.step + 1 for f in frames],
-                                            pad=dict(t=50))],
-                      updatemenus=[play_buttons(600, labels=(t("▶ Play"), t("❚❚ Pause")), x=0, y=-0.12,
-                                                xanchor="right", yanchor="top")])
+                                            x=0.24, y=-0.1, len=0.76, xanchor="left", yanchor="top", pad=dict(t=0))],
+                      updatemenus=[play_buttons(600, (t("▶ Play"), t("❚❚ Pause")), direction="left", x=0.0,
+                                                y=-0.14, xanchor="left", yanchor="top", pad=dict(r=10, t=0))])
     if title:
         fig.update_layout(title_text=f"{title}<br>{head(frames[0])}")
     return fig
@@ -332,7 +334,7 @@ def tile_legend_html() -> str:
 
 def _bar(value: float, top: float, concept: str, label: str, text: str) -> str:
     c = style.concept(concept)
-    return (f'<div style="white-space:nowrap;line-height:1.7em"><span style="display:inline-block;min-width:11em">'
+    return (f'<div style="white-space:nowrap;line-height:1.7em"><span style="display:inline-block;min-width:14em">'
             f'{html.escape(label)}</span><span style="display:inline-block;vertical-align:middle;height:0.9em;'
             f'width:{round(220 * value / top) if top else 0}px;{style.chip_css(concept)}"></span> '
             f'{html.escape(text)}</div>')
@@ -427,7 +429,8 @@ class TileStepper:
                                    description=t("view"), **look)
         self.row_box = W.IntSlider(value=self.values["row"], min=0, max=T - 1, description=t("query row"),
                                    continuous_update=False, **look)
-        self.slider = W.IntSlider(value=0, min=0, max=0, description=t("step"), **look)
+        self.slider = W.IntSlider(value=0, min=0, max=0, description=t("step"), style=style.control_style(),
+                                  layout=W.Layout(width="24em"))
         self.back_button = W.Button(description=t("◀ Back"), layout=W.Layout(width="auto", min_width="max-content"))
         self.step_button = W.Button(description=t("Step ▶"), layout=W.Layout(width="auto", min_width="max-content"))
         self.view = W.HTML()

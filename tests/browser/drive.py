@@ -169,7 +169,8 @@ def drive_memory(page, widget) -> list[str]:
 
 
 def _selected(widget, label: str) -> str:
-    return control(widget, "dropdown", label).locator("select").evaluate("s => s.options[s.selectedIndex].label")
+    return control(widget, "dropdown", label).locator("select").evaluate(
+        "s => s.options[s.selectedIndex].label").replace("\xa0", " ")  # the page shows spaces as no-break spaces
 
 
 def _step_max(widget) -> int:
