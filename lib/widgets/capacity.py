@@ -109,7 +109,8 @@ def _bar_traces(cap) -> list:
         out.append(go.Bar(y=[""], x=[sig(parts[part] / GiB, 5)], orientation="h", name=t(part),
                           marker=dict(color=c.colour, line=dict(color=style.INK, width=0.5),
                                       pattern=dict(shape=style.plotly_pattern(PART_CONCEPT[part]))),
-                          text=[fmt_bytes(parts[part])], textposition="inside", insidetextanchor="middle",
+                          text=[fmt_bytes(parts[part]) if parts[part] >= 0.08 * cap.total_memory else ""],
+                          textposition="inside", insidetextanchor="middle", textangle=0,
                           hovertext=[f"{t(part)}: {fmt_bytes(parts[part])}"], hoverinfo="text"))
     return out
 
@@ -130,6 +131,7 @@ def capacity_figure(caps: list):
                     frames=[go.Frame(name=f"{c.gpu_memory_utilization:.2f}", data=_bar_traces(c), traces=[0, 1, 2, 3],
                                      layout=dict(title_text=capacity_headline(c))) for c in caps])
     fig.update_layout(barmode="stack", title_text=capacity_headline(caps[0]), height=300, margin=dict(t=120, b=90),
+                      legend=dict(traceorder="normal"),
                       xaxis=dict(title="GiB", range=[0, sig(caps[0].total_memory / GiB, 5)]),
                       sliders=[frame_slider([f"{c.gpu_memory_utilization:.2f}" for c in caps],
                                             "gpu_memory_utilization: ", pad=dict(t=40))])

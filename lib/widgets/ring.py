@@ -201,7 +201,8 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
     symbol = {"sink": "triangle-up", "held": "square", "newest": "diamond", "empty": "square-open"}
 
     def data(f, first=False):
-        colours = [style.concept(SLOT_LOOK[k][0]).colour if k != "empty" else style.MUTED for k in f.kinds]
+        colours = [style.concept(SLOT_LOOK[k][0]).colour if k != "empty" else  # an open symbol: its colour is its edge
+                   style.colour("plain bytes") if s == f.next_slot else style.MUTED for s, k in enumerate(f.kinds)]
         edge = [style.colour("plain bytes") if s == f.next_slot else style.INK if k == "newest" else style.MUTED
                 for s, k in enumerate(f.kinds)]
         slots = dict(type="scatter", text=["" if q is None else f"{q}<br>{html.escape(tok)}"
@@ -228,6 +229,7 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
     fig.frames = [go.Frame(name=str(f.position), data=data(f), traces=[0, 1], layout=dict(title_text=head(f)))
                   for f in frames]
     fig.update_yaxes(visible=False, range=[-1, 1], row=1, col=1)
+    fig.update_xaxes(showgrid=False, row=1, col=1)
     fig.update_yaxes(range=[0, 1.15], title_text=t("weight"), row=2, col=1)
     fig.update_xaxes(title_text=t("slot"), dtick=1, range=[-0.6, n - 0.4], row=2, col=1)
     fig.update_layout(title_text=(f"{title}<br>" if title else "") + head(frames[0]), height=500,
