@@ -37,6 +37,7 @@ from .text import fmt_bytes, text_table
 
 __all__ = ["flash_attention", "plain_attention", "flash_decoding", "split_k_partials", "merge_partials",
            "online_softmax_update", "merge_softmax_states", "softmax_state", "tile_kind", "tile_schedule",
+           "flash_tiles", "TileStep",
            "Traffic", "attention_bytes", "flash_keys_loaded", "accumulator_dtype"]
 
 ALGORITHMS = ("plain", "flash", "flash_decoding")
@@ -179,20 +180,34 @@ def tile_schedule(Tq: int, Tk: int, block_size: int = 64, causal: bool = True) -
             for q0 in range(0, Tq, bs)]
 
 
-def flash_attention(q, k, v, causal: bool = True, block_size: int = 64, *,
-                    traffic: Traffic | None = None) -> torch.Tensor:
-    """Tiled attention with the online softmax: the same tensor as softmax(Q Kᵀ / √D + causal mask) · V
-    (``plain_attention``) without ever building the (Tq, Tk) score matrix.
+@dataclass
+class TileStep:
+    """One tile of ``flash_attention``'s walk, as ``flash_tiles`` yields it: the query tile q0..q1-1 against the key
+    tile k0..k1-1, its ``kind`` ("full", "mask" or "skip", ``tile_kind``), and the running state of that query
+    tile's rows *after* this tile: m (B, H, bq), l (B, H, bq), acc (B, H, bq, D), in the accumulator dtype (a
+    skipped tile leaves them as they were). ``last``: the last key tile of this query tile, where the loop divides
+    acc by l and stores the tile's output ``out`` (B, H, bq, D) in q's dtype (None before)."""
+    q0: int
+    q1: int
+    k0: int
+    k1: int
+    kind: str
+    m: torch.Tensor
+    l: torch.Tensor
+    acc: torch.Tensor
+    last: bool
+    out: torch.Tensor | None = None
 
-    q (B, H, Tq, D); k, v (B, H_kv, Tk, D) with H a multiple of H_kv (grouped-query attention); when Tq < Tk
-    the queries are the last Tq positions (a prefill that continues a cache). Tiles of ``block_size`` queries
-    × ``block_size`` keys; fp16 / bf16 inputs are accumulated in fp32 and the result returned in q's dtype.
-    ``traffic``: count the bytes each tile load and store moves."""
+
+def flash_tiles(q, k, v, causal: bool = True, block_size: int = 64, *, traffic: Traffic | None = None):
+    """FlashAttention one tile at a time: yields a ``TileStep`` for every tile of ``tile_schedule`` (skipped ones
+    included, in the order the loop visits them: query tiles, then key tiles), each with the online-softmax state
+    after it. ``flash_attention`` is this loop with the stored outputs put together; a stepper draws the steps.
+    Arguments as ``flash_attention``'s; ``traffic`` counts each load and store when it happens."""
     B, H, H_kv, Tq, Tk, D = checks.attention_inputs(q, k, v, causal, name="flash_attention")
     bs = checks.integer(block_size, "block_size", 1)
     rep, scale, offset = H // H_kv, 1 / math.sqrt(D), Tk - Tq  # query i sits at position offset + i
     dt = accumulator_dtype(q.dtype)  # fp32 for 16-bit inputs
-    out = torch.empty_like(q)  # (B, H, Tq, D)
     for q0 in range(0, Tq, bs):
         q1 = min(q0 + bs, Tq)
         q_tile = q[:, :, q0:q1].to(dt)  # load a tile of queries into SRAM: (B, H, bq, D)
@@ -205,22 +220,42 @@ def flash_attention(q, k, v, causal: bool = True, block_size: int = 64, *,
         for k0 in range(0, Tk, bs):
             k1 = min(k0 + bs, Tk)
             kind = tile_kind(q0, q1, k0, k1, offset, causal)
-            if kind == "skip":  # wholly above the diagonal: these keys are in every query's future
-                continue
-            k_tile = k[:, :, k0:k1].to(dt).repeat_interleave(rep, dim=1)  # load K and V tiles: (B, H, bk, D)
-            v_tile = v[:, :, k0:k1].to(dt).repeat_interleave(rep, dim=1)
-            if traffic is not None:
-                traffic.read("K", _nbytes(k[:, :, k0:k1], rep))
-                traffic.read("V", _nbytes(v[:, :, k0:k1], rep))
-            scores = q_tile @ k_tile.transpose(-2, -1) * scale  # (B, H, bq, bk): lives in SRAM only
-            if kind == "mask":  # crosses the diagonal: hide each query's future keys
-                q_pos = torch.arange(q0, q1, device=q.device) + offset
-                k_pos = torch.arange(k0, k1, device=q.device)
-                scores = scores.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
-            m, l, acc = online_softmax_update(m, l, acc, scores, v_tile)
-        out[:, :, q0:q1] = (acc / l[..., None]).to(q.dtype)  # normalise once, at the end; store O
-        if traffic is not None:
-            traffic.write("O", _nbytes(out[:, :, q0:q1]))
+            if kind != "skip":  # a skipped tile lies wholly above the diagonal: its keys are in every query's future
+                k_tile = k[:, :, k0:k1].to(dt).repeat_interleave(rep, dim=1)  # load K and V tiles: (B, H, bk, D)
+                v_tile = v[:, :, k0:k1].to(dt).repeat_interleave(rep, dim=1)
+                if traffic is not None:
+                    traffic.read("K", _nbytes(k[:, :, k0:k1], rep))
+                    traffic.read("V", _nbytes(v[:, :, k0:k1], rep))
+                scores = q_tile @ k_tile.transpose(-2, -1) * scale  # (B, H, bq, bk): lives in SRAM only
+                if kind == "mask":  # crosses the diagonal: hide each query's future keys
+                    q_pos = torch.arange(q0, q1, device=q.device) + offset
+                    k_pos = torch.arange(k0, k1, device=q.device)
+                    scores = scores.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
+                m, l, acc = online_softmax_update(m, l, acc, scores, v_tile)
+            last = k1 == Tk
+            out = None
+            if last:
+                out = (acc / l[..., None]).to(q.dtype)  # normalise once, at the end; store O
+                if traffic is not None:
+                    traffic.write("O", _nbytes(out))
+            yield TileStep(q0, q1, k0, k1, kind, m, l, acc, last, out)
+
+
+def flash_attention(q, k, v, causal: bool = True, block_size: int = 64, *,
+                    traffic: Traffic | None = None) -> torch.Tensor:
+    """Tiled attention with the online softmax: the same tensor as softmax(Q Kᵀ / √D + causal mask) · V
+    (``plain_attention``) without ever building the (Tq, Tk) score matrix.
+
+    q (B, H, Tq, D); k, v (B, H_kv, Tk, D) with H a multiple of H_kv (grouped-query attention); when Tq < Tk
+    the queries are the last Tq positions (a prefill that continues a cache). Tiles of ``block_size`` queries
+    × ``block_size`` keys; fp16 / bf16 inputs are accumulated in fp32 and the result returned in q's dtype.
+    ``traffic``: count the bytes each tile load and store moves. The loop itself is ``flash_tiles``."""
+    out = None
+    for step in flash_tiles(q, k, v, causal, block_size, traffic=traffic):
+        if out is None:
+            out = torch.empty_like(q)  # (B, H, Tq, D)
+        if step.last:
+            out[:, :, step.q0:step.q1] = step.out
     return out
 
 

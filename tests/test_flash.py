@@ -344,3 +344,34 @@ def test_on_every_available_device(device):
     torch.testing.assert_close(got.cpu(), written_out(q.cpu(), k.cpu(), v.cpu(), True), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(flash_decoding(q[:, :, -1:], k, v, chunk_size=16).cpu(),
                                got[:, :, -1:].cpu(), atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------ flash_tiles: the loop, step by step
+
+def test_flash_tiles_walks_the_schedule_and_its_outputs_are_flash_attention():
+    q, k, v = qkv(1, 4, 2, 20, 20, 8, seed=3)
+    steps = list(flash.flash_tiles(q, k, v, block_size=8))
+    sched = flash.tile_schedule(20, 20, block_size=8)
+    assert [s.kind for s in steps] == [kind for row in sched for kind in row]  # every tile, skipped ones included
+    assert [(s.q0, s.k0) for s in steps] == [(i, j) for i in (0, 8, 16) for j in (0, 8, 16)]
+    out = torch.cat([s.out for s in steps if s.last], dim=2)
+    assert torch.equal(out, flash_attention(q, k, v, block_size=8))  # the same loop: bit for bit
+    torch.testing.assert_close(out, plain_attention(q, k, v), atol=1e-6, rtol=1e-5)
+    for before, step in zip(steps, steps[1:]):
+        if step.kind == "skip" and step.q0 == before.q0:  # a skipped tile changes nothing
+            assert torch.equal(step.m, before.m) and torch.equal(step.l, before.l)
+    # the running state after the diagonal tile is the softmax over every key the row sees
+    row = steps[4]  # query tile 1 (rows 8..15) after key tile 1: the diagonal
+    assert row.kind == "mask" and row.q0 == 8 and row.k0 == 8
+    scores = (q[:, :, 8:16] @ k.repeat_interleave(2, 1)[:, :, :16].transpose(-2, -1)) / math.sqrt(8)
+    scores = scores.masked_fill(torch.ones(8, 16, dtype=torch.bool).tril(8).logical_not(), float("-inf"))
+    torch.testing.assert_close(row.m, scores.max(-1).values)
+    torch.testing.assert_close(row.l, torch.exp(scores - row.m[..., None]).sum(-1))
+
+
+def test_flash_tiles_counts_the_same_traffic():
+    q, k, v = qkv(1, 2, 2, 16, 16, 4, seed=1)
+    a, b = Traffic(), Traffic()
+    list(flash.flash_tiles(q, k, v, block_size=4, traffic=a))
+    flash_attention(q, k, v, block_size=4, traffic=b)
+    assert a == b == attention_bytes("flash", 1, 2, 16, 16, 4, block_size=4)

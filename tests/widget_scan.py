@@ -119,7 +119,10 @@ def _read(node) -> set[str]:
     stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     args = {a.arg for n in ast.walk(node) if isinstance(n, ast.arguments) for a in n.args + n.kwonlyargs}
     loads = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return loads - (stored if isinstance(node, (ast.FunctionDef, ast.ListComp, ast.GeneratorExp)) else set()) - args
+    # a comprehension's own loop names ({lang: ... for lang in ...}) are not read from the notebook
+    loops = {n.id for c in ast.walk(node) if isinstance(c, ast.comprehension) for n in ast.walk(c.target)
+             if isinstance(n, ast.Name)}
+    return loads - (stored if isinstance(node, (ast.FunctionDef, ast.ListComp, ast.GeneratorExp)) else set()) - args - loops
 
 
 def import_aliases(stmts: Statements) -> dict[str, str]:

@@ -297,6 +297,76 @@ ZH: dict[str, str] = {
     "pair {pair}: {deg:.1f}° per position": "第 {pair} 对：每个位置转 {deg:.1f}°",
     "one key written at positions {a}..{b}: each pair of its numbers turned by position × angle":
         "同一个键写在位置 {a}..{b}：它的每一对数都转过“位置 × 角度”",
+    # -- notebooks 09-11's widgets (issue 25): the tile stepper, the ring buffer, the capacity explorer --
+    # the tile stepper (lib/widgets/tiles.py)
+    "step {i} of {n}: query tile {a} (rows {q0}..{q1}) × key tile {b} (keys {k0}..{k1}): {what}":
+        "第 {i} 步（共 {n} 步）：查询分块 {a}（行 {q0}..{q1}）× 键分块 {b}（键 {k0}..{k1}）：{what}",
+    "tile (query × key)": "分块（查询 × 键）", "what the loop does": "循环做了什么", "m of row {r}": "第 {r} 行的 m",
+    "l of row {r}": "第 {r} 行的 l", "moved so far": "累计搬运",
+    "plain attention moves {plain} for the same call: {x}x the tiled loop":
+        "普通注意力做同一次调用要搬运 {plain}：是分块循环的 {x} 倍",
+    "key tile": "键分块", "query tile": "查询分块", "F/M + visit order, ·: skipped": "F/M + 访问顺序，·：跳过",
+    "query row {r}": "查询第 {r} 行", "KiB moved (HBM)": "搬运的 KiB（HBM）",
+    "the model's own output: {out}": "模型自己的输出：{out}",
+    "row {r} lives in query tile {a}: not reached yet": "第 {r} 行在查询分块 {a} 中：还没轮到",
+    "every key visible: computed": "所有键都可见：计算",
+    "crosses the diagonal: computed with the mask": "跨过对角线：带掩码计算",
+    "wholly above the diagonal: skipped, nothing loaded": "整块在对角线之上：跳过，什么都不加载",
+    "running max m": "当前最大值 m", "log of running sum l": "当前和 l 的对数",
+    "tiled loop, so far": "分块循环（到目前为止）", "plain attention (whole call)": "普通注意力（整次调用）",
+    "row {r}: m = {m}, l = {l}": "第 {r} 行：m = {m}，l = {l}",
+    "row {r}: its tile not reached yet": "第 {r} 行：所在分块还没轮到",
+    "this step works on its tile": "这一步正在处理它所在的分块",
+    "its tile is done: the state it ended with": "它所在的分块已完成：这是最终状态",
+    "query tile × key tile": "查询分块 × 键分块", "KiB moved from HBM": "从 HBM 搬运的 KiB",
+    "bytes moved from HBM": "从 HBM 搬运的字节", "tile size": "分块大小", "view": "视图", "query row": "查询行",
+    "chunks merged": "已合并的段数", "keys covered": "覆盖的键",
+    "weight of each chunk, exp(lse_i − lse)": "每段的权重，exp(lse_i − lse)",
+    "merged output, first {n} dims": "合并后的输出（前 {n} 维）", "plain attention": "普通注意力",
+    "split-K so far": "split-K（到目前为止）", "exact output": "精确输出", "keys {a}..{b}": "键 {a}..{b}",
+    "acc / l so far": "当前的 acc / l", "= the merge of every chunk": "= 所有段的合并结果",
+    "the model’s attention output": "模型的注意力输出", "<b>row {r}</b> ({where})": "<b>第 {r} 行</b>（{where}）",
+    "FlashDecoding, one decode query: chunk {i} of {n} merged (keys 0..{end})":
+        "FlashDecoding，一个解码查询：已合并第 {i} 段（共 {n} 段，键 0..{end}）",
+    "merged output so far": "到目前为止的合并输出",
+    "each chunk: its keys and its weight in the merge, exp(lse_i − lse)": "每一段：它的键，以及它在合并中的权重 exp(lse_i − lse)",
+    "old sums × {x}": "旧的和 × {x}",
+    "computed (all keys visible)": "计算（所有键可见）", "computed with the causal mask": "带因果掩码计算",
+    "skipped (above the diagonal)": "跳过（在对角线之上）", "loaded now": "正在加载", "not reached yet": "还没轮到",
+    "FlashAttention tiles": "FlashAttention 分块", "FlashDecoding split-K": "FlashDecoding（split-K 分段）",
+    # the ring buffer (lib/widgets/ring.py)
+    "position {p} ({tok}) went in; {nxt}": "位置 {p}（{tok}）已写入；{nxt}", "slot": "槽位",
+    "after the token at position": "写入该位置的 token 之后", "the position each slot holds": "每个槽位保存的位置",
+    "position (dotted: the window is full)": "位置（虚线：窗口已满）",
+    "the last token": "这是最后一个 token",
+    "running perplexity: from the next token on": "累计困惑度：从下一个 token 开始有",
+    "next overwrites slot": "下一个覆盖的槽位", "next token overwrites slot {s} (empty)": "下一个 token 写入槽位 {s}（空）",
+    "next token overwrites slot {s} (position {p})": "下一个 token 覆盖槽位 {s}（位置 {p}）",
+    "running perplexity": "累计困惑度", "the next token overwrites it": "下一个 token 会覆盖它",
+    "the slots (position, token)": "槽位（位置，token）",
+    "the newest query's weight on each slot's key": "最新查询对每个槽位里的键的权重",
+    "the slots, and the newest query’s weight on each key": "各槽位，以及最新查询对每个键的权重",
+    "W = {w} slots: {s} sink(s) kept for good, {r} for the most recent positions, in turn":
+        "W = {w} 个槽位：{s} 个汇点永久保留，{r} 个轮流存放最近的位置",
+    "window W": "窗口 W", "sinks": "汇点数", "slot {s}": "槽位 {s}", "position ": "位置 ",
+    "positions 1..{p}": "位置 1..{p}", "sink: kept for good": "汇点：永久保留", "held (the window)": "保留（窗口内）",
+    "the newest token": "最新的 token", "empty": "空", "window only": "只有窗口", "window + sinks": "窗口 + 汇点",
+    "full cache": "完整缓存",
+    # the capacity explorer (lib/widgets/capacity.py)
+    "{model} on {total}, gpu_memory_utilization {u}: {blocks} blocks of {bs} tokens = {tokens} tokens; "
+    "{r} requests of {len} tokens":
+        "{model}，显存 {total}，gpu_memory_utilization {u}：{blocks} 个块 × 每块 {bs} 个 token = {tokens} 个 token；"
+        "可容纳 {r} 个 {len} token 的请求",
+    "GiB of the GPU's {total}": "GPU 的 {total} 中的 GiB", "blocks": "块数",
+    "requests of max_model_len": "max_model_len 长的请求数", "{blocks} blocks, {r} requests": "{blocks} 个块，{r} 个请求",
+    "total memory": "总显存", "× {u} = requested": "× {u} = 申请的显存", "− weights ({dtype})": "− 权重（{dtype}）",
+    "− activations reserve": "− 激活预留", "= available for KV": "= 可用于 KV 的显存",
+    "÷ one block ({bs} tokens, {dtype})": "÷ 一个块（{bs} 个 token，{dtype}）",
+    "= blocks (vLLM logs {n} tokens)": "= 块数（vLLM 日志报告 {n} 个 token）",
+    "no KV block fits: the weights and the activations reserve take more than the {req} requested":
+        "一个 KV 块也放不下：权重和激活预留已超过申请的 {req}",
+    "KV dtype": "KV 数据类型", "activations reserve (GiB)": "激活预留（GiB）", "KV blocks": "KV 块",
+    "requests of {len} tokens": "{len} token 的请求数", "activations reserve": "激活预留",
 }
 
 

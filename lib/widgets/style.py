@@ -266,3 +266,33 @@ def apply(scale: float = 1.0) -> None:
 
     pio.templates["kvlab"] = plotly_template()
     pio.templates.default = "plotly_white+kvlab"
+
+
+# ------------------------------------------------------------------------ notebooks 09-11's widgets (issue 25)
+# The tile stepper (09), the ring buffer (10) and the capacity explorer (11) draw with the concepts above; the two
+# ideas they add get their own entries here, each with every cue (colour, hatch, marker, line, label):
+# * a sink (10): a position a windowed cache keeps for good. It is pinned as a shared prefix is pinned, so it takes
+#   that colour, with its own hatch and label;
+# * the activations reserve (11): memory a serving engine keeps for a step's activations. A neutral, as "free" is,
+#   but dark and dotted, so it never reads as a category of the palette.
+CONCEPTS.update({c.name: c for c in [
+    Concept("sink", OKABE_ITO["reddish purple"], "\\\\", "^", "-.", "attention sink (kept for good)"),
+    Concept("activations", MUTED, "..", "P", (0, (1, 2)), "activations reserve"),
+]})
+CONCEPTS.update({  # the widgets' words for ideas that already have a concept
+    "tile computed": CONCEPTS["computed"], "tile skipped": CONCEPTS["free"], "tile loading": CONCEPTS["newest"],
+    "flash bytes": CONCEPTS["cached"], "plain bytes": CONCEPTS["recomputed"], "held": CONCEPTS["cached"],
+    "kv blocks": CONCEPTS["cached"],
+})
+
+
+def chip_css(concept_name: str, *, bold: bool = False, dashed: bool = False, edge: str | None = None) -> str:
+    """Inline CSS of an HTML chip (a cell of a tile grid, a slot of a ring) in a concept's cues: its fill, diagonal
+    stripes where the concept has a hatch (the second cue), a heavy edge for the current one, a dashed edge for an
+    empty one. Text on a chip is INK (the fill is fixed, so it reads in light and dark themes alike)."""
+    c = concept(concept_name)
+    fill = PAPER if c.name == "free" and dashed else c.colour
+    stripes = (f"background-image:repeating-linear-gradient(45deg,{PAPER} 0 1.5px,transparent 1.5px 5px);"
+               if c.hatch else "")
+    border = f"{'3px' if bold else '1px'} {'dashed' if dashed else 'solid'} {edge or (INK if bold else MUTED)}"
+    return f"background-color:{fill};{stripes}color:{INK};border:{border}"

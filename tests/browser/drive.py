@@ -168,6 +168,82 @@ def drive_memory(page, widget) -> list[str]:
     return checks
 
 
+def _selected(widget, label: str) -> str:
+    return control(widget, "dropdown", label).locator("select").evaluate(
+        "s => s.options[s.selectedIndex].label").replace("\xa0", " ")  # the page shows spaces as no-break spaces
+
+
+def _step_max(widget) -> int:
+    """The step slider's last step (its handle's aria-valuemax): how many steps the stepper has now, minus one."""
+    handle = widget.locator(".widget-slider").last.locator(".noUi-handle").first
+    return int(float(handle.get_attribute("aria-valuemax")))
+
+
+def drive_tiles(page, widget) -> list[str]:
+    """The tile stepper (09): Step / Back, then another tile size: the grid has (64 / size)² tiles, so the step
+    slider's range becomes that many steps and the drawing changes."""
+    checks = drive_stepper(page, widget, play=False)
+    size = int(_selected(widget, t("tile size")))
+    new = 8 if size != 8 else 16
+    before = drawn(widget)
+    control(widget, "dropdown", t("tile size")).locator("select").select_option(label=str(new))
+    wait_drawn_change(page, widget, before, f"after picking tile size {new}")
+    handle = widget.locator(".widget-slider").last.locator(".noUi-handle").first.element_handle()
+    want = (64 // new) ** 2 - 1
+    page.wait_for_function("([el, want]) => parseInt(el.getAttribute('aria-valuemax')) === want", arg=[handle, want],
+                           timeout=TIMEOUT_MS)
+    checks.append(f"tile size {size} -> {new}: {want + 1} steps, drawing changed")
+    return checks
+
+
+def drive_ring(page, widget) -> list[str]:
+    """The ring buffer (10): Step / Back, then one sink more (or fewer): the model runs again, the drawing
+    changes and the sinks slider shows the new count."""
+    checks = drive_stepper(page, widget, play=False)
+    sinks = control(widget, "slider", t("sinks"))
+    value = readout(sinks)
+    before = drawn(widget)
+    nudge(sinks)
+    handle = sinks.locator(".widget-readout").element_handle()
+    page.wait_for_function("([el, v]) => el.innerText.trim() !== v", arg=[handle, value], timeout=TIMEOUT_MS)
+    wait_drawn_change(page, widget, before, "after moving the sinks slider")
+    checks.append(f"sinks {value} -> {readout(sinks)}: the model ran again, drawing changed")
+    return checks
+
+
+def drive_capacity(page, widget) -> list[str]:
+    """The capacity explorer (11): move gpu_memory_utilization one notch, then pick another KV dtype: each time the
+    page must show lib.kv_capacity's blocks, tokens and full-length requests for the new values."""
+    from lib.vllm_bridge import GiB, kv_capacity
+
+    def shows_lib(what):
+        cap = kv_capacity(_selected(widget, t("model")), _selected(widget, "GPU"), float(readout(util)),
+                          int(_selected(widget, t("block size"))), _selected(widget, t("KV dtype")), dtype="bf16",
+                          activation_peak=int(readout(act)) * GiB,
+                          max_model_len=int(control(widget, "inline-hbox", "max_model_len").locator("input").input_value()))
+        want = [f"{cap.num_blocks:,}", f"{cap.tokens:,}", f"{cap.max_concurrency:.2f}"]
+        text = widget.locator(".widget-html-content").last.inner_text()
+        missing = [w for w in want if w not in text]
+        assert not missing, f"capacity explorer {what}: the page does not show lib's numbers {missing}:\n{text}"
+        return f"{what}: page shows {want[0]} blocks, {want[1]} tokens, {want[2]} requests (lib's numbers)"
+
+    util = control(widget, "slider", "gpu_memory_utilization")
+    act = control(widget, "slider", t("activations reserve (GiB)"))
+    value, before = readout(util), drawn(widget)
+    nudge(util)
+    handle = util.locator(".widget-readout").element_handle()
+    page.wait_for_function("([el, v]) => el.innerText.trim() !== v", arg=[handle, value], timeout=TIMEOUT_MS)
+    wait_drawn_change(page, widget, before, "after moving gpu_memory_utilization")
+    checks = [shows_lib(f"gpu_memory_utilization {value} -> {readout(util)}")]
+    kv = _selected(widget, t("KV dtype"))
+    new = "fp8" if kv != "fp8" else "auto"
+    before = drawn(widget)
+    control(widget, "dropdown", t("KV dtype")).locator("select").select_option(label=new)
+    wait_drawn_change(page, widget, before, f"after picking KV dtype {new}")
+    checks.append(shows_lib(f"KV dtype {kv} -> {new}"))
+    return checks
+
+
 def drive_slider(page, widget, tries: int = 3) -> list[str]:
     """Move the widget's sliders one notch each, in order, until what it draws changes (a slider may
     legitimately change nothing on the current step; at least one of the first ``tries`` must)."""
@@ -201,7 +277,13 @@ def kind_of(widget, lang: str = "en") -> str:
     buttons = set(b.strip() for b in widget.locator("button.jupyter-button").all_inner_texts())
     with speaking(lang):
         if {t("Step ▶"), t("◀ Back")} <= buttons:
+            if t("tile size") in labels:
+                return "tiles"
+            if {t("window W"), t("sinks")} <= labels:
+                return "ring"
             return "player" if has(".widget-play") else "stepper"
+        if {"GPU", "gpu_memory_utilization", t("KV dtype")} <= labels:
+            return "capacity"
         if {t("layer"), t("head")} <= labels and has(".widget-dropdown"):
             return "heatmap"
         if {t("model"), t("weights"), t("KV cache"), t("requests")} <= labels:
@@ -226,7 +308,14 @@ def _drive(page, widget, kind: str) -> list[str]:
         return drive_heatmap(page, widget)
     if kind == "memory":
         return drive_memory(page, widget)
+    if kind == "tiles":
+        return drive_tiles(page, widget)
+    if kind == "ring":
+        return drive_ring(page, widget)
+    if kind == "capacity":
+        return drive_capacity(page, widget)
     if kind == "slider":
         return drive_slider(page, widget)
-    raise ValueError(f"unknown widget kind {kind!r}; known: player, stepper, heatmap, memory, slider")
+    raise ValueError(f"unknown widget kind {kind!r}; known: player, stepper, heatmap, memory, tiles, ring, capacity, "
+                     f"slider")
 

@@ -10,6 +10,9 @@ The browser test drives every widget view by what it shows (tests/browser/drive.
   stepper   Step / Back buttons: press them; the step and the drawing change
   heatmap   "layer" and "head" pickers: pick another layer and head; the heat-map's title and cells change
   memory    "model", "dtype" and a "requests" slider: move the slider; the page shows lib's numbers
+  tiles     Step / Back and a "tile size" picker (09): step, back, another tile size; the number of steps follows
+  ring      Step / Back and "window W" / "sinks" sliders (10): step, back, one sink more; the model runs again
+  capacity  "GPU", "gpu_memory_utilization", "KV dtype" (11): move the slider, pick a dtype; the page shows lib's numbers
   slider    anything else: move its sliders one notch until what it draws changes
 ``MUST_DRIVE``: the widget kinds that must have been found and driven in a notebook (kept by hand).
 
@@ -33,9 +36,9 @@ EXPECTED = {
     "06_misconceptions": {"images": 2, "plotly": 1, "widgets": 1},
     "07_paged_attention": {"images": 5, "plotly": 1, "widgets": 1},
     "08_roofline": {"images": 3, "plotly": 1, "widgets": 1},
-    "09_flash_attention": {"images": 2, "plotly": 0, "widgets": 0},
-    "10_sliding_window": {"images": 3, "plotly": 0, "widgets": 0},
-    "11_vllm_bridge": {"images": 1, "plotly": 0, "widgets": 0},
+    "09_flash_attention": {"images": 3, "plotly": 1, "widgets": 1},
+    "10_sliding_window": {"images": 4, "plotly": 1, "widgets": 1},
+    "11_vllm_bridge": {"images": 2, "plotly": 1, "widgets": 1},
 }
 
 MUST_DRIVE = {
@@ -43,7 +46,11 @@ MUST_DRIVE = {
     "03_kv_cache": {"heatmap"},  # AttentionExplorer: another layer and head
     "05_kv_cache_memory": {"memory"},  # MemoryExplorer: the requests slider, the KV-cache format, lib's numbers
     "07_paged_attention": {"stepper"},  # BlockPoolWidget: Step, Back
+    "10_sliding_window": {"ring"},  # RingStepper: Step, Back, one sink more (in Chinese: 前进 ▶, 汇点数)
 }
+# 09's tile stepper ("tiles") and 11's capacity explorer ("capacity") are driven in the English run like every widget
+# found; they are not listed above, because a notebook listed here also runs in the Chinese edition in JupyterLab,
+# and the browser test's share of `make test` has no room for two more (10's ring stands for the three in Chinese).
 
 # Notebooks the classroom-view test opens (the first two that exist).
 CLASSROOM = ["02_autoregressive_generation", "05_kv_cache_memory", "03_kv_cache", "01_transformer_decoder"]
