@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from .i18n_outputs import ZH_OUTPUTS
+
 LANGUAGES = ("en", "zh")  # English first; tools.edition builds one notebook edition per language
 _current = "en"
 
@@ -289,6 +291,8 @@ ZH: dict[str, str] = {
         "<kbd>→</kbd> / <kbd>←</kbd> 让屏幕中间最近的播放器前进 / 后退一步 &nbsp;·&nbsp; <kbd>PgDn</kbd> / "
         "<kbd>PgUp</kbd>（或 <kbd>j</kbd> / <kbd>k</kbd>）跳到下一节 / 上一节",
 }
+
+ZH.update(ZH_OUTPUTS)  # lib's text outputs and the exercises' messages (lib/widgets/i18n_outputs.py)
 
 
 def set_language(lang: str) -> None:
