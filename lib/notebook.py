@@ -6,14 +6,17 @@ picks the device (``KVLAB_DEVICE`` overrides; the stored outputs were made on th
 """
 from __future__ import annotations
 
+import builtins
 import os
 import random
+import sys
 
 import torch
 
 from .device import pick_device
 from .widgets import i18n, style
 from .widgets.fonts import use_cjk_font
+from .widgets.i18n_outputs import translate_printed
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -32,9 +35,11 @@ def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None 
 
     ``threads`` (default 1) fixes torch's CPU threads: the demo models are tiny, one thread is fastest for
     them (thread hand-offs cost more than the maths), and it makes CPU results bit-identical on any machine.
-    Pass ``threads=None`` to keep torch's default. ``lang="zh"`` makes widgets and figures speak Chinese (the
-    Chinese edition's notebooks, ``notebooks/zh/``, say so in this one line)."""
+    Pass ``threads=None`` to keep torch's default. ``lang="zh"`` makes widgets, figures, lib's tables and the
+    lines the notebook prints speak Chinese (the Chinese edition's notebooks, ``notebooks/zh/``, say so in this
+    one line)."""
     i18n.set_language(lang)
+    _speak_prints(lang)
     seed_everything(seed)
     if threads is not None:
         torch.set_num_threads(threads)
@@ -44,5 +49,23 @@ def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None 
     pio.renderers.default = "plotly_mimetype"
     dev = pick_device(device if device is not None else os.environ.get("KVLAB_DEVICE"), verbose=False)
     if verbose:
-        print(f"device: {dev.type}   torch {torch.__version__.split('+')[0]}   seed {seed}")
+        print(i18n.t("device: {device}   torch {version}   seed {seed}", device=dev.type,
+                     version=torch.__version__.split('+')[0], seed=seed))
     return dev
+
+
+_PRINT = builtins.print
+
+
+def _speaking_print(*args, sep=" ", end="\n", file=None, flush=False):
+    """``print`` of a Chinese notebook: a line to stdout that ``i18n_outputs.ZH_PRINTED`` knows is printed in
+    Chinese (the notebooks' code cells are the same in both editions; their f-strings are English)."""
+    if (file is None or file is sys.stdout) and i18n.language() == "zh":
+        text = (" " if sep is None else sep).join(map(str, args))
+        return _PRINT(translate_printed(text, i18n.ZH), end=end, file=file, flush=flush)
+    return _PRINT(*args, sep=sep, end=end, file=file, flush=flush)
+
+
+def _speak_prints(lang: str) -> None:
+    """In a notebook of ``lang``: "zh" routes ``print`` through ``_speaking_print``, "en" gives it back."""
+    builtins.print = _speaking_print if lang == "zh" else _PRINT

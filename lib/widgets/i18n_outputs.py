@@ -6,7 +6,10 @@ Kept apart from the widgets' words so that each table stays one screenful of one
 """
 from __future__ import annotations
 
+import re
+
 ZH_OUTPUTS: dict[str, str] = {
+    "device: {device}   torch {version}   seed {seed}": "设备：{device}   torch {version}   随机种子 {seed}",
     # -- Trace.table (lib/trace.py) --
     "(no steps)": "（没有步骤）", "trace column\x04step": "步", "trace column\x04phase": "阶段",
     "trace column\x04fed": "输入", "trace column\x04positions": "位置", "trace column\x04kv_computed": "计算 K/V",
@@ -185,3 +188,412 @@ ZH_OUTPUTS: dict[str, str] = {
     "queries at positions {q0}..{q1}, keys at positions {k0}..{q1}, window {window}":
         "查询在位置 {q0}..{q1}，键在位置 {k0}..{q1}，窗口 {window}",
 }
+
+# The lines a notebook cell prints with an f-string, as templates: ``{0}``, ``{1:>12,}`` ... stand for the
+# values in the order the English writes them (a format spec is only a reminder: the matched text is already
+# formatted); the Chinese places them with ``{0}``, ``{1}`` .... ``lib.notebook.setup(lang="zh")`` makes
+# ``print`` look every printed line up here (``translate_printed``), so the code cells stay the same in both
+# editions. A value that is itself a whole text of this table or of ``ZH`` (``right``, ``decode``) is translated
+# too. A line that matches nothing is printed as it is.
+ZH_PRINTED: dict[str, str] = {
+    # -- 00_index --
+    "{0} notebooks in notebooks/; the map lists {1}; same: {2}": "notebooks/ 里有 {0} 个笔记本；地图列出 {1} 个；一致：{2}",
+    "missing from the map: {0} | listed but absent: {1}": "地图上缺少：{0} | 列出但不存在：{1}",
+    "none": "无",
+    "reserved: {0} positions x {1} layers x K and V = {2:,} bytes": "预留：{0} 个位置 × {1} 层 × K 和 V = {2} 字节",
+    "lm: {0} layers, d_model {1}, {2} heads of {3} dims, {4}, {5}, {6}; context {7} positions; {8:,} parameters; "
+    "{9:,} tokens, one per character": "lm：{0} 层，d_model {1}，{2} 个头，每头 {3} 维，{4}，{5}，{6}；上下文 {7} 个位置；"
+                                       "{8} 个参数；{9} 个 token，每个字符一个",
+    "trained {0:,} steps, {1:.0f} min on {2} ({3})": "训练 {0} 步，在 {2}（{3}）上用时 {1} 分钟",
+    # -- 01_transformer_decoder --
+    "{0} layers, d_model={1}, {2} heads x head_dim={3}, d_ff={4}, vocab={5}, norm={6}, activation={7}, positions={8}":
+        "{0} 层，d_model={1}，{2} 个头 × head_dim={3}，d_ff={4}，vocab={5}，norm={6}，activation={7}，positions={8}",
+    "{0:,} parameters": "{0} 个参数",
+    "tokens: {0}  ids: {1}": "token：{0}  id：{1}",
+    "same as lib's norm1: {0}": "与 lib 的 norm1 相同：{0}",
+    "layer 0, head 0: row = query token, column = key token": "第 0 层，第 0 头：行 = 查询 token，列 = 键 token",
+    "h2 == model.blocks[0](h0): {0}": "h2 == model.blocks[0](h0)：{0}",
+    "{0:<13} {1:<16} equal (atol 1e-5): {2}": "{0} {1} 相等（atol 1e-5）：{2}",
+    "after layer {0}: {1}  equal to lib's hidden state: {2}": "第 {0} 层之后：{1}  与 lib 的隐藏状态相等：{2}",
+    "lm_head shares the embedding matrix (tied): {0}": "lm_head 与嵌入矩阵共用权重（tied）：{0}",
+    "equal to model(ids)[:, -1]: {0}": "等于 model(ids)[:, -1]：{0}",
+    "probabilities sum to {0}": "概率之和为 {0}",
+    "{0} corpus lines; first character: share of lines vs the model's probability":
+        "语料共 {0} 行；第一个字符：各行所占比例与模型给出的概率",
+    "  {0}  {1}/{2} = {3:.3f}   model {4:.3f}": "  {0}  {1}/{2} = {3}   模型 {4}",
+    "{0:<48} equal to lib: {1}   {2:>3} token(s) can be drawn{3}": "{0} 与 lib 相等：{1}   {2} 个 token 可被采样{3}",
+    "lm: {0} layers, d_model={1}, {2} heads, vocab={3}, context {4}, {5:,} parameters":
+        "lm：{0} 层，d_model={1}，{2} 个头，vocab={3}，上下文 {4}，{5} 个参数",
+    "after {0}: {1} tokens hold 0.9 of the probability; the six most likely:": "在 {0} 之后：{1} 个 token 占 0.9 的概率；最可能的六个：",
+    "T={0}: the most likely character has p = {1:.4f}; {2:>4} of {3} tokens hold 0.9 of the probability":
+        "T={0}：最可能的字符 p = {1}；{3} 个 token 中有 {2} 个占 0.9 的概率",
+    "seed 1 twice, identical: {0}": "随机种子 1 跑两次，结果相同：{0}",
+    "--- {0}: {1} complete lines, {2} of them repeat an earlier line": "--- {0}：{1} 个完整行，其中 {2} 行重复了前面的行",
+    "T=0.8, seed {0}": "T=0.8，随机种子 {0}",
+    "fill in both shapes, then run this cell again": "填好两个形状，再运行这个单元格",
+    "attention: {0}": "注意力：{0}",
+    "FFN: {0}": "FFN：{0}",
+    "right": "对",
+    "not quite: one weight per (sequence, head, query, key)": "不太对：每个（序列，头，查询，键）一个权重",
+    "not quite: up_proj widens each position from d_model to d_ff": "不太对：up_proj 把每个位置从 d_model 加宽到 d_ff",
+    "fill in both counts, then run this cell again": "填好两个计数，再运行这个单元格",
+    "top-p 0.3: {0}": "top-p 0.3：{0}",
+    "top-p 0.35: {0}": "top-p 0.35：{0}",
+    "not quite — look at the running total before each token": "不太对——看每个 token 之前的累计值",
+    "not quite — 0.2 + 0.133 is just under 0.35": "不太对——0.2 + 0.133 略小于 0.35",
+    "fill in your number, then run this cell again": "填好你的数，再运行这个单元格",
+    "fill in True or False, then run this cell again": "填 True 或 False，再运行这个单元格",
+    # -- 02_autoregressive_generation --
+    "reserved: {0} positions = 1 (prompt) + 10 (max_new_tokens) - 1, {1:,} bytes (nbytes)":
+        "预留：{0} 个位置 = 1（提示词）+ 10（max_new_tokens）- 1，{1} 字节（nbytes）",
+    "holding:  {0} positions (<s>人工智能; <eos> was never fed), {1:,} bytes (used_bytes)":
+        "已占用：{0} 个位置（<s>人工智能；<eos> 从未输入），{1} 字节（used_bytes）",
+    "parallel: {0}  stepwise: {1}": "并行：{0}  逐步：{1}",
+    "the same logits (allclose, atol=1e-5): {0}": "logits 相同（allclose，atol=1e-5）：{0}",
+    "argmax at each position: {0}": "每个位置的 argmax：{0}",
+    "lm: {0} layers, d_model={1}, {2} heads, vocab={3}, context {4}, {5:,} parameters (chat: {6:,})":
+        "lm：{0} 层，d_model={1}，{2} 个头，vocab={3}，上下文 {4}，{5} 个参数（chat：{6}）",
+    "one parallel forward over all {0} positions: {1:.2f} ms": "对全部 {0} 个位置做一次并行前向传播：{1} ms",
+    "{0:13}: {1:.2f} ms at step 0, {2:.2f} ms at step {3}: about {4:.1f} s for {5} steps":
+        "{0}：第 0 步 {1} ms，第 {3} 步 {2} ms：{5} 步共约 {4} s",
+    "{0:>7} cache: K/V computed per layer at step 0 (the prompt): {1}, at step 1 (context {2}): {3}":
+        "{0}缓存：每层计算的 K/V，第 0 步（提示词）{1} 个，第 1 步（上下文 {2}）{3} 个",
+    "with": "有", "without": "无",
+    "a run from <s> to the full context, {0} cache: {1:,} K/V per layer, {2:,} in all {3} layers":
+        "从 <s> 生成到上下文填满，{0}缓存：每层 {1} 个 K/V，全部 {3} 层共 {2} 个",
+    "position embeddings: {0} = (max_seq_len, d_model)": "位置嵌入：{0} = (max_seq_len, d_model)",
+    "prompt length: {0}": "提示词长度：{0}",
+    "max_new_tokens={0}: ok, {1} tokens in all: it stopped after {2} new token(s) because {3}":
+        "max_new_tokens={0}：可以，共 {1} 个 token：生成 {2} 个新 token 后停止，因为{3}",
+    "it chose <eos>": "它选了 <eos>",
+    "K/V computed in layer 0 over the {0} steps: {1} with the cache, {2} without": "{0} 步中第 0 层计算的 K/V：有缓存 {1} 个，无缓存 {2} 个",
+    "cache off, K/V of each position at step 3: {0} | counts so far: {1} with cache, {2} without":
+        "关闭缓存，第 3 步各位置的 K/V：{0} | 目前累计：有缓存 {1} 个，无缓存 {2} 个",
+    "fill in your answer, then run this cell again": "填好你的答案，再运行这个单元格",
+    "fill in both numbers, then run this cell again": "填好两个数，再运行这个单元格",
+    # -- 03_kv_cache --
+    "without cache: {0}": "无缓存：{0}",
+    "with cache:    {0}": "有缓存：{0}",
+    "without cache, K/V computed per step: {0}  recomputed: {1}  total {2} of which {3} again":
+        "无缓存，每步计算的 K/V：{0}  重复计算：{1}  共 {2} 个，其中 {3} 个是重算",
+    "with cache,    K/V computed per step: {0}  read from the cache: {1}  total {2}":
+        "有缓存，每步计算的 K/V：{0}  从缓存读取：{1}  共 {2} 个",
+    "tokens: identical to lib.generate: {0}": "token：与 lib.generate 相同：{0}",
+    "lib.KVCache holds {0} keys per layer (batch, heads, positions, head_dim)": "lib.KVCache 每层存放 {0} 的键（批次，头，位置，head_dim）",
+    "max |hand-made K, V - lib.KVCache|: {0}": "max |手写的 K、V - lib.KVCache|：{0}",
+    "max |hand-made logits - lib logits| over {0} steps: {1}": "{0} 步中 max |手写 logits - lib logits|：{1}",
+    "after the prefill of <s>人: {0} positions; keys(0): {1}": "预填充 <s>人 之后：{0} 个位置；keys(0)：{1}",
+    "after feeding 工:           {0} positions; keys(0): {1}": "输入 工 之后：      {0} 个位置；keys(0)：{1}",
+    "next token: {0}": "下一个 token：{0}",
+    "reserved up front: {0:,} bytes (lib.kv_cache_bytes for 8 tokens in fp32: {1:,}); holding tokens: {2:,}":
+        "预先预留：{0} 字节（lib.kv_cache_bytes 给出 8 个 fp32 token：{1}）；已存 token 占：{2}",
+    "its keys for <s>人工 vs the hand-made buffers: {0}": "它存的 <s>人工 的键与手写缓冲区相比：{0}",
+    "position offset of the next token = cache.seq_len = {0}": "下一个 token 的位置偏移 = cache.seq_len = {0}",
+    "cached keys == raw keys rotated once, each at its own position: {0}": "缓存的键 == 原始键在各自位置旋转一次：{0}",
+    "the decode step left the 4 earlier keys bit for bit as they were: {0}": "解码步让之前的 4 个键逐位保持不变：{0}",
+    "{0} steps: a prefill of {1} tokens, then one token per step; it wrote": "{0} 步：先预填充 {1} 个 token，之后每步一个 token；它写出了",
+    "previous-token head: layer {0}, head {1}, {2:.2f} of each query's attention on the token just before it":
+        "前一个 token 头：第 {0} 层第 {1} 头，每个查询把 {2} 的注意力放在紧挨着它的前一个 token 上",
+    "grid: {0} (steps, key positions); newest key per step: {1} … {2}": "网格：{0}（步，键位置）；每步最新的键：{1} … {2}",
+    "every row sums to 1 over the keys that exist at its step": "每一行在该步已有的键上求和为 1",
+    "steps whose query attends most to the key just before its own: {0} of {1}": "查询最关注紧前一个键的步数：{0}/{1}",
+    "{0:4} {1:38} {2:22} same tokens: {3}, max |Δlogit| over {4} steps {5}": "{0} {1} {2} token 相同：{3}，{4} 步中 max |Δlogit| {5}",
+    "{0} cache: exponent per step {1}": "{0}缓存：每步的指数 {1}",
+    "{0:14}exponent over a generation {1}": "{0}整个生成的指数 {1}",
+    "{0:14} tokens fed per step {1}  FFN FLOPs per step {2}": "{0} 每步输入的 token {1}  每步 FFN FLOPs {2}",
+    "{0:14} total: projections {1:,}  FFN {2:,}  attention {3:,}": "{0} 总计：投影 {1}  FFN {2}  注意力 {3}",
+    "lm in fp16: weights in memory {0}; KV cache of one full window ({1} tokens) {2}": "lm（fp16）：显存中的权重 {0}；一个满窗口（{1} 个 token）的 KV 缓存 {2}",
+    "KV cache memory = weight memory at {0:,.0f} tokens per sequence at batch 1, {1:,.0f} at batch 8":
+        "KV 缓存显存 = 权重显存：批次 1 时每个序列 {0} 个 token，批次 8 时 {1} 个",
+    "at t = 512 a step without the cache takes {0:.0f}x as long as one with it": "t = 512 时，无缓存的一步耗时是有缓存的 {0} 倍",
+    "{0:9} ms per step at t = {1} … {2}: {3:.2f} … {4:.2f}, log-log slope {5}": "{0} t = {1} … {2} 时每步毫秒数：{3} … {4}，对数坐标斜率 {5}",
+    "one token's K and V in all {0} layers: {1:,} bytes (fp32)": "一个 token 在全部 {0} 层的 K 和 V：{1} 字节（fp32）",
+    "without: {0}": "无缓存：{0}", "with: {0}": "有缓存：{0}",
+    "not quite: the prefill feeds 2 tokens, then 3, 4, 5": "不太对：预填充输入 2 个 token，之后是 3、4、5",
+    "not quite: the prefill computes 2, then 1 per step": "不太对：预填充计算 2 个，之后每步 1 个",
+    "fill in a token such as '<s>' or 'E', then run this cell again": "填一个 token（如 '<s>' 或 'E'），再运行这个单元格",
+    # -- 04_worked_example --
+    "parameters: {0:,} (lib.costs.param_count says {1:,})": "参数：{0} 个（lib.costs.param_count 给出 {1}）",
+    "trained on the line(s): {0}": "训练语料：{0}",
+    "scores q·k/√4           {0}": "分数 q·k/√4             {0}",
+    "softmax, by hand        {0}": "手算 softmax            {0}",
+    "weights the model used  {0}": "模型用的权重            {0}",
+    "Σ w·v, by hand          {0}": "手算 Σ w·v              {0}",
+    "weights @ V (captured)  {0}": "权重 @ V（捕获的）      {0}",
+    "bytes of 5 cached positions: {0}": "5 个缓存位置的字节数：{0}",
+    "K/V computed per step, layer 0, without cache: {0} total {1}": "第 0 层每步计算的 K/V，无缓存：{0} 共 {1}",
+    "K/V computed per step, layer 0, with cache:    {0} total {1}": "第 0 层每步计算的 K/V，有缓存：{0} 共 {1}",
+    "layer {0}: {1} positions recomputed, K and V allclose to the cache (atol 1e-6): {2}; logits of every step within "
+    "1e-5: {3}": "第 {0} 层：重算 {1} 个位置，K 和 V 与缓存 allclose（atol 1e-6）：{2}；每步 logits 相差在 1e-5 以内：{3}",
+    "ridge point of the {0}: {1:.1f} FLOPs per byte": "{0} 的脊点：每字节 {1} FLOPs",
+    "whole step at context {0}, however large the batch: at most {1:.3g} FLOP/byte (lib.costs.decode_intensity_limit)":
+        "上下文 {0} 时的整步，批次再大：最多 {1} FLOP/字节（lib.costs.decode_intensity_limit）",
+    "tiny model, measured decode step on {0}: median {1:,.0f} µs": "tiny 模型在 {0} 上实测的解码步：中位数 {1} µs",
+    "the same step at full H100 bandwidth: {0:.2f} ns -> the measured step is {1:,.0f} times longer":
+        "同一步在 H100 满带宽下：{0} ns -> 实测的一步长 {1} 倍",
+    "passes: {0}": "前向传播次数：{0}", "rows: {0}": "行数：{0}",
+    " (the prefill feeds both prompt tokens at once)": "（预填充一次输入两个提示词 token）",
+    "fill in a batch size, then run this cell again": "填一个批次大小，再运行这个单元格",
+    "fill in a number, then run this cell again": "填一个数，再运行这个单元格",
+    # -- 05_kv_cache_memory --
+    "chat: {0} layers, {1} KV heads, head_dim {2}, context window {3}": "chat：{0} 层，{1} 个 KV 头，head_dim {2}，上下文窗口 {3}",
+    "{0:,} bytes = {1} for 16 tokens, {2} per token": "{0} 字节 = 16 个 token 共 {1}，每个 token {2}",
+    "memory_allocated grew by {0:,} bytes; KVCache.nbytes = {1:,}; kv_cache_bytes = {2:,}":
+        "memory_allocated 增加了 {0} 字节；KVCache.nbytes = {1}；kv_cache_bytes = {2}",
+    "no CUDA device here: the memory_allocated check runs only on a GPU (the formula was checked above on real CPU "
+    "tensors)": "这里没有 CUDA 设备：memory_allocated 的检查只在 GPU 上运行（公式已在上面用真实的 CPU 张量检查过）",
+    "q {0}, cached k {1}, repeated k {2}": "q {0}，缓存的 k {1}，重复后的 k {2}",
+    "attention weights by hand == the model's; query heads 0 and 1 attend over the same keys, with their own queries":
+        "手算的注意力权重 == 模型的；查询头 0 和 1 关注同一组键，各用自己的查询",
+    "llama-2-7b: {0:,} parameters; weights in memory:": "llama-2-7b：{0} 个参数；显存中的权重：",
+    "a round 7e9 parameters x 2 bytes = {0:.1f} GB": "按整数 7e9 个参数 × 2 字节 = {0} GB",
+    "  {0:5s} {1:>15,} bytes = {2:6.2f} GB = {3:>10}": "  {0} {1} 字节 = {2} GB = {3}",
+    "lm: {0:,} parameters, {1} layers, {2} KV heads, head_dim {3}, context {4}, {5}":
+        "lm：{0} 个参数，{1} 层，{2} 个 KV 头，head_dim {3}，上下文 {4}，{5}",
+    "the KV cache is {0:.2f}x the weights; they are equal at {1:,.0f} cached tokens, {2:.2f} full-context requests":
+        "KV 缓存是权重的 {0} 倍；缓存 {1} 个 token 时二者相等，即 {2} 个满上下文请求",
+    "key        {0} ...": "键         {0} ...",
+    "int8       {0} ...   scale {1:.5f}": "int8       {0} ...   scale {1}",
+    "q x scale  {0} ...": "q × scale  {0} ...",
+    "largest error over the 64 numbers: {0:.2f} of a half step (scale / 2 = {1:.4f}): {2}":
+        "64 个数中的最大误差：半格的 {0}（scale / 2 = {1}）：{2}",
+    "int8 {0:,} + scales {1:,} = {2:,} bytes; fp32 {3:,} ({4:.2f}x); fp16 {5:,} ({6:.2f}x)":
+        "int8 {0} + scale {1} = {2} 字节；fp32 {3}（{4} 倍）；fp16 {5}（{6} 倍）",
+    "no token differs in {0} steps": "{0} 步中没有 token 不同",
+    "steps 0 to {0}, the same with both caches:": "第 0 到 {0} 步，两种缓存相同：",
+    "step {0}: the fp32 cache chooses {1}, ahead of {2} by {3:.3f} logits; the int8 cache chooses {4}":
+        "第 {0} 步：fp32 缓存选 {1}，比 {2} 高 {3} 个 logit；int8 缓存选 {4}",
+    "fp32 goes on: {0}": "fp32 接着写：{0}", "int8 goes on: {0}": "int8 接着写：{0}",
+    "tokens that differ in the {0} steps: {1}": "{0} 步中不同的 token：{1}",
+    "llama-2-7b on 80 GiB: {0} requests if each reserves 4,096 tokens, {1} if each holds the 600 it uses ({2:.1f}x "
+    "more at once)": "llama-2-7b，80 GiB：每个请求预留 4,096 个 token 时放得下 {0} 个，只存实际用到的 600 个时 {1} 个"
+                     "（同时多 {2} 倍）",
+    "fill in a number of tokens, then run this cell again": "填一个 token 数，再运行这个单元格",
+    "skipped: no model of your own loaded": "已跳过：没有加载你自己的模型",
+    "cache after {0} tokens: {1:,} bytes (= kv_cache_bytes)": "{0} 个 token 之后的缓存：{1} 字节（= kv_cache_bytes）",
+    # -- 06_misconceptions --
+    "{0:12s} {1:>9,} parameters, {2} layer(s), d_model {3}, vocabulary {4:,}": "{0} {1} 个参数，{2} 层，d_model {3}，词表 {4}",
+    "{0} tensors in state_dict, from these modules: {1}": "state_dict 中有 {0} 个张量，来自这些模块：{1}",
+    "buffers: {0}": "缓冲区：{0}",
+    "parameters: {0:,} = lib.costs.param_count: {1:,}": "参数：{0} = lib.costs.param_count：{1}",
+    "positions in the cache after each step: {0}": "每步之后缓存中的位置数：{0}",
+    "weights unchanged by generation: {0} | state_dict has the same {1} entries": "生成没有改变权重：{0} | state_dict 仍是同样的 {1} 项",
+    "concat cache bytes after each step: {0}": "每步之后拼接缓存的字节数：{0}",
+    "bytes per position: {0} = 2 (K, V) x 4 layers x 4 heads x 16 dims x 4 bytes": "每个位置的字节数：{0} = 2（K、V）× 4 层 × 4 个头 × 16 维 × 4 字节",
+    "{0} and {1}": "{0} 和 {1}",
+    "two different cache objects: {0}": "两个不同的缓存对象：{0}",
+    "first cached key (layer 0) the same, both start with <s>: {0}": "第一个缓存的键（第 0 层）相同，两者都以 <s> 开头：{0}",
+    "second cached key differs (人 vs 深): {0}": "第二个缓存的键不同（人 对 深）：{0}",
+    "while the request's result is alive: {0}": "请求的结果还在时：{0}",
+    "after it is dropped, the cache still exists: {0}": "丢掉它之后，缓存还在：{0}",
+    "the weights are still there: {0}": "权重还在：{0}",
+    "llama-2-7b in fp16": "llama-2-7b（fp16）",
+    "  weights in memory: {0:,} parameters x 2 bytes = {1:.2f} GB = {2:.2f} GiB": "  显存中的权重：{0} 个参数 × 2 字节 = {1} GB = {2} GiB",
+    "  KV cache:          {0} KiB per token (2 x 32 layers x 32 heads x 128 dims x 2 bytes)":
+        "  KV 缓存：          每个 token {0} KiB（2 × 32 层 × 32 个头 × 128 维 × 2 字节）",
+    "  KV cache memory = weight memory at {0:,.0f} cached tokens, summed over all concurrent requests":
+        "  缓存 {0} 个 token 时 KV 缓存显存 = 权重显存（所有并发请求加在一起）",
+    "32 requests x 4096 tokens: {0:.1f} GB of KV cache = {1:.1f} x the weights in memory":
+        "32 个请求 × 4096 个 token：KV 缓存 {0} GB = 显存中权重的 {1} 倍",
+    "target alone:      {0}": "仅目标模型：      {0}",
+    "draft + target:    {0}": "草稿 + 目标：     {0}",
+    "identical tokens:  {0}": "token 相同：      {0}",
+    "target passes: {0} alone, {1} with the draft (+ {2} passes of the {3:.0f}x smaller draft)":
+        "目标模型前向传播次数：单独 {0} 次，配草稿模型 {1} 次（另加小 {3} 倍的草稿模型 {2} 次）",
+    "{0}, the first prompt: {1}": "{0}，第一个提示词：{1}",
+    "greedy, {0} held-out {1}:": "贪心，{0} 条留出的{1}文本：",
+    "temperature 1, {0} held-out {1}:": "温度 1，{0} 条留出的{1}文本：",
+    "English": "英文", "Chinese": "中文",
+    "k = 4, greedy, English: drafts kept {0}, {1} tokens per target pass": "k = 4，贪心，英文：草稿被接受 {0}，目标模型每次前向传播 {1} 个 token",
+    "α implied by {0} tokens per pass: {1:.2f}": "由每次前向传播 {0} 个 token 推出的 α：{1}",
+    "α measured per decided proposal:      {0:.2f}": "按每个已判定提议实测的 α：      {0}",
+    "{0}: predicted minus measured per full round, {1} rows: from {2:+.2f} to {3:+.2f} tokens":
+        "{0}：每个完整轮次的预测减实测，{1} 行：从 {2} 到 {3} 个 token",
+    "α = {0:.2f}; speed-up (1 - α^(k+1)) / ((1 - α)(k·c + 1)) for k = 1 … 6:": "α = {0}；k = 1 … 6 时的加速比 (1 - α^(k+1)) / ((1 - α)(k·c + 1))：",
+    "one pass over the {0}-token prompt: lm {1}, lm-draft {2}": "对 {0} 个 token 的提示词做一次前向传播：lm {1}，lm-draft {2}",
+    "32 new tokens, greedy: lm alone {0}, lm-draft + lm {1}": "32 个新 token，贪心：仅 lm {0}，lm-draft + lm {1}",
+    "lm-draft + lm vs lm alone: {0}": "lm-draft + lm 对比仅 lm：{0}",
+    "a proposal is kept with probability sum min(p, q) = {0:.2f}": "提议被接受的概率 sum min(p, q) = {0}",
+    "output distribution == p: {0}": "输出分布 == p：{0}",
+    "counts vs the draft's distribution: {0}": "计数与草稿模型的分布：{0}",
+    "most frequent first tokens: {0}": "最常见的第一个 token：{0}",
+    "{0} | full-sequence logits {1} | per-step logits {2}": "{0} | 整序列 logits {1} | 逐步 logits {2}",
+    "teacher forcing == cached decoding (allclose, atol 1e-5): {0}": "教师强制 == 带缓存的解码（allclose，atol 1e-5）：{0}",
+    "same greedy tokens: {0}": "贪心 token 相同：{0}",
+    "forward passes: {0} for teacher forcing, {1} for decoding": "前向传播次数：教师强制 {0} 次，解码 {1} 次",
+    "K/V computed per layer, teacher forcing: {0} in 1 pass": "每层计算的 K/V，教师强制：1 次前向传播 {0} 个",
+    "K/V computed per layer, cached decoding: {0} = {1} in {2} passes": "每层计算的 K/V，带缓存的解码：{0} = {1}，共 {2} 次前向传播",
+    "earlier K rows identical after every later step (all layers): {0}": "之后每一步过后，之前的 K 行都不变（所有层）：{0}",
+    "cached K == teacher-forced K (allclose, atol 1e-5): {0}": "缓存的 K == 教师强制的 K（allclose，atol 1e-5）：{0}",
+    "layer 0, head 0, the stored key of <s> (first 4 of 16 dims) after each step:": "第 0 层第 0 头，每步之后存下的 <s> 的键（16 维中的前 4 维）：",
+    "  step {0}: {1}  ({2} keys cached)": "  第 {0} 步：{1}  （已缓存 {2} 个键）",
+    "fill in a probability and a token id, then run this cell again": "填一个概率和一个 token id，再运行这个单元格",
+    "fill in a number of requests, then run this cell again": "填一个请求数，再运行这个单元格",
+    "fill in matches, then run this cell again": "填好 matches，再运行这个单元格",
+    # -- 07_paged_attention --
+    "llama-2-13b, fp16: 2 x {0} layers x {1} KV heads x {2} x 2 bytes = {3:,} bytes ({4:.0f} KiB) per token":
+        "llama-2-13b，fp16：2 × {0} 层 × {1} 个 KV 头 × {2} × 2 字节 = 每个 token {3} 字节（{4} KiB）",
+    "one region of 2048 positions: {0:.2f} GiB": "一段 2048 个位置的区域：{0} GiB",
+    "  an answer that ends at {0:4d} tokens fills {1:6.1%} of it": "  在 {0} 个 token 处结束的回答占用其中的 {1}",
+    "both generate: {0}": "两者都生成：{0}",
+    "the paged cache's block table: {0}": "分页缓存的块表：{0}",
+    "{0:12s}  holds {1:6,} bytes, of which {2:5,} hold tokens ({3:.1%})": "{0}  占 {1} 字节，其中 {2} 存有 token（{3}）",
+    "a: {0} tokens, block table {1}": "a：{0} 个 token，块表 {1}",
+    "b: {0} tokens, block table {1}": "b：{0} 个 token，块表 {1}",
+    "position 9 of a ({0}) lives in block {1}, slot {2}": "a 的位置 9（{0}）在块 {1} 的槽位 {2}",
+    "logits allclose (atol 1e-5): {0}": "logits allclose（atol 1e-5）：{0}",
+    "keys identical in every layer: {0}": "每层的键都相同：{0}",
+    "{0:10s} -> {1:36s} same tokens with block sizes 1, 3, 16: {2}": "{0} -> {1} 块大小为 1、3、16 时 token 相同：{2}",
+    "after the fork ({0}):": "分叉之后（{0}）：",
+    "after the first decode step ({0}): {1}": "第一个解码步之后（{0}）：{1}",
+    "block tables: {0}": "块表：{0}",
+    "blocks held: {0} shared vs {1} for four separate caches; copy-on-write copies: {2}": "占用的块：共享 {0} 个，四个独立缓存则要 {1} 个；写时复制次数：{2}",
+    "after release, free blocks: {0} of {1}": "释放之后，空闲块：{0}/{1}",
+    "prompt tokens computed: {0} (fork: {1}); blocks held after the prompts: {2} (fork: {3}); copies on write: {4}":
+        "计算的提示词 token：{0}（分叉：{1}）；提示词之后占用的块：{2}（分叉：{3}）；写时复制次数：{4}",
+    "prefix cache {0}: prompt tokens computed {1:3d} of {2}, blocks reused {3}": "前缀缓存{0}：计算了 {2} 个提示词 token 中的 {1} 个，复用 {3} 个块",
+    "on": "开", "off": "关",
+    "the request still holds its {0} tokens in blocks {1}": "请求仍在块 {1} 中保存它的 {0} 个 token",
+    "{0:13s}  {1:10s}  mean {2:6.1f}  median {3:4d}  90th percentile {4:4d}  max {5:4d}": "{0}  {1}  均值 {2}  中位数 {3}  90 分位 {4}  最大 {5}",
+    "KV budget: {0:,} positions = {1:.1f} GiB for llama-2-13b in fp16": "KV 预算：{0} 个位置 = {1} GiB（llama-2-13b，fp16）",
+    "token states, prior systems: paper {0}-{1}%, this simulation {2:.1f}-{3:.1f}% (max, pow2, oracle)":
+        "存 token 的比例，以往的系统：论文 {0}-{1}%，本模拟 {2}-{3}%（max、pow2、oracle）",
+    "waste with paging:           paper under {0}%, this simulation {1:.1f}%": "分页的浪费：                论文低于 {0}%，本模拟 {1}%",
+    "requests in the batch:       max {0:.1f}, paged {1:.1f} ({2:.1f}x)": "批次中的请求数：            max {0}，分页 {1}（{2} 倍）",
+    "steps to serve all 400:      max {0:,}, paged {1:,}": "服务完全部 400 个所需步数：  max {0}，分页 {1}",
+    "price of paging here: {0} preemptions, {1:,} tokens recomputed": "这里分页的代价：{0} 次抢占，重算 {1} 个 token",
+    "answer lengths: {0}": "回答长度：{0}",
+    "both policies give every request the same tokens; answers from {0} to {1} tokens": "两种策略给每个请求的 token 相同；回答长度从 {0} 到 {1} 个 token",
+    "continuous vs static: {0:.2f}x the tokens per second, mean time to first token {1:.2f}x shorter":
+        "连续批处理对比静态批处理：每秒 token 数为 {0} 倍，平均首 token 时间短 {1} 倍",
+    "for llama-2-13b in fp16 ({0:,} bytes of K/V per position):": "对 llama-2-13b（fp16，每个位置 {0} 字节 K/V）：",
+    "  swap moves {0:.1f} GiB between GPU and CPU memory (out and back) and holds up to {1:.2f} GiB in CPU memory at "
+    "once": "  换出在 GPU 和 CPU 内存之间搬运 {0} GiB（换出再换回），CPU 内存中同时最多存 {1} GiB",
+    "  recompute prefills {0:,} tokens again, {1:.0%} of the tokens the requests generate":
+        "  重计算要再预填充 {0} 个 token，是请求生成的 token 的 {1}",
+    "  at best on an H100 (every FLOP at peak, PCIe 5.0 at {0:.0f} GB/s each way): recompute {1:.2f} s, swap {2:.2f} s":
+        "  在 H100 上最好的情况（每个 FLOP 都跑在峰值，PCIe 5.0 单向 {0} GB/s）：重计算 {1} s，换出 {2} s",
+    "every completion equals lib.generate under both ways of preempting": "两种抢占方式下，每个补全都与 lib.generate 相同",
+    # -- 08_roofline --
+    "FLOPs {0}; bytes: weights read {1} + KV read {2} + KV write {3}": "FLOPs {0}；字节：读取权重 {1} + 读取 KV {2} + 写入 KV {3}",
+    "arithmetic intensity {0:.4f} FLOP/byte": "算术强度 {0} FLOP/字节",
+    "intensity {0:.4f} FLOP/byte; KV reads are {1:.1f}% of the bytes moved": "强度 {0} FLOP/字节；KV 读取占搬运字节数的 {1}%",
+    "{0}: peak {1:.1f} GFLOP/s, read bandwidth {2:.1f} GB/s, ridge {3:.2f} FLOP/byte": "{0}：峰值 {1} GFLOP/s，读带宽 {2} GB/s，脊点 {3} FLOP/字节",
+    "chat {0:>7}, batch {1:>2}: {2:7.2f} FLOP/byte -> {3} here": "chat {0}，批次 {1}：{2} FLOP/字节 -> 在这里{3}",
+    "{0}: {1:.1f} TFLOP/s dense {2}, {3:.2f} TB/s, ridge {4:.1f} FLOP/byte": "{0}：稠密 {2} {1} TFLOP/s，{3} TB/s，脊点 {4} FLOP/字节",
+    "llama-2-7b, one decode step at batch 1 on an H100: {0} to move -> at least {1:.3f} ms, at most {2:.0f} tokens/s":
+        "llama-2-7b 在 H100 上以批次 1 解码一步：要搬运 {0} -> 至少 {1} ms，最多 {2} token/s",
+    "llama-3-8b at context 128 reaches the ridge at batch {0}; its KV cache then holds {1}": "llama-3-8b 在上下文 128 时于批次 {0} 到达脊点；此时它的 KV 缓存有 {1}",
+    "{0}: weight products compute-bound on the H100 from batch {1}, at every context": "{0}：在 H100 上，权重乘法从批次 {1} 起计算受限，与上下文无关",
+    "llama-2-7b in fp16: weights in memory {0:.2f} GB, weights read per step {1:.2f} GB; the difference, {2:.3f} GB, is "
+    "the embedding table": "llama-2-7b（fp16）：显存中的权重 {0} GB，每步读取的权重 {1} GB；相差的 {2} GB 是嵌入表",
+    "KV cache memory = weight memory at {0:,.0f} cached tokens; KV bytes read = weight bytes read at {1:,.0f} cached "
+    "tokens: {2:,.0f} tokens apart": "缓存 {0} 个 token 时 KV 缓存显存 = 权重显存；缓存 {1} 个 token 时读取的 KV 字节 = 读取的权重字节：相差 {2} 个 token",
+    "{0:>11}, batch 64, context  2048: KV reads are {1:4.1f}% of the bytes": "{0}，批次 64，上下文  2048：KV 读取占字节数的 {1}%",
+    "{0:>11}, batch  1, context {1:>5}: KV reads are {2:4.1f}% of the bytes": "{0}，批次  1，上下文 {1}：KV 读取占字节数的 {2}%",
+    "Exercise 1: put your number in `answer` and run the cell again": "练习 1：把你的数填进 `answer`，再运行这个单元格",
+    "correct": "正确",
+    "Exercise 2: put your ratio in `answer` and run the cell again": "练习 2：把你的比值填进 `answer`，再运行这个单元格",
+    "Exercise 3: put a preset name in `answer` and run the cell again": "练习 3：把一个预设名填进 `answer`，再运行这个单元格",
+    "Exercise 4: put a context length in `answer` and run the cell again": "练习 4：把一个上下文长度填进 `answer`，再运行这个单元格",
+    "correct; inside the window: {0}": "正确；在窗口内：{0}",
+    # -- 09_flash_attention --
+    "Q, K, V and O: {0};  S and P, written and read back: {1} ({2:.1f}% of the traffic)": "Q、K、V 和 O：{0}；  S 和 P 写出再读回：{1}（占流量的 {2}%）",
+    "plain / flash: {0:.2f}x the bytes; the score matrix is never written": "普通 / flash：字节数为 {0} 倍；分数矩阵从不写出",
+    "softmax(scores) · values = {0:.4f}, the same as the last acc / l": "softmax(scores) · values = {0}，与最后的 acc / l 相同",
+    "{0} tokens of held-out text, starting {1} ...": "{0} 个 token 的留出文本，开头是 {1} ...",
+    "the naive path holds P {0}: {1} per layer, and S before it as much; flash holds one 64 x 64 tile of scores per "
+    "head: {2}, {3}x less": "朴素实现要存 P {0}：每层 {1}，之前的 S 也一样多；flash 每个头只存一个 64 x 64 的分数分块：{2}，少 {3} 倍",
+    "{0}: {1} tiles, {2} full, {3} masked, {4} skipped": "{0}：{1} 个分块，完整 {2} 个，带掩码 {3} 个，跳过 {4} 个",
+    "S and P, written and read back by plain attention: {0}; plain / flash: {1:.2f}x the bytes":
+        "普通注意力写出再读回的 S 和 P：{0}；普通 / flash：字节数为 {1} 倍",
+    "cache: {0} positions; layer {1}; each chunk's weight in the merge, exp(lse_i - lse), per head":
+        "缓存：{0} 个位置；第 {1} 层；合并时每一段的权重 exp(lse_i - lse)，按头",
+    "merged chunks = the model's attention for this step = flash_attention with one query": "合并的各段 = 模型这一步的注意力 = 只有一个查询的 flash_attention",
+    "{0} layers: the step reads {1} of cached K and V (lib.costs.decode_cost agrees), flash or not":
+        "{0} 层：这一步读取 {1} 的缓存 K 和 V（与 lib.costs.decode_cost 一致），用不用 flash 都一样",
+    "Exercise 2: put your number of bytes in `answer` and run the cell again": "练习 2：把你算的字节数填进 `answer`，再运行这个单元格",
+    "correct: {0}": "正确：{0}",
+    "Exercise 3: fill in `computed` and `skipped` and run the cell again": "练习 3：填好 `computed` 和 `skipped`，再运行这个单元格",
+    "Exercise 4: put the number of chunks in `n_chunks` and run the cell again": "练习 4：把段数填进 `n_chunks`，再运行这个单元格",
+    "correct, and every chunk size gives the same output": "正确，而且每种段大小的输出都相同",
+    # -- 10_sliding_window --
+    "{0} layers, {1} heads, max_seq_len {2} | sliding_window: {3}": "{0} 层，{1} 个头，max_seq_len {2} | sliding_window：{3}",
+    "keys each query sees, causal:   {0}": "每个查询看到的键，因果：     {0}",
+    "keys each query sees, window 4: {0}": "每个查询看到的键，窗口 4：   {0}",
+    "{0} positions per query; {1} (same number of parameters)": "每个查询 {0} 个位置；{1}（参数个数相同）",
+    "slots: {0} (not max_len={1}); nbytes: {2:,} from the start": "槽位：{0}（不是 max_len={1}）；nbytes：一开始就是 {2}",
+    "same tokens: {0}": "token 相同：{0}",
+    "every position kept: nbytes {0:,} | ring: nbytes {1:,} ({2} slots for max_len {3})":
+        "保留每个位置：nbytes {0} | 环形：nbytes {1}（max_len {3} 只用 {2} 个槽位）",
+    "greedy tokens with the ring = without a cache: {0}": "用环形缓冲区的贪心 token = 无缓存的：{0}",
+    "{0:14s} logits allclose to uncached: {1}   keys held per layer: {2:2d}   nbytes: {3:,}":
+        "{0} logits 与无缓存 allclose：{1}   每层保存的键：{2}   nbytes：{3}",
+    "lm: {0} layers, d_model {1}, {2} heads, context {3}, {4:,} parameters, {5:,} tokens (one per character)":
+        "lm：{0} 层，d_model {1}，{2} 个头，上下文 {3}，{4} 个参数，{5} 个 token（每个字符一个）",
+    "{0}: {1} windows of {2} tokens; the first begins {3}": "{0}：{1} 个窗口，每个 {2} 个 token；第一个的开头是 {3}",
+    "lm, held-out text: the weight on position 0, per head (an even spread would give {0:.3f})": "lm，留出文本：每个头放在位置 0 上的权重（平均分配时为 {0}）",
+    "{0} ... (64 tokens)": "{0} ...（64 个 token）",
+    "Exercise 3: put your number of bytes in `answer` and run the cell again": "练习 3：把你算的字节数填进 `answer`，再运行这个单元格",
+    "Exercise 4: put your W in `answer` and run the cell again": "练习 4：把你的 W 填进 `answer`，再运行这个单元格",
+    # -- 11_vllm_bridge --
+    "read from vLLM {0} ({1} ideas)": "读自 vLLM {0}（{1} 个概念）",
+    "no vLLM source on this machine; the map was checked in full against vLLM {0}": "这台机器上没有 vLLM 源码；这份对照表已对照 vLLM {0} 完整检查过",
+    "total GPU memory           {0:>12}": "GPU 总显存                 {0}",
+    "× {0} = requested        {1:>12}": "× {0} = 申请的             {1}",
+    "− weights in memory (bf16) {0:>12}": "− 显存中的权重（bf16）     {0}",
+    "= available for KV         {0:>12}": "= 可用于 KV                {0}",
+    "one block ({0} tokens)      {1:>12}   = {2} × {3:,} bytes per token": "一个块（{0} 个 token）     {1}   = {2} × 每个 token {3} 字节",
+    "blocks                     {0:>12,}   (block 0 is vLLM's null block: {1:,} usable)": "块数                       {0}   （块 0 是 vLLM 的空块：可用 {1} 个）",
+    "tokens                     {0:>12,}": "token 数                   {0}",
+    "full-length requests       {0:>12.2f}   (of {1:,} tokens each)": "满长度请求数               {0}   （每个 {1} 个 token）",
+    "skipped: {0}": "已跳过：{0}",
+    "Exercise 1: put your number of blocks in `answer` and run the cell again": "练习 1：把你算的块数填进 `answer`，再运行这个单元格",
+    "Exercise 2: put a utilization in `answer` and run the cell again": "练习 2：把一个利用率填进 `answer`，再运行这个单元格",
+    "Exercise 3: put the reported number of tokens in `answer` and run the cell again": "练习 3：把报告的 token 数填进 `answer`，再运行这个单元格",
+    "correct: {0:,} blocks × 48 = {1:,} positions, but a full request holds {2} blocks for 1,024 tokens":
+        "正确：{0} 个块 × 48 = {1} 个位置，但一个满请求要为 1,024 个 token 占 {2} 个块",
+}
+
+_PLACEHOLDER = re.compile(r"\{(\d+)(?::[^{}]*)?\}")
+_compiled: list | None = None
+
+
+def _template(key: str):
+    """A key's regex (the whole line) and the order of its placeholders."""
+    parts, order, at = [], [], 0
+    text = key.replace("{{", "\x00").replace("}}", "\x01")
+    for m in _PLACEHOLDER.finditer(text):
+        parts.append(re.escape(text[at:m.start()]).replace("\x00", r"\{").replace("\x01", r"\}"))
+        name = f"p{m.group(1)}"
+        parts.append(f"(?P={name})" if name in order else f"(?P<{name}>.*?)")
+        order.append(name)
+        at = m.end()
+    parts.append(re.escape(text[at:]).replace("\x00", r"\{").replace("\x01", r"\}"))
+    return re.compile("".join(parts) + r"\Z", re.S)
+
+
+def translate_printed(text: str, words: dict) -> str:
+    """Each line of ``text`` in Chinese where ``ZH_PRINTED`` (or ``words``, the whole table ``ZH``) has it."""
+    global _compiled
+    if _compiled is None:  # the longest literal text first: a specific template wins over a general one
+        keys = sorted((k for k in ZH_PRINTED if _PLACEHOLDER.search(k)),
+                      key=lambda k: -len(_PLACEHOLDER.sub("", k)))
+        _compiled = [(_template(k), ZH_PRINTED[k]) for k in keys]
+
+    def word(s: str) -> str:
+        core = s.strip()
+        zh = ZH_PRINTED.get(core) or (words.get(core) if core else None)
+        return s.replace(core, zh, 1) if zh and "{" not in zh else s
+
+    def line(s: str) -> str:
+        if s in ZH_PRINTED:
+            return ZH_PRINTED[s]
+        for rx, zh in _compiled:
+            m = rx.match(s)
+            if m:
+                values = {int(k[1:]): word(v) for k, v in m.groupdict().items()}
+                return zh.format(*[values[i] for i in range(len(values))])
+        return s
+
+    return "\n".join(line(s) for s in text.split("\n"))
