@@ -55,6 +55,7 @@ def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None 
 
 
 _PRINT = builtins.print
+_SET_TEXT = __import__("matplotlib.text", fromlist=["Text"]).Text.set_text
 
 
 def _speaking_print(*args, sep=" ", end="\n", file=None, flush=False):
@@ -67,5 +68,15 @@ def _speaking_print(*args, sep=" ", end="\n", file=None, flush=False):
 
 
 def _speak_prints(lang: str) -> None:
-    """In a notebook of ``lang``: "zh" routes ``print`` through ``_speaking_print``, "en" gives it back."""
+    """In a notebook of ``lang``: "zh" routes ``print`` through ``_speaking_print`` and a figure's texts through
+    ``_speaking_set_text`` (a title, label or legend a cell writes in English); "en" gives both back."""
+    from matplotlib.text import Text
     builtins.print = _speaking_print if lang == "zh" else _PRINT
+    Text.set_text = _speaking_set_text if lang == "zh" else _SET_TEXT
+
+
+def _speaking_set_text(self, s):
+    """``Text.set_text`` of a Chinese notebook: a text ``ZH_PRINTED`` or ``ZH`` knows is drawn in Chinese."""
+    if isinstance(s, str) and s and i18n.language() == "zh":
+        s = translate_printed(s, i18n.ZH, whole=True)
+    return _SET_TEXT(self, s)

@@ -164,3 +164,86 @@ def test_chinese_notebooks_show_little_english():
     total_en = sum(n for n, _, _ in found.values())
     total = sum(c for _, c, _ in found.values())
     assert total_en / total <= MAX_SHARE, text
+
+
+# -- the translation layer of lib's outputs ----------------------------------------------------------------
+
+def test_every_text_lib_translates_has_a_chinese_entry():
+    """tests/test_i18n.py reads lib/widgets; this reads the rest of lib (tables, exercises, the vLLM map)."""
+    import ast
+    from lib.widgets.i18n import ZH
+    lib_dir = ROOT / "lib"
+    missing = []
+    for path in sorted(lib_dir.rglob("*.py")):
+        if path.parent.name == "widgets":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "t" and node.args
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                key = node.args[0].value
+                if key not in ZH:
+                    missing.append(f"{path.relative_to(ROOT)}: {key!r}")
+    assert not missing, missing
+
+
+def test_the_output_tables_hold_each_text_once_and_keep_placeholders():
+    import ast
+    from lib.widgets import i18n_outputs
+    tree = ast.parse(Path(i18n_outputs.__file__).read_text(encoding="utf-8"))
+    for name in ("ZH_OUTPUTS", "ZH_PRINTED"):
+        table = next(n.value for n in tree.body if isinstance(n, ast.AnnAssign) and n.target.id == name)
+        keys = [ast.literal_eval(k) for k in table.keys]
+        assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})
+    i18n_tree = ast.parse((ROOT / "lib" / "widgets" / "i18n.py").read_text(encoding="utf-8"))
+    widget_keys = {ast.literal_eval(k) for n in i18n_tree.body if isinstance(n, ast.AnnAssign)
+                   and getattr(n.target, "id", None) == "ZH" for k in n.value.keys}
+    assert not widget_keys & set(i18n_outputs.ZH_OUTPUTS), "written twice: " + repr(widget_keys & set(i18n_outputs.ZH_OUTPUTS))
+    number = re.compile(r"\{(\d+)(?::[^{}]*)?\}")
+    for key, zh in i18n_outputs.ZH_PRINTED.items():
+        assert sorted(set(number.findall(key))) == sorted(set(number.findall(zh))), (key, zh)
+        assert "{" not in number.sub("", zh.replace("{{", "").replace("}}", "")), (key, zh)
+        assert CJK.search(zh), f"{key!r} -> {zh!r} is not Chinese"
+
+
+def test_every_exercise_speaks_chinese():
+    """Titles, hints, the hidden cases' descriptions and the messages of check() (what a stuck learner reads)."""
+    import lib.exercises as ex
+    from lib.widgets import i18n
+    ex._load_all()
+    with i18n.speaking("zh"):
+        for name, e in sorted(ex._REGISTRY.items()):
+            assert CJK.search(i18n.t(e.title)) and CJK.search(i18n.t(e.hint)), name
+            for case in e.cases():
+                assert CJK.search(case.description) or re.fullmatch(r"α = [\d.]+, k = \d+", case.description), \
+                    (name, case.description)
+        message = ex.check("kv_bytes", lambda *a: 1.5, quiet=True).message
+        assert "提示" in message and "KV 缓存大小公式" in message and "Hint" not in message, message
+    assert "Hint" in ex.check("kv_bytes", lambda *a: 1.5, quiet=True).message  # English again outside
+
+
+def test_a_chinese_notebook_prints_and_draws_in_chinese_and_an_english_one_does_not(capsys):
+    import builtins
+    import matplotlib.pyplot as plt
+    import lib
+    from lib.widgets import i18n
+    try:
+        lib.notebook.setup(lang="zh", verbose=False)
+        print("12 notebooks in notebooks/; the map lists 12; same: True")
+        print("attention:", "right")
+        fig, ax = plt.subplots()
+        ax.set_xlabel("key position")
+        ax.set_title("the same 8 requests: static batches drain, continuous batching refills every step")
+        assert [ax.get_xlabel(), ax.get_title()] == ["键位置", "同样的 8 个请求：静态批次越跑越空，连续批处理每步都补满"]
+        plt.close(fig)
+        lib.notebook.setup(lang="en", verbose=False)
+        print("attention:", "right")
+        fig, ax = plt.subplots()
+        ax.set_xlabel("key position")
+        assert ax.get_xlabel() == "key position"
+        plt.close(fig)
+    finally:
+        i18n.set_language("en")
+        lib.notebook._speak_prints("en")
+    assert capsys.readouterr().out.splitlines() == ["notebooks/ 里有 12 个笔记本；地图列出 12 个；一致：True", "注意力：对",
+                                                    "attention: right"]
+    assert builtins.print is lib.notebook._PRINT

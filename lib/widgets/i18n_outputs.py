@@ -6,6 +6,7 @@ Kept apart from the widgets' words so that each table stays one screenful of one
 """
 from __future__ import annotations
 
+import os
 import re
 
 ZH_OUTPUTS: dict[str, str] = {
@@ -23,6 +24,103 @@ ZH_OUTPUTS: dict[str, str] = {
     "chosen (greedy): {token}": "选中（贪心）：{token}",
     "KV cache after step {step}: {n} position(s)": "第 {step} 步之后的 KV 缓存：{n} 个位置",
     "written\x04new": "新", "written": "写入", "logit {logit}  probability {p}": "logit {logit}  概率 {p}",
+    # -- the vLLM map (lib/vllm_bridge.py): ideas, what vLLM does, how lib differs --
+    "  vLLM: {text}.": "  vLLM：{text}。", "  lib:  {text}.": "  lib： {text}。",
+    "block pool": "块池",
+    "all KV blocks of the GPU in one pool: a free queue, reference counts, a hash → block map for prefix caching; "
+    "block 0 is a placeholder (null block) no request uses":
+        "GPU 上所有 KV 块放在一个池里：一个空闲队列、引用计数、一张供前缀缓存用的哈希 → 块映射；块 0 是占位用的空块（null block），不给任何请求用",
+    "lib's pool holds the tensors as well as the bookkeeping; vLLM keeps the tensors in the worker and only block ids "
+    "in the scheduler's pool": "lib 的池既存张量也记账；vLLM 把张量放在 worker 里，调度器的池里只有块 id",
+    "tokens per KV block; an attention backend that needs another size may change it when none was given":
+        "每个 KV 块的 token 数；没有指定时，需要别的大小的注意力后端可以改它",
+    "lib's default is also 16 (PagedKVPool.for_model); the notebooks use 2–4 to make blocks visible":
+        "lib 的默认值也是 16（PagedKVPool.for_model）；笔记本里用 2–4，好让块看得见",
+    "on the GPU worker, one row of physical block ids per running request, and the slot of every new token":
+        "在 GPU worker 上，每个运行中的请求一行物理块 id，外加每个新 token 的槽位",
+    "lib keeps one BlockTable object per sequence and builds the tensor per pass (PagedKVPool.table_tensor)":
+        "lib 每个序列一个 BlockTable 对象，每次前向传播再拼成张量（PagedKVPool.table_tensor）",
+    "paged attention reads the blocks": "分页注意力读取块",
+    "the attention backend (FlashAttention, FlashInfer, Triton, …) gets a block_table and reads keys and values "
+    "where they lie; all sequences' tokens are laid end to end, no padding":
+        "注意力后端（FlashAttention、FlashInfer、Triton 等）拿到 block_table，就地读取键和值；所有序列的 token 首尾相接，没有填充",
+    "lib gathers a sequence's blocks into one tensor and runs the model's plain attention on it (same numbers, "
+    "easier to read); ragged batches are padded":
+        "lib 把一个序列的块收集成一个张量，再对它跑模型的普通注意力（数值相同，更好读）；长短不一的批次要填充",
+    "KV cache manager": "KV 缓存管理器",
+    "the scheduler asks it for the blocks a step's new tokens need; it returns None when the pool is short":
+        "调度器向它要一步的新 token 所需的块；池里不够时它返回 None",
+    "lib raises PoolExhaustedError, and the caller (lib.serving) decides to wait or preempt":
+        "lib 抛出 PoolExhaustedError，由调用方（lib.serving）决定等待还是抢占",
+    "GPU memory budget": "显存预算",
+    "profiles one dummy pass; KV memory = total × utilization − weights − peak activations − memory outside torch − "
+    "CUDA graphs": "先跑一次空的前向传播做剖析；KV 显存 = 总量 × 利用率 − 权重 − 激活峰值 − torch 之外的显存 − CUDA graph",
+    "kv_capacity computes the weights from the shapes and takes the activation peak, non-torch memory and CUDA "
+    "graphs as parameters": "kv_capacity 由形状算出权重，激活峰值、torch 之外的显存和 CUDA graph 作为参数传入",
+    "number of KV blocks": "KV 块数",
+    "num_blocks = available memory // bytes of one block over all layers": "num_blocks = 可用显存 // 一个块在所有层的字节数",
+    "the same division; one block's bytes come from lib.costs.kv_cache_bytes(model, block_size)":
+        "同样的除法；一个块的字节数来自 lib.costs.kv_cache_bytes(model, block_size)",
+    "bytes of one block": "一个块的字节数",
+    "per layer: n_kv_heads × block_size × (head_dim of K + head_dim of V) × bytes per value":
+        "每层：n_kv_heads × block_size ×（K 的 head_dim + V 的 head_dim）× 每个值的字节数",
+    "the same count, summed over the layers": "同样的计数，再对各层求和",
+    "prefix caching": "前缀缓存",
+    "full blocks are found again by a hash chained over the blocks before them; on by default; never the last "
+    "prompt token (its logits are needed)": "满块靠串联了前面各块的哈希再次找到；默认开启；提示词的最后一个 token 从不复用（要用它的 logits）",
+    "lib indexes full blocks by the token tuple itself (no hash, no collision); off unless asked for":
+        "lib 直接用 token 元组索引满块（不用哈希，不会冲突）；默认关闭",
+    "free list and eviction": "空闲链表与驱逐",
+    "a freed block that no hash names is reused first (front of the queue); a cached one goes to the back, so "
+    "cached blocks are evicted least recently used first":
+        "没有哈希指向的释放块最先复用（放到队首）；有缓存的放到队尾，所以有缓存的块按最近最少使用的顺序驱逐",
+    "lib puts every freed block at the back (oldest freed reused first), cached or not":
+        "lib 把每个释放的块都放到队尾（最早释放的最先复用），不管有没有缓存",
+    "preemption": "抢占",
+    "when blocks run out, the last request of the running queue (the most recently admitted, first come first "
+    "served) frees all its blocks and goes back to the front of the waiting queue, to be recomputed; there is no "
+    "swapping to CPU": "块用完时，运行队列的最后一个请求（最近接纳的，先来先服务）释放它的所有块，回到等待队列的队首，之后重计算；不会换出到 CPU",
+    "the same policy (recompute) in the simulation and in serve()": "模拟和 serve() 里是同样的策略（重计算）",
+    "watermark": "水位线",
+    "a fraction of the blocks kept free when admitting waiting or preempted requests; 0 (off) by default":
+        "接纳等待中或被抢占的请求时保持空闲的那部分块；默认为 0（关）",
+    "lib.serving.simulate's watermark applies the same way, at admission only": "lib.serving.simulate 的水位线作用相同，只在接纳时起作用",
+    "continuous batching": "连续批处理",
+    "every step the scheduler picks the running and waiting requests that fit a token budget; None means a "
+    "per-platform default (256 on a GPU)": "每一步调度器挑出放得进 token 预算的运行中和等待中的请求；None 表示按平台取默认值（GPU 上为 256）",
+    "lib.serving.serve admits whole prompts (no token budget, no chunked prefill) up to max_batch":
+        "lib.serving.serve 整段接纳提示词（没有 token 预算，没有分块预填充），最多 max_batch 个",
+    "parallel sampling (n > 1)": "并行采样（n > 1）",
+    "a request with n samples becomes n independent child requests; they share only full prompt blocks, found by "
+    "prefix caching (no copy-on-write of a half-full block)":
+        "有 n 个样本的请求变成 n 个独立的子请求；它们只共享提示词的满块（靠前缀缓存找到；半满的块不做写时复制）",
+    "lib.generate(num_samples=) prefills once and forks the cache with copy-on-write, as the 2023 paper did":
+        "lib.generate(num_samples=) 只预填充一次，再用写时复制分叉缓存，和 2023 年的论文一样",
+    "a dict: method (draft model, ngram, EAGLE, MTP, …), model, num_speculative_tokens; off by default":
+        "一个 dict：method（草稿模型、ngram、EAGLE、MTP 等）、model、num_speculative_tokens；默认关闭",
+    "lib has the draft-model method only, with a separate cache per model": "lib 只有草稿模型这一种方法，每个模型各有自己的缓存",
+    "KV cache dtype": "KV 缓存的 dtype",
+    "'auto' stores K and V in the model's dtype; 'fp8' (e4m3) or 'fp8_e5m2' halve a 16-bit cache":
+        "'auto' 用模型的 dtype 存 K 和 V；'fp8'（e4m3）或 'fp8_e5m2' 让 16 位的缓存减半",
+    "lib.costs counts any dtype's bytes; kv_capacity takes the 16-bit and fp8 choices":
+        "lib.costs 能算任何 dtype 的字节数；kv_capacity 接受 16 位和 fp8 两种选择",
+    "sliding window": "滑动窗口",
+    "layers with a window free the blocks that fell out of it (remove_skipped_blocks); a hybrid model keeps a group "
+    "of blocks per kind of layer": "有窗口的层释放移出窗口的块（remove_skipped_blocks）；混合模型每种层各有一组块",
+    "lib's window (ModelConfig.sliding_window) keeps a ring buffer of the last positions per layer":
+        "lib 的窗口（ModelConfig.sliding_window）每层用一个环形缓冲区保存最近的位置",
+    "longest sequence": "最长序列",
+    "None takes the model's own limit; the KV-cache size in tokens vLLM logs assumes requests this long":
+        "None 表示取模型自己的上限；vLLM 日志里以 token 计的 KV 缓存大小假定请求有这么长",
+    "lib's ModelConfig.max_seq_len; kv_capacity(max_model_len=) reproduces vLLM's logged token count":
+        "lib 的 ModelConfig.max_seq_len；kv_capacity(max_model_len=) 复现 vLLM 日志中的 token 数",
+    # -- headers and words of the tables notebooks print with lib.text.text_table --
+    "idea": "概念", "in lib": "lib 中", "vLLM file": "vLLM 文件", "vLLM name": "vLLM 名称", "engine argument": "引擎参数",
+    "default (0.33.0)": "默认值（0.33.0）", "KV memory": "KV 显存", "KV per token": "每个 token 的 KV",
+    "blocks": "块数", "full-length requests": "满长度请求数", "setting": "设置", "block": "块", "defaults": "默认",
+    "activation peak 4 GiB": "激活峰值 4 GiB",
+    "held-out text": "留出文本", "lm: bits per character": "lm：每字符比特数",
+    "characters' frequencies only": "只用字符频率", "a uniform guess": "均匀猜测",
     # -- lib.exercises: the messages of check() --
     "your result": "你的结果",
     "a tensor of shape {shape} and dtype {dtype}": "形状为 {shape}、dtype 为 {dtype} 的张量",
@@ -196,6 +294,32 @@ ZH_OUTPUTS: dict[str, str] = {
 # editions. A value that is itself a whole text of this table or of ``ZH`` (``right``, ``decode``) is translated
 # too. A line that matches nothing is printed as it is.
 ZH_PRINTED: dict[str, str] = {
+    # -- figures a notebook cell draws (titles, axes, legends), matched as whole texts --
+    "the real model, next token after {0}: four ways to choose": "真实模型在 {0} 之后的下一个 token：四种选法",
+    "one parallel pass over {0} positions": "对 {0} 个位置的一次并行前向传播",
+    "ms ({0} time)": "毫秒（{0} 时间）", "wall": "墙钟",
+    "{0}: {1} K/V computed per layer": "{0}：每层计算 {1} 个 K/V",
+    "position (token)": "位置（token）",
+    "output (hatched)": "输出（斜线）", "tokens (characters of held-out text)": "token（留出文本的字符）",
+    "% of the KV budget (server full)": "占 KV 预算的 %（服务器满载）", "requests in the batch": "批次中的请求数",
+    "forward pass": "前向传播", "sequences in the pass": "本次前向传播中的序列数",
+    "the same {0} requests: static batches drain, continuous batching refills every step":
+        "同样的 {0} 个请求：静态批次越跑越空，连续批处理每步都补满",
+    "empty slots, final lengths": "空槽位，按最终长度", "empty slots, simulated server (full)": "空槽位，模拟的服务器（满载）",
+    "block size (positions)": "块大小（位置数）", "% of the slots held": "占所持槽位的 %", "vLLM's default: 16": "vLLM 的默认值：16",
+    "block-table entries per sequence": "每个序列的块表项数", "table entries per sequence": "每个序列的表项数",
+    "F: computed, M: computed with the mask (hatched), ·: skipped": "F：计算，M：带掩码计算（斜线），·：跳过",
+    "key tile": "键分块", "query tile": "查询分块", "Q, K, V, O once (the floor)": "Q、K、V、O 各一次（下限）",
+    "prompt length T (tokens)": "提示词长度 T（token）", "MiB moved, one layer": "搬运的 MiB，一层",
+    "One llama-2-7b attention layer (32 heads × 128, fp16): HBM traffic of one prefill":
+        "llama-2-7b 的一个注意力层（32 个头 × 128，fp16）：一次预填充的 HBM 流量",
+    "key position": "键位置", "query position": "查询位置",
+    "every position kept (ConcatKVCache)": "保留每个位置（ConcatKVCache）", "ring buffer, W = {0} (KVCache)": "环形缓冲区，W = {0}（KVCache）",
+    "tokens in the sequence": "序列中的 token 数", "cache .nbytes (KiB)": "缓存 .nbytes（KiB）",
+    "extra bits per token vs the full cache": "相对完整缓存每个 token 多出的比特数",
+    "position (dotted: W = {0}, where <s> leaves the window)": "位置（点线：W = {0}，<s> 在此移出窗口）",
+    "weights (hatched)": "权重（斜线）", "KV blocks": "KV 块", "left over": "剩余", "requested: 0.92 × 141 GiB": "申请的：0.92 × 141 GiB",
+    "GiB (H200, bf16, no activation peak)": "GiB（H200，bf16，不计激活峰值）",
     # -- 00_index --
     "{0} notebooks in notebooks/; the map lists {1}; same: {2}": "notebooks/ 里有 {0} 个笔记本；地图列出 {1} 个；一致：{2}",
     "missing from the map: {0} | listed but absent: {1}": "地图上缺少：{0} | 列出但不存在：{1}",
@@ -353,8 +477,6 @@ ZH_PRINTED: dict[str, str] = {
     "the KV cache is {0:.2f}x the weights; they are equal at {1:,.0f} cached tokens, {2:.2f} full-context requests":
         "KV 缓存是权重的 {0} 倍；缓存 {1} 个 token 时二者相等，即 {2} 个满上下文请求",
     "key        {0} ...": "键         {0} ...",
-    "int8       {0} ...   scale {1:.5f}": "int8       {0} ...   scale {1}",
-    "q x scale  {0} ...": "q × scale  {0} ...",
     "largest error over the 64 numbers: {0:.2f} of a half step (scale / 2 = {1:.4f}): {2}":
         "64 个数中的最大误差：半格的 {0}（scale / 2 = {1}）：{2}",
     "int8 {0:,} + scales {1:,} = {2:,} bytes; fp32 {3:,} ({4:.2f}x); fp16 {5:,} ({6:.2f}x)":
@@ -557,6 +679,7 @@ ZH_PRINTED: dict[str, str] = {
 
 _PLACEHOLDER = re.compile(r"\{(\d+)(?::[^{}]*)?\}")
 _compiled: list | None = None
+_LOG = os.environ.get("KVLAB_I18N_LOG")
 
 
 def _template(key: str):
@@ -573,8 +696,10 @@ def _template(key: str):
     return re.compile("".join(parts) + r"\Z", re.S)
 
 
-def translate_printed(text: str, words: dict) -> str:
-    """Each line of ``text`` in Chinese where ``ZH_PRINTED`` (or ``words``, the whole table ``ZH``) has it."""
+def translate_printed(text: str, words: dict, whole: bool = False) -> str:
+    """Each line of ``text`` in Chinese where ``ZH_PRINTED`` has it (a value inside it also where ``words``, the
+    whole table ``ZH``, has it; ``whole``: a line too, as a figure's label is). With ``KVLAB_I18N_LOG`` set, a
+    line left in English is appended to that file (to find what a table still lacks)."""
     global _compiled
     if _compiled is None:  # the longest literal text first: a specific template wins over a general one
         keys = sorted((k for k in ZH_PRINTED if _PLACEHOLDER.search(k)),
@@ -589,11 +714,16 @@ def translate_printed(text: str, words: dict) -> str:
     def line(s: str) -> str:
         if s in ZH_PRINTED:
             return ZH_PRINTED[s]
+        if whole and s in words and "{" not in words[s]:
+            return words[s]
         for rx, zh in _compiled:
             m = rx.match(s)
             if m:
                 values = {int(k[1:]): word(v) for k, v in m.groupdict().items()}
                 return zh.format(*[values[i] for i in range(len(values))])
+        if _LOG and re.search(r"[A-Za-z]{3,} [A-Za-z]{3,}", s) and not re.search(r"[\u4e00-\u9fff]", s):
+            with open(_LOG, "a", encoding="utf-8") as f:
+                f.write(("figure: " if whole else "print: ") + s + "\n")
         return s
 
     return "\n".join(line(s) for s in text.split("\n"))
