@@ -9,8 +9,8 @@ image, a plotly figure or a widget is only that object's repr (``<Figure size 90
 ``GenerationPlayer(...)``): JupyterLab does not show it, so it is not read.
 
 A line is English-only when it holds no CJK character (CJK punctuation and full-width forms count) and, once
-what a Chinese text keeps as it is has been removed, still holds at least two English words (two Latin letters
-or more). What is removed first:
+what a Chinese text keeps as it is has been removed, still holds at least two English words (three Latin
+letters or more: ``en`` and ``zh`` are language codes, ``lm`` a model's name). What is removed first:
 - quoted text ('...', "...", `...`): token strings, the model's own text, code, quoted English;
 - words that are code: with a digit, an underscore, a dot, brackets or ``=`` in them (``d_model``,
   ``lib.costs.step_cost``, ``max_new_tokens=4``, ``(B, T)``), and words written in CamelCase or ALL CAPS
@@ -83,7 +83,7 @@ def english_words(line: str) -> list[str]:
             continue
         if w in KEEP or w in {"True", "False", "None"}:
             continue
-        if len(w) >= 2:
+        if len(w) >= 3:
             words.append(w)
     return words
 

@@ -25,7 +25,7 @@ ZH_OUTPUTS: dict[str, str] = {
     "KV cache after step {step}: {n} position(s)": "第 {step} 步之后的 KV 缓存：{n} 个位置",
     "written\x04new": "新", "written": "写入", "logit {logit}  probability {p}": "logit {logit}  概率 {p}",
     # -- the vLLM map (lib/vllm_bridge.py): ideas, what vLLM does, how lib differs --
-    "  vLLM: {text}.": "  vLLM：{text}。", "  lib:  {text}.": "  lib： {text}。",
+    "  vLLM: {text}.": "  vLLM 中：{text}。", "  lib:  {text}.": "  lib 中： {text}。",
     "block pool": "块池",
     "all KV blocks of the GPU in one pool: a free queue, reference counts, a hash → block map for prefix caching; "
     "block 0 is a placeholder (null block) no request uses":
@@ -121,6 +121,46 @@ ZH_OUTPUTS: dict[str, str] = {
     "activation peak 4 GiB": "激活峰值 4 GiB",
     "held-out text": "留出文本", "lm: bits per character": "lm：每字符比特数",
     "characters' frequencies only": "只用字符频率", "a uniform guess": "均匀猜测",
+    # -- table headers and words (lib.text.text_table, the roofline, memory, speculative, flash and serving tables) --
+    "kept": "保留", "p before": "p 截断前", "yes": "是", "no": "否",
+    "scores": "分数", "merged heads": "合并各头", "weight on t - 1": "t - 1 上的权重", "this run": "这次运行",
+    "held-out English": "留出的英文", "held-out Chinese": "留出的中文",     "queries": "查询", "largest share on <s>": "<s> 上的最大占比", "layer, head": "层，头", "even attention": "平均注意力",
+    "ratio": "比值", "weights read MB": "读取权重 MB", "KV read MB": "读取 KV MB",
+    "KV write MB": "写入 KV MB", "bound": "受限于", "time ms": "时间 ms", "weights read B": "读取权重 B",
+    "KV read B": "读取 KV B", "KV write B": "写入 KV B", "operator": "算子", "memory": "访存", "compute": "计算",
+    "FLOP/byte @B=1": "FLOP/字节 @B=1", "limit B→∞": "极限 B→∞", "ridge": "脊点", "batch to ridge": "到脊点的批次",
+    "weights FLOP/B": "权重 FLOP/B", "attention FLOP/B": "注意力 FLOP/B", "step FLOP/B": "整步 FLOP/B",
+    "KV read = weights read at batch×ctx": "KV 读取 = 权重读取时的 批次×上下文",
+    "size": "大小", "per token": "每个 token", "per request": "每个请求", "fits?": "放得下？",
+    "free after weights": "除去权重后的空闲", "KV cache in": "KV 缓存格式", "bytes, lib.costs": "字节，lib.costs",
+    "bytes, measured on the tensors": "字节，在张量上实测", "requests that fit on 80 GiB": "80 GiB 上放得下的请求数",
+    "runs": "运行次数", "new tokens": "新 token", "target passes": "目标模型前向传播", "saved": "节省",
+    "draft passes": "草稿模型前向传播", "drafts kept": "草稿被接受", "tokens/pass": "token/前向传播",
+    "full rounds": "完整轮次", "tokens/full round": "token/完整轮次", "predicted": "预测", "p target": "p 目标",
+    "q draft": "q 草稿", "keep if proposed": "提议时的接受概率", "residual": "残差分布", "output": "输出",
+    "kind": "类型", "events": "事件", "policy": "策略", "seconds": "秒", "tokens/s": "token/秒", "ms per pass": "每次前向传播 ms",
+    "mean TTFT (ms)": "平均首 token 时间（ms）", "mean latency (ms)": "平均延迟（ms）", "run": "运行",
+    "preemptions": "抢占次数", "forward passes": "前向传播次数", "prefill tokens": "预填充 token",
+    "of them recomputed": "其中重算", "blocks to CPU": "换出到 CPU 的块", "blocks from CPU": "从 CPU 换入的块",
+    "most blocks on CPU": "CPU 上最多的块数", "bytes moved": "搬运字节数", "tokens %": "token 占比 %",
+    "reserved, later %": "预留，之后用 %", "reserved, never %": "预留，从未用 %", "free %": "空闲 %",
+    "tokens / allocated %": "token / 已分配 %", "mean batch": "平均批次", "max batch": "最大批次", "steps": "步数",
+    "tensor": "张量", "bytes read": "读取字节", "bytes written": "写入字节", "keys": "键", "rescale old sums": "旧和的缩放",
+    "acc / l so far": "目前的 acc / l", "chunk": "段", "plain": "普通", "flash, tiles of 64": "flash，分块 64",
+    "held positions": "保存的位置数", "slot of the newest": "最新的槽位", "keys(0) length": "keys(0) 长度",
+    "every position": "保留每个位置", "ring": "环形", "model, text": "模型，文本", "even spread": "平均分配",
+    "largest share on position 0": "位置 0 上的最大占比", "at": "位于", "cache": "缓存", "perplexity": "困惑度",
+    "full cache": "完整缓存", "top-1 same as full": "top-1 与完整缓存相同",
+    "extra bits per token from position W on": "从位置 W 起每个 token 多出的比特数", "chat (toy)": "chat（玩具模型）",
+    "lm, English": "lm，英文", "lm, Chinese": "lm，中文", "positions": "位置", "window": "窗口",
+
+    "used shared free  events": "已用 共享 空闲  事件",
+    "event code\x04alloc": "分配", "event code\x04share": "共享", "event code\x04cow": "写时复制",
+    "event code\x04free": "释放", "event code\x04hit": "命中", "event code\x04evict": "驱逐",
+    "layers": "层数", "cached per token per layer": "每层每个 token 缓存的内容", "values": "数值个数",
+    "smaller than MHA by": "比 MHA 小", "weights do not fit": "权重放不下", "round": "轮次", "proposed": "提议",
+    "emitted": "输出", "new so far": "累计新 token",
+
     # -- lib.exercises: the messages of check() --
     "your result": "你的结果",
     "a tensor of shape {shape} and dtype {dtype}": "形状为 {shape}、dtype 为 {dtype} 的张量",
@@ -294,6 +334,29 @@ ZH_OUTPUTS: dict[str, str] = {
 # editions. A value that is itself a whole text of this table or of ``ZH`` (``right``, ``decode``) is translated
 # too. A line that matches nothing is printed as it is.
 ZH_PRINTED: dict[str, str] = {
+    # -- templates of table cells --
+    "head {0}": "头 {0}", "layer {0}, head {1}": "第 {0} 层，第 {1} 头", "window {0} only": "仅窗口 {0}",
+    "window {0} + {1} sinks": "窗口 {0} + {1} 个汇点", "window {0} + 1 sink": "窗口 {0} + 1 个汇点", "window {0}": "窗口 {0}",
+    "alloc {0}": "分配 {0}", "free {0}": "释放 {0}", "share {0}": "共享 {0}", "hit {0}": "命中 {0}", "cow {0}": "写时复制 {0}",
+    "{0}, {1}": "{0}，{1}", "{0} (correction)": "{0}（修正）", "{0} (bonus)": "{0}（额外）",
+    "- (text ended at <eos>)": "-（文本在 <eos> 处结束）", "flash, {0}": "flash，{0}", "plain / flash {0}": "普通 / flash {0}",
+    "recompute, prefix cache {0}": "重计算，前缀缓存{0}", "swap, prefix cache {0}": "换出，前缀缓存{0}",
+    "{0} ({1} runs)": "{0}（{1} 次运行）", "{0} ms ({1}–{2} ms, {3} runs)": "{0} ms（{1}–{2} ms，{3} 次运行）",
+    "{0} bytes moved ({1})": "搬运 {0} 字节（{1}）",
+    "greedy, Chinese poems:": "贪心，中文诗：", "greedy, English passages:": "贪心，英文段落：",
+    "temperature 1, Chinese poems:": "温度 1，中文诗：", "temperature 1, English passages:": "温度 1，英文段落：",
+    "K,V x {0} of {1} heads x {2}": "K,V × {1} 个头中的 {0} 个 × {2}", "latent {0} + rope key {1}": "潜在向量 {0} + rope 键 {1}",
+    "bytes ({0})": "字节（{0}）", "requests of {0} tokens that fit": "放得下的 {0} token 请求数",
+    "{0} in {1}: {2} parameters; {3} request(s) x {4} tokens": "{0}（{1}）：{2} 个参数；{3} 个请求 × {4} 个 token",
+    "  weights in memory      {0}": "  显存中的权重          {0}",
+    "  KV cache per token     {0}": "  每个 token 的 KV 缓存 {0}",
+    "  KV cache               {0}   ({1} of the total)": "  KV 缓存                {0}   （占总量的 {1}）",
+    "  total                  {0}": "  总计                   {0}",
+    "  KV cache memory = weight memory at batch x context = {0} tokens (at batch {1}: {2} tokens per request)":
+        "  KV 缓存显存 = 权重显存：批次 × 上下文 = {0} 个 token（批次 {1} 时每个请求 {2} 个 token）",
+    "{0} new tokens in {1} target passes (generate: {2}) + {3} draft passes; {4}/{5} proposals kept ({6}), {7} "
+    "tokens per target pass": "目标模型 {1} 次前向传播生成 {0} 个新 token（generate：{2} 次）+ 草稿模型 {3} 次前向传播；"
+                              "{5} 个提议中 {4} 个被接受（{6}），目标模型每次前向传播 {7} 个 token",
     # -- figures a notebook cell draws (titles, axes, legends), matched as whole texts --
     "the real model, next token after {0}: four ways to choose": "真实模型在 {0} 之后的下一个 token：四种选法",
     "one parallel pass over {0} positions": "对 {0} 个位置的一次并行前向传播",
