@@ -73,6 +73,27 @@ def _speak_prints(lang: str) -> None:
     from matplotlib.text import Text
     builtins.print = _speaking_print if lang == "zh" else _PRINT
     Text.set_text = _speaking_set_text if lang == "zh" else _SET_TEXT
+    global _MARKDOWN
+    try:
+        from IPython.display import Markdown
+    except ImportError:  # no IPython: no Markdown to display
+        return
+    if _MARKDOWN is None:
+        _MARKDOWN = Markdown._repr_markdown_
+    Markdown._repr_markdown_ = _speaking_markdown if lang == "zh" else _MARKDOWN
+
+
+_MARKDOWN = None  # IPython's Markdown._repr_markdown_, kept when a Chinese notebook routes it
+
+
+def _speaking_markdown(self):
+    """``Markdown._repr_markdown_`` of a Chinese notebook: a table a cell builds, cell by cell, in Chinese."""
+    out = _MARKDOWN(self)
+    if i18n.language() != "zh":
+        return out
+    if isinstance(out, tuple):
+        return (translate_printed(out[0], i18n.ZH, whole=True, markdown=True), *out[1:])
+    return translate_printed(out, i18n.ZH, whole=True, markdown=True) if isinstance(out, str) else out
 
 
 def _speaking_set_text(self, s):

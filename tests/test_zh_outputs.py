@@ -48,6 +48,7 @@ OBJECT_REPR = ("image/png", "image/svg+xml", "application/vnd.plotly.v1+json",
 # cells whose output is (also) text the model wrote, by a piece of their source
 MODEL_TEXT = {
     "00_index": ['lm_tok.decode(out.sequences[0].tolist()).removeprefix("<s>")'],
+    "07_paged_attention": ["print(tok.decode(s.tolist()))"],  # the chat toy's four samples
 }
 
 
@@ -111,6 +112,10 @@ def categorize(line: str) -> str:
     """Why an English line is still there, roughly: what the learner would look at to fix it."""
     if line.lstrip().startswith(("…", "✓", "✗", "Hint")):
         return "exercise feedback"
+    if re.search(r"\b[A-Z][A-Za-z]*(Error|Warning)\b", line):
+        return "an error or warning message (lib's errors stay English: they are for the programmer)"
+    if line.lstrip().startswith("|"):
+        return "a Markdown table a cell builds"
     if re.search(r"\s{2,}\S+\s{2,}", line):
         return "table"
     return "printed sentence"
@@ -235,7 +240,11 @@ def test_a_chinese_notebook_prints_and_draws_in_chinese_and_an_english_one_does_
         ax.set_title("the same 8 requests: static batches drain, continuous batching refills every step")
         assert [ax.get_xlabel(), ax.get_title()] == ["键位置", "同样的 8 个请求：静态批次越跑越空，连续批处理每步都补满"]
         plt.close(fig)
+        from IPython.display import Markdown
+        assert Markdown("| n tokens | ratio |\n|---:|---:|\n| 5 | 3.0 |")._repr_markdown_() == \
+            "| n 个 token | 比值 |\n|---:|---:|\n| 5 | 3.0 |"
         lib.notebook.setup(lang="en", verbose=False)
+        assert Markdown("| n tokens | ratio |")._repr_markdown_() == "| n tokens | ratio |"
         print("attention:", "right")
         fig, ax = plt.subplots()
         ax.set_xlabel("key position")
@@ -247,3 +256,14 @@ def test_a_chinese_notebook_prints_and_draws_in_chinese_and_an_english_one_does_
     assert capsys.readouterr().out.splitlines() == ["notebooks/ 里有 12 个笔记本；地图列出 12 个；一致：True", "注意力：对",
                                                     "attention: right"]
     assert builtins.print is lib.notebook._PRINT
+
+
+def test_the_font_has_every_chinese_character_a_cell_can_draw():
+    """A figure a notebook cell draws in Chinese (``ZH_PRINTED``) needs its glyphs in the shipped subset too."""
+    from fontTools.ttLib import TTFont
+    from lib.widgets.fonts import FONT_PATH
+    from lib.widgets.i18n_outputs import ZH_PRINTED
+    cmap = TTFont(str(FONT_PATH)).getBestCmap()
+    missing = sorted({c for zh in ZH_PRINTED.values() for c in zh if re.match(r"[\u4e00-\u9fff]", c)
+                      and ord(c) not in cmap})
+    assert missing == [], f"rebuild the font subset (python -m tools.fonts --rebuild): {''.join(missing)}"

@@ -357,6 +357,29 @@ ZH_PRINTED: dict[str, str] = {
     "{0} new tokens in {1} target passes (generate: {2}) + {3} draft passes; {4}/{5} proposals kept ({6}), {7} "
     "tokens per target pass": "目标模型 {1} 次前向传播生成 {0} 个新 token（generate：{2} 次）+ 草稿模型 {3} 次前向传播；"
                               "{5} 个提议中 {4} 个被接受（{6}），目标模型每次前向传播 {7} 个 token",
+    # -- lib.hf.HOW_TO (05: bring your own model) --
+    "No model of your own is loaded: the environment variable KVLAB_HF_MODEL is not set.":
+        "没有加载你自己的模型：环境变量 KVLAB_HF_MODEL 没有设置。",
+    "To watch a real model's KV cache here:": "想在这里观察一个真实模型的 KV 缓存：",
+    "  1. install the optional extra:  {0}": "  1. 安装可选依赖：  {0}",
+    "  1. install the optional extra:  {0}  (or: {1})": "  1. 安装可选依赖：  {0}（或：{1}）",
+    "  2. put a checkpoint folder on disk (config.json + *.safetensors + tokenizer files) of a":
+        "  2. 在磁盘上准备一个 checkpoint 文件夹（config.json + *.safetensors + tokenizer 文件），模型类型为",
+    "     {0}, e.g. gpt2 or Qwen/Qwen2.5-0.5B;": "     {0} 之一，例如 gpt2 或 Qwen/Qwen2.5-0.5B；",
+    "  3. start JupyterLab with  {0}=/path/to/that/folder  and run this notebook again.":
+        "  3. 用  {0}=/path/to/that/folder  启动 JupyterLab，再运行一遍这个笔记本。",
+    # -- Markdown tables a cell displays (03): each cell of a row is looked up --
+    "without KV cache: recompute + compute": "无 KV 缓存：重算 + 计算", "K/V computed": "计算的 K/V",
+    "with KV cache: compute, read": "有 KV 缓存：计算、读取", "computed": "计算", "read": "读取",
+    "recompute {0} + compute {1}": "重算 {0} + 计算 {1}", "compute {0}": "计算 {0}", "compute {0}, read {1}": "计算 {0}，读取 {1}",
+    "compute {0}, store it": "计算 {0}，存入缓存", "total, per layer": "合计，每层", "total, all {0} layers": "合计，全部 {0} 层",
+    "n tokens": "n 个 token", "K/V computed without cache": "无缓存时计算的 K/V", "ratio": "比值",
+    "with cache: projections": "有缓存：投影", "without: projections": "无缓存：投影",
+    "bytes copied by torch.cat (counted)": "torch.cat 复制的字节数（计数）", "n(n+1)/2 × per token": "n(n+1)/2 × 每个 token",
+    "bytes written in place (static)": "原地写入的字节数（静态）", "static cache size": "静态缓存大小",
+    "allocations (cat)": "分配次数（cat）",
+    # -- single words of table cells --
+    "never": "永不", "static": "静态", "continuous": "连续", "swap": "换出", "paged": "分页", "layer {0}": "第 {0} 层",
     # -- figures a notebook cell draws (titles, axes, legends), matched as whole texts --
     "the real model, next token after {0}: four ways to choose": "真实模型在 {0} 之后的下一个 token：四种选法",
     "one parallel pass over {0} positions": "对 {0} 个位置的一次并行前向传播",
@@ -759,9 +782,10 @@ def _template(key: str):
     return re.compile("".join(parts) + r"\Z", re.S)
 
 
-def translate_printed(text: str, words: dict, whole: bool = False) -> str:
+def translate_printed(text: str, words: dict, whole: bool = False, markdown: bool = False) -> str:
     """Each line of ``text`` in Chinese where ``ZH_PRINTED`` has it (a value inside it also where ``words``, the
-    whole table ``ZH``, has it; ``whole``: a line too, as a figure's label is). With ``KVLAB_I18N_LOG`` set, a
+    whole table ``ZH``, has it; ``whole``: a line too, as a figure's label is; ``markdown``: each cell of a
+    Markdown table's row alone). With ``KVLAB_I18N_LOG`` set, a
     line left in English is appended to that file (to find what a table still lacks)."""
     global _compiled
     if _compiled is None:  # the longest literal text first: a specific template wins over a general one
@@ -789,4 +813,15 @@ def translate_printed(text: str, words: dict, whole: bool = False) -> str:
                 f.write(("figure: " if whole else "print: ") + s + "\n")
         return s
 
-    return "\n".join(line(s) for s in text.split("\n"))
+    def row(s: str) -> str:  # a Markdown table's row: each cell alone (a bold one inside its **)
+        if not s.startswith("|"):
+            return line(s)
+        cells = []
+        for c in s.split("|"):
+            core = c.strip()
+            bold = len(core) > 4 and core.startswith("**") and core.endswith("**")
+            zh = line(core[2:-2] if bold else core)
+            cells.append(c.replace(core, f"**{zh}**" if bold else zh, 1) if core else c)
+        return "|".join(cells)
+
+    return "\n".join((row if markdown else line)(s) for s in text.split("\n"))
