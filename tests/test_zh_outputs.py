@@ -208,6 +208,10 @@ def test_the_output_tables_hold_each_text_once_and_keep_placeholders():
         assert sorted(set(number.findall(key))) == sorted(set(number.findall(zh))), (key, zh)
         assert "{" not in number.sub("", zh.replace("{{", "").replace("}}", "")), (key, zh)
         assert CJK.search(zh), f"{key!r} -> {zh!r} is not Chinese"
+        # a template matches whole lines: with too little text of its own ("{0}, {1}") it would rewrite any line
+        words = set(re.findall(r"[A-Za-z]+", number.sub("", key))) - {"and", "or", "of", "the", "a", "to", "in"}
+        assert not number.search(key) or sum(map(len, words)) >= 3, \
+            f"template {key!r} is too general: it would match lines it was not written for"
 
 
 def test_every_exercise_speaks_chinese():

@@ -338,7 +338,7 @@ ZH_PRINTED: dict[str, str] = {
     "head {0}": "头 {0}", "layer {0}, head {1}": "第 {0} 层，第 {1} 头", "window {0} only": "仅窗口 {0}",
     "window {0} + {1} sinks": "窗口 {0} + {1} 个汇点", "window {0} + 1 sink": "窗口 {0} + 1 个汇点", "window {0}": "窗口 {0}",
     "alloc {0}": "分配 {0}", "free {0}": "释放 {0}", "share {0}": "共享 {0}", "hit {0}": "命中 {0}", "cow {0}": "写时复制 {0}",
-    "{0}, {1}": "{0}，{1}", "{0} (correction)": "{0}（修正）", "{0} (bonus)": "{0}（额外）",
+    "{0} (correction)": "{0}（修正）", "{0} (bonus)": "{0}（额外）",
     "- (text ended at <eos>)": "-（文本在 <eos> 处结束）", "flash, {0}": "flash，{0}", "plain / flash {0}": "普通 / flash {0}",
     "recompute, prefix cache {0}": "重计算，前缀缓存{0}", "swap, prefix cache {0}": "换出，前缀缓存{0}",
     "{0} ({1} runs)": "{0}（{1} 次运行）", "{0} ms ({1}–{2} ms, {3} runs)": "{0} ms（{1}–{2} ms，{3} 次运行）",
@@ -380,6 +380,17 @@ ZH_PRINTED: dict[str, str] = {
     "allocations (cat)": "分配次数（cat）",
     # -- single words of table cells --
     "never": "永不", "static": "静态", "continuous": "连续", "swap": "换出", "paged": "分页", "layer {0}": "第 {0} 层",
+    "{0}: {1} layers, d_model {2}, {3} query heads / {4} KV heads ({5}), head_dim {6}, d_ff {7} {8}, {9} positions; "
+    "{10} params, KV cache {11}/token in {12}": "{0}：{1} 层，d_model {2}，{3} 个查询头 / {4} 个 KV 头（{5}），head_dim {6}，"
+                                               "d_ff {7} {8}，{9} 位置编码；{10} 个参数，KV 缓存每个 token {11}（{12}）",
+    "{0} max |logit difference| from the right offset: below 1e-4, the same logits":
+        "{0} 与正确偏移相比 max |logit 差|：低于 1e-4，logits 相同",
+    "{0} max |logit difference| from the right offset: {1}, different logits": "{0} 与正确偏移相比 max |logit 差|：{1}，logits 不同",
+    "every position shifted by +10": "所有位置都偏移 +10", "能 rotated at position 0, not 4": "能 按位置 0 旋转（应为 4）",
+    "能 rotated at position 5, not 4": "能 按位置 5 旋转（应为 4）",
+    "static cache, greedy": "静态缓存，贪心", "static cache, sampled": "静态缓存，采样", "concat cache, greedy": "拼接缓存，贪心",
+    "concat cache, sampled": "拼接缓存，采样",
+    "hand-made cache: {0} ({1} of {2} rows filled in each of {3} layers)": "手写缓存：{0}（{3} 层中每层 {2} 行已填 {1} 行）",
     # -- figures a notebook cell draws (titles, axes, legends), matched as whole texts --
     "the real model, next token after {0}: four ways to choose": "真实模型在 {0} 之后的下一个 token：四种选法",
     "one parallel pass over {0} positions": "对 {0} 个位置的一次并行前向传播",
@@ -588,7 +599,6 @@ ZH_PRINTED: dict[str, str] = {
     "weights unchanged by generation: {0} | state_dict has the same {1} entries": "生成没有改变权重：{0} | state_dict 仍是同样的 {1} 项",
     "concat cache bytes after each step: {0}": "每步之后拼接缓存的字节数：{0}",
     "bytes per position: {0} = 2 (K, V) x 4 layers x 4 heads x 16 dims x 4 bytes": "每个位置的字节数：{0} = 2（K、V）× 4 层 × 4 个头 × 16 维 × 4 字节",
-    "{0} and {1}": "{0} 和 {1}",
     "two different cache objects: {0}": "两个不同的缓存对象：{0}",
     "first cached key (layer 0) the same, both start with <s>: {0}": "第一个缓存的键（第 0 层）相同，两者都以 <s> 开头：{0}",
     "second cached key differs (人 vs 深): {0}": "第二个缓存的键不同（人 对 深）：{0}",
