@@ -388,6 +388,11 @@ ZH_PRINTED: dict[str, str] = {
     "{0} max |logit difference| from the right offset: {1}, different logits": "{0} 与正确偏移相比 max |logit 差|：{1}，logits 不同",
     "every position shifted by +10": "所有位置都偏移 +10", "能 rotated at position 0, not 4": "能 按位置 0 旋转（应为 4）",
     "能 rotated at position 5, not 4": "能 按位置 5 旋转（应为 4）",
+    "{0} query heads, {1} K/V heads ({2}): {3}  cache {4} bytes, keys of a layer {5}":
+        "{0} 个查询头，{1} 个 K/V 头（{2}）：{3}  缓存 {4} 字节，一层的键 {5}",
+    "weights in memory ({0})": "显存中的权重（{0}）", "KV memory = weight memory at tokens": "KV 显存 = 权重显存时的 token 数",
+    "per request at {0}": "批次 {0} 时每个请求", "perplexity, {0} cache": "困惑度，{0} 缓存",
+    "int8 cache": "int8 缓存", "fp32 cache": "fp32 缓存", "change": "变化", "positions whose top-1 differs": "top-1 不同的位置",
     "static cache, greedy": "静态缓存，贪心", "static cache, sampled": "静态缓存，采样", "concat cache, greedy": "拼接缓存，贪心",
     "concat cache, sampled": "拼接缓存，采样",
     "hand-made cache: {0} ({1} of {2} rows filled in each of {3} layers)": "手写缓存：{0}（{3} 层中每层 {2} 行已填 {1} 行）",
@@ -621,7 +626,7 @@ ZH_PRINTED: dict[str, str] = {
     "{0}, the first prompt: {1}": "{0}，第一个提示词：{1}",
     "greedy, {0} held-out {1}:": "贪心，{0} 条留出的{1}文本：",
     "temperature 1, {0} held-out {1}:": "温度 1，{0} 条留出的{1}文本：",
-    "English": "英文", "Chinese": "中文",
+    "English": "英文", "Chinese": "中文", "{0} CPU thread": "{0} 个 CPU 线程", "{0} CPU threads": "{0} 个 CPU 线程",
     "k = 4, greedy, English: drafts kept {0}, {1} tokens per target pass": "k = 4，贪心，英文：草稿被接受 {0}，目标模型每次前向传播 {1} 个 token",
     "α implied by {0} tokens per pass: {1:.2f}": "由每次前向传播 {0} 个 token 推出的 α：{1}",
     "α measured per decided proposal:      {0:.2f}": "按每个已判定提议实测的 α：      {0}",
@@ -785,7 +790,9 @@ def _template(key: str):
     for m in _PLACEHOLDER.finditer(text):
         parts.append(re.escape(text[at:m.start()]).replace("\x00", r"\{").replace("\x01", r"\}"))
         name = f"p{m.group(1)}"
-        parts.append(f"(?P={name})" if name in order else f"(?P<{name}>.*?)")
+        width = re.match(r":(?:.?[<>^=])?[+\- ]?#?0?(\d+)", m.group(0)[len(m.group(1)) + 1:-1])
+        least = width.group(1) if width else ""  # a padded value is at least that wide: columns stay apart
+        parts.append(f"(?P={name})" if name in order else f"(?P<{name}>.{{{least},}}?)" if least else f"(?P<{name}>.*?)")
         order.append(name)
         at = m.end()
     parts.append(re.escape(text[at:]).replace("\x00", r"\{").replace("\x01", r"\}"))
@@ -803,12 +810,14 @@ def translate_printed(text: str, words: dict, whole: bool = False, markdown: boo
                       key=lambda k: -len(_PLACEHOLDER.sub("", k)))
         _compiled = [(_template(k), ZH_PRINTED[k]) for k in keys]
 
-    def word(s: str) -> str:
+    def word(s: str, depth: int) -> str:  # a value: a known text, or (one level down) a line of its own
         core = s.strip()
         zh = ZH_PRINTED.get(core) or (words.get(core) if core else None)
+        if zh is None and depth == 0 and re.search(r"[A-Za-z]{3,}", core):
+            zh = line(core, 1)
         return s.replace(core, zh, 1) if zh and "{" not in zh else s
 
-    def line(s: str) -> str:
+    def line(s: str, depth: int = 0) -> str:
         if s in ZH_PRINTED:
             return ZH_PRINTED[s]
         if whole and s in words and "{" not in words[s]:
@@ -816,9 +825,9 @@ def translate_printed(text: str, words: dict, whole: bool = False, markdown: boo
         for rx, zh in _compiled:
             m = rx.match(s)
             if m:
-                values = {int(k[1:]): word(v) for k, v in m.groupdict().items()}
+                values = {int(k[1:]): word(v, depth) for k, v in m.groupdict().items()}
                 return zh.format(*[values[i] for i in range(len(values))])
-        if _LOG and re.search(r"[A-Za-z]{3,} [A-Za-z]{3,}", s) and not re.search(r"[\u4e00-\u9fff]", s):
+        if _LOG and not depth and re.search(r"[A-Za-z]{3,} [A-Za-z]{3,}", s) and not re.search(r"[\u4e00-\u9fff]", s):
             with open(_LOG, "a", encoding="utf-8") as f:
                 f.write(("figure: " if whole else "print: ") + s + "\n")
         return s
