@@ -411,6 +411,7 @@ ZH_PRINTED: dict[str, str] = {
     "block size (positions)": "块大小（位置数）", "% of the slots held": "占所持槽位的 %", "vLLM's default: 16": "vLLM 的默认值：16",
     "block-table entries per sequence": "每个序列的块表项数", "table entries per sequence": "每个序列的表项数",
     "F: computed, M: computed with the mask (hatched), ·: skipped": "F：计算，M：带掩码计算（斜线），·：跳过",
+    "plain (S and P through HBM)": "普通（S 和 P 经过 HBM）", "flash, tiles of {0}": "flash，分块 {0}",
     "key tile": "键分块", "query tile": "查询分块", "Q, K, V, O once (the floor)": "Q、K、V、O 各一次（下限）",
     "prompt length T (tokens)": "提示词长度 T（token）", "MiB moved, one layer": "搬运的 MiB，一层",
     "One llama-2-7b attention layer (32 heads × 128, fp16): HBM traffic of one prefill":
