@@ -260,7 +260,7 @@ ZH_OUTPUTS: dict[str, str] = {
     "the activation peak, then divide by the bytes of ONE block: keys and values (×2) of block_size tokens in "
     "every layer. Keep whole blocks only (//), and none when nothing is left.":
         "取总量的 gpu_memory_utilization（和 vLLM 一样向上取整到整字节），减去权重和激活峰值，"
-        "再除以一个块的字节数：每层 block_size 个 token 的键和值（×2）。只保留整块（//），什么都不剩时为 0 块。",
+        "再除以一个块的字节数：每层 block_size 个 token 的键和值（×2）。只保留整块（//）；什么都不剩时一块也没有。",
     "Arithmetic intensity of a weight product": "权重乘法的算术强度",
     "FLOPs: 2 per multiply-add, one multiply-add per weight per sequence in the batch; bytes: the weights, read "
     "once for the whole batch (activations are left out, as in lib.costs). Compute-bound when intensity × "
