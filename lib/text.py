@@ -53,13 +53,25 @@ def _is_number(v) -> bool:
     return True
 
 
+def _say():
+    """A cell's text in the notebook's language (``lib.widgets.i18n``: a whole text of ``ZH`` or a template of
+    ``ZH_PRINTED``); imported when called, as the words live with the widgets, which import the engine."""
+    from .widgets.i18n import ZH, language
+    from .widgets.i18n_outputs import translate_printed
+    if language() == "en":
+        return lambda s: s
+    return lambda s: translate_printed(s, ZH, whole=True)
+
+
 def text_table(rows, header=None, align=None) -> str:
     """An aligned text table: a header line, a line of dashes, one line per row.
 
     ``rows``: dicts with the same keys (the keys are the header) or sequences (then give ``header``).
     ``align``: None right-aligns every column whose cells are all numbers (``1,024``, ``3.5%`` and
     ``12.55 GiB`` count) and left-aligns the rest; "left" or "right" aligns every column alike; or one
-    "l"/"r" per column. Widths are display widths, so Chinese text stays in line."""
+    "l"/"r" per column. Widths are display widths, so Chinese text stays in line. The header, and every cell
+    that is a known text (a phase, "memory-bound", "layer 0, head 3": ``lib.widgets.i18n``), speak the notebook's
+    language; other cells (numbers, tokens, names) stay as they are."""
     rows = list(rows)
     if not rows:
         return "(no rows)"
@@ -81,7 +93,9 @@ def text_table(rows, header=None, align=None) -> str:
         if len(align) != len(header) or set(align) - {"l", "r"}:
             raise ValueError(f"align takes 'left', 'right' or one 'l'/'r' per column ({len(header)}), got {align!r}")
         sides = ["left" if a == "l" else "right" for a in align]
-    cells = [header] + [[str(v) for v in r] for r in rows]
+    say = _say()  # in the notebook's language: the header, and a cell that is a known text (or template)
+    header = [say(h) for h in header]
+    cells = [header] + [[say(v) if isinstance(v, str) else str(v) for v in r] for r in rows]
     widths = [max(display_width(r[j]) for r in cells) for j in range(len(header))]
     line = lambda r: "  ".join(pad(v, w, a) for v, w, a in zip(r, widths, sides)).rstrip()
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])

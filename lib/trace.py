@@ -12,6 +12,7 @@ import torch
 
 from . import checks
 from .text import text_table
+from .widgets.i18n import t
 
 
 @dataclass
@@ -139,5 +140,10 @@ class Trace:
                 for s in self.steps]
 
     def table(self, tokenizer=None, batch: int = 0) -> str:
-        """The rows as an aligned text table (K/V counts are per layer, per sequence)."""
-        return text_table(self.rows(tokenizer, batch)) if self.steps else "(no steps)"
+        """The rows as an aligned text table (K/V counts are per layer, per sequence), its header and phases in the
+        notebook's language."""
+        rows = self.rows(tokenizer, batch)
+        if not rows:
+            return t("(no steps)")
+        cells = [[t(v) if k == "phase" else v for k, v in r.items()] for r in rows]
+        return text_table(cells, header=[t(f"trace column\x04{k}") for k in rows[0]])

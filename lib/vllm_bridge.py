@@ -31,6 +31,7 @@ import ast
 import importlib
 import math
 import re
+import textwrap
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from . import checks
 from .costs import kv_cache_bytes, weight_bytes
 from .device import DTYPES, dtype_info, dtype_name
 from .presets import resolve_model
+from .widgets.i18n import language, t
 
 VLLM_VERSION = "0.33.0"  # the vLLM release BRIDGE and kv_capacity were read from (wheel from the package registry)
 VLLM_COMMIT = "g4ba787ec9"  # its vllm/_version.py commit id
@@ -235,6 +237,20 @@ def bridge_rows() -> list[dict]:
              "vLLM file": m.vllm_path.removeprefix("vllm/"), "vLLM name": m.vllm_name,
              "engine argument": m.engine_arg or "—", f"default ({VLLM_VERSION})": m.default_text}
             for m in BRIDGE]
+
+
+def bridge_notes(width: int = 110) -> str:
+    """Per idea of the map: what vLLM does and how lib differs, as notebook 11 prints it (the English wrapped at
+    ``width`` columns; in the notebook's language, through ``lib.widgets.i18n``)."""
+    out = []
+    for m in BRIDGE:
+        out.append(f"{t(m.idea)}  [{m.vllm_name}]")
+        if language() == "en":
+            out += [textwrap.fill(f"{who} {text}.", width, initial_indent="  ", subsequent_indent="    ")
+                    for who, text in (("vLLM:", m.does), ("lib: ", m.lib_differs))]
+        else:
+            out += [t("  vLLM: {text}.", text=t(m.does)), t("  lib:  {text}.", text=t(m.lib_differs))]
+    return "\n".join(out)
 
 
 def resolve_lib_name(name: str):

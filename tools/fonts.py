@@ -15,8 +15,9 @@ def characters() -> str:
     widgets' Chinese words and common CJK punctuation."""
     from lib.demo import ASSETS, load_checkpoint
     from lib.widgets.i18n import ZH
+    from lib.widgets.i18n_outputs import ZH_PRINTED  # a figure a notebook cell draws speaks through it too
 
-    chars = set(EXTRA_CHARS) | set("".join(ZH.values()))
+    chars = set(EXTRA_CHARS) | set("".join(ZH.values())) | set("".join(ZH_PRINTED.values()))
     for path in sorted(ASSETS.glob("*.safetensors")):
         chars |= set(load_checkpoint(path)[1].chars)
     return "".join(sorted(c for c in chars if ord(c) > 127))

@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from ..widgets.i18n import t
+
 __all__ = ["Case", "Result", "exercise", "check", "names", "solution", "compare", "Mismatch"]
 
 
@@ -113,65 +115,67 @@ class Mismatch(Exception):
 
 def _describe(x) -> str:
     if isinstance(x, torch.Tensor):
-        return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
-    return f"a {type(x).__name__}"
+        return t("a tensor of shape {shape} and dtype {dtype}", shape=tuple(x.shape), dtype=x.dtype)
+    return t("a {kind}", kind=type(x).__name__)
 
 
-def compare(got, want, *, atol: float = 1e-5, rtol: float = 1e-4, what: str = "your result") -> None:
+def compare(got, want, *, atol: float = 1e-5, rtol: float = 1e-4, what: str | None = None) -> None:
     """Raise ``Mismatch`` saying how ``got`` differs from ``want`` — types, shapes, dtypes, how far off — never
     what ``want`` is. Tensors are compared with ``allclose``; lists, tuples and dicts element by element;
-    everything else with ``==``."""
+    everything else with ``==``. The message is for the learner: it speaks the notebook's language."""
+    what = t("your result") if what is None else what
     if isinstance(want, torch.Tensor):
         if not isinstance(got, torch.Tensor):
-            raise Mismatch(f"{what} is {_describe(got)}; a tensor was expected")
+            raise Mismatch(t("{what} is {got}; a tensor was expected", what=what, got=_describe(got)))
         if tuple(got.shape) != tuple(want.shape):
-            raise Mismatch(f"{what} has shape {tuple(got.shape)}, which is not the expected shape")
+            raise Mismatch(t("{what} has shape {shape}, which is not the expected shape", what=what, shape=tuple(got.shape)))
         if want.dtype.is_floating_point != got.dtype.is_floating_point or (
                 not want.dtype.is_floating_point and got.dtype != want.dtype):
-            raise Mismatch(f"{what} has dtype {got.dtype}, which is not the expected dtype")
+            raise Mismatch(t("{what} has dtype {dtype}, which is not the expected dtype", what=what, dtype=got.dtype))
         g, w = got.detach().to("cpu", torch.float64), want.detach().to("cpu", torch.float64)
         if not torch.isfinite(g).all() and torch.isfinite(w).all():
-            raise Mismatch(f"{what} holds NaN or inf")
+            raise Mismatch(t("{what} holds NaN or inf", what=what))
         if not torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):
             diff = (g - w).abs().nan_to_num(float("inf"))
             where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
-            raise Mismatch(f"{what} has the right shape but its values are off: the largest difference is "
-                           f"{float(diff.max()):.3g} (at index {where}; tolerance {atol:g})")
+            raise Mismatch(t("{what} has the right shape but its values are off: the largest difference is "
+                             "{diff} (at index {where}; tolerance {atol})", what=what, diff=f"{float(diff.max()):.3g}",
+                             where=where, atol=f"{atol:g}"))
         return
     if isinstance(want, (list, tuple)):
         if not isinstance(got, (list, tuple)):
-            raise Mismatch(f"{what} is {_describe(got)}; a {type(want).__name__} was expected")
+            raise Mismatch(t("{what} is {got}; a {kind} was expected", what=what, got=_describe(got), kind=type(want).__name__))
         if len(got) != len(want):
-            raise Mismatch(f"{what} has {len(got)} items, which is not the expected number")
+            raise Mismatch(t("{what} has {n} items, which is not the expected number", what=what, n=len(got)))
         for i, (g, w) in enumerate(zip(got, want)):
-            compare(g, w, atol=atol, rtol=rtol, what=f"item {i} of {what}")
+            compare(g, w, atol=atol, rtol=rtol, what=t("item {i} of {what}", i=i, what=what))
         return
     if isinstance(want, dict):
         if not isinstance(got, dict) or set(got) != set(want):
-            raise Mismatch(f"{what} should be a dict with the keys {sorted(want)}")
+            raise Mismatch(t("{what} should be a dict with the keys {keys}", what=what, keys=sorted(want)))
         for k in want:
             compare(got[k], want[k], atol=atol, rtol=rtol, what=f"{what}[{k!r}]")
         return
     if isinstance(want, bool) or isinstance(got, bool):
         if got is not want and not (isinstance(got, torch.Tensor) and got.numel() == 1 and bool(got) is want):
-            raise Mismatch(f"{what} is {got!r}, which is not the expected answer")
+            raise Mismatch(t("{what} is {got}, which is not the expected answer", what=what, got=repr(got)))
         return
     if isinstance(want, float):
         try:
             ok = abs(float(got) - want) <= atol + rtol * abs(want)
         except (TypeError, ValueError):
-            raise Mismatch(f"{what} is {_describe(got)}; a number was expected") from None
+            raise Mismatch(t("{what} is {got}; a number was expected", what=what, got=_describe(got))) from None
         if not ok:
-            raise Mismatch(f"{what} is {float(got):.6g}, which is not the expected value")
+            raise Mismatch(t("{what} is {got}, which is not the expected value", what=what, got=f"{float(got):.6g}"))
         return
     if isinstance(want, int):
         if isinstance(got, torch.Tensor) and got.numel() == 1:
             got = got.item()
         if not isinstance(got, (int, float)) or got != want:
-            raise Mismatch(f"{what} is {got!r}, which is not the expected value")
+            raise Mismatch(t("{what} is {got}, which is not the expected value", what=what, got=repr(got)))
         return
     if got != want:
-        raise Mismatch(f"{what} is {got!r}, which is not the expected value")
+        raise Mismatch(t("{what} is {got}, which is not the expected value", what=what, got=repr(got)))
 
 
 def check(name: str, fn: Callable, *, quiet: bool = False) -> Result:
@@ -190,19 +194,23 @@ def check(name: str, fn: Callable, *, quiet: bool = False) -> Result:
 
 
 def _run(ex: _Exercise, fn, cases: list[Case]) -> Result:
-    n = len(cases)
+    """The learner's messages, in the notebook's language (titles, hints and case descriptions go through t)."""
+    n, title, hint = len(cases), t(ex.title), t(ex.hint)
     if not callable(fn):
-        return Result(ex.name, False, n, f"✗ {ex.title}: check() needs your function itself, got {_describe(fn)}.")
+        return Result(ex.name, False, n, t("✗ {title}: check() needs your function itself, got {got}.", title=title,
+                                           got=_describe(fn)))
     for i, case in enumerate(cases, 1):
         args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)
         try:
             got = fn(*args, **case.kwargs)
         except NotImplementedError:
-            return Result(ex.name, False, n, f"… {ex.title}: not written yet — replace the "
-                          f"`raise NotImplementedError` with your code and run the cell again.\n  Hint: {ex.hint}")
+            return Result(ex.name, False, n, t("… {title}: not written yet — replace the `raise NotImplementedError` "
+                                               "with your code and run the cell again.\n  Hint: {hint}", title=title,
+                                               hint=hint))
         except Exception as e:  # the learner's bug: report it as a message, not a traceback
-            return Result(ex.name, False, n, f"✗ {ex.title} — case {i} of {n} ({case.description}): your function "
-                          f"raised {type(e).__name__}: {e}\n  Hint: {ex.hint}")
+            return Result(ex.name, False, n, t("✗ {title} — case {i} of {n} ({case}): your function raised "
+                                               "{error}: {e}\n  Hint: {hint}", title=title, i=i, n=n,
+                                               case=case.description, error=type(e).__name__, e=e, hint=hint))
         try:
             if case.compare is not None:
                 problem = case.compare(got, case.expected)
@@ -211,6 +219,7 @@ def _run(ex: _Exercise, fn, cases: list[Case]) -> Result:
             else:
                 compare(got, case.expected)
         except Mismatch as m:
-            return Result(ex.name, False, n, f"✗ {ex.title} — case {i} of {n} ({case.description}): {m}\n"
-                          f"  Hint: {ex.hint}")
-    return Result(ex.name, True, n, f"✓ {ex.title}: {'the hidden case passes' if n == 1 else f'all {n} hidden cases pass'}.")
+            return Result(ex.name, False, n, t("✗ {title} — case {i} of {n} ({case}): {problem}\n  Hint: {hint}",
+                                               title=title, i=i, n=n, case=case.description, problem=m, hint=hint))
+    return Result(ex.name, True, n, t("✓ {title}: the hidden case passes.", title=title) if n == 1 else
+                  t("✓ {title}: all {n} hidden cases pass.", title=title, n=n))

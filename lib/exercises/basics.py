@@ -16,6 +16,7 @@ from ..demo import load_demo
 from ..generate import generate
 from ..measure import random_model
 from ..model import ForwardRecord, apply_rope, rope_tables
+from ..widgets.i18n import t
 from . import Case, exercise
 
 
@@ -49,8 +50,8 @@ def _causal_attention_cases():
     model, tok = load_demo("chat")
     for prompt, layer in (("<s>人工智", 0), ("<s>深度学习", 2), ("<s>", 1)):
         args, expected = _captured_attention(model, tok.encode(prompt), layer)
-        yield Case(f"the chat model's layer {layer} on {prompt!r}: q, k, v of shape "
-                   f"{tuple(args[0].shape)}", args=args, expected=expected)
+        yield Case(t("the chat model's layer {layer} on {prompt}: q, k, v of shape {shape}", layer=layer,
+                     prompt=repr(prompt), shape=tuple(args[0].shape)), args=args, expected=expected)
 
 
 # ------------------------------------------------------------------ 02: the greedy loop
@@ -78,8 +79,9 @@ def _greedy_loop_cases():
                            ("<s>", 8, None)):
         ids = tok.encode(prompt)
         want = generate(model, ids, n, eos_id=eos).sequences[0].tolist()
-        stop = "an end token" if eos is not None else "no end token (eos_id=None)"
-        yield Case(f"prompt {prompt!r}, max_new_tokens={n}, {stop}", args=(model, ids, n, eos), expected=want)
+        stop = t("an end token") if eos is not None else t("no end token (eos_id=None)")
+        yield Case(t("prompt {prompt}, max_new_tokens={n}, {stop}", prompt=repr(prompt), n=n, stop=stop),
+                   args=(model, ids, n, eos), expected=want)
 
 
 # ------------------------------------------------------------------ 03: append a rotated key to a cache
@@ -123,8 +125,8 @@ def _append_key_cases():
         model = random_model(_rope_config(), seed=seed)
         ids = [(7 * i + 3) % 131 for i in range(n_cached + 1)]
         before, k, after = _key_step(model, ids, max_len)
-        yield Case(f"{n_cached} tokens cached in a buffer of {max_len} positions, "
-                   f"{model.config.n_kv_heads} KV heads of head_dim {model.config.head_dim}",
+        yield Case(t("{n} tokens cached in a buffer of {max_len} positions, {heads} KV heads of head_dim {hd}",
+                     n=n_cached, max_len=max_len, heads=model.config.n_kv_heads, hd=model.config.head_dim),
                    args=(before, n_cached, k, model.config.rope_theta), expected=after)
 
 
@@ -151,6 +153,6 @@ def _attention_row_cases():
         keys, values = s.tensors["cache_k"][layer], s.tensors["cache_v"][layer]
         q = L["q"][0, 0, -1].float()                                       # (hd,): the newest query
         expected = (L["attn_weights"][0, 0, -1].float(), L["mix"][0, -1].float())
-        yield Case(f"step {step}, layer {layer}: one query and {n_keys} cached key(s)",
+        yield Case(t("step {step}, layer {layer}: one query and {n} cached key(s)", step=step, layer=layer, n=n_keys),
                    args=(q, keys[0, 0, :n_keys].float(), values[0, 0, :n_keys].float()),
                    expected=expected)

@@ -6,6 +6,7 @@ import torch
 
 from . import Case, exercise
 from ..flash import merge_softmax_states, softmax_state
+from ..widgets.i18n import t
 
 
 def merge_states(a, b):
@@ -18,7 +19,7 @@ def merge_states(a, b):
 
 def _case(description, scores_a, scores_b, values_a, values_b):
     a, b = softmax_state(scores_a, values_a), softmax_state(scores_b, values_b)
-    return Case(description, args=(a, b), expected=merge_softmax_states(a, b))
+    return Case(t(description), args=(a, b), expected=merge_softmax_states(a, b))
 
 
 @exercise("merge_softmax_states", title="Merge two partial softmax results",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..paged import BlockTable
 from ..serving import block_size_tradeoff
+from ..widgets.i18n import t
 from . import Case, exercise
 
 
@@ -29,7 +30,8 @@ def _locate_cases():
     ]
     for description, blocks, block_size, position in situations:
         block, offset = BlockTable(list(blocks)).locate(position, block_size)
-        yield Case(f"{description} (table {blocks}, blocks of {block_size}, position {position})",
+        yield Case(t("{what} (table {blocks}, blocks of {size}, position {position})", what=t(description),
+                     blocks=blocks, size=block_size, position=position),
                    args=(list(blocks), block_size, position), expected=(block, offset, block * block_size + offset))
 
 
@@ -51,5 +53,6 @@ def _blocks_cases():
         ("blocks of a single position", 37, 1),
     ]:
         cost = block_size_tradeoff([n_tokens], [block_size])[0]
-        yield Case(f"{description} ({n_tokens} tokens, blocks of {block_size})", args=(n_tokens, block_size),
+        yield Case(t("{what} ({n} tokens, blocks of {size})", what=t(description), n=n_tokens, size=block_size),
+                   args=(n_tokens, block_size),
                    expected=(cost.table_entries, cost.empty_slots))

@@ -6,6 +6,7 @@ import torch
 from ..costs import kv_cache_bytes
 from ..presets import model_config
 from ..quant import QMAX, dequantize, quantize
+from ..widgets.i18n import t
 from . import Case, exercise
 
 
@@ -20,25 +21,25 @@ def quantize_int8_solution(x):
 def _check_quantized(got, want) -> str | None:
     """What is wrong with the learner's (q, scale), said without the expected numbers."""
     if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return "return a pair (q, scale): the int8 numbers and one scale per vector"
+        return t("return a pair (q, scale): the int8 numbers and one scale per vector")
     q, scale = got
     q_ref, s_ref = want
     if not isinstance(q, torch.Tensor) or q.dtype != torch.int8:
-        return f"q should be a tensor of dtype torch.int8, got {getattr(q, 'dtype', type(q).__name__)}"
+        return t("q should be a tensor of dtype torch.int8, got {got}", got=getattr(q, 'dtype', type(q).__name__))
     if tuple(q.shape) != tuple(q_ref.shape):
-        return f"q has shape {tuple(q.shape)}: it should have the shape of x"
+        return t("q has shape {shape}: it should have the shape of x", shape=tuple(q.shape))
     if not isinstance(scale, torch.Tensor) or tuple(scale.shape) != tuple(s_ref.shape):
-        return (f"scale has shape {tuple(getattr(scale, 'shape', ()))}: there is one scale per vector of head_dim "
-                f"numbers, kept as a last dimension of size 1 so that q * scale broadcasts")
+        return t("scale has shape {shape}: there is one scale per vector of head_dim numbers, kept as a last "
+                 "dimension of size 1 so that q * scale broadcasts", shape=tuple(getattr(scale, 'shape', ())))
     if not torch.allclose(scale.float(), s_ref, rtol=1e-5, atol=1e-12):
-        return "the scales are off: each vector's scale maps its largest magnitude onto 127"
+        return t("the scales are off: each vector's scale maps its largest magnitude onto 127")
     if int(q.to(torch.int16).abs().max()) > QMAX:
-        return "q leaves the symmetric range -127..127"
+        return t("q leaves the symmetric range -127..127")
     if int((q.to(torch.int16) - q_ref.to(torch.int16)).abs().max()) > 1:
-        return "some q are more than one step away from x / scale: round x / scale to the nearest integer"
+        return t("some q are more than one step away from x / scale: round x / scale to the nearest integer")
     err = (dequantize(q, scale) - dequantize(q_ref, s_ref)).abs()
     if bool((err > s_ref / 2 * (1 + 1e-5) + 1e-30).any()):  # a rounding tie may go either way, nothing else
-        return "some q are rounded the wrong way: take the nearest integer of x / scale"
+        return t("some q are rounded the wrong way: take the nearest integer of x / scale")
     return None
 
 
@@ -53,7 +54,7 @@ def int8_quantize_cases():
     with_zero = torch.randn(2, 1, 3, 16, generator=g)
     with_zero[1, 0, 1] = 0.0
     demo_keys = torch.randn(1, 4, 6, 16, generator=g) * 0.5
-    return [Case(f"keys of shape {tuple(x.shape)}: {what}", (x,), expected=quantize(x), compare=_check_quantized)
+    return [Case(t("keys of shape {shape}: {what}", shape=tuple(x.shape), what=t(what)), (x,), expected=quantize(x), compare=_check_quantized)
             for x, what in ((keys, "one vector holds a large outlier"),
                             (with_zero, "one vector is all zeros"),
                             (demo_keys, "the chat model's shape: 4 KV heads, head_dim 16"))]
@@ -72,6 +73,7 @@ def kv_bytes_solution(config, n_tokens, batch, bytes_per_number):
 def kv_bytes_cases():
     rows = [("chat", 64, 1, 4, "fp32"), ("chat-gqa", 64, 4, 2, "fp16"), ("llama-2-7b", 4096, 8, 2, "fp16"),
             ("llama-3-8b", 8192, 3, 1, "int8"), ("mistral-7b", 1001, 1, 0.5, "int4")]
-    return [Case(f"{name}, {tokens:,} tokens x batch {batch}, {fmt}", (model_config(name), tokens, batch, b),
+    return [Case(t("{name}, {tokens} tokens x batch {batch}, {fmt}", name=name, tokens=f"{tokens:,}", batch=batch,
+                   fmt=fmt), (model_config(name), tokens, batch, b),
                  expected=kv_cache_bytes(name, tokens, batch, fmt))
             for name, tokens, batch, b, fmt in rows]

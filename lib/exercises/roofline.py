@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import Case, exercise
 from .. import costs
+from ..widgets.i18n import t
 from ..config import ModelConfig
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine
 
@@ -43,5 +44,5 @@ def weight_product_cases():
                                              (256, 4096, 4096, 2, h200, "a batch of 256 in bf16 on an H200"),
                                              (8, 64, 256, 4, cpu, "a batch of 8 in fp32 on a small CPU"),
                                              (1, 4096, 4096, 1, h100, "one sequence with int8 weights")):
-        yield Case(f"{what}: W is {d_in} x {d_out}", (batch, d_in, d_out, bpv, m.peak_gflops, m.bandwidth_gbs),
+        yield Case(t("{what}: W is {d_in} x {d_out}", what=t(what), d_in=d_in, d_out=d_out), (batch, d_in, d_out, bpv, m.peak_gflops, m.bandwidth_gbs),
                    expected=_expected(batch, d_in, d_out, bpv, m))

@@ -7,6 +7,7 @@ import torch
 from . import Case, exercise
 from ..sampling import residual_distribution
 from ..speculative import acceptance_probability, expected_tokens_per_pass
+from ..widgets.i18n import t
 
 
 def acceptance_rule_solution(p: torch.Tensor, q: torch.Tensor, x: int):
@@ -34,15 +35,15 @@ def acceptance_rule_cases():
     for x, what in ((1, "the draft proposes a token it likes more than the target does"),
                     (0, "the draft proposes a token the target likes more"),
                     (3, "the draft proposes a token the target never says")):
-        yield Case(f"four tokens, {what}", (p, q, x),
+        yield Case(t("four tokens, {what}", what=t(what)), (p, q, x),
                    expected=(acceptance_probability(p, q, x), residual_distribution(p, q)))
     for seed in (1, 2):
         p, q = _pair(seed, 9)
         x = int(torch.argmax(q))
-        yield Case(f"nine tokens, random distributions (seed {seed}), the draft's favourite proposed",
+        yield Case(t("nine tokens, random distributions (seed {seed}), the draft's favourite proposed", seed=seed),
                    (p, q, x), expected=(acceptance_probability(p, q, x), residual_distribution(p, q)))
     p = torch.tensor([0.25, 0.25, 0.5], dtype=torch.float64)
-    yield Case("a draft that agrees exactly with the target", (p, p.clone(), 2),
+    yield Case(t("a draft that agrees exactly with the target"), (p, p.clone(), 2),
                expected=(acceptance_probability(p, p, 2), residual_distribution(p, p)))
 
 
@@ -56,6 +57,6 @@ def tokens_per_pass_solution(alpha: float, k: int) -> float:
                "own, so the expected count is 1 + α + α² + … + α^k (careful at α = 1)",
           solution=tokens_per_pass_solution)
 def tokens_per_pass_cases():
-    return [Case(f"α = {a}, k = {k}" + (" (every proposal kept)" if a == 1 else ""), (a, k),
+    return [Case(f"α = {a}, k = {k}" + (t(" (every proposal kept)") if a == 1 else ""), (a, k),
                  expected=expected_tokens_per_pass(a, k))
             for a, k in ((0.5, 1), (0.68, 4), (0.9, 6), (0.0, 3), (1.0, 4))]

@@ -8,6 +8,7 @@ from ..costs import weight_bytes
 from ..device import dtype_bytes
 from ..presets import llama
 from ..vllm_bridge import GiB, kv_capacity
+from ..widgets.i18n import t
 from . import Case, exercise
 
 def num_kv_blocks(total_bytes, gpu_memory_utilization, weight_bytes, activation_bytes, block_size, n_layers,
@@ -25,7 +26,7 @@ def _case(description, config: ModelConfig, total, util, block_size, dtype, acti
     kwargs = dict(total_bytes=total, gpu_memory_utilization=util, weight_bytes=weight_bytes(config, dtype),
                   activation_bytes=activation, block_size=block_size, n_layers=config.n_layers,
                   n_kv_heads=config.n_kv_heads, head_dim=config.head_dim, bytes_per_value=dtype_bytes(dtype))
-    return Case(description, kwargs=kwargs, expected=cap.num_blocks)
+    return Case(t(description), kwargs=kwargs, expected=cap.num_blocks)
 
 
 def _llama(L, d, H, KV, ff, vocab=32000):

@@ -10,6 +10,7 @@ import torch
 
 from ..cache import Feed, KVCache
 from ..config import ModelConfig
+from ..widgets.i18n import t
 from . import Case, exercise
 
 
@@ -35,8 +36,9 @@ def _ring_slot_cases():
     for position, window, sinks in ((5, 8, 0), (13, 8, 0), (100, 4096 // 64, 0), (2, 8, 4), (11, 8, 4),
                                     (37, 10, 2), (9, 10, 2)):
         slot = int(_ring(window, sinks).slot(torch.tensor(position)))
-        what = f"{sinks} sinks" if sinks else "no sinks"
-        yield Case(f"position {position}, a window of {window} slots, {what}",
+        what = t("{n} sinks", n=sinks) if sinks else t("no sinks")
+        yield Case(t("position {position}, a window of {window} slots, {what}", position=position, window=window,
+                     what=what),
                    args=(position, window), kwargs={"sinks": sinks}, expected=slot)
 
 
@@ -58,5 +60,5 @@ def _window_mask_cases():
         queries = torch.arange(q0, q0 + n_new)
         keys = torch.arange(first_key, q0 + n_new)  # a ring's held keys, then the chunk's own
         mask = Feed(queries[None], len(keys), key_positions=keys).mask(window)[0, 0]  # what attention uses
-        yield Case(f"queries at positions {q0}..{q0 + n_new - 1}, keys at positions {first_key}.."
-                   f"{q0 + n_new - 1}, window {window}", args=(queries, keys, window), expected=mask)
+        yield Case(t("queries at positions {q0}..{q1}, keys at positions {k0}..{q1}, window {window}", q0=q0,
+                     q1=q0 + n_new - 1, k0=first_key, window=window), args=(queries, keys, window), expected=mask)

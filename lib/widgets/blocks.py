@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import checks
+from ..text import pad
 from . import style
-from .i18n import t
+from .i18n import CONTEXT, t
 from ..model import eval_mode
 from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
@@ -284,10 +285,10 @@ def block_tables_text(frame: PoolFrame) -> str:
 
 def story_table(frames) -> str:
     """One line per frame: blocks used / shared / free, the events, the caption."""
-    lines = [f"{'#':>2}  {'kind':7s} used shared free  events"]
+    lines = [f"{'#':>2}  " + pad(t("kind"), 7) + " " + t("used shared free  events")]
     for f in frames:
-        ev = ", ".join(f"{k} {v}" for k, v in f.event_counts().items())
-        lines.append(f"{f.index:>2}  {f.kind:7s} {f.n_used:4d} {f.n_shared:6d} {f.n_free:4d}  {ev}")
+        ev = ", ".join(f"{t('event code' + CONTEXT + k)} {v}" for k, v in f.event_counts().items())
+        lines.append(f"{f.index:>2}  " + pad(t(f.kind), 7) + f" {f.n_used:4d} {f.n_shared:6d} {f.n_free:4d}  {ev}")
     return "\n".join(lines)
 
 

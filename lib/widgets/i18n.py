@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from .i18n_outputs import ZH_OUTPUTS
+
 LANGUAGES = ("en", "zh")  # English first; tools.edition builds one notebook edition per language
 _current = "en"
 
@@ -368,6 +370,8 @@ ZH: dict[str, str] = {
     "KV dtype": "KV 数据类型", "activations reserve (GiB)": "激活预留（GiB）", "KV blocks": "KV 块",
     "requests of {len} tokens": "{len} token 的请求数", "activations reserve": "激活预留",
 }
+
+ZH.update(ZH_OUTPUTS)  # lib's text outputs and the exercises' messages (lib/widgets/i18n_outputs.py)
 
 
 def set_language(lang: str) -> None:

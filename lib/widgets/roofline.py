@@ -22,7 +22,7 @@ from .. import checks, costs
 from . import style
 from ..device import DTYPES as _DTYPE_TABLE
 from .i18n import t
-from ..text import SIG_DIGITS, fmt_bytes, fmt_sig, sig
+from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
 from .live import plotly_output, show_plotly
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import check_controls, figure_and_axes, frame_slider
@@ -107,11 +107,12 @@ def trace_points(trace, model, dtype="fp32", name: str | None = None) -> list[di
 
 
 def _text_table(rows: list[dict]) -> str:
-    cols = list(rows[0])
-    rows = [{c: v if isinstance(v, str) else fmt(v) for c, v in r.items()} for r in rows]
-    width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
-    line = lambda vals: "  ".join(v.rjust(width[c]) for c, v in zip(cols, vals)).rstrip()
-    return "\n".join([line(cols), line("-" * width[c] for c in cols)] + [line(r.values()) for r in rows])
+    say = _say()  # the header and the words in the notebook's language (lib.text.text_table does the same)
+    cols = [say(c) for c in rows[0]]
+    rows = [[say(v) if isinstance(v, str) else fmt(v) for v in r.values()] for r in rows]
+    width = [max(display_width(c), *(display_width(r[j]) for r in rows)) for j, c in enumerate(cols)]
+    line = lambda vals: "  ".join(pad(v, w, "right") for v, w in zip(vals, width)).rstrip()
+    return "\n".join([line(cols), line("-" * w for w in width)] + [line(r) for r in rows])
 
 
 def cost_rows(points: list[dict], machine: Machine | None = None, raw: bool = False) -> list[dict]:

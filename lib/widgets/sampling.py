@@ -27,7 +27,7 @@ from . import style
 from ..checks import sampling as check_sampling
 from .i18n import t
 from ..sampling import draw, filter_logits, make_generator
-from ..text import token_label
+from ..text import pad, token_label
 from . import figure_and_axes, frame_slider, try_prompt
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
@@ -111,8 +111,9 @@ class Bars:
 
     def text(self, digits: int = 4) -> str:
         """The bars as a text table (probabilities rounded to ``digits`` decimals)."""
-        head = f"{'token':>6}  {'p model':>8}  {'p before':>8}  {'p sample':>8}  kept"
-        rows = [f"{lab:>6}  {m:8.{digits}f}  {b:8.{digits}f}  {p:8.{digits}f}  {'yes' if k else '-'}"
+        head = "  ".join([pad(t("token"), 6, "right"), *(pad(t(h), 8, "right") for h in ("p model", "p before",
+                                                                                           "p sample")), t("kept")])
+        rows = [f"{lab:>6}  {m:8.{digits}f}  {b:8.{digits}f}  {p:8.{digits}f}  {t('yes') if k else '-'}"
                 for lab, m, b, p, k in zip(self.labels, self.model, self.before, self.probs, self.kept)]
         return "\n".join([self.summary(), head] + rows)
 

@@ -14,6 +14,7 @@ Three views of the same numbers (see CONTRIBUTING.md):
 from __future__ import annotations
 
 import html
+import re
 import time
 from dataclasses import dataclass
 
@@ -243,27 +244,38 @@ def step_rows(case: WorkedCase, step: int) -> list:
     return rows
 
 
+def _label(label: str) -> str:
+    """A row label of ``step_rows`` in the notebook's language ('L1 attention head 0 @2': the layer, head and
+    position marks stay as they are)."""
+    if label.startswith("candidate "):
+        return t("candidate {token}", token=label[len("candidate "):])
+    m = re.fullmatch(r"(L\d+ )?(.+?)( head \d+)?( @\d+)?", label)
+    lead, name, head, at = m.groups()
+    return (lead or "") + t(name) + (t(" head {h}", h=head.split()[-1]) if head else "") + (at or "")
+
+
 def step_table(case: WorkedCase, step: int) -> str:
     """One step as a text table: every number, 4 decimals; attention columns are the cached keys."""
     s = _get_step(case, step)
     fed = "".join(s.fed_tokens)
     pos = f"{s.positions[0]}..{s.positions[-1]}" if s.n_fed > 1 else str(s.positions[0])
-    head = (f"step {s.step} ({s.phase}): fed {fed} at position {pos}; the cache holds positions "
-            f"0..{s.cache_len - 1} after it ({s.cache_len} K and {s.cache_len} V rows per layer)")
+    head = t("step {step} ({phase}): fed {fed} at position {pos}; the cache holds positions 0..{last} after it "
+             "({n} K and {n} V rows per layer)", step=s.step, phase=t(s.phase), fed=fed, pos=pos,
+             last=s.cache_len - 1, n=s.cache_len)
     rows = []
     for label, values in step_rows(case, step):
         if label.startswith("candidate"):
             continue
         if "attention" in label and "output" not in label:
             keys = _key_labels(case, len(values))
-            rows.append((label, "  ".join(f"{k} {p:.4f}" for k, p in zip(keys, values))))
+            rows.append((_label(label), "  ".join(f"{k} {p:.4f}" for k, p in zip(keys, values))))
         else:
-            rows.append((label, " ".join(num(x) for x in values)))
+            rows.append((_label(label), " ".join(num(x) for x in values)))
     cand = [(f"{rank + 1}", tok, f"{float(s.logits[i]):+.4f}", f"{float(s.probs[i]):.4f}")
             for rank, (i, tok) in enumerate(zip(s.top_ids, s.top_tokens))]
-    return "\n".join([head, text_table(rows, ["quantity", "numbers"]), "",
-                      text_table(cand, ["rank", "next token", "logit", "probability"]),
-                      f"chosen (greedy): {s.chosen_token}"])
+    return "\n".join([head, text_table(rows, [t("quantity"), t("numbers")]), "",
+                      text_table(cand, [t("rank"), t("next token"), "logit", t("probability")]),
+                      t("chosen (greedy): {token}", token=s.chosen_token)])
 
 
 def cache_rows(case: WorkedCase, step: int, layer: int) -> list:
@@ -280,12 +292,12 @@ def cache_table(case: WorkedCase, step: int, layer: int | None = None) -> str:
     rows written in this step are marked 'new'. ``layer=None``: every layer."""
     s = _get_step(case, step)
     layers = range(case.config.n_layers) if layer is None else [layer]
-    parts = [f"KV cache after step {s.step}: {s.cache_len} position(s)"]
+    parts = [t("KV cache after step {step}: {n} position(s)", step=s.step, n=s.cache_len)]
     for l in layers:
-        rows = [(p, tok, " ".join(num(x) for x in k), " ".join(num(x) for x in v), "new" if is_new else "")
+        rows = [(p, tok, " ".join(num(x) for x in k), " ".join(num(x) for x in v), t("written\x04new") if is_new else "")
                 for p, tok, k, v, is_new in cache_rows(case, step, l)]
-        parts.append(f"layer {l}")
-        parts.append(text_table(rows, ["pos", "token", "K", "V", "written"]))
+        parts.append(t("layer {l}", l=l))
+        parts.append(text_table(rows, [t("pos"), t("token"), "K", "V", t("written")]))
     return "\n".join(parts)
 
 
@@ -428,11 +440,13 @@ def step_html(case: WorkedCase, step: int) -> str:
     rows = []
     for label, values in step_rows(case, step):
         if label.startswith("candidate"):
-            rows.append((label, f"logit {values[0]:+.4f}  probability {values[1]:.4f}"))
+            rows.append((_label(label), t("logit {logit}  probability {p}", logit=f"{values[0]:+.4f}",
+                                          p=f"{values[1]:.4f}")))
         elif "attention" in label and "output" not in label:
-            rows.append((label, "  ".join(f"{k} {p:.4f}" for k, p in zip(_key_labels(case, len(values)), values))))
+            rows.append((_label(label), "  ".join(f"{k} {p:.4f}" for k, p in zip(_key_labels(case, len(values)),
+                                                                                  values))))
         else:
-            rows.append((label, " ".join(num(x) for x in values)))
+            rows.append((_label(label), " ".join(num(x) for x in values)))
     parts = [t("<b>step {step} ({phase})</b>: fed {fed} → chose <b>{chosen}</b>", step=s.step, phase=t(s.phase),
                fed=html.escape("".join(s.fed_tokens)), chosen=html.escape(s.chosen_token)),
              _html_table([t("quantity"), t("numbers")], rows)]

@@ -1,0 +1,847 @@
+"""The Chinese of lib's text outputs (not its widgets): the tables and sentences a notebook prints through lib
+(``Trace.table``, the worked example's tables, the vLLM map, ...), the sentences a notebook cell prints through
+``lib.t``, and every exercise's title, hint, case and feedback (``lib.exercises``). ``lib.widgets.i18n`` merges
+this table into ``ZH``; its rules hold here too (same placeholders, terms from ``notebooks/zh/GLOSSARY.md``).
+Kept apart from the widgets' words so that each table stays one screenful of one kind of text.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+ZH_OUTPUTS: dict[str, str] = {
+    "device: {device}   torch {version}   seed {seed}": "设备：{device}   torch {version}   随机种子 {seed}",
+    # -- Trace.table (lib/trace.py) --
+    "(no steps)": "（没有步骤）", "trace column\x04step": "步", "trace column\x04phase": "阶段",
+    "trace column\x04fed": "输入", "trace column\x04positions": "位置", "trace column\x04kv_computed": "计算 K/V",
+    "trace column\x04kv_read": "读取 K/V", "trace column\x04next": "下一个", "trace column\x04p(next)": "p(下一个)",
+    "trace column\x04cache_bytes": "缓存字节",
+    # -- the worked example's text tables (lib/widgets/worked.py) --
+    "candidate {token}": "候选 {token}", " head {h}": " 头 {h}", "k (new, appended)": "k（新，已追加）",
+    "v (new, appended)": "v（新，已追加）", "residual stream": "残差流",
+    "step {step} ({phase}): fed {fed} at position {pos}; the cache holds positions 0..{last} after it ({n} K and {n} "
+    "V rows per layer)": "第 {step} 步（{phase}）：在位置 {pos} 输入 {fed}；之后缓存存有位置 0..{last}（每层 {n} 行 K、{n} 行 V）",
+    "chosen (greedy): {token}": "选中（贪心）：{token}",
+    "KV cache after step {step}: {n} position(s)": "第 {step} 步之后的 KV 缓存：{n} 个位置",
+    "written\x04new": "新", "written": "写入", "logit {logit}  probability {p}": "logit {logit}  概率 {p}",
+    # -- the vLLM map (lib/vllm_bridge.py): ideas, what vLLM does, how lib differs --
+    "  vLLM: {text}.": "  vLLM 中：{text}。", "  lib:  {text}.": "  lib 中： {text}。",
+    "block pool": "块池",
+    "all KV blocks of the GPU in one pool: a free queue, reference counts, a hash → block map for prefix caching; "
+    "block 0 is a placeholder (null block) no request uses":
+        "GPU 上所有 KV 块放在一个池里：一个空闲队列、引用计数、一张供前缀缓存用的哈希 → 块映射；块 0 是占位用的空块（null block），不给任何请求用",
+    "lib's pool holds the tensors as well as the bookkeeping; vLLM keeps the tensors in the worker and only block ids "
+    "in the scheduler's pool": "lib 的池既存张量也记账；vLLM 把张量放在 worker 里，调度器的池里只有块 id",
+    "tokens per KV block; an attention backend that needs another size may change it when none was given":
+        "每个 KV 块的 token 数；没有指定时，需要别的大小的注意力后端可以改它",
+    "lib's default is also 16 (PagedKVPool.for_model); the notebooks use 2–4 to make blocks visible":
+        "lib 的默认值也是 16（PagedKVPool.for_model）；笔记本里用 2–4，好让块看得见",
+    "on the GPU worker, one row of physical block ids per running request, and the slot of every new token":
+        "在 GPU worker 上，每个运行中的请求一行物理块 id，外加每个新 token 的槽位",
+    "lib keeps one BlockTable object per sequence and builds the tensor per pass (PagedKVPool.table_tensor)":
+        "lib 每个序列一个 BlockTable 对象，每次前向传播再拼成张量（PagedKVPool.table_tensor）",
+    "paged attention reads the blocks": "分页注意力读取块",
+    "the attention backend (FlashAttention, FlashInfer, Triton, …) gets a block_table and reads keys and values "
+    "where they lie; all sequences' tokens are laid end to end, no padding":
+        "注意力后端（FlashAttention、FlashInfer、Triton 等）拿到 block_table，就地读取键和值；所有序列的 token 首尾相接，没有填充",
+    "lib gathers a sequence's blocks into one tensor and runs the model's plain attention on it (same numbers, "
+    "easier to read); ragged batches are padded":
+        "lib 把一个序列的块收集成一个张量，再对它跑模型的普通注意力（数值相同，更好读）；长短不一的批次要填充",
+    "KV cache manager": "KV 缓存管理器",
+    "the scheduler asks it for the blocks a step's new tokens need; it returns None when the pool is short":
+        "调度器向它要一步的新 token 所需的块；池里不够时它返回 None",
+    "lib raises PoolExhaustedError, and the caller (lib.serving) decides to wait or preempt":
+        "lib 抛出 PoolExhaustedError，由调用方（lib.serving）决定等待还是抢占",
+    "GPU memory budget": "显存预算",
+    "profiles one dummy pass; KV memory = total × utilization − weights − peak activations − memory outside torch − "
+    "CUDA graphs": "先跑一次空的前向传播做剖析；KV 显存 = 总量 × 利用率 − 权重 − 激活峰值 − torch 之外的显存 − CUDA graph",
+    "kv_capacity computes the weights from the shapes and takes the activation peak, non-torch memory and CUDA "
+    "graphs as parameters": "kv_capacity 由形状算出权重，激活峰值、torch 之外的显存和 CUDA graph 作为参数传入",
+    "number of KV blocks": "KV 块数",
+    "num_blocks = available memory // bytes of one block over all layers": "num_blocks = 可用显存 // 一个块在所有层的字节数",
+    "the same division; one block's bytes come from lib.costs.kv_cache_bytes(model, block_size)":
+        "同样的除法；一个块的字节数来自 lib.costs.kv_cache_bytes(model, block_size)",
+    "bytes of one block": "一个块的字节数",
+    "per layer: n_kv_heads × block_size × (head_dim of K + head_dim of V) × bytes per value":
+        "每层：n_kv_heads × block_size ×（K 的 head_dim + V 的 head_dim）× 每个值的字节数",
+    "the same count, summed over the layers": "同样的计数，再对各层求和",
+    "prefix caching": "前缀缓存",
+    "full blocks are found again by a hash chained over the blocks before them; on by default; never the last "
+    "prompt token (its logits are needed)": "满块靠串联了前面各块的哈希再次找到；默认开启；提示词的最后一个 token 从不复用（要用它的 logits）",
+    "lib indexes full blocks by the token tuple itself (no hash, no collision); off unless asked for":
+        "lib 直接用 token 元组索引满块（不用哈希，不会冲突）；默认关闭",
+    "free list and eviction": "空闲链表与驱逐",
+    "a freed block that no hash names is reused first (front of the queue); a cached one goes to the back, so "
+    "cached blocks are evicted least recently used first":
+        "没有哈希指向的释放块最先复用（放到队首）；有缓存的放到队尾，所以有缓存的块按最近最少使用的顺序驱逐",
+    "lib puts every freed block at the back (oldest freed reused first), cached or not":
+        "lib 把每个释放的块都放到队尾（最早释放的最先复用），不管有没有缓存",
+    "preemption": "抢占",
+    "when blocks run out, the last request of the running queue (the most recently admitted, first come first "
+    "served) frees all its blocks and goes back to the front of the waiting queue, to be recomputed; there is no "
+    "swapping to CPU": "块用完时，运行队列的最后一个请求（最近接纳的，先来先服务）释放它的所有块，回到等待队列的队首，之后重计算；不会换出到 CPU",
+    "the same policy (recompute) in the simulation and in serve()": "模拟和 serve() 里是同样的策略（重计算）",
+    "watermark": "水位线",
+    "a fraction of the blocks kept free when admitting waiting or preempted requests; 0 (off) by default":
+        "接纳等待中或被抢占的请求时保持空闲的那部分块；默认为 0（关）",
+    "lib.serving.simulate's watermark applies the same way, at admission only": "lib.serving.simulate 的水位线作用相同，只在接纳时起作用",
+    "continuous batching": "连续批处理",
+    "every step the scheduler picks the running and waiting requests that fit a token budget; None means a "
+    "per-platform default (256 on a GPU)": "每一步调度器挑出放得进 token 预算的运行中和等待中的请求；None 表示按平台取默认值（GPU 上为 256）",
+    "lib.serving.serve admits whole prompts (no token budget, no chunked prefill) up to max_batch":
+        "lib.serving.serve 整段接纳提示词（没有 token 预算，没有分块预填充），最多 max_batch 个",
+    "parallel sampling (n > 1)": "并行采样（n > 1）",
+    "a request with n samples becomes n independent child requests; they share only full prompt blocks, found by "
+    "prefix caching (no copy-on-write of a half-full block)":
+        "有 n 个样本的请求变成 n 个独立的子请求；它们只共享提示词的满块（靠前缀缓存找到；半满的块不做写时复制）",
+    "lib.generate(num_samples=) prefills once and forks the cache with copy-on-write, as the 2023 paper did":
+        "lib.generate(num_samples=) 只预填充一次，再用写时复制分叉缓存，和 2023 年的论文一样",
+    "a dict: method (draft model, ngram, EAGLE, MTP, …), model, num_speculative_tokens; off by default":
+        "一个 dict：method（草稿模型、ngram、EAGLE、MTP 等）、model、num_speculative_tokens；默认关闭",
+    "lib has the draft-model method only, with a separate cache per model": "lib 只有草稿模型这一种方法，每个模型各有自己的缓存",
+    "KV cache dtype": "KV 缓存的 dtype",
+    "'auto' stores K and V in the model's dtype; 'fp8' (e4m3) or 'fp8_e5m2' halve a 16-bit cache":
+        "'auto' 用模型的 dtype 存 K 和 V；'fp8'（e4m3）或 'fp8_e5m2' 让 16 位的缓存减半",
+    "lib.costs counts any dtype's bytes; kv_capacity takes the 16-bit and fp8 choices":
+        "lib.costs 能算任何 dtype 的字节数；kv_capacity 接受 16 位和 fp8 两种选择",
+    "sliding window": "滑动窗口",
+    "layers with a window free the blocks that fell out of it (remove_skipped_blocks); a hybrid model keeps a group "
+    "of blocks per kind of layer": "有窗口的层释放移出窗口的块（remove_skipped_blocks）；混合模型每种层各有一组块",
+    "lib's window (ModelConfig.sliding_window) keeps a ring buffer of the last positions per layer":
+        "lib 的窗口（ModelConfig.sliding_window）每层用一个环形缓冲区保存最近的位置",
+    "longest sequence": "最长序列",
+    "None takes the model's own limit; the KV-cache size in tokens vLLM logs assumes requests this long":
+        "None 表示取模型自己的上限；vLLM 日志里以 token 计的 KV 缓存大小假定请求有这么长",
+    "lib's ModelConfig.max_seq_len; kv_capacity(max_model_len=) reproduces vLLM's logged token count":
+        "lib 的 ModelConfig.max_seq_len；kv_capacity(max_model_len=) 复现 vLLM 日志中的 token 数",
+    # -- headers and words of the tables notebooks print with lib.text.text_table --
+    "idea": "概念", "in lib": "lib 中", "vLLM file": "vLLM 文件", "vLLM name": "vLLM 名称", "engine argument": "引擎参数",
+    "default (0.33.0)": "默认值（0.33.0）", "KV memory": "KV 显存", "KV per token": "每个 token 的 KV",
+    "blocks": "块数", "full-length requests": "满长度请求数", "setting": "设置", "block": "块", "defaults": "默认",
+    "activation peak 4 GiB": "激活峰值 4 GiB",
+    "held-out text": "留出文本", "lm: bits per character": "lm：每字符比特数",
+    "characters' frequencies only": "只用字符频率", "a uniform guess": "均匀猜测",
+    # -- table headers and words (lib.text.text_table, the roofline, memory, speculative, flash and serving tables) --
+    "kept": "保留", "p before": "p 截断前", "yes": "是", "no": "否",
+    "scores": "分数", "merged heads": "合并各头", "weight on t - 1": "t - 1 上的权重", "this run": "这次运行",
+    "held-out English": "留出的英文", "held-out Chinese": "留出的中文",     "queries": "查询", "largest share on <s>": "<s> 上的最大占比", "layer, head": "层，头", "even attention": "平均注意力",
+    "ratio": "比值", "weights read MB": "读取权重 MB", "KV read MB": "读取 KV MB",
+    "KV write MB": "写入 KV MB", "bound": "受限于", "time ms": "时间 ms", "weights read B": "读取权重 B",
+    "KV read B": "读取 KV B", "KV write B": "写入 KV B", "operator": "算子", "memory": "访存", "compute": "计算",
+    "FLOP/byte @B=1": "FLOP/字节 @B=1", "limit B→∞": "极限 B→∞", "ridge": "脊点", "batch to ridge": "到脊点的批次",
+    "weights FLOP/B": "权重 FLOP/B", "attention FLOP/B": "注意力 FLOP/B", "step FLOP/B": "整步 FLOP/B",
+    "KV read = weights read at batch×ctx": "KV 读取 = 权重读取时的 批次×上下文",
+    "size": "大小", "per token": "每个 token", "per request": "每个请求", "fits?": "放得下？",
+    "free after weights": "除去权重后的空闲", "KV cache in": "KV 缓存格式", "bytes, lib.costs": "字节，lib.costs",
+    "bytes, measured on the tensors": "字节，在张量上实测", "requests that fit on 80 GiB": "80 GiB 上放得下的请求数",
+    "runs": "运行次数", "new tokens": "新 token", "target passes": "目标模型前向传播", "saved": "节省",
+    "draft passes": "草稿模型前向传播", "drafts kept": "草稿被接受", "tokens/pass": "token/前向传播",
+    "full rounds": "完整轮次", "tokens/full round": "token/完整轮次", "predicted": "预测", "p target": "p 目标",
+    "q draft": "q 草稿", "keep if proposed": "提议时的接受概率", "residual": "残差分布", "output": "输出",
+    "kind": "类型", "events": "事件", "policy": "策略", "seconds": "秒", "tokens/s": "token/秒", "ms per pass": "每次前向传播 ms",
+    "mean TTFT (ms)": "平均首 token 时间（ms）", "mean latency (ms)": "平均延迟（ms）", "run": "运行",
+    "preemptions": "抢占次数", "forward passes": "前向传播次数", "prefill tokens": "预填充 token",
+    "of them recomputed": "其中重算", "blocks to CPU": "换出到 CPU 的块", "blocks from CPU": "从 CPU 换入的块",
+    "most blocks on CPU": "CPU 上最多的块数", "bytes moved": "搬运字节数", "tokens %": "token 占比 %",
+    "reserved, later %": "预留，之后用 %", "reserved, never %": "预留，从未用 %", "free %": "空闲 %",
+    "tokens / allocated %": "token / 已分配 %", "mean batch": "平均批次", "max batch": "最大批次", "steps": "步数",
+    "tensor": "张量", "bytes read": "读取字节", "bytes written": "写入字节", "keys": "键", "rescale old sums": "旧和的缩放",
+    "acc / l so far": "目前的 acc / l", "chunk": "段", "plain": "普通", "flash, tiles of 64": "flash，分块 64",
+    "held positions": "保存的位置数", "slot of the newest": "最新的槽位", "keys(0) length": "keys(0) 长度",
+    "every position": "保留每个位置", "ring": "环形", "model, text": "模型，文本", "even spread": "平均分配",
+    "largest share on position 0": "位置 0 上的最大占比", "at": "位于", "cache": "缓存", "perplexity": "困惑度",
+    "full cache": "完整缓存", "top-1 same as full": "top-1 与完整缓存相同",
+    "extra bits per token from position W on": "从位置 W 起每个 token 多出的比特数", "chat (toy)": "chat（玩具模型）",
+    "lm, English": "lm，英文", "lm, Chinese": "lm，中文", "positions": "位置", "window": "窗口",
+
+    "used shared free  events": "已用 共享 空闲  事件",
+    "event code\x04alloc": "分配", "event code\x04share": "共享", "event code\x04cow": "写时复制",
+    "event code\x04free": "释放", "event code\x04hit": "命中", "event code\x04evict": "驱逐",
+    "layers": "层数", "cached per token per layer": "每层每个 token 缓存的内容", "values": "数值个数",
+    "smaller than MHA by": "比 MHA 小", "weights do not fit": "权重放不下", "round": "轮次", "proposed": "提议",
+    "emitted": "输出", "new so far": "累计新 token",
+
+    # -- lib.exercises: the messages of check() --
+    "your result": "你的结果",
+    "a tensor of shape {shape} and dtype {dtype}": "形状为 {shape}、dtype 为 {dtype} 的张量",
+    "a {kind}": "一个 {kind}",
+    "{what} is {got}; a tensor was expected": "{what}是{got}；应为张量",
+    "{what} has shape {shape}, which is not the expected shape": "{what}的形状是 {shape}，不是预期的形状",
+    "{what} has dtype {dtype}, which is not the expected dtype": "{what}的 dtype 是 {dtype}，不是预期的 dtype",
+    "{what} holds NaN or inf": "{what}中有 NaN 或 inf",
+    "{what} has the right shape but its values are off: the largest difference is {diff} (at index {where}; "
+    "tolerance {atol})": "{what}的形状对，但数值有偏差：最大差值 {diff}（在下标 {where} 处；容差 {atol}）",
+    "{what} is {got}; a {kind} was expected": "{what}是{got}；应为 {kind}",
+    "{what} has {n} items, which is not the expected number": "{what}有 {n} 项，个数不对",
+    "item {i} of {what}": "{what}的第 {i} 项",
+    "{what} should be a dict with the keys {keys}": "{what}应是键为 {keys} 的 dict",
+    "{what} is {got}, which is not the expected answer": "{what}是 {got}，不是正确答案",
+    "{what} is {got}; a number was expected": "{what}是{got}；应为数",
+    "{what} is {got}, which is not the expected value": "{what}是 {got}，不是预期的值",
+    "✗ {title}: check() needs your function itself, got {got}.": "✗ {title}：check() 要的是你的函数本身，收到的是{got}。",
+    "… {title}: not written yet — replace the `raise NotImplementedError` with your code and run the cell again."
+    "\n  Hint: {hint}": "… {title}：还没写——把 `raise NotImplementedError` 换成你的代码，再运行这个单元格。\n  提示：{hint}",
+    "✗ {title} — case {i} of {n} ({case}): your function raised {error}: {e}\n  Hint: {hint}":
+        "✗ {title}——第 {i} 个用例（共 {n} 个；{case}）：你的函数抛出了 {error}：{e}\n  提示：{hint}",
+    "✗ {title} — case {i} of {n} ({case}): {problem}\n  Hint: {hint}":
+        "✗ {title}——第 {i} 个用例（共 {n} 个；{case}）：{problem}\n  提示：{hint}",
+    "✓ {title}: the hidden case passes.": "✓ {title}：隐藏用例通过。",
+    "✓ {title}: all {n} hidden cases pass.": "✓ {title}：{n} 个隐藏用例全部通过。",
+    # -- lib.exercises: titles and hints --
+    "Causal attention for every head": "每个头的因果注意力",
+    "scores = q @ kᵀ / √hd (hd = q.shape[-1]); set the entries above the diagonal to -inf (a query sees its own key "
+    "and earlier ones); softmax over the last dimension; multiply by v.":
+        "scores = q @ kᵀ / √hd（hd = q.shape[-1]）；把对角线以上的元素设为 -inf（查询只看得到自己和之前的键）；"
+        "在最后一维上做 softmax；再乘以 v。",
+    "The greedy generation loop": "贪心生成循环",
+    "repeat max_new_tokens times: run the model on the whole list so far, take the argmax of the LAST position's "
+    "logits, append it; stop right after appending eos_id (eos_id may be None: then never stop early). Return "
+    "prompt + new tokens as a list of ints.":
+        "重复 max_new_tokens 次：把目前的整个列表送入模型，取最后一个位置 logits 的 argmax，追加到列表末尾；"
+        "追加了 eos_id 就立即停止（eos_id 可以是 None：那就不提前停止）。返回提示词 + 新 token，类型为 int 列表。",
+    "Append a key to a preallocated cache with its RoPE rotation": "把旋转好（RoPE）的键追加进预分配的缓存",
+    "the new token sits at position seq_len (the number of tokens already cached): rotate its key with "
+    "lib.model.rope_tables(hd, torch.tensor([[seq_len]]), theta) and lib.model.apply_rope (they want 4-D tensors "
+    "(B, heads, T, hd)), then write it at cache_k[:, seq_len]; leave every other row as it is.":
+        "新 token 的位置是 seq_len（已缓存的 token 数）：用 lib.model.rope_tables(hd, torch.tensor([[seq_len]]), "
+        "theta) 和 lib.model.apply_rope 旋转它的键（二者要 4 维张量 (B, heads, T, hd)），再写到 "
+        "cache_k[:, seq_len]；其余各行保持不变。",
+    "One attention row of the worked case": "算例中的一行注意力",
+    "score_j = q·k_j / √hd for every cached key (hd = 4 here), weights = softmax of the scores, output = Σ_j "
+    "weight_j · v_j. Return the pair (weights, output).":
+        "对每个缓存的键算 score_j = q·k_j / √hd（这里 hd = 4），weights = scores 的 softmax，"
+        "output = Σ_j weight_j · v_j。返回 (weights, output) 这一对。",
+    "Block-table lookup": "查块表",
+    "position // block_size says which entry of the table (the logical block) to read; position % block_size is "
+    "the offset inside that physical block; the flat slot counts whole blocks of block_size slots before it.":
+        "position // block_size 给出要读块表的哪一项（逻辑块）；position % block_size 是在该物理块内的偏移；"
+        "扁平槽位号 = 它前面的整块数 × block_size + 偏移。",
+    "Blocks a sequence takes": "一个序列占几个块",
+    "divide the length by the block size and round UP (a partly filled last block is still a whole block); the "
+    "empty slots are the blocks' slots minus the tokens.":
+        "长度除以块大小，向上取整（最后一块只填了一部分，也算一整块）；空槽位数 = 这些块的槽位总数 − token 数。",
+    "int8 quantization of keys and values, one scale per (token, head)": "键和值的 int8 量化，每个（token，头）一个 scale",
+    "scale = the largest |x| of each vector (last dimension) / 127, kept with keepdim=True; q = round(x / scale) "
+    "as torch.int8; a vector of zeros needs a scale that does not divide by 0":
+        "scale = 每个向量（最后一维）的最大 |x| / 127，用 keepdim=True 保留这一维；q = round(x / scale)，"
+        "类型为 torch.int8；全零向量的 scale 不能让除法除以 0",
+    "the KV-cache size formula": "KV 缓存大小公式",
+    "2 (K and V) x layers x KV heads (config.n_kv_heads, not n_heads) x head_dim x bytes per number x tokens x "
+    "batch; int4 is half a byte per number":
+        "2（K 和 V）× 层数 × KV 头数（config.n_kv_heads，不是 n_heads）× head_dim × 每个数的字节数 × token 数 × "
+        "批次；int4 每个数半个字节",
+    "Merge two partial softmax results": "合并两个部分 softmax 结果",
+    "m is the larger of the two maxima; multiply each side's l and acc by exp(its m - m) before adding (acc has one "
+    "more dimension than m: use m[..., None]). Never take exp of a score or of m alone.":
+        "m 取两个最大值中较大的那个；相加之前，把每一边的 l 和 acc 乘以 exp(该边的 m - m)（acc 比 m 多一维：用 "
+        "m[..., None]）。不要单独对某个分数或 m 取 exp。",
+    "The ring buffer's slot of a position": "某个位置在环形缓冲区中的槽位",
+    "without sinks, position p goes to slot p % window; with sinks, positions below `sinks` keep their own slot "
+    "and the rest go round the other window - sinks slots, starting after the sinks.":
+        "没有汇点时，位置 p 放在槽位 p % window；有汇点时，小于 `sinks` 的位置各占自己的槽位，"
+        "其余位置从汇点之后开始，在剩下的 window - sinks 个槽位里轮转。",
+    "The sliding-window mask of a chunk": "一段查询的滑动窗口掩码",
+    "a query at position p may see a key at position j when j <= p (causal) and j > p - window (the last `window` "
+    "positions, p itself included); compare the positions, not the indices.":
+        "当 j <= p（因果）且 j > p - window（最近 `window` 个位置，含 p 自己）时，位置 p 的查询看得到位置 j 的键；"
+        "比较的是位置，不是下标。",
+    "The acceptance rule of speculative decoding": "投机解码的接受规则",
+    "keep x with probability min(1, p[x] / q[x]); after a rejection the target draws from max(0, p - q), divided "
+    "by its sum so it adds up to 1 (and if p == q, nothing is left: use p)":
+        "以概率 min(1, p[x] / q[x]) 接受 x；被拒绝后，目标模型从 max(0, p - q) 采样，先除以它的和使总和为 1"
+        "（若 p == q，什么都不剩：就用 p）",
+    "Expected tokens per target pass": "目标模型每次前向传播的期望 token 数",
+    "the first i proposals are all kept with probability α^i; the target always adds one token of its own, so the "
+    "expected count is 1 + α + α² + … + α^k (careful at α = 1)":
+        "前 i 个提议全被接受的概率是 α^i；目标模型总会再补一个自己的 token，所以期望个数是 "
+        "1 + α + α² + … + α^k（α = 1 时要小心）",
+    "KV blocks vLLM allocates": "vLLM 分配的 KV 块数",
+    "Take gpu_memory_utilization of the total (rounded up to a whole byte, as vLLM does), subtract the weights and "
+    "the activation peak, then divide by the bytes of ONE block: keys and values (×2) of block_size tokens in "
+    "every layer. Keep whole blocks only (//), and none when nothing is left.":
+        "取总量的 gpu_memory_utilization（和 vLLM 一样向上取整到整字节），减去权重和激活峰值，"
+        "再除以一个块的字节数：每层 block_size 个 token 的键和值（×2）。只保留整块（//）；什么都不剩时一块也没有。",
+    "Arithmetic intensity of a weight product": "权重乘法的算术强度",
+    "FLOPs: 2 per multiply-add, one multiply-add per weight per sequence in the batch; bytes: the weights, read "
+    "once for the whole batch (activations are left out, as in lib.costs). Compute-bound when intensity × "
+    "bandwidth reaches the peak.":
+        "FLOPs：每次乘加算 2 个，批次中每个序列对每个权重做一次乘加；字节：权重，整个批次只读一次"
+        "（和 lib.costs 一样不计激活）。强度 × 带宽达到峰值时就是计算受限。",
+    # -- lib.exercises: the hidden cases --
+    "the chat model's layer {layer} on {prompt}: q, k, v of shape {shape}":
+        "chat 模型第 {layer} 层处理 {prompt}：q、k、v 的形状为 {shape}",
+    "an end token": "有结束 token", "no end token (eos_id=None)": "没有结束 token（eos_id=None）",
+    "prompt {prompt}, max_new_tokens={n}, {stop}": "提示词 {prompt}，max_new_tokens={n}，{stop}",
+    "{n} tokens cached in a buffer of {max_len} positions, {heads} KV heads of head_dim {hd}":
+        "{max_len} 个位置的缓冲区里已缓存 {n} 个 token，{heads} 个 KV 头，head_dim 为 {hd}",
+    "step {step}, layer {layer}: one query and {n} cached key(s)": "第 {step} 步，第 {layer} 层：一个查询和 {n} 个缓存的键",
+    "one query row, its 6 keys split into two halves": "一行查询，它的 6 个键分成两半",
+    "4 query rows; the second part's scores are larger, so its maximum wins": "4 行查询；后一部分的分数更大，所以取它的最大值",
+    "scores in the hundreds (exp of a score alone overflows float32)": "分数上百（单独对分数取 exp 会让 float32 溢出）",
+    "a batch: states of shape (batch 2, heads 3, queries 5), acc with head_dim 4":
+        "一个批次：状态的形状为（批次 2，头 3，查询 5），acc 的 head_dim 为 4",
+    "{what} (table {blocks}, blocks of {size}, position {position})": "{what}（块表 {blocks}，块大小 {size}，位置 {position}）",
+    "a position in the middle of the third logical block": "第三个逻辑块中间的一个位置",
+    "the very first position of a sequence": "序列的第一个位置", "the first position of a new block": "新块的第一个位置",
+    "the last slot of a block": "块的最后一个槽位", "blocks of a single position": "每块只有一个位置",
+    "{what} ({n} tokens, blocks of {size})": "{what}（{n} 个 token，块大小 {size}）",
+    "a sequence that ends inside a block": "在块中间结束的序列", "a sequence that fills its blocks exactly": "正好填满所占块的序列",
+    "a single token": "只有一个 token", "one token past a block boundary": "超出块边界一个 token",
+    "return a pair (q, scale): the int8 numbers and one scale per vector": "返回一对 (q, scale)：int8 数值和每个向量一个 scale",
+    "q should be a tensor of dtype torch.int8, got {got}": "q 应是 dtype 为 torch.int8 的张量，收到的是 {got}",
+    "q has shape {shape}: it should have the shape of x": "q 的形状是 {shape}：它应与 x 同形",
+    "scale has shape {shape}: there is one scale per vector of head_dim numbers, kept as a last dimension of size 1 "
+    "so that q * scale broadcasts":
+        "scale 的形状是 {shape}：每个含 head_dim 个数的向量一个 scale，保留为大小为 1 的最后一维，q * scale 才能广播",
+    "the scales are off: each vector's scale maps its largest magnitude onto 127": "scale 不对：每个向量的 scale 应把它的最大绝对值映射到 127",
+    "q leaves the symmetric range -127..127": "q 超出了对称范围 -127..127",
+    "some q are more than one step away from x / scale: round x / scale to the nearest integer":
+        "有些 q 与 x / scale 相差超过一格：把 x / scale 四舍五入到最近的整数",
+    "some q are rounded the wrong way: take the nearest integer of x / scale": "有些 q 舍入方向不对：取 x / scale 最近的整数",
+    "keys of shape {shape}: {what}": "形状为 {shape} 的键：{what}",
+    "one vector holds a large outlier": "有一个向量含很大的离群值", "one vector is all zeros": "有一个向量全为零",
+    "the chat model's shape: 4 KV heads, head_dim 16": "chat 模型的形状：4 个 KV 头，head_dim 16",
+    "{name}, {tokens} tokens x batch {batch}, {fmt}": "{name}，{tokens} 个 token × 批次 {batch}，{fmt}",
+    "{what}: W is {d_in} x {d_out}": "{what}：W 为 {d_in} x {d_out}",
+    "one sequence decoding in bf16 on an H100": "H100 上以 bf16 解码一个序列", "a batch of 512 in bf16 on an H100": "H100 上以 bf16 解码批次 512",
+    "a batch of 256 in bf16 on an H200": "H200 上以 bf16 解码批次 256", "a batch of 8 in fp32 on a small CPU": "小 CPU 上以 fp32 解码批次 8",
+    "one sequence with int8 weights": "int8 权重，一个序列",
+    "four tokens, {what}": "四个 token，{what}",
+    "the draft proposes a token it likes more than the target does": "草稿模型提议一个它比目标模型更看好的 token",
+    "the draft proposes a token the target likes more": "草稿模型提议一个目标模型更看好的 token",
+    "the draft proposes a token the target never says": "草稿模型提议一个目标模型从不会说的 token",
+    "nine tokens, random distributions (seed {seed}), the draft's favourite proposed":
+        "九个 token，随机分布（随机种子 {seed}），提议草稿模型最看好的那个",
+    "a draft that agrees exactly with the target": "与目标模型完全一致的草稿模型", " (every proposal kept)": "（每个提议都被接受）",
+    "a Llama-2-7B-shaped model (32 layers, 32 KV heads) in bf16 on an 80 GiB GPU, utilization 0.92, 2 GiB of "
+    "activations, blocks of 16": "Llama-2-7B 形状的模型（32 层，32 个 KV 头），bf16，80 GiB GPU，利用率 0.92，"
+                                 "激活 2 GiB，块大小 16",
+    "a GQA model (32 layers, 8 KV heads) in fp16 on a 141 GiB GPU, utilization 0.9, 3 GiB of activations, blocks "
+    "of 32": "GQA 模型（32 层，8 个 KV 头），fp16，141 GiB GPU，利用率 0.9，激活 3 GiB，块大小 32",
+    "a small fp32 model on a GPU whose total times the utilization is not a whole number of bytes":
+        "fp32 小模型，GPU 总量乘以利用率不是整字节数",
+    "a model whose weights alone exceed the utilization budget": "光权重就超出利用率预算的模型",
+    "{n} sinks": "{n} 个汇点", "no sinks": "没有汇点",
+    "position {position}, a window of {window} slots, {what}": "位置 {position}，窗口 {window} 个槽位，{what}",
+    "queries at positions {q0}..{q1}, keys at positions {k0}..{q1}, window {window}":
+        "查询在位置 {q0}..{q1}，键在位置 {k0}..{q1}，窗口 {window}",
+}
+
+# The lines a notebook cell prints with an f-string, as templates: ``{0}``, ``{1:>12,}`` ... stand for the
+# values in the order the English writes them (a format spec is only a reminder: the matched text is already
+# formatted); the Chinese places them with ``{0}``, ``{1}`` .... ``lib.notebook.setup(lang="zh")`` makes
+# ``print`` look every printed line up here (``translate_printed``), so the code cells stay the same in both
+# editions. A value that is itself a whole text of this table or of ``ZH`` (``right``, ``decode``) is translated
+# too. A line that matches nothing is printed as it is.
+ZH_PRINTED: dict[str, str] = {
+    # -- templates of table cells --
+    "head {0}": "头 {0}", "layer {0}, head {1}": "第 {0} 层，第 {1} 头", "window {0} only": "仅窗口 {0}",
+    "window {0} + {1} sinks": "窗口 {0} + {1} 个汇点", "window {0} + 1 sink": "窗口 {0} + 1 个汇点", "window {0}": "窗口 {0}",
+    "alloc {0}": "分配 {0}", "free {0}": "释放 {0}", "share {0}": "共享 {0}", "hit {0}": "命中 {0}", "cow {0}": "写时复制 {0}",
+    "{0} (correction)": "{0}（修正）", "{0} (bonus)": "{0}（额外）",
+    "- (text ended at <eos>)": "-（文本在 <eos> 处结束）", "flash, {0}": "flash，{0}", "plain / flash {0}": "普通 / flash {0}",
+    "recompute, prefix cache {0}": "重计算，前缀缓存{0}", "swap, prefix cache {0}": "换出，前缀缓存{0}",
+    "{0} ({1} runs)": "{0}（{1} 次运行）", "{0} ms ({1}–{2} ms, {3} runs)": "{0} ms（{1}–{2} ms，{3} 次运行）",
+    "{0} bytes moved ({1})": "搬运 {0} 字节（{1}）",
+    "greedy, Chinese poems:": "贪心，中文诗：", "greedy, English passages:": "贪心，英文段落：",
+    "temperature 1, Chinese poems:": "温度 1，中文诗：", "temperature 1, English passages:": "温度 1，英文段落：",
+    "K,V x {0} of {1} heads x {2}": "K,V × {1} 个头中的 {0} 个 × {2}", "latent {0} + rope key {1}": "潜在向量 {0} + rope 键 {1}",
+    "bytes ({0})": "字节（{0}）", "requests of {0} tokens that fit": "放得下的 {0} token 请求数",
+    "{0} in {1}: {2} parameters; {3} request(s) x {4} tokens": "{0}（{1}）：{2} 个参数；{3} 个请求 × {4} 个 token",
+    "  weights in memory      {0}": "  显存中的权重          {0}",
+    "  KV cache per token     {0}": "  每个 token 的 KV 缓存 {0}",
+    "  KV cache               {0}   ({1} of the total)": "  KV 缓存                {0}   （占总量的 {1}）",
+    "  total                  {0}": "  总计                   {0}",
+    "  KV cache memory = weight memory at batch x context = {0} tokens (at batch {1}: {2} tokens per request)":
+        "  KV 缓存显存 = 权重显存：批次 × 上下文 = {0} 个 token（批次 {1} 时每个请求 {2} 个 token）",
+    "{0} new tokens in {1} target passes (generate: {2}) + {3} draft passes; {4}/{5} proposals kept ({6}), {7} "
+    "tokens per target pass": "目标模型 {1} 次前向传播生成 {0} 个新 token（generate：{2} 次）+ 草稿模型 {3} 次前向传播；"
+                              "{5} 个提议中 {4} 个被接受（{6}），目标模型每次前向传播 {7} 个 token",
+    # -- lib.hf.HOW_TO (05: bring your own model) --
+    "No model of your own is loaded: the environment variable KVLAB_HF_MODEL is not set.":
+        "没有加载你自己的模型：环境变量 KVLAB_HF_MODEL 没有设置。",
+    "To watch a real model's KV cache here:": "想在这里观察一个真实模型的 KV 缓存：",
+    "  1. install the optional extra:  {0}": "  1. 安装可选依赖：  {0}",
+    "  1. install the optional extra:  {0}  (or: {1})": "  1. 安装可选依赖：  {0}（或：{1}）",
+    "  2. put a checkpoint folder on disk (config.json + *.safetensors + tokenizer files) of a":
+        "  2. 在磁盘上准备一个 checkpoint 文件夹（config.json + *.safetensors + tokenizer 文件），模型类型为",
+    "     {0}, e.g. gpt2 or Qwen/Qwen2.5-0.5B;": "     {0} 之一，例如 gpt2 或 Qwen/Qwen2.5-0.5B；",
+    "  3. start JupyterLab with  {0}=/path/to/that/folder  and run this notebook again.":
+        "  3. 用  {0}=/path/to/that/folder  启动 JupyterLab，再运行一遍这个笔记本。",
+    # -- Markdown tables a cell displays (03): each cell of a row is looked up --
+    "without KV cache: recompute + compute": "无 KV 缓存：重算 + 计算", "K/V computed": "计算的 K/V",
+    "with KV cache: compute, read": "有 KV 缓存：计算、读取", "computed": "计算", "read": "读取",
+    "recompute {0} + compute {1}": "重算 {0} + 计算 {1}", "compute {0}": "计算 {0}", "compute {0}, read {1}": "计算 {0}，读取 {1}",
+    "compute {0}, store it": "计算 {0}，存入缓存", "total, per layer": "合计，每层", "total, all {0} layers": "合计，全部 {0} 层",
+    "n tokens": "n 个 token", "K/V computed without cache": "无缓存时计算的 K/V", "ratio": "比值",
+    "with cache: projections": "有缓存：投影", "without: projections": "无缓存：投影",
+    "bytes copied by torch.cat (counted)": "torch.cat 复制的字节数（计数）", "n(n+1)/2 × per token": "n(n+1)/2 × 每个 token",
+    "bytes written in place (static)": "原地写入的字节数（静态）", "static cache size": "静态缓存大小",
+    "allocations (cat)": "分配次数（cat）",
+    # -- single words of table cells --
+    "never": "永不", "static": "静态", "continuous": "连续", "swap": "换出", "paged": "分页", "layer {0}": "第 {0} 层",
+    "{0}: {1} layers, d_model {2}, {3} query heads / {4} KV heads ({5}), head_dim {6}, d_ff {7} {8}, {9} positions; "
+    "{10} params, KV cache {11}/token in {12}": "{0}：{1} 层，d_model {2}，{3} 个查询头 / {4} 个 KV 头（{5}），head_dim {6}，"
+                                               "d_ff {7} {8}，{9} 位置编码；{10} 个参数，KV 缓存每个 token {11}（{12}）",
+    "{0} max |logit difference| from the right offset: below 1e-4, the same logits":
+        "{0} 与正确偏移相比 max |logit 差|：低于 1e-4，logits 相同",
+    "{0} max |logit difference| from the right offset: {1}, different logits": "{0} 与正确偏移相比 max |logit 差|：{1}，logits 不同",
+    "every position shifted by +10": "所有位置都偏移 +10", "能 rotated at position 0, not 4": "能 按位置 0 旋转（应为 4）",
+    "能 rotated at position 5, not 4": "能 按位置 5 旋转（应为 4）",
+    "{0} query heads, {1} K/V heads ({2}): {3}  cache {4} bytes, keys of a layer {5}":
+        "{0} 个查询头，{1} 个 K/V 头（{2}）：{3}  缓存 {4} 字节，一层的键 {5}",
+    "weights in memory ({0})": "显存中的权重（{0}）", "KV memory = weight memory at tokens": "KV 显存 = 权重显存时的 token 数",
+    "per request at {0}": "批次 {0} 时每个请求", "perplexity, {0} cache": "困惑度，{0} 缓存",
+    "int8 cache": "int8 缓存", "fp32 cache": "fp32 缓存", "change": "变化", "positions whose top-1 differs": "top-1 不同的位置",
+    "static cache, greedy": "静态缓存，贪心", "static cache, sampled": "静态缓存，采样", "concat cache, greedy": "拼接缓存，贪心",
+    "concat cache, sampled": "拼接缓存，采样",
+    "hand-made cache: {0} ({1} of {2} rows filled in each of {3} layers)": "手写缓存：{0}（{3} 层中每层 {2} 行已填 {1} 行）",
+    # -- figures a notebook cell draws (titles, axes, legends), matched as whole texts --
+    "the real model, next token after {0}: four ways to choose": "真实模型在 {0} 之后的下一个 token：四种选法",
+    "one parallel pass over {0} positions": "对 {0} 个位置的一次并行前向传播",
+    "ms ({0} time)": "毫秒（{0} 时间）", "wall": "墙钟",
+    "{0}: {1} K/V computed per layer": "{0}：每层计算 {1} 个 K/V",
+    "position (token)": "位置（token）",
+    "output (hatched)": "输出（斜线）", "tokens (characters of held-out text)": "token（留出文本的字符）",
+    "% of the KV budget (server full)": "占 KV 预算的 %（服务器满载）", "requests in the batch": "批次中的请求数",
+    "forward pass": "前向传播", "sequences in the pass": "本次前向传播中的序列数",
+    "the same {0} requests: static batches drain, continuous batching refills every step":
+        "同样的 {0} 个请求：静态批次越跑越空，连续批处理每步都补满",
+    "empty slots, final lengths": "空槽位，按最终长度", "empty slots, simulated server (full)": "空槽位，模拟的服务器（满载）",
+    "block size (positions)": "块大小（位置数）", "% of the slots held": "占所持槽位的 %", "vLLM's default: 16": "vLLM 的默认值：16",
+    "block-table entries per sequence": "每个序列的块表项数", "table entries per sequence": "每个序列的表项数",
+    "F: computed, M: computed with the mask (hatched), ·: skipped": "F：计算，M：带掩码计算（斜线），·：跳过",
+    "plain (S and P through HBM)": "普通（S 和 P 经过 HBM）", "flash, tiles of {0}": "flash，分块 {0}",
+    "key tile": "键分块", "query tile": "查询分块", "Q, K, V, O once (the floor)": "Q、K、V、O 各一次（下限）",
+    "prompt length T (tokens)": "提示词长度 T（token）", "MiB moved, one layer": "搬运的 MiB，一层",
+    "One llama-2-7b attention layer (32 heads × 128, fp16): HBM traffic of one prefill":
+        "llama-2-7b 的一个注意力层（32 个头 × 128，fp16）：一次预填充的 HBM 流量",
+    "key position": "键位置", "query position": "查询位置",
+    "every position kept (ConcatKVCache)": "保留每个位置（ConcatKVCache）", "ring buffer, W = {0} (KVCache)": "环形缓冲区，W = {0}（KVCache）",
+    "tokens in the sequence": "序列中的 token 数", "cache .nbytes (KiB)": "缓存 .nbytes（KiB）",
+    "extra bits per token vs the full cache": "相对完整缓存每个 token 多出的比特数",
+    "position (dotted: W = {0}, where <s> leaves the window)": "位置（点线：W = {0}，<s> 在此移出窗口）",
+    "weights (hatched)": "权重（斜线）", "KV blocks": "KV 块", "left over": "剩余", "requested: 0.92 × 141 GiB": "申请的：0.92 × 141 GiB",
+    "GiB (H200, bf16, no activation peak)": "GiB（H200，bf16，不计激活峰值）",
+    # -- 00_index --
+    "{0} notebooks in notebooks/; the map lists {1}; same: {2}": "notebooks/ 里有 {0} 个笔记本；地图列出 {1} 个；一致：{2}",
+    "missing from the map: {0} | listed but absent: {1}": "地图上缺少：{0} | 列出但不存在：{1}",
+    "none": "无",
+    "reserved: {0} positions x {1} layers x K and V = {2:,} bytes": "预留：{0} 个位置 × {1} 层 × K 和 V = {2} 字节",
+    "lm: {0} layers, d_model {1}, {2} heads of {3} dims, {4}, {5}, {6}; context {7} positions; {8:,} parameters; "
+    "{9:,} tokens, one per character": "lm：{0} 层，d_model {1}，{2} 个头，每头 {3} 维，{4}，{5}，{6}；上下文 {7} 个位置；"
+                                       "{8} 个参数；{9} 个 token，每个字符一个",
+    "trained {0:,} steps, {1:.0f} min on {2} ({3})": "训练 {0} 步，在 {2}（{3}）上用时 {1} 分钟",
+    # -- 01_transformer_decoder --
+    "{0} layers, d_model={1}, {2} heads x head_dim={3}, d_ff={4}, vocab={5}, norm={6}, activation={7}, positions={8}":
+        "{0} 层，d_model={1}，{2} 个头 × head_dim={3}，d_ff={4}，vocab={5}，norm={6}，activation={7}，positions={8}",
+    "{0:,} parameters": "{0} 个参数",
+    "tokens: {0}  ids: {1}": "token：{0}  id：{1}",
+    "same as lib's norm1: {0}": "与 lib 的 norm1 相同：{0}",
+    "layer 0, head 0: row = query token, column = key token": "第 0 层，第 0 头：行 = 查询 token，列 = 键 token",
+    "h2 == model.blocks[0](h0): {0}": "h2 == model.blocks[0](h0)：{0}",
+    "{0:<13} {1:<16} equal (atol 1e-5): {2}": "{0} {1} 相等（atol 1e-5）：{2}",
+    "after layer {0}: {1}  equal to lib's hidden state: {2}": "第 {0} 层之后：{1}  与 lib 的隐藏状态相等：{2}",
+    "lm_head shares the embedding matrix (tied): {0}": "lm_head 与嵌入矩阵共用权重（tied）：{0}",
+    "equal to model(ids)[:, -1]: {0}": "等于 model(ids)[:, -1]：{0}",
+    "probabilities sum to {0}": "概率之和为 {0}",
+    "{0} corpus lines; first character: share of lines vs the model's probability":
+        "语料共 {0} 行；第一个字符：各行所占比例与模型给出的概率",
+    "  {0}  {1}/{2} = {3:.3f}   model {4:.3f}": "  {0}  {1}/{2} = {3}   模型 {4}",
+    "{0:<48} equal to lib: {1}   {2:>3} token(s) can be drawn{3}": "{0} 与 lib 相等：{1}   {2} 个 token 可被采样{3}",
+    "lm: {0} layers, d_model={1}, {2} heads, vocab={3}, context {4}, {5:,} parameters":
+        "lm：{0} 层，d_model={1}，{2} 个头，vocab={3}，上下文 {4}，{5} 个参数",
+    "after {0}: {1} tokens hold 0.9 of the probability; the six most likely:": "在 {0} 之后：{1} 个 token 占 0.9 的概率；最可能的六个：",
+    "T={0}: the most likely character has p = {1:.4f}; {2:>4} of {3} tokens hold 0.9 of the probability":
+        "T={0}：最可能的字符 p = {1}；{3} 个 token 中有 {2} 个占 0.9 的概率",
+    "seed 1 twice, identical: {0}": "随机种子 1 跑两次，结果相同：{0}",
+    "--- {0}: {1} complete lines, {2} of them repeat an earlier line": "--- {0}：{1} 个完整行，其中 {2} 行重复了前面的行",
+    "T=0.8, seed {0}": "T=0.8，随机种子 {0}",
+    "fill in both shapes, then run this cell again": "填好两个形状，再运行这个单元格",
+    "attention: {0}": "注意力：{0}",
+    "FFN: {0}": "FFN：{0}",
+    "right": "对",
+    "not quite: one weight per (sequence, head, query, key)": "不太对：每个（序列，头，查询，键）一个权重",
+    "not quite: up_proj widens each position from d_model to d_ff": "不太对：up_proj 把每个位置从 d_model 加宽到 d_ff",
+    "fill in both counts, then run this cell again": "填好两个计数，再运行这个单元格",
+    "top-p 0.3: {0}": "top-p 0.3：{0}",
+    "top-p 0.35: {0}": "top-p 0.35：{0}",
+    "not quite — look at the running total before each token": "不太对——看每个 token 之前的累计值",
+    "not quite — 0.2 + 0.133 is just under 0.35": "不太对——0.2 + 0.133 略小于 0.35",
+    "fill in your number, then run this cell again": "填好你的数，再运行这个单元格",
+    "fill in True or False, then run this cell again": "填 True 或 False，再运行这个单元格",
+    # -- 02_autoregressive_generation --
+    "reserved: {0} positions = 1 (prompt) + 10 (max_new_tokens) - 1, {1:,} bytes (nbytes)":
+        "预留：{0} 个位置 = 1（提示词）+ 10（max_new_tokens）- 1，{1} 字节（nbytes）",
+    "holding:  {0} positions (<s>人工智能; <eos> was never fed), {1:,} bytes (used_bytes)":
+        "已占用：{0} 个位置（<s>人工智能；<eos> 从未输入），{1} 字节（used_bytes）",
+    "parallel: {0}  stepwise: {1}": "并行：{0}  逐步：{1}",
+    "the same logits (allclose, atol=1e-5): {0}": "logits 相同（allclose，atol=1e-5）：{0}",
+    "argmax at each position: {0}": "每个位置的 argmax：{0}",
+    "lm: {0} layers, d_model={1}, {2} heads, vocab={3}, context {4}, {5:,} parameters (chat: {6:,})":
+        "lm：{0} 层，d_model={1}，{2} 个头，vocab={3}，上下文 {4}，{5} 个参数（chat：{6}）",
+    "one parallel forward over all {0} positions: {1:.2f} ms": "对全部 {0} 个位置做一次并行前向传播：{1} ms",
+    "{0:13}: {1:.2f} ms at step 0, {2:.2f} ms at step {3}: about {4:.1f} s for {5} steps":
+        "{0}：第 0 步 {1} ms，第 {3} 步 {2} ms：{5} 步共约 {4} s",
+    "{0:>7} cache: K/V computed per layer at step 0 (the prompt): {1}, at step 1 (context {2}): {3}":
+        "{0}缓存：每层计算的 K/V，第 0 步（提示词）{1} 个，第 1 步（上下文 {2}）{3} 个",
+    "with": "有", "without": "无",
+    "a run from <s> to the full context, {0} cache: {1:,} K/V per layer, {2:,} in all {3} layers":
+        "从 <s> 生成到上下文填满，{0}缓存：每层 {1} 个 K/V，全部 {3} 层共 {2} 个",
+    "position embeddings: {0} = (max_seq_len, d_model)": "位置嵌入：{0} = (max_seq_len, d_model)",
+    "prompt length: {0}": "提示词长度：{0}",
+    "max_new_tokens={0}: ok, {1} tokens in all: it stopped after {2} new token(s) because {3}":
+        "max_new_tokens={0}：可以，共 {1} 个 token：生成 {2} 个新 token 后停止，因为{3}",
+    "it chose <eos>": "它选了 <eos>",
+    "K/V computed in layer 0 over the {0} steps: {1} with the cache, {2} without": "{0} 步中第 0 层计算的 K/V：有缓存 {1} 个，无缓存 {2} 个",
+    "cache off, K/V of each position at step 3: {0} | counts so far: {1} with cache, {2} without":
+        "关闭缓存，第 3 步各位置的 K/V：{0} | 目前累计：有缓存 {1} 个，无缓存 {2} 个",
+    "fill in your answer, then run this cell again": "填好你的答案，再运行这个单元格",
+    "fill in both numbers, then run this cell again": "填好两个数，再运行这个单元格",
+    # -- 03_kv_cache --
+    "without cache: {0}": "无缓存：{0}",
+    "with cache:    {0}": "有缓存：{0}",
+    "without cache, K/V computed per step: {0}  recomputed: {1}  total {2} of which {3} again":
+        "无缓存，每步计算的 K/V：{0}  重复计算：{1}  共 {2} 个，其中 {3} 个是重算",
+    "with cache,    K/V computed per step: {0}  read from the cache: {1}  total {2}":
+        "有缓存，每步计算的 K/V：{0}  从缓存读取：{1}  共 {2} 个",
+    "tokens: identical to lib.generate: {0}": "token：与 lib.generate 相同：{0}",
+    "lib.KVCache holds {0} keys per layer (batch, heads, positions, head_dim)": "lib.KVCache 每层存放 {0} 的键（批次，头，位置，head_dim）",
+    "max |hand-made K, V - lib.KVCache|: {0}": "max |手写的 K、V - lib.KVCache|：{0}",
+    "max |hand-made logits - lib logits| over {0} steps: {1}": "{0} 步中 max |手写 logits - lib logits|：{1}",
+    "after the prefill of <s>人: {0} positions; keys(0): {1}": "预填充 <s>人 之后：{0} 个位置；keys(0)：{1}",
+    "after feeding 工:           {0} positions; keys(0): {1}": "输入 工 之后：      {0} 个位置；keys(0)：{1}",
+    "next token: {0}": "下一个 token：{0}",
+    "reserved up front: {0:,} bytes (lib.kv_cache_bytes for 8 tokens in fp32: {1:,}); holding tokens: {2:,}":
+        "预先预留：{0} 字节（lib.kv_cache_bytes 给出 8 个 fp32 token：{1}）；已存 token 占：{2}",
+    "its keys for <s>人工 vs the hand-made buffers: {0}": "它存的 <s>人工 的键与手写缓冲区相比：{0}",
+    "position offset of the next token = cache.seq_len = {0}": "下一个 token 的位置偏移 = cache.seq_len = {0}",
+    "cached keys == raw keys rotated once, each at its own position: {0}": "缓存的键 == 原始键在各自位置旋转一次：{0}",
+    "the decode step left the 4 earlier keys bit for bit as they were: {0}": "解码步让之前的 4 个键逐位保持不变：{0}",
+    "{0} steps: a prefill of {1} tokens, then one token per step; it wrote": "{0} 步：先预填充 {1} 个 token，之后每步一个 token；它写出了",
+    "previous-token head: layer {0}, head {1}, {2:.2f} of each query's attention on the token just before it":
+        "前一个 token 头：第 {0} 层第 {1} 头，每个查询把 {2} 的注意力放在紧挨着它的前一个 token 上",
+    "grid: {0} (steps, key positions); newest key per step: {1} … {2}": "网格：{0}（步，键位置）；每步最新的键：{1} … {2}",
+    "every row sums to 1 over the keys that exist at its step": "每一行在该步已有的键上求和为 1",
+    "steps whose query attends most to the key just before its own: {0} of {1}": "查询最关注紧前一个键的步数：{0}/{1}",
+    "{0:4} {1:38} {2:22} same tokens: {3}, max |Δlogit| over {4} steps {5}": "{0} {1} {2} token 相同：{3}，{4} 步中 max |Δlogit| {5}",
+    "{0} cache: exponent per step {1}": "{0}缓存：每步的指数 {1}",
+    "{0:14}exponent over a generation {1}": "{0}整个生成的指数 {1}",
+    "{0:14} tokens fed per step {1}  FFN FLOPs per step {2}": "{0} 每步输入的 token {1}  每步 FFN FLOPs {2}",
+    "{0:14} total: projections {1:,}  FFN {2:,}  attention {3:,}": "{0} 总计：投影 {1}  FFN {2}  注意力 {3}",
+    "lm in fp16: weights in memory {0}; KV cache of one full window ({1} tokens) {2}": "lm（fp16）：显存中的权重 {0}；一个满窗口（{1} 个 token）的 KV 缓存 {2}",
+    "KV cache memory = weight memory at {0:,.0f} tokens per sequence at batch 1, {1:,.0f} at batch 8":
+        "KV 缓存显存 = 权重显存：批次 1 时每个序列 {0} 个 token，批次 8 时 {1} 个",
+    "at t = 512 a step without the cache takes {0:.0f}x as long as one with it": "t = 512 时，无缓存的一步耗时是有缓存的 {0} 倍",
+    "{0:9} ms per step at t = {1} … {2}: {3:.2f} … {4:.2f}, log-log slope {5}": "{0} t = {1} … {2} 时每步毫秒数：{3} … {4}，对数坐标斜率 {5}",
+    "one token's K and V in all {0} layers: {1:,} bytes (fp32)": "一个 token 在全部 {0} 层的 K 和 V：{1} 字节（fp32）",
+    "without: {0}": "无缓存：{0}", "with: {0}": "有缓存：{0}",
+    "not quite: the prefill feeds 2 tokens, then 3, 4, 5": "不太对：预填充输入 2 个 token，之后是 3、4、5",
+    "not quite: the prefill computes 2, then 1 per step": "不太对：预填充计算 2 个，之后每步 1 个",
+    "fill in a token such as '<s>' or 'E', then run this cell again": "填一个 token（如 '<s>' 或 'E'），再运行这个单元格",
+    # -- 04_worked_example --
+    "parameters: {0:,} (lib.costs.param_count says {1:,})": "参数：{0} 个（lib.costs.param_count 给出 {1}）",
+    "trained on the line(s): {0}": "训练语料：{0}",
+    "scores q·k/√4           {0}": "分数 q·k/√4             {0}",
+    "softmax, by hand        {0}": "手算 softmax            {0}",
+    "weights the model used  {0}": "模型用的权重            {0}",
+    "Σ w·v, by hand          {0}": "手算 Σ w·v              {0}",
+    "weights @ V (captured)  {0}": "权重 @ V（捕获的）      {0}",
+    "bytes of 5 cached positions: {0}": "5 个缓存位置的字节数：{0}",
+    "K/V computed per step, layer 0, without cache: {0} total {1}": "第 0 层每步计算的 K/V，无缓存：{0} 共 {1}",
+    "K/V computed per step, layer 0, with cache:    {0} total {1}": "第 0 层每步计算的 K/V，有缓存：{0} 共 {1}",
+    "layer {0}: {1} positions recomputed, K and V allclose to the cache (atol 1e-6): {2}; logits of every step within "
+    "1e-5: {3}": "第 {0} 层：重算 {1} 个位置，K 和 V 与缓存 allclose（atol 1e-6）：{2}；每步 logits 相差在 1e-5 以内：{3}",
+    "ridge point of the {0}: {1:.1f} FLOPs per byte": "{0} 的脊点：每字节 {1} FLOPs",
+    "whole step at context {0}, however large the batch: at most {1:.3g} FLOP/byte (lib.costs.decode_intensity_limit)":
+        "上下文 {0} 时的整步，批次再大：最多 {1} FLOP/字节（lib.costs.decode_intensity_limit）",
+    "tiny model, measured decode step on {0}: median {1:,.0f} µs": "tiny 模型在 {0} 上实测的解码步：中位数 {1} µs",
+    "the same step at full H100 bandwidth: {0:.2f} ns -> the measured step is {1:,.0f} times longer":
+        "同一步在 H100 满带宽下：{0} ns -> 实测的一步长 {1} 倍",
+    "passes: {0}": "前向传播次数：{0}", "rows: {0}": "行数：{0}",
+    " (the prefill feeds both prompt tokens at once)": "（预填充一次输入两个提示词 token）",
+    "fill in a batch size, then run this cell again": "填一个批次大小，再运行这个单元格",
+    "fill in a number, then run this cell again": "填一个数，再运行这个单元格",
+    # -- 05_kv_cache_memory --
+    "chat: {0} layers, {1} KV heads, head_dim {2}, context window {3}": "chat：{0} 层，{1} 个 KV 头，head_dim {2}，上下文窗口 {3}",
+    "{0:,} bytes = {1} for 16 tokens, {2} per token": "{0} 字节 = 16 个 token 共 {1}，每个 token {2}",
+    "memory_allocated grew by {0:,} bytes; KVCache.nbytes = {1:,}; kv_cache_bytes = {2:,}":
+        "memory_allocated 增加了 {0} 字节；KVCache.nbytes = {1}；kv_cache_bytes = {2}",
+    "no CUDA device here: the memory_allocated check runs only on a GPU (the formula was checked above on real CPU "
+    "tensors)": "这里没有 CUDA 设备：memory_allocated 的检查只在 GPU 上运行（公式已在上面用真实的 CPU 张量检查过）",
+    "q {0}, cached k {1}, repeated k {2}": "q {0}，缓存的 k {1}，重复后的 k {2}",
+    "attention weights by hand == the model's; query heads 0 and 1 attend over the same keys, with their own queries":
+        "手算的注意力权重 == 模型的；查询头 0 和 1 关注同一组键，各用自己的查询",
+    "llama-2-7b: {0:,} parameters; weights in memory:": "llama-2-7b：{0} 个参数；显存中的权重：",
+    "a round 7e9 parameters x 2 bytes = {0:.1f} GB": "按整数 7e9 个参数 × 2 字节 = {0} GB",
+    "  {0:5s} {1:>15,} bytes = {2:6.2f} GB = {3:>10}": "  {0} {1} 字节 = {2} GB = {3}",
+    "lm: {0:,} parameters, {1} layers, {2} KV heads, head_dim {3}, context {4}, {5}":
+        "lm：{0} 个参数，{1} 层，{2} 个 KV 头，head_dim {3}，上下文 {4}，{5}",
+    "the KV cache is {0:.2f}x the weights; they are equal at {1:,.0f} cached tokens, {2:.2f} full-context requests":
+        "KV 缓存是权重的 {0} 倍；缓存 {1} 个 token 时二者相等，即 {2} 个满上下文请求",
+    "key        {0} ...": "键         {0} ...",
+    "largest error over the 64 numbers: {0:.2f} of a half step (scale / 2 = {1:.4f}): {2}":
+        "64 个数中的最大误差：半格的 {0}（scale / 2 = {1}）：{2}",
+    "int8 {0:,} + scales {1:,} = {2:,} bytes; fp32 {3:,} ({4:.2f}x); fp16 {5:,} ({6:.2f}x)":
+        "int8 {0} + scale {1} = {2} 字节；fp32 {3}（{4} 倍）；fp16 {5}（{6} 倍）",
+    "no token differs in {0} steps": "{0} 步中没有 token 不同",
+    "steps 0 to {0}, the same with both caches:": "第 0 到 {0} 步，两种缓存相同：",
+    "step {0}: the fp32 cache chooses {1}, ahead of {2} by {3:.3f} logits; the int8 cache chooses {4}":
+        "第 {0} 步：fp32 缓存选 {1}，比 {2} 高 {3} 个 logit；int8 缓存选 {4}",
+    "fp32 goes on: {0}": "fp32 接着写：{0}", "int8 goes on: {0}": "int8 接着写：{0}",
+    "tokens that differ in the {0} steps: {1}": "{0} 步中不同的 token：{1}",
+    "llama-2-7b on 80 GiB: {0} requests if each reserves 4,096 tokens, {1} if each holds the 600 it uses ({2:.1f}x "
+    "more at once)": "llama-2-7b，80 GiB：每个请求预留 4,096 个 token 时放得下 {0} 个，只存实际用到的 600 个时 {1} 个"
+                     "（同时多 {2} 倍）",
+    "fill in a number of tokens, then run this cell again": "填一个 token 数，再运行这个单元格",
+    "skipped: no model of your own loaded": "已跳过：没有加载你自己的模型",
+    "cache after {0} tokens: {1:,} bytes (= kv_cache_bytes)": "{0} 个 token 之后的缓存：{1} 字节（= kv_cache_bytes）",
+    # -- 06_misconceptions --
+    "{0:12s} {1:>9,} parameters, {2} layer(s), d_model {3}, vocabulary {4:,}": "{0} {1} 个参数，{2} 层，d_model {3}，词表 {4}",
+    "{0} tensors in state_dict, from these modules: {1}": "state_dict 中有 {0} 个张量，来自这些模块：{1}",
+    "buffers: {0}": "缓冲区：{0}",
+    "parameters: {0:,} = lib.costs.param_count: {1:,}": "参数：{0} = lib.costs.param_count：{1}",
+    "positions in the cache after each step: {0}": "每步之后缓存中的位置数：{0}",
+    "weights unchanged by generation: {0} | state_dict has the same {1} entries": "生成没有改变权重：{0} | state_dict 仍是同样的 {1} 项",
+    "concat cache bytes after each step: {0}": "每步之后拼接缓存的字节数：{0}",
+    "bytes per position: {0} = 2 (K, V) x 4 layers x 4 heads x 16 dims x 4 bytes": "每个位置的字节数：{0} = 2（K、V）× 4 层 × 4 个头 × 16 维 × 4 字节",
+    "two different cache objects: {0}": "两个不同的缓存对象：{0}",
+    "first cached key (layer 0) the same, both start with <s>: {0}": "第一个缓存的键（第 0 层）相同，两者都以 <s> 开头：{0}",
+    "second cached key differs (人 vs 深): {0}": "第二个缓存的键不同（人 对 深）：{0}",
+    "while the request's result is alive: {0}": "请求的结果还在时：{0}",
+    "after it is dropped, the cache still exists: {0}": "丢掉它之后，缓存还在：{0}",
+    "the weights are still there: {0}": "权重还在：{0}",
+    "llama-2-7b in fp16": "llama-2-7b（fp16）",
+    "  weights in memory: {0:,} parameters x 2 bytes = {1:.2f} GB = {2:.2f} GiB": "  显存中的权重：{0} 个参数 × 2 字节 = {1} GB = {2} GiB",
+    "  KV cache:          {0} KiB per token (2 x 32 layers x 32 heads x 128 dims x 2 bytes)":
+        "  KV 缓存：          每个 token {0} KiB（2 × 32 层 × 32 个头 × 128 维 × 2 字节）",
+    "  KV cache memory = weight memory at {0:,.0f} cached tokens, summed over all concurrent requests":
+        "  缓存 {0} 个 token 时 KV 缓存显存 = 权重显存（所有并发请求加在一起）",
+    "32 requests x 4096 tokens: {0:.1f} GB of KV cache = {1:.1f} x the weights in memory":
+        "32 个请求 × 4096 个 token：KV 缓存 {0} GB = 显存中权重的 {1} 倍",
+    "target alone:      {0}": "仅目标模型：      {0}",
+    "draft + target:    {0}": "草稿 + 目标：     {0}",
+    "identical tokens:  {0}": "token 相同：      {0}",
+    "target passes: {0} alone, {1} with the draft (+ {2} passes of the {3:.0f}x smaller draft)":
+        "目标模型前向传播次数：单独 {0} 次，配草稿模型 {1} 次（另加小 {3} 倍的草稿模型 {2} 次）",
+    "{0}, the first prompt: {1}": "{0}，第一个提示词：{1}",
+    "greedy, {0} held-out {1}:": "贪心，{0} 条留出的{1}文本：",
+    "temperature 1, {0} held-out {1}:": "温度 1，{0} 条留出的{1}文本：",
+    "English": "英文", "Chinese": "中文", "{0} CPU thread": "{0} 个 CPU 线程", "{0} CPU threads": "{0} 个 CPU 线程",
+    "k = 4, greedy, English: drafts kept {0}, {1} tokens per target pass": "k = 4，贪心，英文：草稿被接受 {0}，目标模型每次前向传播 {1} 个 token",
+    "α implied by {0} tokens per pass: {1:.2f}": "由每次前向传播 {0} 个 token 推出的 α：{1}",
+    "α measured per decided proposal:      {0:.2f}": "按每个已判定提议实测的 α：      {0}",
+    "{0}: predicted minus measured per full round, {1} rows: from {2:+.2f} to {3:+.2f} tokens":
+        "{0}：每个完整轮次的预测减实测，{1} 行：从 {2} 到 {3} 个 token",
+    "α = {0:.2f}; speed-up (1 - α^(k+1)) / ((1 - α)(k·c + 1)) for k = 1 … 6:": "α = {0}；k = 1 … 6 时的加速比 (1 - α^(k+1)) / ((1 - α)(k·c + 1))：",
+    "one pass over the {0}-token prompt: lm {1}, lm-draft {2}": "对 {0} 个 token 的提示词做一次前向传播：lm {1}，lm-draft {2}",
+    "32 new tokens, greedy: lm alone {0}, lm-draft + lm {1}": "32 个新 token，贪心：仅 lm {0}，lm-draft + lm {1}",
+    "lm-draft + lm vs lm alone: {0}": "lm-draft + lm 对比仅 lm：{0}",
+    "a proposal is kept with probability sum min(p, q) = {0:.2f}": "提议被接受的概率 sum min(p, q) = {0}",
+    "output distribution == p: {0}": "输出分布 == p：{0}",
+    "counts vs the draft's distribution: {0}": "计数与草稿模型的分布：{0}",
+    "most frequent first tokens: {0}": "最常见的第一个 token：{0}",
+    "{0} | full-sequence logits {1} | per-step logits {2}": "{0} | 整序列 logits {1} | 逐步 logits {2}",
+    "teacher forcing == cached decoding (allclose, atol 1e-5): {0}": "教师强制 == 带缓存的解码（allclose，atol 1e-5）：{0}",
+    "same greedy tokens: {0}": "贪心 token 相同：{0}",
+    "forward passes: {0} for teacher forcing, {1} for decoding": "前向传播次数：教师强制 {0} 次，解码 {1} 次",
+    "K/V computed per layer, teacher forcing: {0} in 1 pass": "每层计算的 K/V，教师强制：1 次前向传播 {0} 个",
+    "K/V computed per layer, cached decoding: {0} = {1} in {2} passes": "每层计算的 K/V，带缓存的解码：{0} = {1}，共 {2} 次前向传播",
+    "earlier K rows identical after every later step (all layers): {0}": "之后每一步过后，之前的 K 行都不变（所有层）：{0}",
+    "cached K == teacher-forced K (allclose, atol 1e-5): {0}": "缓存的 K == 教师强制的 K（allclose，atol 1e-5）：{0}",
+    "layer 0, head 0, the stored key of <s> (first 4 of 16 dims) after each step:": "第 0 层第 0 头，每步之后存下的 <s> 的键（16 维中的前 4 维）：",
+    "  step {0}: {1}  ({2} keys cached)": "  第 {0} 步：{1}  （已缓存 {2} 个键）",
+    "fill in a probability and a token id, then run this cell again": "填一个概率和一个 token id，再运行这个单元格",
+    "fill in a number of requests, then run this cell again": "填一个请求数，再运行这个单元格",
+    "fill in matches, then run this cell again": "填好 matches，再运行这个单元格",
+    # -- 07_paged_attention --
+    "llama-2-13b, fp16: 2 x {0} layers x {1} KV heads x {2} x 2 bytes = {3:,} bytes ({4:.0f} KiB) per token":
+        "llama-2-13b，fp16：2 × {0} 层 × {1} 个 KV 头 × {2} × 2 字节 = 每个 token {3} 字节（{4} KiB）",
+    "one region of 2048 positions: {0:.2f} GiB": "一段 2048 个位置的区域：{0} GiB",
+    "  an answer that ends at {0:4d} tokens fills {1:6.1%} of it": "  在 {0} 个 token 处结束的回答占用其中的 {1}",
+    "both generate: {0}": "两者都生成：{0}",
+    "the paged cache's block table: {0}": "分页缓存的块表：{0}",
+    "{0:12s}  holds {1:6,} bytes, of which {2:5,} hold tokens ({3:.1%})": "{0}  占 {1} 字节，其中 {2} 存有 token（{3}）",
+    "a: {0} tokens, block table {1}": "a：{0} 个 token，块表 {1}",
+    "b: {0} tokens, block table {1}": "b：{0} 个 token，块表 {1}",
+    "position 9 of a ({0}) lives in block {1}, slot {2}": "a 的位置 9（{0}）在块 {1} 的槽位 {2}",
+    "logits allclose (atol 1e-5): {0}": "logits allclose（atol 1e-5）：{0}",
+    "keys identical in every layer: {0}": "每层的键都相同：{0}",
+    "{0:10s} -> {1:36s} same tokens with block sizes 1, 3, 16: {2}": "{0} -> {1} 块大小为 1、3、16 时 token 相同：{2}",
+    "after the fork ({0}):": "分叉之后（{0}）：",
+    "after the first decode step ({0}): {1}": "第一个解码步之后（{0}）：{1}",
+    "block tables: {0}": "块表：{0}",
+    "blocks held: {0} shared vs {1} for four separate caches; copy-on-write copies: {2}": "占用的块：共享 {0} 个，四个独立缓存则要 {1} 个；写时复制次数：{2}",
+    "after release, free blocks: {0} of {1}": "释放之后，空闲块：{0}/{1}",
+    "prompt tokens computed: {0} (fork: {1}); blocks held after the prompts: {2} (fork: {3}); copies on write: {4}":
+        "计算的提示词 token：{0}（分叉：{1}）；提示词之后占用的块：{2}（分叉：{3}）；写时复制次数：{4}",
+    "prefix cache {0}: prompt tokens computed {1:3d} of {2}, blocks reused {3}": "前缀缓存{0}：计算了 {2} 个提示词 token 中的 {1} 个，复用 {3} 个块",
+    "on": "开", "off": "关",
+    "the request still holds its {0} tokens in blocks {1}": "请求仍在块 {1} 中保存它的 {0} 个 token",
+    "{0:13s}  {1:10s}  mean {2:6.1f}  median {3:4d}  90th percentile {4:4d}  max {5:4d}": "{0}  {1}  均值 {2}  中位数 {3}  90 分位 {4}  最大 {5}",
+    "KV budget: {0:,} positions = {1:.1f} GiB for llama-2-13b in fp16": "KV 预算：{0} 个位置 = {1} GiB（llama-2-13b，fp16）",
+    "token states, prior systems: paper {0}-{1}%, this simulation {2:.1f}-{3:.1f}% (max, pow2, oracle)":
+        "存 token 的比例，以往的系统：论文 {0}-{1}%，本模拟 {2}-{3}%（max、pow2、oracle）",
+    "waste with paging:           paper under {0}%, this simulation {1:.1f}%": "分页的浪费：                论文低于 {0}%，本模拟 {1}%",
+    "requests in the batch:       max {0:.1f}, paged {1:.1f} ({2:.1f}x)": "批次中的请求数：            max {0}，分页 {1}（{2} 倍）",
+    "steps to serve all 400:      max {0:,}, paged {1:,}": "服务完全部 400 个所需步数：  max {0}，分页 {1}",
+    "price of paging here: {0} preemptions, {1:,} tokens recomputed": "这里分页的代价：{0} 次抢占，重算 {1} 个 token",
+    "answer lengths: {0}": "回答长度：{0}",
+    "both policies give every request the same tokens; answers from {0} to {1} tokens": "两种策略给每个请求的 token 相同；回答长度从 {0} 到 {1} 个 token",
+    "continuous vs static: {0:.2f}x the tokens per second, mean time to first token {1:.2f}x shorter":
+        "连续批处理对比静态批处理：每秒 token 数为 {0} 倍，平均首 token 时间短 {1} 倍",
+    "for llama-2-13b in fp16 ({0:,} bytes of K/V per position):": "对 llama-2-13b（fp16，每个位置 {0} 字节 K/V）：",
+    "  swap moves {0:.1f} GiB between GPU and CPU memory (out and back) and holds up to {1:.2f} GiB in CPU memory at "
+    "once": "  换出在 GPU 和 CPU 内存之间搬运 {0} GiB（换出再换回），CPU 内存中同时最多存 {1} GiB",
+    "  recompute prefills {0:,} tokens again, {1:.0%} of the tokens the requests generate":
+        "  重计算要再预填充 {0} 个 token，是请求生成的 token 的 {1}",
+    "  at best on an H100 (every FLOP at peak, PCIe 5.0 at {0:.0f} GB/s each way): recompute {1:.2f} s, swap {2:.2f} s":
+        "  在 H100 上最好的情况（每个 FLOP 都跑在峰值，PCIe 5.0 单向 {0} GB/s）：重计算 {1} s，换出 {2} s",
+    "every completion equals lib.generate under both ways of preempting": "两种抢占方式下，每个补全都与 lib.generate 相同",
+    # -- 08_roofline --
+    "FLOPs {0}; bytes: weights read {1} + KV read {2} + KV write {3}": "FLOPs {0}；字节：读取权重 {1} + 读取 KV {2} + 写入 KV {3}",
+    "arithmetic intensity {0:.4f} FLOP/byte": "算术强度 {0} FLOP/字节",
+    "intensity {0:.4f} FLOP/byte; KV reads are {1:.1f}% of the bytes moved": "强度 {0} FLOP/字节；KV 读取占搬运字节数的 {1}%",
+    "{0}: peak {1:.1f} GFLOP/s, read bandwidth {2:.1f} GB/s, ridge {3:.2f} FLOP/byte": "{0}：峰值 {1} GFLOP/s，读带宽 {2} GB/s，脊点 {3} FLOP/字节",
+    "chat {0:>7}, batch {1:>2}: {2:7.2f} FLOP/byte -> {3} here": "chat {0}，批次 {1}：{2} FLOP/字节 -> 在这里{3}",
+    "{0}: {1:.1f} TFLOP/s dense {2}, {3:.2f} TB/s, ridge {4:.1f} FLOP/byte": "{0}：稠密 {2} {1} TFLOP/s，{3} TB/s，脊点 {4} FLOP/字节",
+    "llama-2-7b, one decode step at batch 1 on an H100: {0} to move -> at least {1:.3f} ms, at most {2:.0f} tokens/s":
+        "llama-2-7b 在 H100 上以批次 1 解码一步：要搬运 {0} -> 至少 {1} ms，最多 {2} token/s",
+    "llama-3-8b at context 128 reaches the ridge at batch {0}; its KV cache then holds {1}": "llama-3-8b 在上下文 128 时于批次 {0} 到达脊点；此时它的 KV 缓存有 {1}",
+    "{0}: weight products compute-bound on the H100 from batch {1}, at every context": "{0}：在 H100 上，权重乘法从批次 {1} 起计算受限，与上下文无关",
+    "llama-2-7b in fp16: weights in memory {0:.2f} GB, weights read per step {1:.2f} GB; the difference, {2:.3f} GB, is "
+    "the embedding table": "llama-2-7b（fp16）：显存中的权重 {0} GB，每步读取的权重 {1} GB；相差的 {2} GB 是嵌入表",
+    "KV cache memory = weight memory at {0:,.0f} cached tokens; KV bytes read = weight bytes read at {1:,.0f} cached "
+    "tokens: {2:,.0f} tokens apart": "缓存 {0} 个 token 时 KV 缓存显存 = 权重显存；缓存 {1} 个 token 时读取的 KV 字节 = 读取的权重字节：相差 {2} 个 token",
+    "{0:>11}, batch 64, context  2048: KV reads are {1:4.1f}% of the bytes": "{0}，批次 64，上下文  2048：KV 读取占字节数的 {1}%",
+    "{0:>11}, batch  1, context {1:>5}: KV reads are {2:4.1f}% of the bytes": "{0}，批次  1，上下文 {1}：KV 读取占字节数的 {2}%",
+    "Exercise 1: put your number in `answer` and run the cell again": "练习 1：把你的数填进 `answer`，再运行这个单元格",
+    "correct": "正确",
+    "Exercise 2: put your ratio in `answer` and run the cell again": "练习 2：把你的比值填进 `answer`，再运行这个单元格",
+    "Exercise 3: put a preset name in `answer` and run the cell again": "练习 3：把一个预设名填进 `answer`，再运行这个单元格",
+    "Exercise 4: put a context length in `answer` and run the cell again": "练习 4：把一个上下文长度填进 `answer`，再运行这个单元格",
+    "correct; inside the window: {0}": "正确；在窗口内：{0}",
+    # -- 09_flash_attention --
+    "Q, K, V and O: {0};  S and P, written and read back: {1} ({2:.1f}% of the traffic)": "Q、K、V 和 O：{0}；  S 和 P 写出再读回：{1}（占流量的 {2}%）",
+    "plain / flash: {0:.2f}x the bytes; the score matrix is never written": "普通 / flash：字节数为 {0} 倍；分数矩阵从不写出",
+    "softmax(scores) · values = {0:.4f}, the same as the last acc / l": "softmax(scores) · values = {0}，与最后的 acc / l 相同",
+    "{0} tokens of held-out text, starting {1} ...": "{0} 个 token 的留出文本，开头是 {1} ...",
+    "the naive path holds P {0}: {1} per layer, and S before it as much; flash holds one 64 x 64 tile of scores per "
+    "head: {2}, {3}x less": "朴素实现要存 P {0}：每层 {1}，之前的 S 也一样多；flash 每个头只存一个 64 x 64 的分数分块：{2}，少 {3} 倍",
+    "{0}: {1} tiles, {2} full, {3} masked, {4} skipped": "{0}：{1} 个分块，完整 {2} 个，带掩码 {3} 个，跳过 {4} 个",
+    "S and P, written and read back by plain attention: {0}; plain / flash: {1:.2f}x the bytes":
+        "普通注意力写出再读回的 S 和 P：{0}；普通 / flash：字节数为 {1} 倍",
+    "cache: {0} positions; layer {1}; each chunk's weight in the merge, exp(lse_i - lse), per head":
+        "缓存：{0} 个位置；第 {1} 层；合并时每一段的权重 exp(lse_i - lse)，按头",
+    "merged chunks = the model's attention for this step = flash_attention with one query": "合并的各段 = 模型这一步的注意力 = 只有一个查询的 flash_attention",
+    "{0} layers: the step reads {1} of cached K and V (lib.costs.decode_cost agrees), flash or not":
+        "{0} 层：这一步读取 {1} 的缓存 K 和 V（与 lib.costs.decode_cost 一致），用不用 flash 都一样",
+    "Exercise 2: put your number of bytes in `answer` and run the cell again": "练习 2：把你算的字节数填进 `answer`，再运行这个单元格",
+    "correct: {0}": "正确：{0}",
+    "Exercise 3: fill in `computed` and `skipped` and run the cell again": "练习 3：填好 `computed` 和 `skipped`，再运行这个单元格",
+    "Exercise 4: put the number of chunks in `n_chunks` and run the cell again": "练习 4：把段数填进 `n_chunks`，再运行这个单元格",
+    "correct, and every chunk size gives the same output": "正确，而且每种段大小的输出都相同",
+    # -- 10_sliding_window --
+    "{0} layers, {1} heads, max_seq_len {2} | sliding_window: {3}": "{0} 层，{1} 个头，max_seq_len {2} | sliding_window：{3}",
+    "keys each query sees, causal:   {0}": "每个查询看到的键，因果：     {0}",
+    "keys each query sees, window 4: {0}": "每个查询看到的键，窗口 4：   {0}",
+    "{0} positions per query; {1} (same number of parameters)": "每个查询 {0} 个位置；{1}（参数个数相同）",
+    "slots: {0} (not max_len={1}); nbytes: {2:,} from the start": "槽位：{0}（不是 max_len={1}）；nbytes：一开始就是 {2}",
+    "same tokens: {0}": "token 相同：{0}",
+    "every position kept: nbytes {0:,} | ring: nbytes {1:,} ({2} slots for max_len {3})":
+        "保留每个位置：nbytes {0} | 环形：nbytes {1}（max_len {3} 只用 {2} 个槽位）",
+    "greedy tokens with the ring = without a cache: {0}": "用环形缓冲区的贪心 token = 无缓存的：{0}",
+    "{0:14s} logits allclose to uncached: {1}   keys held per layer: {2:2d}   nbytes: {3:,}":
+        "{0} logits 与无缓存 allclose：{1}   每层保存的键：{2}   nbytes：{3}",
+    "lm: {0} layers, d_model {1}, {2} heads, context {3}, {4:,} parameters, {5:,} tokens (one per character)":
+        "lm：{0} 层，d_model {1}，{2} 个头，上下文 {3}，{4} 个参数，{5} 个 token（每个字符一个）",
+    "{0}: {1} windows of {2} tokens; the first begins {3}": "{0}：{1} 个窗口，每个 {2} 个 token；第一个的开头是 {3}",
+    "lm, held-out text: the weight on position 0, per head (an even spread would give {0:.3f})": "lm，留出文本：每个头放在位置 0 上的权重（平均分配时为 {0}）",
+    "{0} ... (64 tokens)": "{0} ...（64 个 token）",
+    "Exercise 3: put your number of bytes in `answer` and run the cell again": "练习 3：把你算的字节数填进 `answer`，再运行这个单元格",
+    "Exercise 4: put your W in `answer` and run the cell again": "练习 4：把你的 W 填进 `answer`，再运行这个单元格",
+    # -- 11_vllm_bridge --
+    "read from vLLM {0} ({1} ideas)": "读自 vLLM {0}（{1} 个概念）",
+    "no vLLM source on this machine; the map was checked in full against vLLM {0}": "这台机器上没有 vLLM 源码；这份对照表已对照 vLLM {0} 完整检查过",
+    "total GPU memory           {0:>12}": "GPU 总显存                 {0}",
+    "× {0} = requested        {1:>12}": "× {0} = 申请的             {1}",
+    "− weights in memory (bf16) {0:>12}": "− 显存中的权重（bf16）     {0}",
+    "= available for KV         {0:>12}": "= 可用于 KV                {0}",
+    "one block ({0} tokens)      {1:>12}   = {2} × {3:,} bytes per token": "一个块（{0} 个 token）     {1}   = {2} × 每个 token {3} 字节",
+    "blocks                     {0:>12,}   (block 0 is vLLM's null block: {1:,} usable)": "块数                       {0}   （块 0 是 vLLM 的空块：可用 {1} 个）",
+    "tokens                     {0:>12,}": "token 数                   {0}",
+    "full-length requests       {0:>12.2f}   (of {1:,} tokens each)": "满长度请求数               {0}   （每个 {1} 个 token）",
+    "skipped: {0}": "已跳过：{0}",
+    "Exercise 1: put your number of blocks in `answer` and run the cell again": "练习 1：把你算的块数填进 `answer`，再运行这个单元格",
+    "Exercise 2: put a utilization in `answer` and run the cell again": "练习 2：把一个利用率填进 `answer`，再运行这个单元格",
+    "Exercise 3: put the reported number of tokens in `answer` and run the cell again": "练习 3：把报告的 token 数填进 `answer`，再运行这个单元格",
+    "correct: {0:,} blocks × 48 = {1:,} positions, but a full request holds {2} blocks for 1,024 tokens":
+        "正确：{0} 个块 × 48 = {1} 个位置，但一个满请求要为 1,024 个 token 占 {2} 个块",
+}
+
+_PLACEHOLDER = re.compile(r"\{(\d+)(?::[^{}]*)?\}")
+_compiled: list | None = None
+_LOG = os.environ.get("KVLAB_I18N_LOG")
+
+
+def _template(key: str):
+    """A key's regex (the whole line) and the order of its placeholders."""
+    parts, order, at = [], [], 0
+    text = key.replace("{{", "\x00").replace("}}", "\x01")
+    for m in _PLACEHOLDER.finditer(text):
+        parts.append(re.escape(text[at:m.start()]).replace("\x00", r"\{").replace("\x01", r"\}"))
+        name = f"p{m.group(1)}"
+        width = re.match(r":(?:.?[<>^=])?[+\- ]?#?0?(\d+)", m.group(0)[len(m.group(1)) + 1:-1])
+        least = width.group(1) if width else ""  # a padded value is at least that wide: columns stay apart
+        parts.append(f"(?P={name})" if name in order else f"(?P<{name}>.{{{least},}}?)" if least else f"(?P<{name}>.*?)")
+        order.append(name)
+        at = m.end()
+    parts.append(re.escape(text[at:]).replace("\x00", r"\{").replace("\x01", r"\}"))
+    return re.compile("".join(parts) + r"\Z", re.S)
+
+
+def translate_printed(text: str, words: dict, whole: bool = False, markdown: bool = False) -> str:
+    """Each line of ``text`` in Chinese where ``ZH_PRINTED`` has it (a value inside it also where ``words``, the
+    whole table ``ZH``, has it; ``whole``: a line too, as a figure's label is; ``markdown``: each cell of a
+    Markdown table's row alone). With ``KVLAB_I18N_LOG`` set, a
+    line left in English is appended to that file (to find what a table still lacks)."""
+    global _compiled
+    if _compiled is None:  # the longest literal text first: a specific template wins over a general one
+        keys = sorted((k for k in ZH_PRINTED if _PLACEHOLDER.search(k)),
+                      key=lambda k: -len(_PLACEHOLDER.sub("", k)))
+        _compiled = [(_template(k), ZH_PRINTED[k]) for k in keys]
+
+    def word(s: str, depth: int) -> str:  # a value: a known text, or (one level down) a line of its own
+        core = s.strip()
+        zh = ZH_PRINTED.get(core) or (words.get(core) if core else None)
+        if zh is None and depth == 0 and re.search(r"[A-Za-z]{3,}", core):
+            zh = line(core, 1)
+        return s.replace(core, zh, 1) if zh and "{" not in zh else s
+
+    def line(s: str, depth: int = 0) -> str:
+        if s in ZH_PRINTED:
+            return ZH_PRINTED[s]
+        if whole and s in words and "{" not in words[s]:
+            return words[s]
+        for rx, zh in _compiled:
+            m = rx.match(s)
+            if m:
+                values = {int(k[1:]): word(v, depth) for k, v in m.groupdict().items()}
+                return zh.format(*[values[i] for i in range(len(values))])
+        if _LOG and not depth and re.search(r"[A-Za-z]{3,} [A-Za-z]{3,}", s) and not re.search(r"[\u4e00-\u9fff]", s):
+            with open(_LOG, "a", encoding="utf-8") as f:
+                f.write(("figure: " if whole else "print: ") + s + "\n")
+        return s
+
+    def row(s: str) -> str:  # a Markdown table's row: each cell alone (a bold one inside its **)
+        if not s.startswith("|"):
+            return line(s)
+        cells = []
+        for c in s.split("|"):
+            core = c.strip()
+            bold = len(core) > 4 and core.startswith("**") and core.endswith("**")
+            zh = line(core[2:-2] if bold else core)
+            cells.append(c.replace(core, f"**{zh}**" if bold else zh, 1) if core else c)
+        return "|".join(cells)
+
+    return "\n".join((row if markdown else line)(s) for s in text.split("\n"))
