@@ -42,6 +42,7 @@ def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None 
     use_cjk_font()
     import plotly.io as pio
     pio.renderers.default = "plotly_mimetype"
+    pio.renderers["plotly_mimetype"].config = dict(style.PLOTLY_CONFIG)  # no toolbar over the figures
     dev = pick_device(device if device is not None else os.environ.get("KVLAB_DEVICE"), verbose=False)
     if verbose:
         print(f"device: {dev.type}   torch {torch.__version__.split('+')[0]}   seed {seed}")

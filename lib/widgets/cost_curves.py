@@ -75,13 +75,17 @@ VIEWS = ("per step", "cumulative")
 N_MAX = 4096  # the live slider stops here (presets allow 32k; the curves' shape is clear long before)
 MAX_POINTS = 400  # a live trace draws at most about this many (+ MAX_POINTS/2) points; slopes use every point
 TAIL = 0.5  # slopes are fitted over the last half of each curve
-# lib.widgets.style's concepts: with a cache = "read from the KV cache", without = "computed again (wasted)"; both ways of
-# keeping a cache (static, concat) are the cache's colour, told apart by marker and line style (and the legend)
-CONCEPT = {"cache": "cached", "no cache": "recomputed", "static": "cached", "concat": "cached", "kv": "cached",
+# lib.widgets.style's concepts, as the player counts them: with a cache each K/V is "computed (first time)", without
+# most are "computed again (wasted)"; the cache's bytes are the cache ("read from the KV cache"). Both ways of keeping
+# a cache (static, concat) take the with-cache colour, told apart by marker and line style (and the legend). Lines
+# take the concept's colour darkened to the 3:1 that graphics need (style.graphic_colour).
+CONCEPT = {"cache": "computed", "no cache": "recomputed", "static": "computed", "concat": "computed", "kv": "cached",
            "weights": "weights"}
-COLORS = {k: style.colour(c) for k, c in CONCEPT.items()}
+COLORS = {k: style.graphic_colour(c) for k, c in CONCEPT.items()}
+LINESTYLE = {"cache": "-", "no cache": ":"}  # with / without a cache: a second cue besides the colour
+PLOTLY_SYMBOL = {"cache": "circle", "no cache": "x"}
 MARKERS = {"cache": "o", "no cache": style.concept("recomputed").marker, "static": "o", "concat": "s"}
-MODE_DASH = {"static": "solid", "concat": "dash", "no cache": "dot"}  # measured modes (plotly names)
+MODE_DASH = {"static": "solid", "concat": "dash", "no cache": "dot", "cache": "solid"}  # plotly names
 DASH = {"linear": "solid", "attention": "dash", "total": "dot"}  # the FLOPs parts (the cache: colour + label)
 MPL_STYLE = {"solid": "-", "dash": "--", "dot": ":"}
 _PLOTLY_MARKER = {"o": "circle", "s": "square", "X": "x"}
@@ -277,6 +281,12 @@ def plot_flops(model="chat", n: int = 64, prompt_len: int = 1, cumulative: bool 
     return fig
 
 
+def _marker_sizes(n_points: int, size: int = 8) -> list:
+    """plotly marker sizes for a line of ``n_points``: about eight markers spread along it (the others size 0)."""
+    every = max(1, n_points // 8)
+    return [size if i % every == every // 2 or i == n_points - 1 else 0 for i in range(n_points)]
+
+
 def _mark_every(n_points: int, loglog: bool):
     """About eight markers per line (evenly spread on the axis the line is drawn on)."""
     if n_points <= 12:
@@ -352,7 +362,8 @@ def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool 
     a = axes[0]
     for cache in CACHES:
         label = f"{_with_cache(cache)}: {c['kv_cumulative'][cache][-1]:,}"
-        a.plot(c["positions"], c["kv_cumulative"][cache], color=COLORS[cache],
+        a.plot(c["positions"], c["kv_cumulative"][cache], color=COLORS[cache], ls=LINESTYLE[cache],
+               marker=MARKERS[cache], ms=4, markevery=_mark_every(len(c["positions"]), loglog),
                label=_with_slope(label, c["slopes"]["cumulative"][cache]["kv"], loglog))
     _finish(a, loglog, t("context length t"), t("K/V computed so far (per layer)"), t("K/V computations, cumulative"))
     plot_flops(model, n, prompt_len, cumulative=False, loglog=loglog, ax=axes[1])
@@ -418,13 +429,22 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1, points: i
     specs = [(cache, "total", 1) for cache in CACHES] + [(cache, part, 2) for cache in CACHES
                                                           for part in ("linear", "attention")]
     for k, (cache, part, col) in enumerate(specs):
-        fig.add_trace(go.Scatter(x=c["positions"], y=ys["per_step"][k], name=names["per_step"][k], mode="lines",
-                                 line=dict(color=COLORS[cache], dash=DASH[part] if col == 2 else "solid")),
+        # with / without a cache: colour, and a marker on each line (a few); in the K/V panel also the dash and a
+        # direct label at the line's end (it moves with the data when the buttons switch view or axes)
+        end = [""] * (len(c["positions"]) - 1) + [_with_cache(cache)] if col == 1 else None
+        fig.add_trace(go.Scatter(x=c["positions"], y=ys["per_step"][k], name=names["per_step"][k],
+                                 mode="lines+markers+text" if col == 1 else "lines+markers", text=end,
+                                 textposition="top left", textfont=dict(color=COLORS[cache]),
+                                 marker=dict(symbol=PLOTLY_SYMBOL[cache], size=_marker_sizes(len(c["positions"]))),
+                                 line=dict(color=COLORS[cache], dash=DASH[part] if col == 2 else MODE_DASH[cache])),
                       row=1, col=col)
-    fig.add_trace(go.Scatter(x=mem["positions"], y=mem["kv_bytes"], name=t("KV cache bytes"), mode="lines",
-                             line=dict(color=COLORS["kv"])), row=1, col=3)
+    fig.add_trace(go.Scatter(x=mem["positions"], y=mem["kv_bytes"], name=t("KV cache bytes"), mode="lines+text",
+                             text=[""] * (len(mem["positions"]) - 1) + [t("KV cache bytes")], textposition="top left",
+                             textfont=dict(color=COLORS["kv"]), line=dict(color=COLORS["kv"])), row=1, col=3)
     fig.add_trace(go.Scatter(x=[1, mem["positions"][-1]], y=[mem["weight_bytes"]] * 2, name=t("weights in memory"),
-                             mode="lines", line=dict(color=COLORS["weights"], dash="longdash")), row=1, col=3)
+                             mode="lines+text", text=["", t("weights in memory")], textposition="bottom left",
+                             textfont=dict(color=COLORS["weights"]),
+                             line=dict(color=COLORS["weights"], dash="longdash")), row=1, col=3)
     idx = list(range(len(specs)))
     # from the top: the title, the buttons, the legend (above the plots, as the template places it), the plots
     view_menu = dict(type="buttons", direction="right", x=0.0, y=1.3, xanchor="left", yanchor="bottom",
