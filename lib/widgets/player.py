@@ -387,12 +387,13 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
              textfont=dict(color=kv_ink, size=style.PLOTLY_SMALL + 1),
              marker=dict(color=kv_color, symbol=kv_symbol, line=dict(color=[style.MUTED] * width, width=1))),
         dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text,
-             marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK))),
+             marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK),
+                         line=dict(color=style.MUTED, width=1))),  # an edge: a light bar still stands out
         dict(type="bar", x=[f.with_cache, f.without_cache], y=[t("with cache"), t("without cache")],
              text=[str(f.with_cache), str(f.without_cache)],
              marker=dict(color=[KV_COLORS["new"], KV_COLORS["recomputed"]],
                          pattern=dict(shape=[style.plotly_pattern("computed"), style.plotly_pattern("recomputed")],
-                                      fgcolor=style.INK))),
+                                      fgcolor=style.INK), line=dict(color=style.MUTED, width=1))),
     ]
 
 

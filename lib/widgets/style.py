@@ -180,10 +180,10 @@ class Category:
 # markers and dashes that no concept uses as its own cue where it matters (a hatch shared with a concept never sits
 # beside it: categories fill blocks and bars, concepts fill K/V cells).
 CATEGORY_LOOKS = [
-    Category("#1A1A1A", "#FFFFFF", "", "o", "-"),
+    Category("#1A1A1A", "#B8B8B8", "", "o", "-"),
     Category("#555555", "#C4C4C4", "||", "s", "--"),
     Category("#808080", "#E4E4E4", "++", "^", ":"),
-    Category("#3A3A3A", "#A8A8A8", "..", "D", "-."),
+    Category("#3A3A3A", "#FFFFFF", "..", "D", "-."),
     Category("#6A6A6A", "#F2F2F2", "**", "v", (0, (6, 2, 1, 2, 1, 2))),
     Category("#262626", "#D4D4D4", "oo", "P", (0, (1, 3))),
 ]
@@ -338,9 +338,10 @@ def _mpl_series(handle, label: str) -> Series | None:
         colour = face or edge
         if colour is None:
             return None
-        ls = handle.get_linestyle()
-        return Series(label, colour, tuple(c for c in (edge, hatch_ink) if c), hatch,
-                      "" if ls in ("-", "solid") else str(ls), "", heavy=handle.get_linewidth() >= 2)
+        pattern = getattr(handle, "_unscaled_dash_pattern", (0, None))[1]  # what is drawn (a legend's copy of a
+        dash = "" if not pattern else str(tuple(pattern))  # patch keeps the dashes, not the linestyle's name)
+        return Series(label, colour, tuple(c for c in (edge, hatch_ink) if c), hatch, dash, "",
+                      heavy=handle.get_linewidth() >= 2)
     if isinstance(handle, Collection):
         faces = handle.get_facecolor()
         edges = handle.get_edgecolor()
@@ -390,15 +391,15 @@ def _plotly_series(fig) -> list[tuple[str, list[Series]]]:
         symbols = symbols if isinstance(symbols, (list, tuple)) else [symbols] * len(colours)
         pattern = (marker.get("pattern") or {}).get("shape")
         patterns = pattern if isinstance(pattern, (list, tuple)) else [pattern] * len(colours)
-        edge = _hex((marker.get("line") or {}).get("color")) if not isinstance(
-            (marker.get("line") or {}).get("color"), (list, tuple)) else None
+        edges = (marker.get("line") or {}).get("color")
+        edges = edges if isinstance(edges, (list, tuple)) else [edges] * len(colours)
         dash = line.get("dash", "") if "lines" in mode else ""
         texts = tr.get("text") if "text" in mode and isinstance(tr.get("text"), (list, tuple)) else []
         texts = list(texts) + [""] * (len(colours) - len(texts))
         where = f"plotly {tr.get('xaxis', 'x')}/{tr.get('yaxis', 'y')}"
         seen = set()
-        for c, sym, pat, glyph in zip(colours, symbols, patterns, texts):
-            h = _hex(c)
+        for c, sym, pat, glyph, edge in zip(colours, symbols, patterns, texts, edges):
+            h, edge = _hex(c), _hex(edge) if edge is not None else None
             glyph = glyph if isinstance(glyph, str) and len(glyph) == 1 else ""
             if h is None or (h, sym, pat, glyph) in seen:
                 continue
