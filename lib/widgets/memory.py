@@ -248,6 +248,7 @@ def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=N
                 textcoords="offset points", ha="right", va="top", fontsize=style.SMALL_SIZE,
                 color=style.text_colour("weights"))  # every line labelled where it is: no legend to look up
     ax.set_xlim(xs[0] / 1.15, xs[-1] * 1.6)  # room for the labels at the right ends
+    ax.set_ylim(bottom=w / 1.4)  # and under the weights' line for its label
     return fig
 
 

@@ -247,7 +247,9 @@ def _draw_cells(ax, texts, fills, y, edge=style.MUTED, dashed=None, hatches=None
         ax.add_patch(Rectangle((x - 0.45, y - 0.4), 0.9, 0.8, facecolor=fc, edgecolor=style.INK if heavy else edge,
                                linewidth=2.5 if heavy else 1, linestyle=ls, hatch=hatch or None))
         if t:
-            box = dict(boxstyle="square,pad=0.1", facecolor=style.PAPER, edgecolor="none") if hatch else None
+            plain = fc.startswith("#") and style.contrast_ratio(style.INK, fc) >= 4.5
+            box = None if plain and not hatch else dict(boxstyle="square,pad=0.1", facecolor=style.PAPER,
+                                                         edgecolor="none")  # on a paper label, as the chips
             ax.text(x, y, t, ha="center", va="center", color=style.INK, bbox=box,
                     fontsize=style.FONT_SIZE if len(t) == 1 else style.SMALL_SIZE)
 
