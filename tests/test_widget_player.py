@@ -234,7 +234,7 @@ def test_plotly_figure_has_a_frame_per_step(chat, pair):
                                                 (c.text for c in f.chips)]
         assert list(kv.marker.color)[:len(f.kv)] == [P.KV_COLORS[k] if k != "none" else style.MUTED for k in f.kv]
         assert list(kv.marker.symbol)[:len(f.kv)] == [P.KV_CELL_SYMBOL[k] for k in f.kv]  # the player's chips:
-        assert list(kv.text)[:len(f.kv)] == [P.KV_MARKS[k] for k in f.kv]  # a cell with its glyph, not the hue alone
+        assert list(kv.text)[:len(f.kv)] == [f"<b>{P.KV_MARKS[k]}</b>" for k in f.kv]  # a cell with its glyph
         # with a cache each K/V is computed once (hatched //), without most are computed again (hatched x)
         assert list(counts.marker.pattern.shape) == ["/", "x"]
         marked = [t for t in bars.text if "← chosen" in t]

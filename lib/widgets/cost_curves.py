@@ -223,6 +223,7 @@ def _finish(ax, loglog: bool, xlabel: str, ylabel: str, title: str):
     if loglog:
         ax.set_xscale("log")
         ax.set_yscale("log")
+        style.no_minor_log_labels(ax)  # decades as plain numbers, no minor "2 5"
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, loc="left")
@@ -313,11 +314,11 @@ def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, 
     _finish(ax, loglog, t("context length t (tokens)"), f"{what} ({_clock(m)})",
             t("measured: {layers} layers, d_model {d}; log-log slopes over the last half",
               layers=cfg.get('n_layers', '?'), d=cfg.get('d_model', '?')))
-    if loglog:  # plain numbers (2, 5, 20 ms) read better than 2×10⁰ on a short log axis
-        from matplotlib.ticker import FuncFormatter
+    if loglog:  # a short log axis of ms: whole values 1, 2, 5, 10, 20 as major ticks (never a bare minor "2 5")
+        from matplotlib.ticker import LogLocator
 
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+        style.no_minor_log_labels(ax)
     return fig
 
 
@@ -454,7 +455,9 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1, points: i
     axes_names = [f"{a}axis{'' if i == 1 else i}" for i in (1, 2, 3) for a in "xy"]
     scale_menu = dict(type="buttons", direction="right", x=0.35, y=1.3, xanchor="left", yanchor="bottom",
                       showactive=True,
-                      buttons=[dict(label=t(label), method="relayout", args=[{f"{a}.type": kind for a in axes_names}])
+                      buttons=[dict(label=t(label), method="relayout",  # log: decades only, no minor "2 5"
+                                    args=[{**{f"{a}.type": kind for a in axes_names},
+                                           **{f"{a}.dtick": 1 if kind == "log" else None for a in axes_names}}])
                                for label, kind in (("linear", "linear"), ("log-log", "log"))])
     _three_panels(fig, mem["dtype"], t("{name}: generating {n} tokens with and without a KV cache "
                                        "(slopes: log-log fit over the last half)", name=c['name'], n=n))
@@ -478,7 +481,9 @@ def plotly_measured(measurements):
                                  mode="lines+markers", marker=dict(size=6, symbol=_PLOTLY_MARKER[MARKERS[mode]]),
                                  line=dict(color=COLORS[mode], dash=MODE_DASH[mode])))
     menus = [dict(type="buttons", direction="right", x=0.0, y=1.25, xanchor="left", yanchor="bottom",
-                  buttons=[dict(label=t(label), method="relayout", args=[{"xaxis.type": kind, "yaxis.type": kind}])
+                  buttons=[dict(label=t(label), method="relayout",
+                                args=[{"xaxis.type": kind, "yaxis.type": kind, "xaxis.dtick": 1 if kind == "log" else None,
+                                       "yaxis.dtick": 1 if kind == "log" else None}])
                            for label, kind in (("linear", "linear"), ("log-log", "log"))])]
     if len(views) == 2:
         menus.append(dict(type="buttons", direction="right", x=0.3, y=1.25, xanchor="left", yanchor="bottom", buttons=[
@@ -666,8 +671,9 @@ class CostCurvesExplorer:
                 slope = slopes.get(name)
                 shown = self._shown[name]
                 trace.name = shown if slope is None else t("{label} (slope {slope})", label=shown, slope=f"{slope:.2f}")
-            self.figure.update_xaxes(type=kind)
-            self.figure.update_yaxes(type=kind)
+            dtick = 1 if kind == "log" else None  # a log axis labels its decades only, never the minor "2 5"
+            self.figure.update_xaxes(type=kind, dtick=dtick)
+            self.figure.update_yaxes(type=kind, dtick=dtick)
         summary = self.summary
         self.text.value = html.escape(summary)
         show_plotly(self.output, self.figure, summary)  # the summary: the plain-text form

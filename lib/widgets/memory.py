@@ -312,7 +312,8 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
         title_text=title(frames[0]), height=520, margin=dict(b=110),
         xaxis=dict(type="log", title=t("context length per request (tokens)"), tickvals=xs,
                    ticktext=[f"{x // 1024}k" if x >= 1024 else str(x) for x in xs]),
-        yaxis=dict(type="log", title="GiB", range=[math.log10(lo), math.log10(hi)]),
+        yaxis=dict(type="log", title="GiB", range=[math.log10(lo), math.log10(hi)],
+                   tickvals=[v for v in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000) if lo <= v <= hi]),
         sliders=[frame_slider([f["batch"] for f in frames], t("concurrent requests: "), pad=dict(t=60))])
     return fig
 

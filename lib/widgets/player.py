@@ -58,8 +58,7 @@ KV_SYMBOL = {k: style.plotly_symbol(c) for k, c in KV_CONCEPT.items()}  # plotly
 KV_SYMBOL["none"] = "square-open"
 # plotly draws the K/V cells as the player's chips: squares the size of the token chips, the glyph written in them
 KV_CELL_SYMBOL = {k: "square-open" if k == "none" else "square" for k in style.KV_STATES}
-KV_GLYPH_INK = {k: max((style.INK, style.PAPER), key=lambda c: style.contrast_ratio(c, KV_COLORS[k]))
-                for k in style.KV_STATES}  # the glyph in the colour that reads best on its cell
+KV_GLYPH_SIZE = 19  # px, bold: large text, whose ink keeps the 3:1 large text needs on every K/V colour
 # the chips: prompt a grey tile, generated a white one, the newest token the "newest" concept (and a heavy edge)
 CHIP_COLORS = {"prompt": "#CCCCCC", "generated": style.PAPER, "newest": style.colour("newest")}  # 18 L* apart
 KV_MEANING = {k: s.meaning for k, s in style.KV_STATES.items()}
@@ -372,8 +371,7 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
     chip_hover = [t("position {p}: {text} ({kind})", p=p, text=e(c.text), kind=t(c.kind)) for p, c in enumerate(f.chips)] + [""] * pad
     kv_color = [KV_COLORS[k] if k != "none" else style.MUTED for k in f.kv] + ["rgba(0,0,0,0)"] * pad
     kv_symbol = [KV_CELL_SYMBOL[k] for k in f.kv] + ["square"] * pad
-    kv_text = [KV_MARKS[k] for k in f.kv] + [""] * pad
-    kv_ink = [KV_GLYPH_INK[k] for k in f.kv] + [style.INK] * pad
+    kv_text = [f"<b>{KV_MARKS[k]}</b>" for k in f.kv] + [""] * pad
     kv_hover = [t("position {p}: {what}", p=p, what=t(KV_MEANING[k])) for p, k in enumerate(f.kv)] + [""] * pad
     line_color = [style.INK if c.kind == "newest" else style.MUTED for c in f.chips] + ["rgba(0,0,0,0)"] * pad
     chip_edge = [2.5 if c.kind == "newest" else 1 for c in f.chips] + [1] * pad
@@ -386,7 +384,6 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
         dict(type="scatter", x=list(range(width)), y=[1] * width, text=chip_text, hovertext=chip_hover,
              marker=dict(color=chip_color, line=dict(color=line_color, width=chip_edge))),
         dict(type="scatter", x=list(range(width)), y=[0] * width, hovertext=kv_hover, text=kv_text,
-             textfont=dict(color=kv_ink, size=style.PLOTLY_SMALL + 1),
              marker=dict(color=kv_color, symbol=kv_symbol, line=dict(color=[style.MUTED] * width, width=1))),
         dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text,
              marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK),
@@ -429,6 +426,7 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
                              textfont=dict(size=style.FONT_SIZE + 3, color=style.INK),
                              **{k: v for k, v in first[0].items() if k != "type"}), 1, 1)
     fig.add_trace(go.Scatter(mode="markers+text", marker_size=26, hoverinfo="text",
+                             textfont=dict(size=KV_GLYPH_SIZE, color=style.INK),
                              **{k: v for k, v in first[1].items() if k != "type"}), 1, 1)
     fig.add_trace(go.Bar(orientation="h", textposition="outside", hoverinfo="skip", cliponaxis=False,
                          **{k: v for k, v in first[2].items() if k != "type"}), 2, 1)

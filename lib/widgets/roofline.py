@@ -271,7 +271,8 @@ def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, b
                marker=GROUP_MARKERS[attention], s=40, edgecolor=style.INK, linewidth=0.5, zorder=3,
                label=t("attention (any batch)"))
     ax.annotate(t("attention, ctx {contexts}", contexts=" / ".join(map(str, contexts))), (xa[-1], machine.attainable(xa[-1]) / scale),
-                fontsize=small, color=style.text_colour(attention), xytext=(4, 8), textcoords="offset points")
+                fontsize=small, color=style.text_colour(attention), xytext=(10, -10), textcoords="offset points",
+                ha="left", va="top")  # under the slope: clear of the batch labels above it
     ax.legend(loc="upper left")
     c = costs.model_config(model)
     ax.set_title(title if title is not None else
@@ -318,6 +319,7 @@ def _roof_axes(ax, machine: Machine, intensities, ridge_label: str) -> None:
             transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
     ax.set_yscale("log")
+    style.no_minor_log_labels(ax)
     ax.set_ylim(top=machine.peak_gflops / scale * 20)  # room for the labels over the roof
     ax.set_xlabel(t("arithmetic intensity (FLOP / byte)"))
     ax.set_ylabel(t("attainable {unit}", unit=unit))
@@ -432,6 +434,7 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
             transform=ax.get_xaxis_transform())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    style.no_minor_log_labels(ax)
     ax.set_xlabel(t("context per sequence (positions the new token attends to)"))
     ax.set_ylabel(t("GB read per decode step"))
     ax.set_title(t("{model} in {dtype}: weights read vs KV-cache reads per decode step", model=_name(model),
@@ -520,8 +523,8 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
     fig.add_vline(x=sig(machine.ridge), line=dict(color=ROOF_COLOUR, dash="dot", width=1))
     fig.update_layout(
         title_text=title(start), height=540, showlegend=False, margin=dict(t=100),
-        xaxis=dict(type="log", title=t("arithmetic intensity (FLOP / byte)"), range=[_log10(x_lo), _log10(x_hi)]),
-        yaxis=dict(type="log", title=t("attainable {unit}", unit=unit),
+        xaxis=style.plotly_log_axis(title=t("arithmetic intensity (FLOP / byte)"), range=[_log10(x_lo), _log10(x_hi)]),
+        yaxis=style.plotly_log_axis(title=t("attainable {unit}", unit=unit),
                    range=[_log10(y(x_lo) / 2), _log10(machine.peak_gflops / scale * 3)]),
         sliders=[frame_slider(batches, t("batch: "), batches.index(start), pad=dict(t=40))])
     return fig
@@ -574,9 +577,9 @@ class RooflineExplorer:
                   go.Scatter(name=names[3], mode="markers", marker=dict(size=12, symbol="circle-open",
                                                                          color=PHASE_COLOURS["decode"]))],
             layout=dict(height=400, margin=dict(t=50),
-                        xaxis=dict(type="log", title=t("arithmetic intensity (FLOP / byte)"),
-                                   range=[_log10(x) for x in self.X_RANGE]),
-                        yaxis=dict(type="log")))
+                        xaxis=style.plotly_log_axis(title=t("arithmetic intensity (FLOP / byte)"),
+                                                    range=[_log10(x) for x in self.X_RANGE]),
+                        yaxis=style.plotly_log_axis()))  # decades only: no minor "2 5" labels
         self.output = plotly_output(self.figure.layout.height)
         self.summary_box = W.HTML()
         self.state: dict = {}

@@ -400,7 +400,8 @@ def _plotly_series(fig) -> list[tuple[str, list[Series]]]:
         seen = set()
         for c, sym, pat, glyph, edge in zip(colours, symbols, patterns, texts, edges):
             h, edge = _hex(c), _hex(edge) if edge is not None else None
-            glyph = glyph if isinstance(glyph, str) and len(glyph) == 1 else ""
+            glyph = glyph.replace("<b>", "").replace("</b>", "") if isinstance(glyph, str) else ""
+            glyph = glyph if len(glyph) == 1 else ""
             if h is None or (h, sym, pat, glyph) in seen:
                 continue
             seen.add((h, sym, pat, glyph))
