@@ -124,6 +124,26 @@ def test_plotly_figures_show_no_toolbar():
         torch.set_num_threads(1)
 
 
+def test_stored_pngs_are_cropped_and_in_a_palette():
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from lib.notebook import figure_png
+
+    fig = plt.figure(figsize=(4, 2), layout="none")
+    ax = fig.add_axes([0.4, 0.4, 0.2, 0.2])  # a small plot in the middle of an empty canvas
+    ax.plot([0, 1], [0, 1], color=style.colour("cached"), lw=4)
+    full = io.BytesIO()
+    fig.savefig(full, format="png")
+    png = figure_png(fig)
+    image = Image.open(io.BytesIO(png))
+    assert image.mode == "P" and len(png) < len(full.getvalue())
+    assert image.size[0] < 300  # cropped to the content: narrower than the 4-inch (400 px) canvas
+    assert style.colour("cached").lower() in {"#%02x%02x%02x" % c for _, c in image.convert("RGB").getcolors(4096)}
+
+
 def test_the_measure_tells_a_merged_pair_from_one_with_a_second_cue():
     a = style.Series("a", style.colour("cached"))
     b = style.Series("b", style.colour("recomputed"))  # blue vs vermillion: 8 L* apart, one grey in print

@@ -403,3 +403,23 @@ def test_explorer_output_holds_exactly_the_figure():
     json.dumps(out)
     e.controls["context"].value = 128  # a user's drag: the observe callback redraws into the output
     assert e.output.outputs[0]["data"]["application/vnd.plotly.v1+json"]["data"][2]["x"] == [e.state["decode_intensity"]]
+
+
+def test_points_on_one_spot_share_one_label_and_models_get_no_concept_colour():
+    """Five 7B-class decode points at batch 1 sit on one spot: one label names them all (not five "B=1")."""
+    import matplotlib.colors as mc
+
+    from lib.widgets import style
+
+    models = ("chat", "llama-2-7b", "mistral-7b", "llama-3-8b", "qwen2.5-7b")
+    fig = wr.plot_roofline(wr.roofline_points(models, "bf16", batches=(1, 64)), GPU)
+    ax = fig.axes[0]
+    labels = [a.get_text() for a in ax.texts if a.get_text().startswith("B=")]
+    assert sum(lab.startswith("B=1:") for lab in labels) < sum(1 for _ in models)  # merged where they coincide
+    named = " ".join(labels).replace("\n", " ")
+    assert all(m in named for m in models)  # and every model is still named
+    anchors = [a.xy for a in ax.texts if a.get_text().startswith("B=")]
+    assert len(anchors) == len(set(anchors))
+    fills = {mc.to_hex(c.get_facecolor()[0]).upper() for c in ax.collections}
+    assert fills == {style.colour("prefill"), style.colour("decode")}  # colour = phase (a concept), never the model
+    plt.close(fig)
