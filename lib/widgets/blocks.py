@@ -456,8 +456,9 @@ def story_figure(frames, cols: int | None = None):
                              **{k: v for k, v in first[1].items() if k != "type"}))
 
     def title(f):
-        return html.escape(f"{f.index}. {f.caption}")[:220] + "<br><sub>" + t(
-            "{used} used, {shared} shared, {free} free", used=f.n_used, shared=f.n_shared, free=f.n_free) + "</sub>"
+        small = f"<span style='font-size:{style.PLOTLY_SMALL}px'>"  # not <sub>: plotly draws it under the floor
+        return html.escape(f"{f.index}. {f.caption}")[:220] + "<br>" + small + t(
+            "{used} used, {shared} shared, {free} free", used=f.n_used, shared=f.n_shared, free=f.n_free) + "</span>"
 
     fig.frames = [go.Frame(name=str(f.index), data=_plotly_data(f, code, cols), traces=[0, 1],
                            layout=dict(title_text=title(f))) for f in frames]

@@ -356,7 +356,7 @@ def plot_strip(trace, tokenizer, other=None, layer: int = 0, batch: int = 0):
     mode = t("with KV cache") if trace.use_cache else t("without cache")
     ax.set_title(t("{mode}: each row is one forward pass; right: K/V computed so far, cache / no cache "
                    "(per layer)", mode=mode), loc="left")
-    fig.legend(handles=_kv_handles(), ncol=4, loc="outside lower center")
+    fig.legend(handles=_kv_handles(), ncol=2, loc="outside lower center")  # within the cell's width
     return fig
 
 
@@ -384,7 +384,8 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
         dict(type="scatter", x=list(range(width)), y=[1] * width, text=chip_text, hovertext=chip_hover,
              marker=dict(color=chip_color, line=dict(color=line_color, width=chip_edge))),
         dict(type="scatter", x=list(range(width)), y=[0] * width, hovertext=kv_hover, text=kv_text,
-             marker=dict(color=kv_color, symbol=kv_symbol, line=dict(color=[style.MUTED] * width, width=1))),
+             marker=dict(color=kv_color, symbol=kv_symbol,  # positions still to come: no outline at all
+                         line=dict(color=[style.MUTED] * len(f.kv) + ["rgba(0,0,0,0)"] * pad, width=1))),
         dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text,
              marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK),
                          line=dict(color=style.MUTED, width=1))),  # an edge: a light bar still stands out
@@ -425,8 +426,9 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     fig.add_trace(go.Scatter(mode="markers+text", marker_symbol="square", marker_size=26, hoverinfo="text",
                              textfont=dict(size=style.FONT_SIZE + 3, color=style.INK),
                              **{k: v for k, v in first[0].items() if k != "type"}), 1, 1)
-    fig.add_trace(go.Scatter(mode="markers+text", marker_size=26, hoverinfo="text",
-                             textfont=dict(size=KV_GLYPH_SIZE, color=style.INK),
+    cell = max(14, min(26, 820 // max(width, 1)))  # a chip per position, as wide as the row allows
+    fig.add_trace(go.Scatter(mode="markers+text", marker_size=cell, hoverinfo="text",
+                             textfont=dict(size=max(style.PLOTLY_SMALL, min(KV_GLYPH_SIZE, cell - 6)), color=style.INK),
                              **{k: v for k, v in first[1].items() if k != "type"}), 1, 1)
     fig.add_trace(go.Bar(orientation="h", textposition="outside", hoverinfo="skip", cliponaxis=False,
                          **{k: v for k, v in first[2].items() if k != "type"}), 2, 1)

@@ -37,7 +37,6 @@ DTYPES = tuple(_DTYPE_TABLE)  # every number format of lib.device.DTYPES
 PHASE_COLOURS = {ph: style.colour(ph) for ph in ("prefill", "decode")}
 PHASE_MARKERS = {ph: style.concept(ph).marker for ph in ("prefill", "decode")}
 PLOTLY_PHASE_SYMBOLS = {"prefill": "square", "decode": "circle"}  # the same shapes as PHASE_MARKERS
-LABEL_SIDES = ("top left", "bottom right", "middle left", "top right")  # one model's labels per side
 ROOF_COLOUR = style.concept("reference").colour
 DIGITS = SIG_DIGITS  # significant digits of every float that goes into a figure or a table (lib.text.sig)
 fmt = fmt_sig  # a number for a table: ints as they are, floats to DIGITS significant digits, no exponent
@@ -470,15 +469,33 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
     scale, unit = _y_unit(machine)
     y = lambda x: sig(machine.attainable(x) / scale)
 
-    def decode_trace(i, m, b):
+    def labels(b) -> dict:
+        """(model, context) -> the text by that point at batch ``b``: points on one spot (within 0.15 of a decade)
+        share one label, written by the first of them, that names every model and context there."""
+        spots: list = []
+        for m in models:
+            for n in ctx[m]:
+                x = costs.decode_cost(m, n, b, dtype).intensity
+                spot = next((s for s in spots if abs(math.log10(s[0]) - math.log10(x)) < 0.15), None)
+                if spot is None:
+                    spots.append((x, [(m, n)]))
+                else:
+                    spot[1].append((m, n))
+        out = {}
+        for _, members in spots:
+            text = "<br>".join(f"{_name(m)}, " + t("ctx {n}", n=n) for m, n in members)
+            out.update({key: (text if k == 0 else "") for k, key in enumerate(members)})
+        return out
+
+    def decode_trace(i, m, b, named=None):
+        named = labels(b) if named is None else named
         cs = [costs.decode_cost(m, n, b, dtype) for n in ctx[m]]
         xs = [sig(c.intensity) for c in cs]
         return go.Scatter(x=xs, y=[y(x) for x in xs], mode="markers+text", name=t("{model} decode", model=_name(m)),
                           marker=dict(size=11, color=PHASE_COLOURS["decode"],
                                       symbol=PLOTLY_PHASE_SYMBOLS["decode"], line=dict(color=style.INK, width=0.8)),
-                          # each point names its model and context; the models' labels sit on different sides
-                          text=[f"{_name(m)}, " + t("ctx {n}", n=n) for n in ctx[m]],
-                          textposition=LABEL_SIDES[i % len(LABEL_SIDES)],
+                          # each spot names its models and contexts once, under and right of it
+                          text=[named[(m, n)] for n in ctx[m]], textposition="bottom right",
                           hovertext=[t("{model} decode, batch {b}, context {n}: {x} FLOP/B, {bound}, KV reads {share}% "
                                        "of bytes", model=_name(m), b=b, n=n, x=x, bound=t(machine.bound(x)),
                                        share=sig(100 * c.kv_read_share, 3))
@@ -506,7 +523,7 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
     rx, ry = roof_line(machine, x_lo, x_hi)
     roof = go.Scatter(x=[sig(x) for x in rx], y=[sig(v / scale) for v in ry], mode="lines", name=t("roof"),
                       line=dict(color=ROOF_COLOUR, width=3), hoverinfo="skip")
-    first = [decode_trace(i, m, start) for i, m in enumerate(models)]
+    first = [decode_trace(i, m, start, labels(start)) for i, m in enumerate(models)]
     moving = list(range(len(first)))
     fig = go.Figure(data=[*first, roof, *limits, *prefills])
 
@@ -518,7 +535,7 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
         return t("{machine} roofline ({dtype}): decode with batch {b}", machine=machine.name, dtype=dtype, b=b) + \
             "<br><span style='font-size:" + str(style.PLOTLY_SMALL) + "px'>" + key + "</span>"
 
-    fig.frames = [go.Frame(name=str(b), data=[decode_trace(i, m, b) for i, m in enumerate(models)], traces=moving,
+    fig.frames = [go.Frame(name=str(b), data=[decode_trace(i, m, b, labels(b)) for i, m in enumerate(models)], traces=moving,
                            layout=dict(title_text=title(b))) for b in batches]
     fig.add_vline(x=sig(machine.ridge), line=dict(color=ROOF_COLOUR, dash="dot", width=1))
     fig.update_layout(

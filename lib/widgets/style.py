@@ -513,6 +513,14 @@ def text_sizes(fig, floor: float | None = None) -> list[tuple[str, float]]:
             for v in node:
                 walk(v, path)
     walk({"data": d.get("data"), "layout": d.get("layout"), "frames": d.get("frames")}, "")
+    import json
+    import re
+
+    text = json.dumps({"data": d.get("data"), "layout": {k: v for k, v in (d.get("layout") or {}).items()
+                                                         if k != "template"}, "frames": d.get("frames")})
+    out += [("<sub> / <sup> (plotly draws them at 70%)", 0.0)] * len(re.findall(r"<su[bp]>", text))
+    out += [(f"font-size:{px}px", float(px)) for px in re.findall(r"font-size:\s*([0-9.]+)px", text)
+            if float(px) < floor]
     return out
 
 
