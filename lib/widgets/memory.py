@@ -313,7 +313,8 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
         xaxis=dict(type="log", title=t("context length per request (tokens)"), tickvals=xs,
                    ticktext=[f"{x // 1024}k" if x >= 1024 else str(x) for x in xs]),
         yaxis=dict(type="log", title="GiB", range=[math.log10(lo), math.log10(hi)],
-                   tickvals=[v for v in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000) if lo <= v <= hi]),
+                   tickvals=[v for v in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+                             if lo <= v <= hi]),  # whole values, never a bare minor "2 5"
         sliders=[frame_slider([f["batch"] for f in frames], t("concurrent requests: "), pad=dict(t=60))])
     return fig
 
