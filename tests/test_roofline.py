@@ -356,7 +356,7 @@ def test_operator_group_table_and_figure():
 def test_roofline_colours_and_markers_come_from_the_style():
     from lib.widgets import style
 
-    assert wr.MODEL_COLOURS == tuple(style.CATEGORICAL)
+    assert not hasattr(wr, "MODEL_COLOURS")  # models are not concepts: labelled, never given a concept's hue
     assert wr.PHASE_COLOURS == {"prefill": style.colour("computed"), "decode": style.colour("cached")}
     assert wr.PHASE_MARKERS == {"prefill": style.concept("prefill").marker, "decode": style.concept("decode").marker}
     assert wr.GROUP_COLOURS == {"weight products": style.colour("weights"), "attention": style.colour("cached")}
@@ -433,3 +433,23 @@ def test_what_breaks_the_rule_that_decode_attention_is_memory_bound():
     assert [r["bound"] for r in rows] == ["memory-bound"] * 5 + ["compute-bound"]
     with pytest.raises(ValueError, match="shared_prefix=5000 must be at most the cached positions"):
         rl.attention_intensity("llama-3-8b", 4096, shared_prefix=5000)
+
+
+def test_points_on_one_spot_share_one_label_and_models_get_no_concept_colour():
+    """Five 7B-class decode points at batch 1 sit on one spot: one label names them all (not five "B=1")."""
+    import matplotlib.colors as mc
+
+    from lib.widgets import style
+
+    models = ("chat", "llama-2-7b", "mistral-7b", "llama-3-8b", "qwen2.5-7b")
+    fig = wr.plot_roofline(wr.roofline_points(models, "bf16", batches=(1, 64)), GPU)
+    ax = fig.axes[0]
+    labels = [a.get_text() for a in ax.texts if a.get_text().startswith("B=")]
+    assert sum(lab.startswith("B=1:") for lab in labels) < sum(1 for _ in models)  # merged where they coincide
+    named = " ".join(labels).replace("\n", " ")
+    assert all(m in named for m in models)  # and every model is still named
+    anchors = [a.xy for a in ax.texts if a.get_text().startswith("B=")]
+    assert len(anchors) == len(set(anchors))
+    fills = {mc.to_hex(c.get_facecolor()[0]).upper() for c in ax.collections}
+    assert fills == {style.colour("prefill"), style.colour("decode")}  # colour = phase (a concept), never the model
+    plt.close(fig)

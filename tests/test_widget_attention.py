@@ -139,8 +139,10 @@ def test_static_heatmap_draws_the_grid_up_to_the_step_and_boxes_the_newest_key(r
     # the weights written on the cells: ink on the light (high) end of viridis, paper on the dark end
     colours = {t.get_text(): t.get_color() for t in ax.texts}
     assert colours["1.00"] == style.INK and any(c == style.PAPER for c in colours.values())
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["<s>", "模", "型", "逐", "字", "生", "成", "文", "本"]
-    assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["0: 模", "1: 型"]
+    # one labelling scheme for every heat-map: position and token, for key columns and query rows alike
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0 <s>", "1 模", "2 型", "3 逐", "4 字", "5 生", "6 成",
+                                                            "7 文", "8 本"]
+    assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["1 模", "2 型"]  # step 0's query sits at position 1
     assert "step 4's query 生 over 6 cached keys\n(outlined: the newest key)" in ax.get_title(loc="left")
     plt.close(fig)
 
@@ -197,7 +199,7 @@ def test_plotly_frames_slider_and_fixed_axes(run, chat):
     assert [list(r) for r in heat.z] == rows(view.grid)  # row s: step s's weights over its keys
     assert [len(r) for r in heat.z] == [2, 3, 4, 5, 6, 7, 8, 9]  # grows one key per step
     assert list(heat.x) == ["0 &lt;s&gt;", "1 模", "2 型", "3 逐", "4 字", "5 生", "6 成", "7 文", "8 本"]
-    assert list(heat.y)[:2] == ["step 0: 模", "step 1: 型"]  # hover reads query and key from these labels
+    assert list(heat.y)[:2] == ["1 模", "2 型"]  # as the columns: position and token (the hover reads them)
     assert "query at %{y}" in heat.hovertemplate and "key at position %{x}" in heat.hovertemplate
     assert "weight %{z:.4f}" in heat.hovertemplate
     assert [f.name for f in fig.frames] == [str(s) for s in range(n)]
@@ -269,7 +271,7 @@ def test_explorer_draws_the_chosen_layer_head_and_step(explorer):
     assert [list(r) for r in d["z"][0]] == [[None if math.isnan(w) else round(w, 4) for w in row]
                                             for row in expected.tolist()]
     assert d["highlight"] == 2 and "step 2: query 工 reads 3 cached key(s)" in d["title"]
-    assert d["key_labels"] == ["&lt;s&gt;", "人", "工", "智", "能"]
+    assert d["key_labels"] == ["0 &lt;s&gt;", "1 人", "2 工", "3 智", "4 能"]
     assert d["hover"][2][1].startswith("step 2: query 工 (pos 2) -> key 人 (pos 1): weight ")
     assert d["hover"][1][3] == ""  # no hover where the key did not exist yet
     ex.set(layer=0, head=3)  # the pickers change what is drawn
@@ -288,7 +290,7 @@ def test_explorer_all_heads(explorer):
         grid = A.attention_view(ex.trace, ex.tokenizer, 1, h).grid_at(3)
         assert [list(r) for r in d["z"][h]] == [[None if math.isnan(w) else round(w, 4) for w in row]
                                                 for row in grid.tolist()]
-    assert len(ex.figure["layout"]["shapes"]) == 8 and ex.figure["layout"]["xaxis4"]["ticktext"][0] == "&lt;s&gt;"
+    assert len(ex.figure["layout"]["shapes"]) == 8 and ex.figure["layout"]["xaxis4"]["ticktext"][0] == "0 &lt;s&gt;"
     scale = ex.figure["layout"]["coloraxis"]["colorscale"]  # spelled out: dark for 0, light for 1, as in tier 2
     assert scale == [list(c) for c in A.attention_figure(ex.trace, ex.tokenizer).layout.coloraxis.colorscale]
     assert scale[0] == [0.0, "#440154"] and scale[-1] == [1.0, "#fde725"]  # viridis, as style.SEQUENTIAL
@@ -317,7 +319,7 @@ def test_explorer_prompt_reruns_and_unknown_characters_give_a_message(chat):
     ex.set(prompt="<s>深")
     assert ex.tokenizer.decode(ex.trace.tokens()) == "<s>深度学习<eos>"
     assert ex.step.max == 3 and ex.step.value == 3  # new trace: the slider spans it and shows the last step
-    assert ex.drawn["key_labels"] == ["&lt;s&gt;", "深", "度", "学", "习"]
+    assert ex.drawn["key_labels"] == ["0 &lt;s&gt;", "1 深", "2 度", "3 学", "4 习"]
     assert "度学习" in ex.message.value and ex.error is None
     before = ex.trace
     ex.set(prompt="<s>深✓")

@@ -156,11 +156,14 @@ def test_block_states_are_concepts_with_a_second_cue(frames):
     ax = plot_pool(cow, colors=story_colors(frames))
     touched = {b for _, b in cow.events}
     for b, patch in zip(cow.blocks, ax.patches):
-        assert (patch.get_hatch() or "") == B.STATE_HATCHES.get(b.state, "")
+        assert (patch.get_hatch() or "") == B.block_hatch(b, story_colors(frames))  # a state's, or its owner's
         assert (patch.get_linewidth() > 2) == (b.block in touched)  # a thick outline, not a red one
         if b.state in ("free", "cached"):
             assert patch.get_linestyle() == "--"
-    # a block held by one sequence: its sequence's colour, a light tint of the palette (dark text reads on it)
+    # a block held by one sequence: its sequence's neutral look (a light grey and a hatch, never a concept's hue;
+    # dark text reads on it), and owners differ pairwise in fill or hatch
+    assert not set(B.SEQ_COLORS) & set(style.CATEGORICAL)
+    assert len(set(zip(B.SEQ_COLORS, B.SEQ_HATCHES))) == len(B.SEQ_COLORS)
     owned = next(b for b in cow.blocks if b.state not in ("free", "cached", "shared"))
     fill = mc.to_hex(ax.patches[owned.block].get_facecolor()).upper()
     assert fill == story_colors(frames)[owned.owners[0]] and fill in B.SEQ_COLORS

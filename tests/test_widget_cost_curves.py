@@ -213,10 +213,15 @@ def test_plotly_cost_curves():
     assert log.args[0]["xaxis3.type"] == log.args[0]["yaxis.type"] == "log"
     assert linear.args[0]["xaxis2.type"] == "linear"
     assert len(fig.to_json()) < 60_000  # survives export, small
-    # colours by concept: with a cache "read from the KV cache", without it "computed again"; weights their own
-    assert by_name["K/V, with cache"].line.color == style.colour("cached")
-    assert by_name["K/V, without cache"].line.color == style.colour("recomputed")
-    assert by_name["weights in memory"].line.color == style.colour("weights")
+    # colours by concept, as the player counts: with a cache each K/V is "computed" once, without most are
+    # "computed again"; weights their own; lines darkened to 3:1 where the concept's colour is lighter
+    assert by_name["K/V, with cache"].line.color == style.graphic_colour("computed")
+    assert by_name["K/V, without cache"].line.color == style.graphic_colour("recomputed")
+    assert by_name["weights in memory"].line.color == style.graphic_colour("weights")
+    # and a second cue: with / without differ in dash and marker, and carry a direct label at their ends
+    w, wo = by_name["K/V, with cache"], by_name["K/V, without cache"]
+    assert (w.line.dash, w.marker.symbol) != (wo.line.dash, wo.marker.symbol)
+    assert (w.text[-1], wo.text[-1]) == ("with cache", "without cache")
     assert by_name["attention, with cache"].line.dash == "dash" != by_name["projections + FFN, with cache"].line.dash
 
 
@@ -335,7 +340,8 @@ def test_display_index():
 def test_static_lines_carry_a_second_cue_and_explorer_labels_are_whole():
     fig = cc.plot_kv_counts(8)
     with_c, without = fig.axes[0].lines
-    assert (with_c.get_color(), without.get_color()) == (style.colour("cached"), style.colour("recomputed"))
+    assert (with_c.get_color(), without.get_color()) == (style.graphic_colour("computed"),
+                                                         style.graphic_colour("recomputed"))
     assert with_c.get_marker() != without.get_marker() and with_c.get_linestyle() != without.get_linestyle()
     ex = cc.CostCurvesExplorer("chat", n=16)
     for control in (ex.model, ex.n, ex.show, ex.loglog):

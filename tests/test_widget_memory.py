@@ -365,16 +365,20 @@ def plt_close(fig):
     plt.close(fig)
 
 
-def test_memory_plot_legend_hides_no_gpu_label():
+def test_memory_plot_labels_its_lines_where_they_are_and_hides_no_gpu_label():
     fig = M.plot_memory("llama-2-7b", "fp16", batches=(1, 8, 32))
     fig.canvas.draw()
     ax = fig.axes[0]
     renderer = fig.canvas.get_renderer()
-    legend = fig.legends[0].get_window_extent(renderer)
-    assert legend.x0 >= ax.get_window_extent(renderer).x1  # outside the axes, to the right
-    assert legend.x1 <= fig.bbox.x1 + 0.5  # and not cut by the figure's edge
+    assert not fig.legends and ax.get_legend() is None  # direct labels instead of a legend to look up
+    ends = [t for t in ax.texts if t.get_text().startswith("batch ")]
+    assert [t.get_text() for t in ends] == ["batch 1", "batch 8", "batch 32"]
     labels = [t for t in ax.texts if t.get_text().endswith("GiB GPU")]
     assert [t.get_text() for t in labels] == [f"{g} GiB GPU" for g in M.GPU_GIB]
-    for t in labels:
-        assert not legend.overlaps(t.get_window_extent(renderer)), t.get_text()
-        assert ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]  # inside the axes, visible
+    for t in labels + ends:
+        assert ax.get_ylim()[0] <= (t.xy if hasattr(t, "xy") else t.get_position())[1] <= ax.get_ylim()[1]
+    boxes = [t.get_window_extent(renderer) for t in ends]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    from lib.widgets import style
+    assert all(l.get_color() not in style.CATEGORICAL for l in ax.lines if "batch" in l.get_label())  # no concept hue
+    plt_close(fig)

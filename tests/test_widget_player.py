@@ -197,7 +197,7 @@ def test_plot_step_draws_the_frame(chat, pair):
     assert [p.get_hatch() for p in chips_ax.patches[4:]] == [None, None, style.concept("computed").hatch, None]
     assert fills[3] == style.colour("newest")  # the newest chip (智) is the "newest" concept
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert ["K/V computed (first time)", "K/V computed again (wasted)", "K/V read from the cache"] == labels[-3:]
+    assert ["+  K/V computed (first time)", "!  K/V computed again (wasted)", "=  K/V read from the cache"] == labels[-3:]
     chosen_bar = [r for r in fig.axes[1].patches if matplotlib.colors.to_hex(r.get_facecolor()).upper() == P.CHOSEN_COLOR]
     assert len(chosen_bar) == 1 and chosen_bar[0].get_hatch() == style.concept("newest").hatch
     with pytest.raises(ValueError, match=r"step must be an integer from 0 to 4 .*got 5"):
@@ -216,7 +216,7 @@ def test_plot_strip_has_a_row_per_step(chat, pair):
     first_time = [p for p in ax.patches if matplotlib.colors.to_hex(p.get_facecolor()).upper() == style.colour("computed")]
     assert len(first_time) == 5 and {p.get_hatch() for p in first_time} == {style.concept("computed").hatch}
     assert style.concept("computed").hatch != style.concept("recomputed").hatch
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == [f"K/V {P.KV_SHORT[k]}" for k in P.KV_SHORT]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [f"{P.KV_MARKS[k]}  K/V {P.KV_SHORT[k]}" for k in P.KV_SHORT]
     assert "p=0.9985   K/V so far 5 / 15" in _texts(fig)
 
 
@@ -233,8 +233,10 @@ def test_plotly_figure_has_a_frame_per_step(chat, pair):
         assert [t for t in chips.text if t] == [t.replace("<", "&lt;").replace(">", "&gt;") for t in
                                                 (c.text for c in f.chips)]
         assert list(kv.marker.color)[:len(f.kv)] == [P.KV_COLORS[k] if k != "none" else style.MUTED for k in f.kv]
-        assert list(kv.marker.symbol)[:len(f.kv)] == [P.KV_SYMBOL[k] for k in f.kv]  # a marker as well as a hue
-        assert list(counts.marker.pattern.shape) == ["", "x"]  # "without cache" is hatched like the waste it is
+        assert list(kv.marker.symbol)[:len(f.kv)] == [P.KV_CELL_SYMBOL[k] for k in f.kv]  # the player's chips:
+        assert list(kv.text)[:len(f.kv)] == [f"<b>{P.KV_MARKS[k]}</b>" for k in f.kv]  # a cell with its glyph
+        # with a cache each K/V is computed once (hatched //), without most are computed again (hatched x)
+        assert list(counts.marker.pattern.shape) == ["/", "x"]
         marked = [t for t in bars.text if "← chosen" in t]
         assert len(marked) == 1 and marked[0].startswith(f.chosen.replace("<", "&lt;").replace(">", "&gt;"))
         assert list(counts.x) == [f.with_cache, f.without_cache]

@@ -108,9 +108,11 @@ class AttentionView:
         return self.query_positions[_check_step(step, self.n_steps)] + 1
 
     def row_label(self, step: int) -> str:
-        return f"{step}: {self.query_tokens[step]}"
+        """A query row's label: its position and token, "3 智", as a key column's (one scheme for every heat-map)."""
+        return self.col_label(self.query_positions[step])
 
     def col_label(self, key: int) -> str:
+        """A key column's label: its position and token, "3 智"."""
         return f"{key} {self.key_tokens[key]}"
 
     def hover(self, step: int, key: int) -> str:
@@ -169,15 +171,16 @@ def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: boo
         for s in range(step + 1):
             for j in range(view.keys_at(s)):
                 w = g[s, j]
-                ax.text(j, s, f"{w:.2f}", ha="center", va="center", fontsize=style.SMALL_SIZE - 1,
+                ax.text(j, s, f"{w:.2f}", ha="center", va="center", fontsize=style.SMALL_SIZE,
                         color=style.INK if _light(cmap(w)) else style.PAPER)  # readable on its own cell
     ax.set_xticks(range(view.n_keys))
     ax.set_yticks(range(view.n_steps))
     if labels:
-        ax.set_xticklabels(view.key_tokens)
+        ax.set_xticklabels([view.col_label(j) for j in range(view.n_keys)],
+                           rotation=0 if view.n_keys <= 12 else 90)
         ax.set_yticklabels([view.row_label(s) for s in range(view.n_steps)])
-        ax.set_xlabel(t("key position in the cache (its token)"))
-        ax.set_ylabel(t("step: newest query"))
+        ax.set_xlabel(t("key in the cache: position and token"))
+        ax.set_ylabel(t("newest query: position and token"))
     else:
         ax.set_xticklabels([])
         ax.set_yticklabels([])
@@ -241,7 +244,8 @@ def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, st
             if h == 0:
                 ax.set_ylabel(t("layer {l}", l=l), fontsize=style.FONT_SIZE)
             if i == len(layers) - 1 and v0.n_keys <= 24:  # token labels only along the edges
-                ax.set_xticklabels(v0.key_tokens, fontsize=style.SMALL_SIZE)
+                ax.set_xticklabels([v0.col_label(j) for j in range(v0.n_keys)], fontsize=style.SMALL_SIZE,
+                                   rotation=90)
     fig.suptitle(t("all heads, step {step}: query {query} over {n} keys (outlined: newest key)", step=step,
                    query=v0.query_tokens[step], n=v0.keys_at(step)), fontsize=style.TITLE_SIZE, y=1 - 0.12 / height, va="top")
     cax = fig.add_axes([1 - 0.85 / width, 0.3, 0.12 / width, 0.4])
@@ -296,7 +300,7 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
                         horizontal_spacing=0.04, vertical_spacing=0.12)
     # category axes: the hover reads the query and key straight from the axis labels
     x_labels = [_plotly_safe(base.col_label(j)) for j in range(W)]
-    y_labels = [_plotly_safe(t("step {s}: {query}", s=s, query=base.query_tokens[s])) for s in range(n)]
+    y_labels = [_plotly_safe(base.row_label(s)) for s in range(n)]  # "3 智", as the key columns
     for k, h in enumerate(heads):
         fig.add_trace(go.Heatmap(
             z=heatmap_rows(attention_view(trace, tokenizer, layer, h, batch)), x=x_labels, y=y_labels,
@@ -307,8 +311,8 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
         small = head == "all"  # small multiples: token-only tick labels, and only when they fit
         fig.layout["xaxis" + suffix].update(type="category", range=[-0.5, W - 0.5], fixedrange=True, showgrid=False,
                                             showticklabels=not small or W <= 16, tickangle=0 if W <= 16 else -90,
-                                            tickvals=x_labels if small else None, tickfont=dict(size=style.SMALL_SIZE + (1 if small else 3)),
-                                            ticktext=[_plotly_safe(t) for t in base.key_tokens] if small else None)
+                                            tickvals=x_labels if small else None, tickfont=dict(size=style.PLOTLY_SMALL),
+                                            ticktext=x_labels if small else None)
         fig.layout["yaxis" + suffix].update(type="category", range=[n - 0.5, -0.5], fixedrange=True, showgrid=False,
                                             showticklabels=k % ncols == 0)
 
@@ -495,7 +499,7 @@ class AttentionExplorer:
             nrows = math.ceil(panels / ncols)
             gap_x, gap_y = 0.04, 0.12
             w, h = (1 - (ncols - 1) * gap_x) / ncols, (1 - (nrows - 1) * gap_y) / nrows
-            key_text = [_plotly_safe(t) for t in view.key_tokens]
+            key_text = [_plotly_safe(view.col_label(j)) for j in range(W_)]  # "3 智", as every heat-map
             row_text = [_plotly_safe(view.row_label(s)) for s in range(n)]
             data, layout = [], {}
             for k in range(panels):
@@ -548,7 +552,7 @@ class AttentionExplorer:
         shapes = [sh for k in range(len(heads)) for sh in newest_key_outline(
             newest, n, xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")]
         self.figure = {"data": data, "layout": {**base["layout"], "shapes": shapes, "title": dict(text=title)}}
-        bundle = {"application/vnd.plotly.v1+json": {**self.figure, "config": {"displaylogo": False}},
+        bundle = {"application/vnd.plotly.v1+json": {**self.figure, "config": dict(style.PLOTLY_CONFIG)},
                   "text/plain": t("attention heat-map: {title}", title=html.unescape(title))}
         self.output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
         self.last_update_seconds = time.perf_counter() - t0

@@ -47,13 +47,16 @@ def _tint(hex_colour: str, amount: float = 0.5) -> str:
 
 # Block states from lib.widgets.style: a free block is the "free" concept (dashed outline); a free block still in the prefix
 # index keeps a grey a shade darker, dotted (its K/V can be read again); a block shared by several
-# sequences is the "shared" concept (purple, hatched); a block held by one sequence takes its sequence's colour
-# (the palette, less the shared purple) and its name is written in it. Fills are tints, so dark text reads on them.
+# sequences is the "shared" concept (purple, hatched); a block held by one sequence takes its sequence's look: owners
+# are not concepts, so they get the neutral ``style.category`` looks (a light grey fill and a hatch each, never a
+# concept's hue), and the owner's name is written in the block. Dark text reads on every fill.
 FREE_COLOR = style.FREE
 CACHED_COLOR = style.GRID  # a shade darker than free
 SHARED_COLOR = _tint(style.colour("shared"))
-SEQ_COLORS = tuple(_tint(c) for c in style.CATEGORICAL if c != style.colour("shared"))
+SEQ_COLORS = tuple(look.fill for look in style.CATEGORY_LOOKS)
+SEQ_HATCHES = tuple(look.hatch for look in style.CATEGORY_LOOKS)  # the owner's second cue, in the same order
 STATE_HATCHES = {"free": "", "cached": "..", "shared": style.concept("shared").hatch}
+HATCH_INK = "#9A9A9A"  # hatches in blocks: light enough that the text over them reads
 TOUCHED_EDGE = style.INK  # the blocks an event touched: a thick dark outline (the others: thin, grey)
 EVENT_WORDS = {"alloc": "allocated", "share": "shared", "cow": "copied on write", "free": "freed",
                "hit": "prefix-cache hit", "evict": "evicted from the prefix index"}
@@ -259,6 +262,18 @@ def story_colors(frames) -> dict:
     return {n: SEQ_COLORS[i % len(SEQ_COLORS)] for i, n in enumerate(names)}
 
 
+def story_hatches(colors: dict) -> dict:
+    """The hatch of each sequence, matching its fill (``story_colors``)."""
+    return {n: SEQ_HATCHES[SEQ_COLORS.index(c)] if c in SEQ_COLORS else "" for n, c in colors.items()}
+
+
+def block_hatch(b: BlockView, colors: dict) -> str:
+    """A block's hatch: its state's (free, cached, shared), or its owner's when one sequence holds it."""
+    if b.state == "used":
+        return story_hatches(colors).get(b.owners[0], "")
+    return STATE_HATCHES.get(b.state, "")
+
+
 def block_color(b: BlockView, colors: dict) -> str:
     if b.state == "free":
         return FREE_COLOR
@@ -307,7 +322,7 @@ def plot_pool(frame: PoolFrame, ax=None, colors: dict | None = None, cols: int |
     rows = -(-len(frame.blocks) // cols)
     colors = colors or story_colors([frame])
     if ax is None:
-        _, ax = plt.subplots(figsize=(1.0 * cols + 0.4, 0.8 * rows + 0.8))
+        _, ax = plt.subplots(figsize=(1.1 * cols + 0.4, 0.66 * rows + 0.8))
     touched = {b for _, b in frame.events}
     for b in frame.blocks:
         r, c = divmod(b.block, cols)
@@ -315,21 +330,22 @@ def plot_pool(frame: PoolFrame, ax=None, colors: dict | None = None, cols: int |
                                edgecolor=TOUCHED_EDGE if b.block in touched else style.MUTED,
                                linewidth=2.4 if b.block in touched else 0.8,
                                linestyle="--" if b.state in ("free", "cached") else "-",
-                               hatch=STATE_HATCHES.get(b.state) or None, hatchcolor=style.MUTED))
-        small = style.SMALL_SIZE - 1.5
+                               hatch=block_hatch(b, colors) or None, hatchcolor=HATCH_INK))
+        small = style.SMALL_SIZE
+        box = dict(boxstyle="square,pad=0.05", facecolor=block_color(b, colors), edgecolor="none") \
+            if block_hatch(b, colors) else None  # text over a hatch sits on its fill, not on the stripes
         ax.text(c + 0.1, -r - 0.14, str(b.block), fontsize=small, va="top", ha="left", color=style.INK)
         if b.refcount > 1:
             ax.text(c + 0.9, -r - 0.14, f"×{b.refcount}", fontsize=small, va="top", ha="right", color=style.INK)
         if b.tokens:
             ax.text(c + 0.5, -r - 0.55, "".join(b.tokens), fontsize=small, ha="center", va="center",
-                    color=style.MUTED if b.state == "cached" else style.INK)
+                    color=style.MUTED if b.state == "cached" else style.INK, bbox=box)
         if b.owners:
-            ax.text(c + 0.5, -r - 0.88, ",".join(b.owners), fontsize=small - 1, ha="center", va="bottom",
-                    color=style.INK)
+            ax.text(c + 0.5, -r - 0.88, ",".join(b.owners), fontsize=small, ha="center", va="bottom",
+                    color=style.INK, bbox=box)
     ax.set_xlim(0, cols)
     ax.set_ylim(-rows, 0)
-    ax.set_aspect("equal")
-    ax.axis("off")
+    ax.axis("off")  # blocks wider than tall: room for their tokens at the type floor
     if title:
         ax.set_title(t("{i}. {kind}: {used} used, {shared} shared, {free} free", i=frame.index, kind=t(frame.kind),
                        used=frame.n_used, shared=frame.n_shared, free=frame.n_free),
@@ -347,7 +363,7 @@ def default_moments(frames) -> list[int]:
     return sorted(out)
 
 
-def plot_story(frames, moments=None, cols: int | None = None, per_row: int = 2):
+def plot_story(frames, moments=None, cols: int | None = None, per_row: int = 1):
     """Chosen moments of the story side by side (default: ``default_moments``), one grid each."""
     import matplotlib.pyplot as plt
 
@@ -359,8 +375,8 @@ def plot_story(frames, moments=None, cols: int | None = None, per_row: int = 2):
     n_rows = -(-len(moments) // n_cols)
     cols = _grid(len(frames[0].blocks), cols)
     rows = -(-len(frames[0].blocks) // cols)
-    width = min(style.FIGURE_WIDTH, n_cols * (0.62 * cols + 0.3))
-    height = n_rows * (0.62 * rows + 0.55) * width / (n_cols * (0.62 * cols + 0.3)) + 0.4
+    width = min(style.FIGURE_WIDTH, n_cols * (1.1 * cols + 0.3))
+    height = n_rows * (0.62 * rows + 0.45) + 0.9  # each block about 1.1 x 0.62 inches
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, height), squeeze=False, layout="constrained")
     for ax in axes.flat:
         ax.axis("off")
@@ -380,7 +396,9 @@ def _legend(fig, frames, colors: dict) -> None:
                      label=t("free, still in the prefix cache"), **edge),
                Patch(facecolor=SHARED_COLOR, hatch=STATE_HATCHES["shared"], label=t("shared (refcount > 1)"), **edge),
                Patch(facecolor=style.PAPER, edgecolor=TOUCHED_EDGE, linewidth=2.4, label=t("touched by the event"))]
-    handles += [Patch(facecolor=c, label=t("held by {name}", name=n), **edge) for n, c in colors.items()]
+    hatches = story_hatches(colors)
+    handles += [Patch(facecolor=c, hatch=hatches[n] or None, label=t("held by {name}", name=n), **edge)
+                for n, c in colors.items()]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4))
 
 
@@ -439,8 +457,9 @@ def story_figure(frames, cols: int | None = None):
                              **{k: v for k, v in first[1].items() if k != "type"}))
 
     def title(f):
-        return html.escape(f"{f.index}. {f.caption}")[:220] + "<br><sub>" + t(
-            "{used} used, {shared} shared, {free} free", used=f.n_used, shared=f.n_shared, free=f.n_free) + "</sub>"
+        small = f"<span style='font-size:{style.PLOTLY_SMALL}px'>"  # not <sub>: plotly draws it under the floor
+        return html.escape(f"{f.index}. {f.caption}")[:220] + "<br>" + small + t(
+            "{used} used, {shared} shared, {free} free", used=f.n_used, shared=f.n_shared, free=f.n_free) + "</span>"
 
     fig.frames = [go.Frame(name=str(f.index), data=_plotly_data(f, code, cols), traces=[0, 1],
                            layout=dict(title_text=title(f))) for f in frames]

@@ -75,13 +75,17 @@ VIEWS = ("per step", "cumulative")
 N_MAX = 4096  # the live slider stops here (presets allow 32k; the curves' shape is clear long before)
 MAX_POINTS = 400  # a live trace draws at most about this many (+ MAX_POINTS/2) points; slopes use every point
 TAIL = 0.5  # slopes are fitted over the last half of each curve
-# lib.widgets.style's concepts: with a cache = "read from the KV cache", without = "computed again (wasted)"; both ways of
-# keeping a cache (static, concat) are the cache's colour, told apart by marker and line style (and the legend)
-CONCEPT = {"cache": "cached", "no cache": "recomputed", "static": "cached", "concat": "cached", "kv": "cached",
+# lib.widgets.style's concepts, as the player counts them: with a cache each K/V is "computed (first time)", without
+# most are "computed again (wasted)"; the cache's bytes are the cache ("read from the KV cache"). Both ways of keeping
+# a cache (static, concat) take the with-cache colour, told apart by marker and line style (and the legend). Lines
+# take the concept's colour darkened to the 3:1 that graphics need (style.graphic_colour).
+CONCEPT = {"cache": "computed", "no cache": "recomputed", "static": "computed", "concat": "computed", "kv": "cached",
            "weights": "weights"}
-COLORS = {k: style.colour(c) for k, c in CONCEPT.items()}
+COLORS = {k: style.graphic_colour(c) for k, c in CONCEPT.items()}
+LINESTYLE = {"cache": "-", "no cache": ":"}  # with / without a cache: a second cue besides the colour
+PLOTLY_SYMBOL = {"cache": "circle", "no cache": "x"}
 MARKERS = {"cache": "o", "no cache": style.concept("recomputed").marker, "static": "o", "concat": "s"}
-MODE_DASH = {"static": "solid", "concat": "dash", "no cache": "dot"}  # measured modes (plotly names)
+MODE_DASH = {"static": "solid", "concat": "dash", "no cache": "dot", "cache": "solid"}  # plotly names
 DASH = {"linear": "solid", "attention": "dash", "total": "dot"}  # the FLOPs parts (the cache: colour + label)
 MPL_STYLE = {"solid": "-", "dash": "--", "dot": ":"}
 _PLOTLY_MARKER = {"o": "circle", "s": "square", "X": "x"}
@@ -219,6 +223,7 @@ def _finish(ax, loglog: bool, xlabel: str, ylabel: str, title: str):
     if loglog:
         ax.set_xscale("log")
         ax.set_yscale("log")
+        style.no_minor_log_labels(ax)  # decades as plain numbers, no minor "2 5"
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, loc="left")
@@ -277,6 +282,12 @@ def plot_flops(model="chat", n: int = 64, prompt_len: int = 1, cumulative: bool 
     return fig
 
 
+def _marker_sizes(n_points: int, size: int = 8) -> list:
+    """plotly marker sizes for a line of ``n_points``: about eight markers spread along it (the others size 0)."""
+    every = max(1, n_points // 8)
+    return [size if i % every == every // 2 or i == n_points - 1 else 0 for i in range(n_points)]
+
+
 def _mark_every(n_points: int, loglog: bool):
     """About eight markers per line (evenly spread on the axis the line is drawn on)."""
     if n_points <= 12:
@@ -303,11 +314,11 @@ def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, 
     _finish(ax, loglog, t("context length t (tokens)"), f"{what} ({_clock(m)})",
             t("measured: {layers} layers, d_model {d}; log-log slopes over the last half",
               layers=cfg.get('n_layers', '?'), d=cfg.get('d_model', '?')))
-    if loglog:  # plain numbers (2, 5, 20 ms) read better than 2×10⁰ on a short log axis
-        from matplotlib.ticker import FuncFormatter
+    if loglog:  # a short log axis of ms: whole values 1, 2, 5, 10, 20 as major ticks (never a bare minor "2 5")
+        from matplotlib.ticker import LogLocator
 
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+        style.no_minor_log_labels(ax)
     return fig
 
 
@@ -352,7 +363,8 @@ def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool 
     a = axes[0]
     for cache in CACHES:
         label = f"{_with_cache(cache)}: {c['kv_cumulative'][cache][-1]:,}"
-        a.plot(c["positions"], c["kv_cumulative"][cache], color=COLORS[cache],
+        a.plot(c["positions"], c["kv_cumulative"][cache], color=COLORS[cache], ls=LINESTYLE[cache],
+               marker=MARKERS[cache], ms=4, markevery=_mark_every(len(c["positions"]), loglog),
                label=_with_slope(label, c["slopes"]["cumulative"][cache]["kv"], loglog))
     _finish(a, loglog, t("context length t"), t("K/V computed so far (per layer)"), t("K/V computations, cumulative"))
     plot_flops(model, n, prompt_len, cumulative=False, loglog=loglog, ax=axes[1])
@@ -418,13 +430,22 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1, points: i
     specs = [(cache, "total", 1) for cache in CACHES] + [(cache, part, 2) for cache in CACHES
                                                           for part in ("linear", "attention")]
     for k, (cache, part, col) in enumerate(specs):
-        fig.add_trace(go.Scatter(x=c["positions"], y=ys["per_step"][k], name=names["per_step"][k], mode="lines",
-                                 line=dict(color=COLORS[cache], dash=DASH[part] if col == 2 else "solid")),
+        # with / without a cache: colour, and a marker on each line (a few); in the K/V panel also the dash and a
+        # direct label at the line's end (it moves with the data when the buttons switch view or axes)
+        end = [""] * (len(c["positions"]) - 1) + [_with_cache(cache)] if col == 1 else None
+        fig.add_trace(go.Scatter(x=c["positions"], y=ys["per_step"][k], name=names["per_step"][k],
+                                 mode="lines+markers+text" if col == 1 else "lines+markers", text=end,
+                                 textposition="top left", textfont=dict(color=COLORS[cache]),
+                                 marker=dict(symbol=PLOTLY_SYMBOL[cache], size=_marker_sizes(len(c["positions"]))),
+                                 line=dict(color=COLORS[cache], dash=DASH[part] if col == 2 else MODE_DASH[cache])),
                       row=1, col=col)
-    fig.add_trace(go.Scatter(x=mem["positions"], y=mem["kv_bytes"], name=t("KV cache bytes"), mode="lines",
-                             line=dict(color=COLORS["kv"])), row=1, col=3)
+    fig.add_trace(go.Scatter(x=mem["positions"], y=mem["kv_bytes"], name=t("KV cache bytes"), mode="lines+text",
+                             text=[""] * (len(mem["positions"]) - 1) + [t("KV cache bytes")], textposition="top left",
+                             textfont=dict(color=COLORS["kv"]), line=dict(color=COLORS["kv"])), row=1, col=3)
     fig.add_trace(go.Scatter(x=[1, mem["positions"][-1]], y=[mem["weight_bytes"]] * 2, name=t("weights in memory"),
-                             mode="lines", line=dict(color=COLORS["weights"], dash="longdash")), row=1, col=3)
+                             mode="lines+text", text=["", t("weights in memory")], textposition="bottom left",
+                             textfont=dict(color=COLORS["weights"]),
+                             line=dict(color=COLORS["weights"], dash="longdash")), row=1, col=3)
     idx = list(range(len(specs)))
     # from the top: the title, the buttons, the legend (above the plots, as the template places it), the plots
     view_menu = dict(type="buttons", direction="right", x=0.0, y=1.3, xanchor="left", yanchor="bottom",
@@ -434,7 +455,9 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1, points: i
     axes_names = [f"{a}axis{'' if i == 1 else i}" for i in (1, 2, 3) for a in "xy"]
     scale_menu = dict(type="buttons", direction="right", x=0.35, y=1.3, xanchor="left", yanchor="bottom",
                       showactive=True,
-                      buttons=[dict(label=t(label), method="relayout", args=[{f"{a}.type": kind for a in axes_names}])
+                      buttons=[dict(label=t(label), method="relayout",  # log: decades only, no minor "2 5"
+                                    args=[{**{f"{a}.type": kind for a in axes_names},
+                                           **{f"{a}.dtick": 1 if kind == "log" else None for a in axes_names}}])
                                for label, kind in (("linear", "linear"), ("log-log", "log"))])
     _three_panels(fig, mem["dtype"], t("{name}: generating {n} tokens with and without a KV cache "
                                        "(slopes: log-log fit over the last half)", name=c['name'], n=n))
@@ -458,7 +481,9 @@ def plotly_measured(measurements):
                                  mode="lines+markers", marker=dict(size=6, symbol=_PLOTLY_MARKER[MARKERS[mode]]),
                                  line=dict(color=COLORS[mode], dash=MODE_DASH[mode])))
     menus = [dict(type="buttons", direction="right", x=0.0, y=1.25, xanchor="left", yanchor="bottom",
-                  buttons=[dict(label=t(label), method="relayout", args=[{"xaxis.type": kind, "yaxis.type": kind}])
+                  buttons=[dict(label=t(label), method="relayout",
+                                args=[{"xaxis.type": kind, "yaxis.type": kind, "xaxis.dtick": 1 if kind == "log" else None,
+                                       "yaxis.dtick": 1 if kind == "log" else None}])
                            for label, kind in (("linear", "linear"), ("log-log", "log"))])]
     if len(views) == 2:
         menus.append(dict(type="buttons", direction="right", x=0.3, y=1.25, xanchor="left", yanchor="bottom", buttons=[
@@ -646,8 +671,9 @@ class CostCurvesExplorer:
                 slope = slopes.get(name)
                 shown = self._shown[name]
                 trace.name = shown if slope is None else t("{label} (slope {slope})", label=shown, slope=f"{slope:.2f}")
-            self.figure.update_xaxes(type=kind)
-            self.figure.update_yaxes(type=kind)
+            dtick = 1 if kind == "log" else None  # a log axis labels its decades only, never the minor "2 5"
+            self.figure.update_xaxes(type=kind, dtick=dtick)
+            self.figure.update_yaxes(type=kind, dtick=dtick)
         summary = self.summary
         self.text.value = html.escape(summary)
         show_plotly(self.output, self.figure, summary)  # the summary: the plain-text form

@@ -374,6 +374,16 @@ ZH: dict[str, str] = {
 ZH.update(ZH_OUTPUTS)  # lib's text outputs and the exercises' messages (lib/widgets/i18n_outputs.py)
 
 
+ZH.update({  # -- figures, look and feel pass 2 (lib/widgets/*.py figure factories) --
+    "key in the cache: position and token": "缓存中的键：位置与 token",
+    "newest query: position and token": "最新的查询：位置与 token",
+    "{name} in {dtype}, batch {batch}: at {n} tokens (the whole window) the KV cache is {share} of the weights' memory":
+        "{name}（{dtype}），批次 {batch}：在 {n} 个 token（整个上下文窗口）时，KV 缓存只占权重内存的 {share}",
+    "decode, batch → ∞": "解码，批次 → ∞",
+    "prefill (batch 1)": "预填充（批次 1）",
+})
+
+
 def set_language(lang: str) -> None:
     """Choose the language widgets and figures speak: "en" or "zh"."""
     global _current

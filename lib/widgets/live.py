@@ -16,7 +16,9 @@ connects late (a second tab, a Voilà page) shows exactly the last drawing.
 from __future__ import annotations
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-CONFIG = {"displaylogo": False}  # the plotly config of every live figure (no logo link off the machine)
+from . import style
+
+CONFIG = style.PLOTLY_CONFIG  # the plotly config of every live figure: no toolbar, no logo link off the machine
 
 
 def plotly_output(height: int):

@@ -208,39 +208,47 @@ def _contexts(config: ModelConfig, start: int = 128) -> list[int]:
 
 
 def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=None):
-    """Total memory (weights + KV) against context length for a few batch sizes (shades of the sequential map, a
-    marker each: an ordered quantity), the weights as their own line, GPU sizes as reference lines (labelled at the
-    left end, where the curves are low; the legend sits outside the axes so it hides none of them)."""
+    """Total memory (weights + KV) against context length for a few batch sizes (batch sizes are not concepts: the
+    neutral greys of ``style.category``, a marker and a line style each, and a direct label at the line's end), the
+    weights as their own line (the "weights" concept), GPU sizes as reference lines (labelled at the left end,
+    where the curves are low)."""
     import matplotlib.pyplot as plt
-    import numpy as np
     from matplotlib.ticker import FuncFormatter
 
     name, config = resolve_model(model)
     xs = _contexts(config)
-    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 3.8), layout="constrained")  # room for the outside legend
+    fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 3.8), layout="constrained")
     first = memory_budget(model, dtype, xs[0], 1, kv_dtype)
     w = first.weight_bytes / GIB
     weights, ref = style.concept("weights"), style.concept("reference")
     ax.axhline(w, color=weights.colour, ls=weights.linestyle, lw=2, label=t("weights in memory ({size} GiB)", size=f"{w:.2f}"))
-    # purple to blue: apart from the weights' green
-    shades = plt.get_cmap(style.SEQUENTIAL)(np.linspace(0.0, 0.35, max(len(batches), 2)))
-    markers = "osD^v<>"
     for i, b in enumerate(batches):
         ys = [memory_budget(model, dtype, x, b, kv_dtype).total_bytes / GIB for x in xs]
-        ax.plot(xs, ys, color=shades[i], marker=markers[i % len(markers)], ms=4, label=t("weights + KV, batch {b}", b=b))
+        look = style.category(i)
+        ax.plot(xs, ys, color=look.colour, marker=look.marker, ls=look.linestyle, ms=5,
+                label=t("weights + KV, batch {b}", b=b))
+        ax.annotate(t("batch {b}", b=b), (xs[-1], ys[-1]), xytext=(6, 0), textcoords="offset points",
+                    va="center", fontsize=style.SMALL_SIZE, color=style.INK)  # a direct label at the line's end
     for g in GPU_GIB:
         ax.axhline(g, color=ref.colour, ls=ref.linestyle, lw=0.8)
         ax.text(xs[0], g * 1.03, t("{g} GiB GPU", g=g), color=style.MUTED, fontsize=style.SMALL_SIZE, ha="left", va="bottom")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
     plain = FuncFormatter(lambda v, _: f"{v:g}")  # 4096 and 40, not 2^12 and 4x10^1
     ax.xaxis.set_major_formatter(plain)
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+    ax.yaxis.set_major_locator(FixedLocator([5, 10, 20, 50, 100, 200, 500, 1000, 2000]))  # whole values only:
+    ax.yaxis.set_major_formatter(plain)  # never the bare minor "2 5" of a short log axis
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(t("context length per request (tokens)"))
     ax.set_ylabel(t("GiB (log scale)"))
     ax.set_title(t("{name} in {formats}: weights + KV cache", name=name, formats=_formats(first)))
-    fig.legend(loc="outside right upper")  # constrained layout keeps room for it
+    ax.annotate(t("weights in memory ({size} GiB)", size=f"{w:.2f}"), (xs[-1], w), xytext=(0, -4),
+                textcoords="offset points", ha="right", va="top", fontsize=style.SMALL_SIZE,
+                color=style.text_colour("weights"))  # every line labelled where it is: no legend to look up
+    ax.set_xlim(xs[0] / 1.15, xs[-1] * 1.6)  # room for the labels at the right ends
+    ax.set_ylim(bottom=w / 1.4)  # and under the weights' line for its label
     return fig
 
 
@@ -290,8 +298,13 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
                          text=[f"{g} GiB", ""], textposition="top right", showlegend=False,
                          textfont=dict(color=style.MUTED), line=dict(color=ref.colour, dash="dash", width=1))
               for g in GPU_GIB]
-    title = lambda f: t("{name} in {dtype}, batch {batch}: KV cache memory = weight memory at {n} tokens per request",
-                        name=name, dtype=dtype_name(dtype), batch=f['batch'], n=f"{f['memory_crossover_context']:,.0f}")
+    def title(f):  # the crossover is named only where the axis reaches it
+        if f["memory_crossover_context"] <= xs[-1]:
+            return t("{name} in {dtype}, batch {batch}: KV cache memory = weight memory at {n} tokens per request",
+                     name=name, dtype=dtype_name(dtype), batch=f['batch'], n=f"{f['memory_crossover_context']:,.0f}")
+        return t("{name} in {dtype}, batch {batch}: at {n} tokens (the whole window) the KV cache is {share} of the "
+                 "weights' memory", name=name, dtype=dtype_name(dtype), batch=f['batch'], n=f"{xs[-1]:,}",
+                 share=f"{f['kv_gib'][-1] / f['weights_gib']:.0%}")
     fig = go.Figure(data=moving(frames[0]) + fixed,
                     frames=[go.Frame(name=str(f["batch"]), data=moving(f), traces=[0, 1, 2],
                                      layout=dict(title_text=title(f))) for f in frames])
@@ -299,7 +312,9 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
         title_text=title(frames[0]), height=520, margin=dict(b=110),
         xaxis=dict(type="log", title=t("context length per request (tokens)"), tickvals=xs,
                    ticktext=[f"{x // 1024}k" if x >= 1024 else str(x) for x in xs]),
-        yaxis=dict(type="log", title="GiB", range=[math.log10(lo), math.log10(hi)]),
+        yaxis=dict(type="log", title="GiB", range=[math.log10(lo), math.log10(hi)],
+                   tickvals=[v for v in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+                             if lo <= v <= hi]),  # whole values, never a bare minor "2 5"
         sliders=[frame_slider([f["batch"] for f in frames], t("concurrent requests: "), pad=dict(t=60))])
     return fig
 

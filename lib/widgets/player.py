@@ -50,23 +50,20 @@ from . import check_controls, frame_slider, play_buttons
 
 # Each K/V state is a concept of lib.widgets.style (one colour per idea across the course) with a second cue: a hatch on
 # matplotlib cells, a marker symbol in plotly, a one-character mark in text and HTML, and a label in every legend.
-KV_CONCEPT = {"new": "computed", "recomputed": "recomputed", "cached": "cached", "none": "free"}
-KV_COLORS = {k: style.colour(c) for k, c in KV_CONCEPT.items()}
-KV_COLORS["none"] = style.PAPER  # no K/V yet: an empty cell with a dashed edge
-KV_HATCH = {k: style.concept(c).hatch for k, c in KV_CONCEPT.items()}
+# The drawing itself is style.KV_STATES (colour, hatch, glyph, words): these tables are its views for this module.
+KV_CONCEPT = {k: s.concept for k, s in style.KV_STATES.items()}
+KV_COLORS = {k: s.colour for k, s in style.KV_STATES.items()}  # "none": an empty cell with a dashed edge
+KV_HATCH = {k: s.hatch for k, s in style.KV_STATES.items()}
 KV_SYMBOL = {k: style.plotly_symbol(c) for k, c in KV_CONCEPT.items()}  # plotly markers
 KV_SYMBOL["none"] = "square-open"
+# plotly draws the K/V cells as the player's chips: squares the size of the token chips, the glyph written in them
+KV_CELL_SYMBOL = {k: "square-open" if k == "none" else "square" for k in style.KV_STATES}
+KV_GLYPH_SIZE = 19  # px, bold: large text, whose ink keeps the 3:1 large text needs on every K/V colour
 # the chips: prompt a grey tile, generated a white one, the newest token the "newest" concept (and a heavy edge)
-CHIP_COLORS = {"prompt": style.GRID, "generated": style.PAPER, "newest": style.colour("newest")}
-KV_MEANING = {
-    "new": "K/V computed for the first time in this step",
-    "recomputed": "K/V computed again although an earlier step already had them (no cache: waste)",
-    "cached": "K/V read from the cache, not computed",
-    "none": "no K/V yet: the newest token is fed in the next step",
-}
-KV_SHORT = {"new": "computed (first time)", "recomputed": "computed again (wasted)", "cached": "read from the cache",
-            "none": "none yet (newest)"}
-KV_MARKS = {"new": "+", "recomputed": "!", "cached": "=", "none": "."}  # the text table's one-character code
+CHIP_COLORS = {"prompt": "#CCCCCC", "generated": style.PAPER, "newest": style.colour("newest")}  # 18 L* apart
+KV_MEANING = {k: s.meaning for k, s in style.KV_STATES.items()}
+KV_SHORT = {k: s.label for k, s in style.KV_STATES.items()}
+KV_MARKS = {k: s.glyph for k, s in style.KV_STATES.items()}  # the glyph in each cell, and the text table's code
 CHOSEN_COLOR, BAR_COLOR = style.colour("newest"), style.colour("kept")  # the chosen token becomes the newest
 CHOSEN_HATCH = style.concept("newest").hatch
 MAX_POSITIONS = 64  # animations are capped at ~64 tokens (CONTRIBUTING.md)
@@ -249,7 +246,9 @@ def _draw_cells(ax, texts, fills, y, edge=style.MUTED, dashed=None, hatches=None
         ax.add_patch(Rectangle((x - 0.45, y - 0.4), 0.9, 0.8, facecolor=fc, edgecolor=style.INK if heavy else edge,
                                linewidth=2.5 if heavy else 1, linestyle=ls, hatch=hatch or None))
         if t:
-            box = dict(boxstyle="square,pad=0.1", facecolor=style.PAPER, edgecolor="none") if hatch else None
+            plain = fc.startswith("#") and style.contrast_ratio(style.INK, fc) >= 4.5
+            box = None if plain and not hatch else dict(boxstyle="square,pad=0.1", facecolor=style.PAPER,
+                                                         edgecolor="none")  # on a paper label, as the chips
             ax.text(x, y, t, ha="center", va="center", color=style.INK, bbox=box,
                     fontsize=style.FONT_SIZE if len(t) == 1 else style.SMALL_SIZE)
 
@@ -259,7 +258,8 @@ def _kv_handles(states=("new", "recomputed", "cached", "none")):
     from matplotlib.patches import Patch
 
     return [Patch(facecolor=KV_COLORS[k], hatch=KV_HATCH[k] or None, edgecolor=style.MUTED,
-                  linestyle="--" if k == "none" else "-", label=f"K/V {t(KV_SHORT[k])}") for k in states]
+                  linestyle="--" if k == "none" else "-", label=f"{KV_MARKS[k]}  K/V {t(KV_SHORT[k])}")
+            for k in states]
 
 
 def _source(f) -> str:
@@ -283,8 +283,8 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     ax = fig.add_subplot(gs[0, :])
     _draw_cells(ax, [c.text for c in f.chips], [CHIP_COLORS[c.kind] for c in f.chips], 1.0,
                 bold=[c.kind == "newest" for c in f.chips])
-    _draw_cells(ax, ["" for _ in f.kv], [KV_COLORS[k] for k in f.kv], 0.0, dashed=[k == "none" for k in f.kv],
-                hatches=[KV_HATCH[k] for k in f.kv])
+    _draw_cells(ax, [KV_MARKS[k] for k in f.kv], [KV_COLORS[k] for k in f.kv], 0.0,
+                dashed=[k == "none" for k in f.kv], hatches=[KV_HATCH[k] for k in f.kv])  # the player's chips
     ax.set_xlim(-0.6, width - 0.4)
     ax.set_ylim(-0.6, 1.6)
     ax.set_yticks([0, 1], ["K/V", t("tokens")])
@@ -293,7 +293,8 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     ax.tick_params(length=0)
     ax.spines[:].set_visible(False)
     ax.set_title(f.caption, loc="left")
-    handles = [Patch(facecolor=CHIP_COLORS[k], edgecolor=style.MUTED, label=t(f"{k} token")) for k in CHIP_COLORS]
+    handles = [Patch(facecolor=CHIP_COLORS[k], edgecolor=style.INK if k == "newest" else style.MUTED,
+                     linewidth=2.5 if k == "newest" else 1, label=t(f"{k} token")) for k in CHIP_COLORS]
     handles += _kv_handles(("new", "recomputed", "cached"))
     fig.legend(handles=handles, ncol=3, loc="outside lower center")
 
@@ -304,16 +305,21 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     hatches = [CHOSEN_HATCH if b.chosen else "" for b in f.bars][::-1]
     axb.barh(range(len(labels)), probs, color=colors, hatch=hatches, edgecolor=style.MUTED, linewidth=0.6)
     axb.set_yticks(range(len(labels)), labels)
-    axb.set_xlim(0, 1.3)
+    axb.set_xlim(0, 1)  # a probability axis ends at 1; a long bar carries its number inside
     for y, (p, b) in enumerate(zip(probs, f.bars[::-1])):
-        axb.text(p + 0.02, y, f"{p:.4f}" + (t(" ← chosen") if b.chosen else ""), va="center", fontsize=style.SMALL_SIZE)
+        label = f"{p:.4f}" + (t(" ← chosen") if b.chosen else "")
+        inside = p > 0.55
+        axb.text(p - 0.02 if inside else p + 0.02, y, label, va="center", ha="right" if inside else "left",
+                 fontsize=style.SMALL_SIZE, color=style.INK,
+                 bbox=dict(boxstyle="square,pad=0.1", facecolor=style.PAPER, edgecolor="none") if inside else None)
     axb.set_xlabel(t("probability (sampling distribution)"))
     axb.set_title(t("top-{k} next tokens", k=top_k), loc="left")
 
     axc = fig.add_subplot(gs[1, 1])
     vals = [f.with_cache, f.without_cache]
-    axc.barh([1, 0], vals, color=[KV_COLORS["cached"], KV_COLORS["recomputed"]],
-             hatch=[KV_HATCH["cached"] or None, KV_HATCH["recomputed"]], edgecolor=style.MUTED, linewidth=0.6)
+    # with a cache every K/V is computed once ("computed"); without, most are computed again ("wasted")
+    axc.barh([1, 0], vals, color=[KV_COLORS["new"], KV_COLORS["recomputed"]],
+             hatch=[KV_HATCH["new"], KV_HATCH["recomputed"]], edgecolor=style.MUTED, linewidth=0.6)
     axc.set_yticks([1, 0], [t("with cache"), t("without")])
     axc.set_xlim(0, 1.25 * max(last.without_cache, 1))
     for y, v in zip([1, 0], vals):
@@ -350,7 +356,7 @@ def plot_strip(trace, tokenizer, other=None, layer: int = 0, batch: int = 0):
     mode = t("with KV cache") if trace.use_cache else t("without cache")
     ax.set_title(t("{mode}: each row is one forward pass; right: K/V computed so far, cache / no cache "
                    "(per layer)", mode=mode), loc="left")
-    fig.legend(handles=_kv_handles(), ncol=4, loc="outside lower center")
+    fig.legend(handles=_kv_handles(), ncol=2, loc="outside lower center")  # within the cell's width
     return fig
 
 
@@ -364,7 +370,8 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
     chip_text = [e(c.text) for c in f.chips] + [""] * pad
     chip_hover = [t("position {p}: {text} ({kind})", p=p, text=e(c.text), kind=t(c.kind)) for p, c in enumerate(f.chips)] + [""] * pad
     kv_color = [KV_COLORS[k] if k != "none" else style.MUTED for k in f.kv] + ["rgba(0,0,0,0)"] * pad
-    kv_symbol = [KV_SYMBOL[k] for k in f.kv] + ["square"] * pad
+    kv_symbol = [KV_CELL_SYMBOL[k] for k in f.kv] + ["square"] * pad
+    kv_text = [f"<b>{KV_MARKS[k]}</b>" for k in f.kv] + [""] * pad
     kv_hover = [t("position {p}: {what}", p=p, what=t(KV_MEANING[k])) for p, k in enumerate(f.kv)] + [""] * pad
     line_color = [style.INK if c.kind == "newest" else style.MUTED for c in f.chips] + ["rgba(0,0,0,0)"] * pad
     chip_edge = [2.5 if c.kind == "newest" else 1 for c in f.chips] + [1] * pad
@@ -376,23 +383,25 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
     return [
         dict(type="scatter", x=list(range(width)), y=[1] * width, text=chip_text, hovertext=chip_hover,
              marker=dict(color=chip_color, line=dict(color=line_color, width=chip_edge))),
-        dict(type="scatter", x=list(range(width)), y=[0] * width, hovertext=kv_hover,
-             marker=dict(color=kv_color, symbol=kv_symbol, line=dict(color=[style.MUTED] * width, width=1))),
+        dict(type="scatter", x=list(range(width)), y=[0] * width, hovertext=kv_hover, text=kv_text,
+             marker=dict(color=kv_color, symbol=kv_symbol,  # positions still to come: no outline at all
+                         line=dict(color=[style.MUTED] * len(f.kv) + ["rgba(0,0,0,0)"] * pad, width=1))),
         dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text,
-             marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK))),
+             marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK),
+                         line=dict(color=style.MUTED, width=1))),  # an edge: a light bar still stands out
         dict(type="bar", x=[f.with_cache, f.without_cache], y=[t("with cache"), t("without cache")],
              text=[str(f.with_cache), str(f.without_cache)],
-             marker=dict(color=[KV_COLORS["cached"], KV_COLORS["recomputed"]],
-                         pattern=dict(shape=[style.plotly_pattern("cached"), style.plotly_pattern("recomputed")],
-                                      fgcolor=style.INK))),
+             marker=dict(color=[KV_COLORS["new"], KV_COLORS["recomputed"]],
+                         pattern=dict(shape=[style.plotly_pattern("computed"), style.plotly_pattern("recomputed")],
+                                      fgcolor=style.INK), line=dict(color=style.MUTED, width=1))),
     ]
 
 
 def kv_key_html() -> str:
     """The K/V key as plotly / HTML text: each state's marker in its colour, then its words."""
-    glyph = {"square": "■", "x": "✖", "circle": "●", "square-open": "□"}
     return "   ".join(f'<span style="color:{style.text_colour(KV_CONCEPT[k]) if k != "none" else style.MUTED}">'
-                      f'{glyph[KV_SYMBOL[k]]}</span> {t(KV_SHORT[k])}' for k in ("new", "recomputed", "cached", "none"))
+                      f'{"□" if k == "none" else "■"}</span> <b>{html.escape(KV_MARKS[k])}</b> {t(KV_SHORT[k])}'
+                      for k in ("new", "recomputed", "cached", "none"))
 
 
 def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0, digits: int = 4):
@@ -417,7 +426,9 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     fig.add_trace(go.Scatter(mode="markers+text", marker_symbol="square", marker_size=26, hoverinfo="text",
                              textfont=dict(size=style.FONT_SIZE + 3, color=style.INK),
                              **{k: v for k, v in first[0].items() if k != "type"}), 1, 1)
-    fig.add_trace(go.Scatter(mode="markers", marker_size=16, hoverinfo="text",
+    cell = max(14, min(26, 820 // max(width, 1)))  # a chip per position, as wide as the row allows
+    fig.add_trace(go.Scatter(mode="markers+text", marker_size=cell, hoverinfo="text",
+                             textfont=dict(size=max(style.PLOTLY_SMALL, min(KV_GLYPH_SIZE, cell - 6)), color=style.INK),
                              **{k: v for k, v in first[1].items() if k != "type"}), 1, 1)
     fig.add_trace(go.Bar(orientation="h", textposition="outside", hoverinfo="skip", cliponaxis=False,
                          **{k: v for k, v in first[2].items() if k != "type"}), 2, 1)
@@ -427,7 +438,7 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
                            layout=dict(title_text=html.escape(f.caption))) for f in frames]
     fig.update_xaxes(range=[-0.6, width - 0.4], dtick=1, title_text=t("position"), row=1, col=1)
     fig.update_yaxes(range=[-0.6, 1.6], tickvals=[0, 1], ticktext=["K/V", t("token")], row=1, col=1)
-    fig.update_xaxes(range=[0, 1.45], row=2, col=1)
+    fig.update_xaxes(range=[0, 1], row=2, col=1)  # a probability axis ends at 1
     fig.update_yaxes(range=[n_bars - 0.5, -0.5], showticklabels=False, row=2, col=1)
     fig.update_xaxes(range=[0, 1.35 * max(max_count, 1)], row=2, col=2)
     fig.update_yaxes(autorange="reversed", row=2, col=2)
@@ -492,7 +503,7 @@ def frame_html(f: PlayerFrame) -> str:
         f'{lab}</span><span style="display:inline-block;vertical-align:middle;height:0.9em;'
         f'width:{round(160 * v / top)}px;border:1px solid {border};{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}">'
         f'</span> {v}</div>'
-        for lab, v, k in ((t("with cache"), f.with_cache, "cached"),
+        for lab, v, k in ((t("with cache"), f.with_cache, "new"),
                           (t("without cache"), f.without_cache, "recomputed")))
     legend = " · ".join(f'<span style="{cell};min-width:1.4em;height:1.3em;line-height:1.3em;font-weight:bold;'
                         f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'

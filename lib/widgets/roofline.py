@@ -32,13 +32,12 @@ BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
 CONTEXTS = tuple(2 ** i for i in range(18))  # 1 .. 131072
 DTYPES = tuple(_DTYPE_TABLE)  # every number format of lib.device.DTYPES
 # Colours and second cues from lib.widgets.style: prefill and decode are the course's "prefill" (computed) and "decode" (read
-# from the cache) concepts, each with its marker; models get the categorical palette in order (a marker per phase
-# and a label tell the points apart without colour); the roof and the ridge are reference lines.
+# from the cache) concepts, each with its marker, in every roofline; models are not concepts: they get no colour of
+# their own, each point is labelled with its model instead; the roof and the ridge are reference lines.
 PHASE_COLOURS = {ph: style.colour(ph) for ph in ("prefill", "decode")}
 PHASE_MARKERS = {ph: style.concept(ph).marker for ph in ("prefill", "decode")}
 PLOTLY_PHASE_SYMBOLS = {"prefill": "square", "decode": "circle"}  # the same shapes as PHASE_MARKERS
 ROOF_COLOUR = style.concept("reference").colour
-MODEL_COLOURS = tuple(style.CATEGORICAL)
 DIGITS = SIG_DIGITS  # significant digits of every float that goes into a figure or a table (lib.text.sig)
 fmt = fmt_sig  # a number for a table: ints as they are, floats to DIGITS significant digits, no exponent
 
@@ -254,13 +253,13 @@ def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, b
     xa = [groups[(t, batches[0])]["attention"].flops / groups[(t, batches[0])]["attention"].bytes for t in contexts]
     _roof_axes(ax, machine, [*xw, *xa, *steps.values()], t(" ridge {ridge}", ridge=f"{machine.ridge:.4g}"))
     ref = style.concept("reference")
-    small = style.SMALL_SIZE - 1
+    small = style.SMALL_SIZE
     for i, ctx in enumerate(contexts):
         x = [steps[(ctx, b)] for b in batches]
         ax.plot(x, [machine.attainable(v) / scale for v in x], color=ref.colour, lw=1, ls=ref.linestyle,
                 marker=ref.marker, ms=5, alpha=0.7, label=t("whole step, per context") if i == 0 else None)
         ax.annotate(t("step, ctx {ctx}", ctx=ctx), (x[-1], machine.attainable(x[-1]) / scale), fontsize=small,
-                    color=style.MUTED, xytext=(4, -3 - 9 * i), textcoords="offset points")
+                    color=style.MUTED, xytext=(4, -3 - 13 * i), textcoords="offset points")
     weights, attention = "weight products", "attention"
     ax.scatter(xw, [machine.attainable(v) / scale for v in xw], color=GROUP_COLOURS[weights],
                marker=GROUP_MARKERS[weights], s=60, edgecolor=style.INK, linewidth=0.5, zorder=3,
@@ -272,7 +271,8 @@ def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, b
                marker=GROUP_MARKERS[attention], s=40, edgecolor=style.INK, linewidth=0.5, zorder=3,
                label=t("attention (any batch)"))
     ax.annotate(t("attention, ctx {contexts}", contexts=" / ".join(map(str, contexts))), (xa[-1], machine.attainable(xa[-1]) / scale),
-                fontsize=small, color=style.text_colour(attention), xytext=(4, 8), textcoords="offset points")
+                fontsize=small, color=style.text_colour(attention), xytext=(10, -10), textcoords="offset points",
+                ha="left", va="top")  # under the slope: clear of the batch labels above it
     ax.legend(loc="upper left")
     c = costs.model_config(model)
     ax.set_title(title if title is not None else
@@ -319,18 +319,43 @@ def _roof_axes(ax, machine: Machine, intensities, ridge_label: str) -> None:
             transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_ylim(top=machine.peak_gflops / scale * 6)
+    style.no_minor_log_labels(ax)
+    ax.set_ylim(top=machine.peak_gflops / scale * 20)  # room for the labels over the roof
     ax.set_xlabel(t("arithmetic intensity (FLOP / byte)"))
     ax.set_ylabel(t("attainable {unit}", unit=unit))
 
 
 # --------------------------------------------------------------------------------- tier 1: matplotlib
 
+def _clusters(points: list[dict], scale: float, machine: Machine) -> list[list[dict]]:
+    """Points of one phase and batch that sit on (nearly) one spot, grouped: they get one label that names every
+    model, not five "B=1" on top of each other. Points within 0.12 of a decade in intensity are one spot."""
+    groups: list[list[dict]] = []
+    for p in sorted(points, key=lambda p: (p["phase"], p["batch"], p["cost"].intensity)):
+        last = groups[-1][-1] if groups else None
+        if (last is not None and (last["phase"], last["batch"]) == (p["phase"], p["batch"])
+                and abs(math.log10(p["cost"].intensity) - math.log10(last["cost"].intensity)) < 0.12):
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    return groups
+
+
+def _cluster_label(group: list[dict]) -> str:
+    """ "B=1: chat" or, for several models on one spot, "B=1: llama-2-7b, mistral-7b, …" (two names a line)."""
+    if "label" in group[0]:
+        return group[0]["label"]
+    names = list(dict.fromkeys(_name(p["model"]) for p in group))
+    lines = [", ".join(names[i:i + 2]) for i in range(0, len(names), 2)]
+    return f"B={group[0]['batch']}: " + ",\n".join(lines)
+
+
 def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, title: str | None = None,
                   annotate: bool = True):
-    """Log-log roofline of ``machine`` with each point at (intensity, attainable): one colour per model,
-    squares for prefill, circles for decode, each labelled with its "label" if it has one, else its batch
-    size. Returns the figure."""
+    """Log-log roofline of ``machine`` with each point at (intensity, attainable): prefill the course's "prefill"
+    concept (orange squares), decode its "decode" concept (blue circles), the same in every panel; models are not
+    concepts, so they get no colour: each point is labelled with its models and batch ("B=64: llama-2-7b"), points
+    on one spot share one label (or a point's own "label"). Returns the figure."""
     from matplotlib.lines import Line2D
 
     if not points:
@@ -338,30 +363,41 @@ def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, t
     fig, ax = figure_and_axes(ax, (style.FIGURE_WIDTH * 0.9, 4.5))
     scale, unit = _y_unit(machine)
     _roof_axes(ax, machine, [p["cost"].intensity for p in points], t(" ridge {ridge} FLOP/byte", ridge=f"{machine.ridge:.4g}"))
-    models = list(dict.fromkeys(p["model"] for p in points))
-    colour = {m: MODEL_COLOURS[i % len(MODEL_COLOURS)] for i, m in enumerate(models)}
     for p in points:
         x = p["cost"].intensity
-        y = machine.attainable(x) / scale
-        ax.scatter([x], [y], color=colour[p["model"]], marker=PHASE_MARKERS[p["phase"]], s=40, zorder=3,
-                   edgecolor=style.INK, linewidth=0.5)
-        if annotate:  # below-right for decode, above-left for prefill; one row per model so labels stack
-            i = models.index(p["model"])
-            dx, dy = (5, -10 - 9 * i) if p["phase"] == "decode" else (-5, 6 + 9 * i)
-            ax.annotate(p.get("label", f"B={p['batch']}"), (x, y), fontsize=style.SMALL_SIZE - 1,
-                        color=_text_colour(colour[p["model"]]),
-                        xytext=(dx, dy), textcoords="offset points", ha="left" if dx > 0 else "right")
-    handles = [Line2D([], [], ls="", marker="o", color=colour[m], markeredgecolor=style.INK, label=m)
-               for m in models]
+        ax.scatter([x], [machine.attainable(x) / scale], color=PHASE_COLOURS[p["phase"]],
+                   marker=PHASE_MARKERS[p["phase"]], s=46, zorder=3, edgecolor=style.INK, linewidth=0.6)
+    if annotate:  # on the slope: below-right (decode) or above-left (prefill); on the flat roof: above, centred;
+        # neighbours along the roof take three heights in turn, so their labels never overprint
+        groups = sorted(_clusters(points, scale, machine), key=lambda g: g[0]["cost"].intensity)
+        below: dict = {}  # per row of labels (roof / slope-decode / slope-prefill): the lines stacked so far
+        for group in groups:
+            x = 10 ** (sum(math.log10(p["cost"].intensity) for p in group) / len(group))
+            y = machine.attainable(x) / scale
+            row = "roof" if x > machine.ridge * 1.3 else group[0]["phase"]
+            label = _cluster_label(group)
+            k, lines = below.get(row, (0, 0))
+            lines = 0 if k % 3 == 0 else lines  # every third label starts next to its point again
+            below[row] = (k + 1, lines + label.count("\n") + 1)
+            lift = 6 + 1.2 * style.SMALL_SIZE * lines
+            if row == "roof":
+                xy, ha, va = (0, lift), "center", "bottom"
+            elif row == "decode":
+                xy, ha, va = (7, -lift), "left", "top"
+            else:
+                xy, ha, va = (-7, lift), "right", "bottom"
+            ax.annotate(label, (x, y), fontsize=style.SMALL_SIZE, color=style.INK, xytext=xy,
+                        textcoords="offset points", ha=ha, va=va, linespacing=1.0)
     phases = list(dict.fromkeys(p["phase"] for p in points))
-    handles += [Line2D([], [], ls="", marker=PHASE_MARKERS[ph], color=style.MUTED, label=t(ph)) for ph in phases]
+    handles = [Line2D([], [], ls="", marker=PHASE_MARKERS[ph], color=PHASE_COLOURS[ph], markeredgecolor=style.INK,
+                      ms=8, label=t(ph)) for ph in phases]
     ax.legend(handles=handles, loc="lower right")
     lengths = sorted({p["context"] for p in points})
     ax.set_title(title if title is not None else
                  t("{machine}: peak {peak} {unit} ({mdtype}), {bw} GB/s; points in {dtype}, prompt = context = "
                    "{lengths}", machine=machine.name, peak=f"{machine.peak_gflops / scale:.4g}", unit=unit,
                    mdtype=machine.dtype, bw=f"{machine.bandwidth_gbs:.4g}", dtype=points[0]['cost'].dtype,
-                   lengths=", ".join(map(str, lengths))))
+                   lengths=", ".join(map(str, lengths))), loc="left")
     return fig
 
 
@@ -398,6 +434,7 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
             transform=ax.get_xaxis_transform())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    style.no_minor_log_labels(ax)
     ax.set_xlabel(t("context per sequence (positions the new token attends to)"))
     ax.set_ylabel(t("GB read per decode step"))
     ax.set_title(t("{model} in {dtype}: weights read vs KV-cache reads per decode step", model=_name(model),
@@ -433,13 +470,33 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
     scale, unit = _y_unit(machine)
     y = lambda x: sig(machine.attainable(x) / scale)
 
-    def decode_trace(i, m, b):
+    def labels(b) -> dict:
+        """(model, context) -> the text by that point at batch ``b``: points on one spot (within 0.15 of a decade)
+        share one label, written by the first of them, that names every model and context there."""
+        spots: list = []
+        for m in models:
+            for n in ctx[m]:
+                x = costs.decode_cost(m, n, b, dtype).intensity
+                spot = next((s for s in spots if abs(math.log10(s[0]) - math.log10(x)) < 0.15), None)
+                if spot is None:
+                    spots.append((x, [(m, n)]))
+                else:
+                    spot[1].append((m, n))
+        out = {}
+        for _, members in spots:
+            text = "<br>".join(f"{_name(m)}, " + t("ctx {n}", n=n) for m, n in members)
+            out.update({key: (text if k == 0 else "") for k, key in enumerate(members)})
+        return out
+
+    def decode_trace(i, m, b, named=None):
+        named = labels(b) if named is None else named
         cs = [costs.decode_cost(m, n, b, dtype) for n in ctx[m]]
         xs = [sig(c.intensity) for c in cs]
         return go.Scatter(x=xs, y=[y(x) for x in xs], mode="markers+text", name=t("{model} decode", model=_name(m)),
-                          marker=dict(size=10, color=MODEL_COLOURS[i % len(MODEL_COLOURS)],
-                                      symbol=PLOTLY_PHASE_SYMBOLS["decode"], line=dict(color=style.INK, width=0.5)),
-                          text=[t("ctx {n}", n=n) for n in ctx[m]], textposition="top left",
+                          marker=dict(size=11, color=PHASE_COLOURS["decode"],
+                                      symbol=PLOTLY_PHASE_SYMBOLS["decode"], line=dict(color=style.INK, width=0.8)),
+                          # each spot names its models and contexts once, under and right of it
+                          text=[named[(m, n)] for n in ctx[m]], textposition="bottom right",
                           hovertext=[t("{model} decode, batch {b}, context {n}: {x} FLOP/B, {bound}, KV reads {share}% "
                                        "of bytes", model=_name(m), b=b, n=n, x=x, bound=t(machine.bound(x)),
                                        share=sig(100 * c.kv_read_share, 3))
@@ -447,18 +504,19 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
 
     limits, prefills, every_x = [], [], []
     for i, m in enumerate(models):
-        colour = MODEL_COLOURS[i % len(MODEL_COLOURS)]
         lx = [sig(costs.decode_intensity_limit(m, n, dtype)) for n in ctx[m]]
         limits.append(go.Scatter(x=lx, y=[y(x) for x in lx], mode="markers",
                                  name=t("{model} batch→∞", model=_name(m)),
-                                 marker=dict(size=10, symbol="circle-open", color=colour), hoverinfo="text",
+                                 marker=dict(size=11, symbol="circle-open", color=PHASE_COLOURS["decode"],
+                                             line=dict(width=2)), hoverinfo="text",
                                  hovertext=[t("{model} decode at context {n}, batch → ∞: {x} FLOP/B", model=_name(m),
                                               n=n, x=x) for n, x in zip(ctx[m], lx)]))
         p = costs.prefill_cost(m, ctx[m][0], 1, dtype)
         px = sig(p.intensity)
         prefills.append(go.Scatter(x=[px], y=[y(px)], mode="markers", name=t("{model} prefill", model=_name(m)),
-                                   marker=dict(size=11, symbol=PLOTLY_PHASE_SYMBOLS["prefill"], color=colour,
-                                               line=dict(color=style.INK, width=0.5)), hoverinfo="text",
+                                   marker=dict(size=12, symbol=PLOTLY_PHASE_SYMBOLS["prefill"],
+                                               color=PHASE_COLOURS["prefill"], line=dict(color=style.INK, width=0.8)),
+                                   hoverinfo="text",
                                    hovertext=[t("{model} prefill of {n} tokens: {x} FLOP/B, {bound}", model=_name(m),
                                                 n=ctx[m][0], x=px, bound=t(machine.bound(px)))]))
         every_x += lx + [px, costs.decode_cost(m, ctx[m][-1], 1, dtype).intensity]
@@ -466,20 +524,25 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
     rx, ry = roof_line(machine, x_lo, x_hi)
     roof = go.Scatter(x=[sig(x) for x in rx], y=[sig(v / scale) for v in ry], mode="lines", name=t("roof"),
                       line=dict(color=ROOF_COLOUR, width=3), hoverinfo="skip")
-    first = [decode_trace(i, m, start) for i, m in enumerate(models)]
+    first = [decode_trace(i, m, start, labels(start)) for i, m in enumerate(models)]
     moving = list(range(len(first)))
     fig = go.Figure(data=[*first, roof, *limits, *prefills])
 
-    def title(b):
-        return t("{machine} roofline ({dtype}): decode with batch {b}", machine=machine.name, dtype=dtype, b=b)
+    key = (f'<span style="color:{style.text_colour("decode")}">●</span> ' + t("decode") + "   "
+           f'<span style="color:{style.text_colour("decode")}">○</span> ' + t("decode, batch → ∞") + "   "
+           f'<span style="color:{style.text_colour("prefill")}">■</span> ' + t("prefill (batch 1)"))
 
-    fig.frames = [go.Frame(name=str(b), data=[decode_trace(i, m, b) for i, m in enumerate(models)], traces=moving,
+    def title(b):  # the key in the title's second line: no legend to sit over the title or the points
+        return t("{machine} roofline ({dtype}): decode with batch {b}", machine=machine.name, dtype=dtype, b=b) + \
+            "<br><span style='font-size:" + str(style.PLOTLY_SMALL) + "px'>" + key + "</span>"
+
+    fig.frames = [go.Frame(name=str(b), data=[decode_trace(i, m, b, labels(b)) for i, m in enumerate(models)], traces=moving,
                            layout=dict(title_text=title(b))) for b in batches]
     fig.add_vline(x=sig(machine.ridge), line=dict(color=ROOF_COLOUR, dash="dot", width=1))
     fig.update_layout(
-        title_text=title(start), height=500,
-        xaxis=dict(type="log", title=t("arithmetic intensity (FLOP / byte)"), range=[_log10(x_lo), _log10(x_hi)]),
-        yaxis=dict(type="log", title=t("attainable {unit}", unit=unit),
+        title_text=title(start), height=540, showlegend=False, margin=dict(t=100),
+        xaxis=style.plotly_log_axis(title=t("arithmetic intensity (FLOP / byte)"), range=[_log10(x_lo), _log10(x_hi)]),
+        yaxis=style.plotly_log_axis(title=t("attainable {unit}", unit=unit),
                    range=[_log10(y(x_lo) / 2), _log10(machine.peak_gflops / scale * 3)]),
         sliders=[frame_slider(batches, t("batch: "), batches.index(start), pad=dict(t=40))])
     return fig
@@ -532,9 +595,9 @@ class RooflineExplorer:
                   go.Scatter(name=names[3], mode="markers", marker=dict(size=12, symbol="circle-open",
                                                                          color=PHASE_COLOURS["decode"]))],
             layout=dict(height=400, margin=dict(t=50),
-                        xaxis=dict(type="log", title=t("arithmetic intensity (FLOP / byte)"),
-                                   range=[_log10(x) for x in self.X_RANGE]),
-                        yaxis=dict(type="log")))
+                        xaxis=style.plotly_log_axis(title=t("arithmetic intensity (FLOP / byte)"),
+                                                    range=[_log10(x) for x in self.X_RANGE]),
+                        yaxis=style.plotly_log_axis()))  # decades only: no minor "2 5" labels
         self.output = plotly_output(self.figure.layout.height)
         self.summary_box = W.HTML()
         self.state: dict = {}

@@ -233,14 +233,18 @@ def rounds_figure(result: SpeculativeResult, tokenizer, title: str = "speculativ
               for s in COLORS if any(c.status == s for c in cells)]
     fig.add_traces(legend)
     fig.update_layout(  # colours and fonts come from the kvlab template; no fixed width: the cell's
-        title_text=heading(n - 1), height=170 + 30 * n, margin=dict(l=70, t=90, b=40),
+        title_text=heading(n - 1), height=260 + 32 * n, margin=dict(l=80, t=150, b=120),
         xaxis=dict(range=[-0.6, k + 1.0], tickvals=list(range(k)) + [k + 0.4],
                    ticktext=[f"x{i + 1}" for i in range(k)] + [t("target")], showgrid=False, zeroline=False),
         yaxis=dict(range=[n - 0.5, -0.5], tickvals=list(range(n)), ticktext=[t("round {i}", i=i) for i in range(n)],
                    showgrid=False, zeroline=False),
-        legend=dict(orientation="h", y=-0.05, yanchor="top"),
-        sliders=[frame_slider(range(n), t("round: "), n - 1, pad=dict(t=20))],
-        updatemenus=[play_buttons(700, from_current=False, x=0, y=-0.02, xanchor="right", yanchor="top")])
+        # from the top: the title (two lines), the legend (above the grid, never over its tick labels), the grid
+        # with its tick labels, then the Play button and, beside it (not under it), the slider
+        legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"),
+        sliders=[frame_slider(range(n), t("round: "), n - 1, x=0.1, len=0.9, xanchor="left", y=-0.12,
+                              yanchor="top", pad=dict(t=0))],
+        updatemenus=[play_buttons(700, from_current=False, x=0, y=-0.12, xanchor="left", yanchor="top",
+                                  pad=dict(t=0, r=10))])
     return fig
 
 

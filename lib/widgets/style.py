@@ -26,6 +26,9 @@ from dataclasses import dataclass
 
 __all__ = ["OKABE_ITO", "Concept", "CONCEPTS", "CATEGORICAL", "PAPER", "INK", "MUTED", "GRID", "FREE",
            "SEQUENTIAL", "DIVERGING", "FONT_SIZE", "SMALL_SIZE", "TITLE_SIZE", "FIGURE_WIDTH", "concept",
+           "PLOTLY_SMALL", "PLOTLY_CONFIG", "KVState", "KV_STATES", "kv_state",
+           "Category", "CATEGORY_LOOKS", "category", "categories", "graphic_colour", "lightness",
+           "no_minor_log_labels", "plotly_log_axis", "text_sizes", "MIN_LIGHTNESS_STEP", "Series", "series_of", "told_apart", "legibility",
            "colour", "text_colour", "contrast_ratio", "relative_luminance", "cvd_distance", "apply",
            "apply_matplotlib", "plotly_template", "control_style", "control_layout", "grid", "css",
            "classroom_scale", "plotly_pattern", "plotly_symbol"]
@@ -50,9 +53,13 @@ FREE = "#EEEEEE"  # empty / free / not yet (a neutral fill, never a category's c
 SEQUENTIAL = "viridis"  # heat-maps of one sign (attention weights, probabilities): uniform, CVD-safe
 DIVERGING = "PuOr"  # values around zero (logit differences): purple-orange, CVD-safe
 
-FONT_SIZE = 10  # points; matplotlib and plotly alike
-SMALL_SIZE = 8.5  # tick labels, annotations, legends
-TITLE_SIZE = 11
+# Type for a projector: SMALL_SIZE is the floor of every text in a figure (ticks, legends, numbers in heat-map
+# cells). matplotlib reads these as points; plotly (pixels) as the size + 2 (the template: 13.5, 13, 15.5 px).
+FONT_SIZE = 11.5  # axis labels and body text
+SMALL_SIZE = 11  # the floor: tick labels, annotations, legends, cell numbers
+TITLE_SIZE = 12.5
+PLOTLY_SMALL = SMALL_SIZE + 2  # the floor in plotly (px): what the template gives ticks and legends
+PLOTLY_CONFIG = {"displayModeBar": False, "displaylogo": False}  # no toolbar over the figure, no link off the machine
 FIGURE_WIDTH = 9.0  # inches at 100 dpi: 900 px, the width of a JupyterLab cell at a 1280 px window
 
 
@@ -115,6 +122,93 @@ def colour(name: str) -> str:
     return concept(name).colour
 
 
+# ----------------------------------------------------------------------------- the K/V state of a position
+@dataclass(frozen=True)
+class KVState:
+    """What happened to one position's K/V in one step: THE drawing of the course's central picture, the same in
+    every tier (the player's chips): a cell filled with the concept's colour, its hatch (stripes in HTML), its
+    glyph written in the cell, and its words in the key. "none yet" is an empty cell with a dashed edge."""
+    name: str  # "new", "recomputed", "cached", "none"
+    concept: str  # the concept of CONCEPTS whose colour and hatch it takes
+    glyph: str  # one character written in the cell (and in text tables)
+    label: str  # the key's words (pass through i18n.t)
+    meaning: str  # a sentence for hovers
+
+    @property
+    def colour(self) -> str:
+        return PAPER if self.name == "none" else CONCEPTS[self.concept].colour
+
+    @property
+    def hatch(self) -> str:
+        return CONCEPTS[self.concept].hatch
+
+    @property
+    def edge(self) -> str:  # matplotlib linestyle of the cell's edge
+        return "--" if self.name == "none" else "-"
+
+
+KV_STATES = {k.name: k for k in [
+    KVState("new", "computed", "+", "computed (first time)", "K/V computed for the first time in this step"),
+    KVState("recomputed", "recomputed", "!", "computed again (wasted)",
+            "K/V computed again although an earlier step already had them (no cache: waste)"),
+    KVState("cached", "cached", "=", "read from the cache", "K/V read from the cache, not computed"),
+    KVState("none", "free", ".", "none yet (newest)", "no K/V yet: the newest token is fed in the next step"),
+]}
+
+
+def kv_state(name: str) -> KVState:
+    """The drawing of a K/V state (``KV_STATES``: "new", "recomputed", "cached", "none")."""
+    if name not in KV_STATES:
+        raise ValueError(f"unknown K/V state {name!r}; the states are: {', '.join(KV_STATES)}")
+    return KV_STATES[name]
+
+
+# ------------------------------------------------------------------ categories that are not concepts
+@dataclass(frozen=True)
+class Category:
+    """The look of the i-th member of a set of things that are *not* concepts of the course (block owners, serving
+    strategies, models, batch sizes): neutral greys, never a concept's hue, told apart by a marker, a line style
+    and a hatch, and in a figure by a direct label next to the line or in the cell."""
+    colour: str  # lines and markers: a grey with ≥ 3:1 contrast on PAPER
+    fill: str  # bars and blocks: a light grey on which INK text keeps ≥ 4.5:1
+    hatch: str
+    marker: str
+    linestyle: object
+
+
+# Greys from ink to mid-grey (lines: all ≥ 3:1 on white), light fills two steps apart in lightness, and hatches,
+# markers and dashes that no concept uses as its own cue where it matters (a hatch shared with a concept never sits
+# beside it: categories fill blocks and bars, concepts fill K/V cells).
+CATEGORY_LOOKS = [
+    Category("#1A1A1A", "#B8B8B8", "", "o", "-"),
+    Category("#555555", "#C4C4C4", "||", "s", "--"),
+    Category("#808080", "#E4E4E4", "++", "^", ":"),
+    Category("#3A3A3A", "#FFFFFF", "..", "D", "-."),
+    Category("#6A6A6A", "#F2F2F2", "**", "v", (0, (6, 2, 1, 2, 1, 2))),
+    Category("#262626", "#D4D4D4", "oo", "P", (0, (1, 3))),
+]
+
+
+def category(i: int) -> Category:
+    """The look of the ``i``-th category of a set (cycling after ``len(CATEGORY_LOOKS)``)."""
+    return CATEGORY_LOOKS[int(i) % len(CATEGORY_LOOKS)]
+
+
+def categories(names) -> dict:
+    """A fixed look per name, in the order given: the same name keeps its look in every panel of a figure."""
+    out = {}
+    for n in names:
+        if n not in out:
+            out[n] = category(len(out))
+    return out
+
+
+def graphic_colour(name: str, bg: str = PAPER) -> str:
+    """A concept's colour for a *line or a small marker* on ``bg``: itself where it has the 3:1 contrast that
+    graphics need (WCAG 1.4.11), else the same hue darkened just enough (orange lines become a darker orange)."""
+    return text_colour(name, bg, minimum=3.0)
+
+
 # ------------------------------------------------------------------------------------- contrast, CVD
 def _rgb(hex_colour: str) -> tuple[float, float, float]:
     h = hex_colour.lstrip("#")
@@ -169,6 +263,187 @@ def cvd_distance(a: str, b: str, deficiency: str | None = None, severity: float 
     return float(deltaE(pair[0], pair[1], input_space="sRGB1", uniform_space="CAM02-UCS"))
 
 
+def lightness(hex_colour: str) -> float:
+    """CIE L* (0 black .. 100 white) of an sRGB colour: how light it looks once printed in grey-scale."""
+    y = relative_luminance(hex_colour)
+    return 116 * y ** (1 / 3) - 16 if y > 216 / 24389 else y * 24389 / 27
+
+
+# ---------------------------------------------------------------------- legibility: series of a figure
+# Two series of one legend (or one panel) stay apart in grey-scale when their lightness differs by at least this
+# many L* units or they differ in a second cue (hatch, line dash, marker). 15 L* is about the step between two
+# adjacent swatches of a 7-step grey ramp: apart at a glance, side by side.
+MIN_LIGHTNESS_STEP = 15.0
+MIN_GRAPHIC_CONTRAST = 3.0  # WCAG 1.4.11: graphics (lines, markers, bar edges) against their background
+BACKGROUNDS = {"light": PAPER, "dark": PAPER}  # every figure is drawn on a white card, in either JupyterLab theme
+
+
+@dataclass(frozen=True)
+class Series:
+    """One drawn series as grey-scale sees it: its fill / line colour, the colours that draw its outline or
+    pattern, and the cues that are not colour."""
+    label: str
+    colour: str  # the fill of a bar / cell / marker, or a line's colour (#RRGGBB)
+    ink: tuple = ()  # other colours that outline it (edges, hatches): what makes a light fill visible
+    hatch: str = ""
+    dash: str = ""
+    marker: str = ""
+    heavy: bool = False  # a heavy dark edge (the newest token's chip)
+    glyph: str = ""  # a character written in the cell (the K/V chips' + ! = .)
+
+    def contrast(self, bg: str) -> float:
+        """Its best contrast against ``bg``: a light bar with a dark edge is visible by its edge."""
+        return max(contrast_ratio(c, bg) for c in (self.colour, *self.ink))
+
+
+def _hex(c) -> str | None:
+    """Any matplotlib / plotly colour as #RRGGBB (None where it is transparent or missing)."""
+    if c is None or (isinstance(c, str) and c in ("", "none", "transparent")):
+        return None
+    from matplotlib.colors import to_rgba
+
+    if isinstance(c, str) and c.startswith("rgb"):
+        nums = [float(x) for x in c[c.index("(") + 1:c.index(")")].split(",")]
+        c = tuple(v / 255 for v in nums[:3]) + (nums[3] if len(nums) > 3 else 1.0,)
+    r, g, b, a = to_rgba(c)
+    if a < 0.2:
+        return None
+    return "#" + "".join(f"{round(v * 255):02X}" for v in (r, g, b))
+
+
+def _mpl_series(handle, label: str) -> Series | None:
+    from matplotlib.collections import Collection
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    if isinstance(handle, Line2D):
+        colour = _hex(handle.get_color())
+        marker = str(handle.get_marker()) if handle.get_marker() not in (None, "None", "none", "", " ") else ""
+        if marker:
+            face = _hex(handle.get_markerfacecolor())
+            edge = _hex(handle.get_markeredgecolor())
+            ink = tuple(c for c in (edge, colour) if c)
+            colour = face or edge or colour
+        else:
+            ink = ()
+        dash = str(handle.get_linestyle()) if handle.get_linestyle() not in ("None", "none", "", " ") else ""
+        if colour is None:
+            return None
+        return Series(label, colour, ink, "", dash if handle.get_linewidth() > 0 else "", marker)
+    if isinstance(handle, Patch):
+        face = _hex(handle.get_facecolor()) if handle.get_fill() else None
+        edge = _hex(handle.get_edgecolor()) if handle.get_linewidth() > 0 else None
+        hatch = handle.get_hatch() or ""
+        hatch_ink = _hex(handle._hatch_color) if hatch else None
+        colour = face or edge
+        if colour is None:
+            return None
+        pattern = getattr(handle, "_unscaled_dash_pattern", (0, None))[1]  # what is drawn (a legend's copy of a
+        dash = "" if not pattern else str(tuple(pattern))  # patch keeps the dashes, not the linestyle's name)
+        return Series(label, colour, tuple(c for c in (edge, hatch_ink) if c), hatch, dash, "",
+                      heavy=handle.get_linewidth() >= 2)
+    if isinstance(handle, Collection):
+        faces = handle.get_facecolor()
+        edges = handle.get_edgecolor()
+        face = _hex(tuple(faces[0])) if len(faces) else None
+        edge = _hex(tuple(edges[0])) if len(edges) and handle.get_linewidths()[0] > 0 else None
+        paths = handle.get_paths()
+        marker = str(len(paths[0].vertices)) + ":" + str(paths[0].codes) if paths else ""
+        colour = face or edge
+        return Series(label, colour, tuple(c for c in (edge,) if c), handle.get_hatch() or "", "", marker) \
+            if colour else None
+    return None
+
+
+def series_of(fig) -> list[tuple[str, list[Series]]]:
+    """Every set of series a figure asks a reader to tell apart: each legend's entries, and each panel's plotted
+    lines (a panel whose lines carry direct labels has no legend). ``fig`` is a matplotlib Figure or a plotly
+    figure (a ``go.Figure`` or its dict). Returns ``[(where, [Series, ...]), ...]``."""
+    if hasattr(fig, "legends") and hasattr(fig, "axes"):  # matplotlib
+        sets = []
+        for i, leg in enumerate(fig.legends):
+            sets.append((f"figure legend {i}", [s for h, tx in zip(leg.legend_handles, leg.get_texts())
+                                               if (s := _mpl_series(h, tx.get_text()))]))
+        for j, ax in enumerate(fig.axes):
+            leg = ax.get_legend()
+            if leg is not None:
+                sets.append((f"axes {j} legend", [s for h, tx in zip(leg.legend_handles, leg.get_texts())
+                                                 if (s := _mpl_series(h, tx.get_text()))]))
+            lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 2 and ln.get_visible()]
+            if len(lines) > 1:
+                sets.append((f"axes {j} lines", [s for ln in lines if (s := _mpl_series(ln, ln.get_label()))]))
+        return [(w, ss) for w, ss in sets if ss]
+    return _plotly_series(fig)
+
+
+def _plotly_series(fig) -> list[tuple[str, list[Series]]]:
+    d = fig if isinstance(fig, dict) else fig.to_dict()
+    groups: dict = {}
+    for i, tr in enumerate(d.get("data", [])):
+        kind = tr.get("type", "scatter")
+        if kind not in ("scatter", "bar", "scattergl"):
+            continue
+        mode = tr.get("mode", "lines+markers" if kind == "scatter" else "")
+        line, marker = tr.get("line") or {}, tr.get("marker") or {}
+        colour = line.get("color") if kind != "bar" and "lines" in mode else marker.get("color")
+        colours = colour if isinstance(colour, (list, tuple)) else [colour]
+        symbols = marker.get("symbol")
+        symbols = symbols if isinstance(symbols, (list, tuple)) else [symbols] * len(colours)
+        pattern = (marker.get("pattern") or {}).get("shape")
+        patterns = pattern if isinstance(pattern, (list, tuple)) else [pattern] * len(colours)
+        edges = (marker.get("line") or {}).get("color")
+        edges = edges if isinstance(edges, (list, tuple)) else [edges] * len(colours)
+        dash = line.get("dash", "") if "lines" in mode else ""
+        texts = tr.get("text") if "text" in mode and isinstance(tr.get("text"), (list, tuple)) else []
+        texts = list(texts) + [""] * (len(colours) - len(texts))
+        where = f"plotly {tr.get('xaxis', 'x')}/{tr.get('yaxis', 'y')}"
+        seen = set()
+        for c, sym, pat, glyph, edge in zip(colours, symbols, patterns, texts, edges):
+            h, edge = _hex(c), _hex(edge) if edge is not None else None
+            glyph = glyph.replace("<b>", "").replace("</b>", "") if isinstance(glyph, str) else ""
+            glyph = glyph if len(glyph) == 1 else ""
+            if h is None or (h, sym, pat, glyph) in seen:
+                continue
+            seen.add((h, sym, pat, glyph))
+            groups.setdefault(where, []).append(Series(
+                str(tr.get("name") or i), h, (edge,) if edge else (), pat or "", dash or "",
+                (sym or "") if "markers" in mode or kind == "scatter" and "lines" not in mode else "", glyph=glyph))
+    return [(w, ss) for w, ss in groups.items() if len(ss) > 0]
+
+
+def told_apart(a: Series, b: Series) -> tuple[bool, float]:
+    """Whether two series stay apart in grey-scale: a second cue differs (hatch, dash, marker), or their
+    lightness differs by ``MIN_LIGHTNESS_STEP``. Returns (apart, lightness difference)."""
+    step = abs(lightness(a.colour) - lightness(b.colour))
+    cue = (a.hatch, a.dash, a.marker, a.heavy, a.glyph) != (b.hatch, b.dash, b.marker, b.heavy, b.glyph)
+    return cue or step >= MIN_LIGHTNESS_STEP, step
+
+
+def legibility(fig) -> dict:
+    """What ``series_of(fig)`` measures: the pairs that grey-scale merges (``merged``), the series under 3:1
+    against the background in either theme (``faint``), the smallest contrast met, and the smallest lightness
+    step of a pair told apart by lightness alone (``min_step``, None where every pair has a second cue)."""
+    merged, faint, steps, contrasts = [], [], [], []
+    for where, ss in series_of(fig):
+        unique = list({(s.colour, s.ink, s.hatch, s.dash, s.marker, s.heavy, s.glyph): s for s in ss}.values())
+        for i, a in enumerate(unique):
+            for theme, bg in BACKGROUNDS.items():
+                c = a.contrast(bg)
+                contrasts.append(c)
+                if c < MIN_GRAPHIC_CONTRAST:
+                    faint.append(f"{where}: {a.label!r} {c:.2f}:1 on {theme} ({a.colour})")
+            for b in unique[i + 1:]:
+                if a.label == b.label:
+                    continue
+                apart, step = told_apart(a, b)
+                if not apart:
+                    merged.append(f"{where}: {a.label!r} vs {b.label!r} (ΔL* {step:.1f}, same cues)")
+                elif (a.hatch, a.dash, a.marker, a.heavy, a.glyph) == (b.hatch, b.dash, b.marker, b.heavy, b.glyph):
+                    steps.append(step)
+    return {"merged": merged, "faint": faint, "min_contrast": min(contrasts) if contrasts else None,
+            "min_step": min(steps) if steps else None}
+
+
 # ---------------------------------------------------------------------------------------- matplotlib
 def apply_matplotlib(scale: float = 1.0) -> None:
     """matplotlib's defaults in the course's style (``scale`` > 1 for the classroom projector)."""
@@ -188,7 +463,65 @@ def apply_matplotlib(scale: float = 1.0) -> None:
         "grid.color": GRID, "axes.spines.top": False, "axes.spines.right": False,
         "axes.prop_cycle": cycler(color=CATEGORICAL),
         "image.cmap": SEQUENTIAL, "hatch.color": INK, "hatch.linewidth": 0.6,
+        "savefig.bbox": "tight", "savefig.pad_inches": 0.08,  # a figure is cropped to its content
     })
+
+
+def no_minor_log_labels(*axes) -> None:
+    """Log axes label their decades only, as plain numbers (1, 10, 100, 1000): matplotlib's minor labels on a
+    short log axis ("2 5 2 5") read as values. Minor ticks stay, unlabelled."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    for ax in axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log":
+                axis.set_minor_formatter(NullFormatter())
+                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.10g}"))
+
+
+def plotly_log_axis(**axis) -> dict:
+    """A plotly log axis that labels its decades only (``dtick=1``: 1, 10, 100; never the minor "2 5")."""
+    return {"type": "log", "dtick": 1, **axis}
+
+
+def text_sizes(fig, floor: float | None = None) -> list[tuple[str, float]]:
+    """The texts of ``fig`` under ``floor`` (default: ``SMALL_SIZE`` points for matplotlib, ``PLOTLY_SMALL``
+    pixels for plotly, less a half for rounding), as ``(text, size)``. matplotlib: every visible non-empty text
+    (titles, ticks, legends, labels in cells); plotly: every font size the figure sets."""
+    if hasattr(fig, "findobj"):
+        from matplotlib.text import Text
+
+        floor = SMALL_SIZE - 0.5 if floor is None else floor
+        out = []
+        for tx in fig.findobj(Text):
+            if tx.get_visible() and tx.get_text().strip() and tx.get_fontsize() < floor:
+                out.append((tx.get_text(), tx.get_fontsize()))
+        return out
+    floor = PLOTLY_SMALL - 0.5 if floor is None else floor
+    d = fig if isinstance(fig, dict) else fig.to_dict()
+    out = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "template":
+                    continue
+                if k == "size" and path.endswith("font") and isinstance(v, (int, float)) and v < floor:
+                    out.append((path, v))
+                walk(v, f"{path}.{k}" if path else k)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, path)
+    walk({"data": d.get("data"), "layout": d.get("layout"), "frames": d.get("frames")}, "")
+    import json
+    import re
+
+    text = json.dumps({"data": d.get("data"), "layout": {k: v for k, v in (d.get("layout") or {}).items()
+                                                         if k != "template"}, "frames": d.get("frames")})
+    out += [("<sub> / <sup> (plotly draws them at 70%)", 0.0)] * len(re.findall(r"<su[bp]>", text))
+    out += [(f"font-size:{px}px", float(px)) for px in re.findall(r"font-size:\s*([0-9.]+)px", text)
+            if float(px) < floor]
+    return out
 
 
 # -------------------------------------------------------------------------------------------- plotly

@@ -317,7 +317,7 @@ def _check_layer(case: WorkedCase, layer):
 # marked "+" in their position cell; rows from earlier steps plain paper; positions not cached yet "free"
 NEW_FILL, OLD_FILL, EMPTY_FILL, HEAD_FILL = style.colour("computed"), style.PAPER, style.FREE, style.GRID
 NEW_MARK = "+"  # the player's mark for K/V computed for the first time
-TABLE_SIZE = style.FONT_SIZE + 1  # plotly table text, in px-like plotly units
+TABLE_SIZE = style.PLOTLY_SMALL + 1  # plotly table text (px); its smallest, TABLE_SIZE - 1, is the floor
 
 
 def plotly_text(text: str) -> str:
