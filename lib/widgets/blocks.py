@@ -489,9 +489,19 @@ def frame_html(frame: PoolFrame, colors: dict | None = None, cols: int | None = 
             f'</tr>{tables}</table></div>')
 
 
+def first_view(frames) -> int:
+    """The event a block-pool view opens on: the first fork (blocks in use, one of them shared with reference
+    count 2: paging's point in one picture), else the first event with a block in use, else the first event."""
+    for f in frames:
+        if f.kind == "fork":
+            return f.index
+    return next((f.index for f in frames if f.n_used), 0)
+
+
 class BlockPoolWidget:
     """Live block-pool view: change the prompts, the number of samples, the block size or the pool size and
-    the story is recorded again on the model; Back / Step and the slider move through it.
+    the story is recorded again on the model; Back / Step and the slider move through it. It opens (and reopens
+    after a change) on the story's first fork (``first_view``), not on the empty pool.
 
     Python API (no browser needed): ``.step()``, ``.back()``, ``.goto(i)``, ``.set(prompt_a=..., prompt_b=...,
     prompt_c=..., n_samples=..., block_size=..., n_blocks=...)``, ``.state()``, ``.frame``, ``.html``;
@@ -552,7 +562,7 @@ class BlockPoolWidget:
         self.error, self.message.value = "", ""
         self.frames = frames
         self.slider.max = len(frames) - 1
-        self.goto(0)
+        self.goto(first_view(frames))
         self.last_update_seconds = time.perf_counter() - t0
 
     def goto(self, i: int):

@@ -531,7 +531,7 @@ class GenerationPlayer(widgets.VBox):
 
     def __init__(self, model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 12, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int = 0, use_cache: bool = True,
-                 layer: int = 0, bar_k: int = 5, interval_ms: int = 900):
+                 layer: int = 0, bar_k: int = 5, interval_ms: int = 900, step: int | None = None):
         w = widgets
         limit = min(MAX_POSITIONS, model.config.max_seq_len)
         # the constructor refuses exactly what set() refuses (never a silent clamp to a control's range)
@@ -554,7 +554,10 @@ class GenerationPlayer(widgets.VBox):
         self.use_cache = w.Checkbox(value=use_cache, description=t("KV cache"), indent=False, **look)
         self.max_new = w.IntSlider(value=v["max_new_tokens"], min=1, max=limit, description=t("max new tokens"),
                                    continuous_update=False, **look)
-        self.slider = w.IntSlider(value=0, min=0, max=0, description=t("step"), continuous_update=True, **look)
+        # the step slider takes the rest of the playback row, and never less than a track one can aim at (in a
+        # wrapping row an "auto" width would shrink it to its handle and readout: a slider with no visible track)
+        self.slider = w.IntSlider(value=0, min=0, max=0, description=t("step"), continuous_update=True,
+                                  style=style.control_style(), layout=w.Layout(flex="1 1 24em", min_width="18em"))
         self.player = w.Play(value=0, min=0, max=0, interval=checks.integer(interval_ms, "interval_ms", 1),
                              show_repeat=False, description=t("play"), style=style.control_style())
         w.jslink((self.player, "value"), (self.slider, "value"))  # the browser moves the slider while playing
@@ -574,6 +577,9 @@ class GenerationPlayer(widgets.VBox):
                           layout=w.Layout(align_items="center", flex_flow="row wrap"))
         super().__init__(children=[self.controls, playback, self.view])
         self._rerun()
+        if self.frames:  # the first view: a step where the cache is at work (FIRST_STEP), or the one asked for
+            self.step = min(FIRST_STEP, len(self.frames) - 1) if step is None else step
+            self.player.value = self.step  # the browser's jslink starts the slider from the Play widget's value
 
     # -- Python API ------------------------------------------------------------------------------------------
     @property
@@ -694,6 +700,10 @@ class GenerationPlayer(widgets.VBox):
 
 
 MAX_SEED = 2 ** 31 - 1  # the seed box's range
+# The live player opens on this step (or the last, for a shorter run), not on the prefill: three decode steps in,
+# the cache already holds the prompt and three tokens, each step reads them ("=") and computes one, and the counts
+# with and without the cache have parted. Back reaches step 0.
+FIRST_STEP = 3
 
 
 def _checked_settings(limit: int, **values) -> dict:

@@ -192,21 +192,36 @@ def apply_matplotlib(scale: float = 1.0) -> None:
 
 
 # -------------------------------------------------------------------------------------------- plotly
-def plotly_template():
+_SCALE = 1.0  # the type scale ``apply`` last installed (1 in a notebook, ``classroom_scale()`` on a projector)
+
+
+def plotly_template(scale: float | None = None):
     """The ``kvlab`` plotly template: the palette, the fonts, a white card, legends above the plot (never on it),
-    titles left-aligned with room under them, and no fixed width (a figure takes its cell's width)."""
+    titles left-aligned with room under them, and no fixed width (a figure takes its cell's width). ``scale``
+    multiplies every font size and the margins that hold text (the classroom view passes ``classroom_scale()``);
+    None: the scale ``apply`` last installed."""
     import plotly.graph_objects as go
 
-    axis = dict(gridcolor=GRID, linecolor=MUTED, zerolinecolor=GRID, tickfont=dict(size=SMALL_SIZE + 2),
-                title=dict(font=dict(size=FONT_SIZE + 2)), automargin=True)
+    k = _SCALE if scale is None else _checked_scale(scale)
+    px = lambda size: round(size * k, 1)  # noqa: E731
+    axis = dict(gridcolor=GRID, linecolor=MUTED, zerolinecolor=GRID, tickfont=dict(size=px(SMALL_SIZE + 2)),
+                title=dict(font=dict(size=px(FONT_SIZE + 2))), automargin=True)
     return go.layout.Template(layout=dict(
-        colorway=CATEGORICAL, font=dict(size=FONT_SIZE + 2, color=INK),
+        colorway=CATEGORICAL, font=dict(size=px(FONT_SIZE + 2), color=INK),
         paper_bgcolor=PAPER, plot_bgcolor=PAPER, autosize=True,
-        title=dict(x=0, xanchor="left", font=dict(size=TITLE_SIZE + 3)),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left", font=dict(size=SMALL_SIZE + 2)),
-        margin=dict(l=60, r=20, t=80, b=50), xaxis=axis, yaxis=axis,
+        title=dict(x=0, xanchor="left", font=dict(size=px(TITLE_SIZE + 3))),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left",
+                    font=dict(size=px(SMALL_SIZE + 2))),
+        margin=dict(l=round(60 * k), r=20, t=round(80 * k), b=round(50 * k)), xaxis=axis, yaxis=axis,
         colorscale=dict(sequential="Viridis", diverging="PuOr"),
     ))
+
+
+def _checked_scale(scale) -> float:
+    """``scale`` as a float, or a clear error: a type scale is a finite number from 0.5 to 4."""
+    from ..checks import number
+
+    return number(scale, "scale", 0.5, 4)
 
 
 _PLOTLY_PATTERNS = {"": "", "//": "/", "xx": "x", "oo": ".", "..": ".", "--": "-", "\\\\": "\\"}
@@ -260,9 +275,12 @@ def classroom_scale() -> float:
 
 
 def apply(scale: float = 1.0) -> None:
-    """Install the style: matplotlib's defaults and plotly's default template (``kvlab`` over ``plotly_white``)."""
+    """Install the style at type ``scale``: matplotlib's defaults and plotly's default template (``kvlab`` over
+    ``plotly_white``), both at that scale."""
+    global _SCALE
     apply_matplotlib(scale)
     import plotly.io as pio
 
-    pio.templates["kvlab"] = plotly_template()
+    _SCALE = _checked_scale(scale)
+    pio.templates["kvlab"] = plotly_template(_SCALE)
     pio.templates.default = "plotly_white+kvlab"
