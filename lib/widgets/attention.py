@@ -432,8 +432,8 @@ class AttentionExplorer:
         self.prompt.observe(lambda ch: self._on_prompt(ch["new"]), names="value")
         for w in (self.layer, self.head, self.step):
             w.observe(lambda ch: self.redraw(), names="value")
-        self.widget = W.VBox([style.grid(self.prompt, self.layer, self.head, self.step, columns=4),
-                              self.message, self.output])
+        self.widget = style.themed(W.VBox([style.grid(self.prompt, self.layer, self.head, self.step, columns=4),
+                                           self.message, self.output]))
 
     # -- model runs (only when the prompt changes) ---------------------------------------------------
     def _run(self, text: str, keep_message: bool = False) -> bool:

@@ -470,16 +470,28 @@ def frame_html(f: PlayerFrame) -> str:
     and text on a coloured cell is ``style.INK``, readable on that fixed fill in light and dark themes alike."""
     e = html.escape
     ink, muted, border = style.INK, style.css("muted"), style.MUTED
+    # cell edges in the theme's secondary ink (MUTED on light, a light grey on dark: they read on both)
     cell = ("display:inline-block;min-width:1.9em;height:1.9em;line-height:1.9em;margin:1px;text-align:center;"
-            f"border:1px solid {border};border-radius:3px;padding:0 2px;color:{ink}")
+            f"border:1px solid {muted};border-radius:3px;padding:0 2px;color:{ink}")
+    # a generated chip and an empty K/V cell are the page itself (white on light, dark on dark), with the theme's
+    # ink; the prompt's grey and the newest token's yellow are fixed fills with INK on them. The newest token's
+    # heavy edge is INK ringed by the theme's ink: a dark edge on light, a light ring around it on dark.
+    page = f"background:{style.css('paper')};color:{style.css('ink')}"
+    fills = {"prompt": f"background:{CHIP_COLORS['prompt']}", "generated": page,
+             "newest": f"background:{CHIP_COLORS['newest']};font-weight:bold;border:2px solid {ink};"
+                       f"box-shadow:0 0 0 2px {style.css('ink')}"}
     chips = "".join(f'<span title="{e(t("position {p}: {kind}", p=p, kind=t(c.kind)))}" style="{cell};font-size:1.08em;'
-                    f'background:{CHIP_COLORS[c.kind]};'
-                    f'{f"font-weight:bold;border:2px solid {ink}" if c.kind == "newest" else ""}">{e(c.text)}</span>'
-                    for p, c in enumerate(f.chips))
-    kvs = "".join(f'<span title="{e(t("position {p}: {what}", p=p, what=t(KV_MEANING[k])))}" style="{cell};font-weight:bold;'
-                  f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'
-                  f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span>'
-                  for p, k in enumerate(f.kv))
+                    f'{fills[c.kind]}">{e(c.text)}</span>' for p, c in enumerate(f.chips))
+
+    def kv_cell(k: str, extra: str = "") -> str:
+        if k == "none":  # no K/V yet: the page's own colours inside a dashed edge
+            return (f'{extra}{page};border-style:dashed">'
+                    f'<span style="padding:0 2px">{e(KV_MARKS[k])}</span></span>')
+        return (f'{extra}{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}">'
+                f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span>')
+
+    kvs = "".join(kv_cell(k, f'<span title="{e(t("position {p}: {what}", p=p, what=t(KV_MEANING[k])))}" '
+                             f'style="{cell};font-weight:bold;') for p, k in enumerate(f.kv))
     bars = "".join(
         f'<div style="white-space:nowrap;line-height:1.6em"><span style="display:inline-block;min-width:3.5em">'
         f'{e(b.token)}</span>'
@@ -494,10 +506,9 @@ def frame_html(f: PlayerFrame) -> str:
         f'</span> {v}</div>'
         for lab, v, k in ((t("with cache"), f.with_cache, "cached"),
                           (t("without cache"), f.without_cache, "recomputed")))
-    legend = " · ".join(f'<span style="{cell};min-width:1.4em;height:1.3em;line-height:1.3em;font-weight:bold;'
-                        f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'
-                        f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span> '
-                        f'{t(KV_SHORT[k])}' for k in ("new", "recomputed", "cached", "none"))
+    legend = " · ".join(kv_cell(k, f'<span style="{cell};min-width:1.4em;height:1.3em;line-height:1.3em;'
+                                   f'font-weight:bold;') + f' {t(KV_SHORT[k])}'
+                        for k in ("new", "recomputed", "cached", "none"))
     top_head = t("<b>top candidates</b> (sampling distribution)")
     count_head = t("<b>K/V computed so far</b> (layer {layer}, per layer; this step: {computed} computed, "
                    "{read} read)", layer=f.layer, computed=f.kv_computed, read=f.kv_read)

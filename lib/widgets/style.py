@@ -28,7 +28,7 @@ __all__ = ["OKABE_ITO", "Concept", "CONCEPTS", "CATEGORICAL", "PAPER", "INK", "M
            "SEQUENTIAL", "DIVERGING", "FONT_SIZE", "SMALL_SIZE", "TITLE_SIZE", "FIGURE_WIDTH", "concept",
            "colour", "text_colour", "contrast_ratio", "relative_luminance", "cvd_distance", "apply",
            "apply_matplotlib", "plotly_template", "control_style", "control_layout", "grid", "css",
-           "classroom_scale", "plotly_pattern", "plotly_symbol"]
+           "classroom_scale", "plotly_pattern", "plotly_symbol", "themed", "themed_plotly_css"]
 
 # ---------------------------------------------------------------------------------------------- palette
 OKABE_ITO = {  # Okabe & Ito (2008), https://jfly.uni-koeln.de/color/ — the order of their table
@@ -267,6 +267,46 @@ def css(role: str) -> str:
     if role not in roles:
         raise ValueError(f"unknown CSS role {role!r}; the roles are: {', '.join(roles)}")
     return roles[role]
+
+
+# Plotly draws its figures with fixed colours (the white card of ``plotly_template``); a live widget's figure sits
+# inside the widget's own themed box, where a white card reads as a hole in JupyterLab's dark theme. These rules,
+# scoped to a widget made ``themed`` and to a dark JupyterLab (``data-jp-theme-light="false"``; VS Code's
+# ``vscode-dark``), repaint exactly the card's colours in the theme's: the white paper and plot area, INK text,
+# MUTED text and lines, GRID lines. Every other colour (the concepts, a heat-map's cells, the FREE "not yet"
+# fill) is left as drawn. Plotly writes its colours as inline ``fill`` / ``stroke`` styles, so the rules match
+# them by value and win with ``!important``.
+def _rgb_css(hex_colour: str) -> str:
+    return "rgb(" + ", ".join(str(round(c * 255)) for c in _rgb(hex_colour)) + ")"
+
+
+def themed_plotly_css() -> str:
+    """The CSS that puts a ``themed`` widget's plotly figure into the dark theme's colours (nothing in light)."""
+    scopes = ('body[data-jp-theme-light="false"] .kvlab-themed .js-plotly-plot',
+              'body.vscode-dark .kvlab-themed .js-plotly-plot')
+    paper, ink, muted, grid = (_rgb_css(c) for c in (PAPER, INK, MUTED, GRID))
+    rules = [
+        (f'.main-svg[style*="background: {paper}"]', "background: transparent"),
+        (f'.bg[style*="fill: {paper}"]', f"fill: {css('paper')}"),
+        (f'text[style*="fill: {ink}"]', f"fill: {css('ink')}"),
+        (f'text[style*="fill: {muted}"]', f"fill: {css('muted')}"),
+        (f'path[style*="stroke: {muted}"]', f"stroke: {css('muted')}"),
+        (f'path[style*="stroke: {grid}"]', f"stroke: {css('border')}"),
+    ]
+    return "\n".join(", ".join(f"{scope} {sel}" for scope in scopes) + f" {{ {decl} !important; }}"
+                      for sel, decl in rules)
+
+
+def themed(box):
+    """Make the ipywidgets ``box`` (a live widget holding a plotly figure) follow the theme: it gets the class
+    ``kvlab-themed`` and, as its first child, a hidden HTML that carries ``themed_plotly_css`` (a ``<style>``
+    applies wherever it sits; core widgets only, so it works in JupyterLab, VS Code and Voilà). Returns ``box``."""
+    import ipywidgets as W
+
+    carrier = W.HTML(f"<style>{themed_plotly_css()}</style>", layout=W.Layout(display="none"))
+    box.add_class("kvlab-themed")
+    box.children = (carrier, *box.children)
+    return box
 
 
 def classroom_scale() -> float:
