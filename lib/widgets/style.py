@@ -203,7 +203,9 @@ def plotly_template(scale: float | None = None):
     import plotly.graph_objects as go
 
     k = _SCALE if scale is None else _checked_scale(scale)
-    px = lambda size: round(size * k, 1)  # noqa: E731
+    def px(size):  # a whole size stays an int (a stored figure's template is unchanged at scale 1)
+        v = round(size * k, 1)
+        return int(v) if v == int(v) else v
     axis = dict(gridcolor=GRID, linecolor=MUTED, zerolinecolor=GRID, tickfont=dict(size=px(SMALL_SIZE + 2)),
                 title=dict(font=dict(size=px(FONT_SIZE + 2))), automargin=True)
     return go.layout.Template(layout=dict(
