@@ -281,6 +281,9 @@ def test_the_player_opens_where_the_cache_is_at_work(chat):
     assert P.GenerationPlayer(*chat, "<s>", max_new_tokens=12, step=0).step == 0
     with pytest.raises(ValueError, match=r"step must be an integer from 0 to 4, got 7"):
         P.GenerationPlayer(*chat, "<s>", max_new_tokens=12, step=7)
+    fresh.set_prompt("<s>猫")  # a prompt it cannot run, then a good one (as notebook 02 does): the first view again
+    fresh.set_prompt("<s>")
+    assert fresh.step == fresh.player.value == 3
 
 
 def test_step_forward_and_back(player):

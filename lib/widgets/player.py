@@ -588,8 +588,8 @@ class GenerationPlayer(widgets.VBox):
                           layout=w.Layout(align_items="center", flex_flow="row wrap"))
         super().__init__(children=[self.controls, playback, self.view])
         self._rerun()
-        if self.frames:  # the first view: a step where the cache is at work (FIRST_STEP), or the one asked for
-            self.step = min(FIRST_STEP, len(self.frames) - 1) if step is None else step
+        if self.frames and step is not None:  # (without it: the first view, FIRST_STEP, chosen by _rerun)
+            self.step = step
             self.player.value = self.step  # the browser's jslink starts the slider from the Play widget's value
 
     # -- Python API ------------------------------------------------------------------------------------------
@@ -664,6 +664,7 @@ class GenerationPlayer(widgets.VBox):
     def _rerun(self):
         """Run the model with the current settings (with and without the cache) and redraw."""
         s = self.settings()
+        fresh = not self.frames  # the first run, or the first after a failed one: open on the first view again
         t0 = time.perf_counter()
         try:
             cached, uncached = generate_pair(self.model, self.tokenizer, s["prompt"], s["max_new_tokens"],
@@ -687,7 +688,7 @@ class GenerationPlayer(widgets.VBox):
         self.message = note
         n = len(self.frames)
         with self.slider.hold_trait_notifications():
-            step = min(self.slider.value, n - 1)
+            step = min(FIRST_STEP, n - 1) if fresh else min(self.slider.value, n - 1)
             self.player.max = self.slider.max = n - 1
             self.slider.value = step
         self.player.value = step

@@ -301,13 +301,14 @@ def themed_plotly_css() -> str:
 
 def themed(box):
     """Make the ipywidgets ``box`` (a live widget holding a plotly figure) follow the theme: it gets the class
-    ``kvlab-themed`` and, as its first child, a hidden HTML that carries ``themed_plotly_css`` (a ``<style>``
-    applies wherever it sits; core widgets only, so it works in JupyterLab, VS Code and Voilà). Returns ``box``."""
+    ``kvlab-themed`` and, as its last child, a hidden HTML that carries ``themed_plotly_css`` (a ``<style>``
+    applies wherever it sits; core widgets only, so it works in JupyterLab, VS Code and Voilà; last, so the
+    widget's stored text form, which starts with its first children, stays as it was). Returns ``box``."""
     import ipywidgets as W
 
     carrier = W.HTML(f"<style>{themed_plotly_css()}</style>", layout=W.Layout(display="none"))
     box.add_class("kvlab-themed")
-    box.children = (carrier, *box.children)
+    box.children = (*box.children, carrier)
     return box
 
 
