@@ -42,7 +42,7 @@ from . import style
 from ..costs import kv_computations
 from ..generate import generate
 from .i18n import t
-from ..text import display_width, pad
+from ..text import display_width, pad, token_label
 from ..tokenizer import UnknownCharacterError
 from . import check_controls, frame_slider, play_buttons
 
@@ -471,7 +471,8 @@ def frame_html(f: PlayerFrame) -> str:
     e = html.escape
     ink, muted, border = style.INK, style.css("muted"), style.MUTED
     # cell edges in the theme's secondary ink (MUTED on light, a light grey on dark: they read on both)
-    cell = ("display:inline-block;min-width:1.9em;height:1.9em;line-height:1.9em;margin:1px;text-align:center;"
+    cell = ("display:inline-block;vertical-align:top;min-width:1.9em;height:1.9em;line-height:1.9em;margin:1px;"
+            "text-align:center;"
             f"border:1px solid {muted};border-radius:3px;padding:0 2px;color:{ink}")
     # a generated chip and an empty K/V cell are the page itself (white on light, dark on dark), with the theme's
     # ink; the prompt's grey and the newest token's yellow are fixed fills with INK on them. The newest token's
@@ -481,7 +482,7 @@ def frame_html(f: PlayerFrame) -> str:
              "newest": f"background:{CHIP_COLORS['newest']};font-weight:bold;border:2px solid {ink};"
                        f"box-shadow:0 0 0 2px {style.css('ink')}"}
     chips = "".join(f'<span title="{e(t("position {p}: {kind}", p=p, kind=t(c.kind)))}" style="{cell};font-size:1.08em;'
-                    f'{fills[c.kind]}">{e(c.text)}</span>' for p, c in enumerate(f.chips))
+                    f'{fills[c.kind]}">{e(token_label(c.text))}</span>' for p, c in enumerate(f.chips))
 
     def kv_cell(k: str, extra: str = "") -> str:
         if k == "none":  # no K/V yet: the page's own colours inside a dashed edge
@@ -494,7 +495,7 @@ def frame_html(f: PlayerFrame) -> str:
                              f'style="{cell};font-weight:bold;') for p, k in enumerate(f.kv))
     bars = "".join(
         f'<div style="white-space:nowrap;line-height:1.6em"><span style="display:inline-block;min-width:3.5em">'
-        f'{e(b.token)}</span>'
+        f'{e(token_label(b.token))}</span>'
         f'<span style="display:inline-block;vertical-align:middle;height:0.9em;width:{round(200 * b.prob)}px;'
         f'border:1px solid {border};{_swatch(CHOSEN_COLOR if b.chosen else BAR_COLOR, b.chosen)}"></span> '
         f'{b.prob:.4f}{" <b>" + t("← chosen") + "</b>" if b.chosen else ""}</div>' for b in f.bars)

@@ -264,7 +264,7 @@ def bars_html(bars: Bars, width_px: int = 260) -> str:
             f'<th style="{cell};text-align:left;font-weight:normal;width:{width_px}px;max-width:{width_px}px;'
             f'white-space:normal">{t("bar (dark: can be drawn; light, dotted: removed; tick: model at T=1)")}</th>'
             f'<th style="{num}">{t("p sample")}</th><th style="{num}">{t("p model")}</th></tr>')
-    return (f'<div style="color:{style.css("ink")}"><b>{html.escape(bars.summary())}</b>'
+    return (f'<div style="color:{style.css("ink")};line-height:1.35"><b>{html.escape(bars.summary())}</b>'
             f'<table style="font-size:0.92em;border-collapse:collapse;color:inherit">{head}{"".join(rows)}</table>'
             f'</div>')
 

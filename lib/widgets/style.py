@@ -294,6 +294,7 @@ def themed_plotly_css() -> str:
         (f'text[style*="fill: {muted}"]', f"fill: {css('muted')}"),
         (f'path[style*="stroke: {muted}"]', f"stroke: {css('muted')}"),
         (f'path[style*="stroke: {grid}"]', f"stroke: {css('border')}"),
+        (".modebar", "background: transparent"),  # its half-white strip over the figure's corner
     ]
     return "\n".join(", ".join(f"{scope} {sel}" for scope in scopes) + f" {{ {decl} !important; }}"
                       for sel, decl in rules)

@@ -449,11 +449,11 @@ def step_html(case: WorkedCase, step: int) -> str:
     cache = []
     for l in range(case.config.n_layers):
         crow = cache_rows(case, step, l)
-        cache.append(f"<div style='margin:0 0 2px 0'>" + t(
+        cache.append("<div style='margin:0 0 2px 0'>" + t(
             "<b>KV cache, layer {l}</b> ({n} rows; this step's rows highlighted and marked {mark})", l=l,
             n=s.cache_len, mark=NEW_MARK) + "</div>")
-        cache.append(_html_table([t("pos"), t("token"), "K", "V"], [(p, t, vec(torch.tensor(k)), vec(torch.tensor(v)))
-                                                                     for p, t, k, v, _ in crow],
+        cache.append(_html_table([t("pos"), t("token"), "K", "V"],
+                                 [(p, tok, vec(torch.tensor(k)), vec(torch.tensor(v))) for p, tok, k, v, _ in crow],
                                  highlight={i for i, r in enumerate(crow) if r[4]}))
         cache.append("<div style='height:0.7em'></div>")
     return (f"<div style='line-height:1.35'><div style='margin:0 0 4px 0'>{head}</div>"

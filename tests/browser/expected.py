@@ -45,6 +45,11 @@ MUST_DRIVE = {
     "07_paged_attention": {"stepper"},  # BlockPoolWidget: Step, Back
 }
 
+# Widgets whose point is two things seen together: in JupyterLab at the browser test's 1,000-px-high window, from
+# the top of the first control to the bottom of the widget must fit the notebook panel's visible height
+# (the worked example: its step slider and its KV-cache table on one screen).
+MUST_FIT = {"04_worked_example"}
+
 # Notebooks the classroom-view test opens (the first two that exist).
 CLASSROOM = ["02_autoregressive_generation", "05_kv_cache_memory", "03_kv_cache", "01_transformer_decoder"]
 
