@@ -10,7 +10,9 @@ Voilà's page scrolls an inner panel, not the window, so the keys look for the e
 nearest ancestor of the cells that can scroll, else the page) and move it until the heading's top is the
 panel's top. The kernel draws its figures in the course's style at projector scale: an IPython start-up file
 (in a private IPYTHONDIR) calls ``lib.widgets.style.apply(scale=lib.widgets.style.classroom_scale())`` once the notebook's
-``lib.notebook.setup()`` has installed the style at notebook scale.
+``lib.notebook.setup()`` has installed the style at notebook scale (matplotlib's sizes and plotly's ``kvlab``
+template alike, so plotly's text grows with the page's). The page keeps a safe margin from every edge (a
+projector's overscan crops them) and its key bar below the panel that scrolls, never over the content.
 
 Voilà serves the whole ``notebooks/`` folder, so both editions are one path apart: ``/voila/render/NN_name.ipynb``
 and ``/voila/render/zh/NN_name.ipynb`` (``make classroom NB=NAME EDITION=zh``). Each page has a language switch
