@@ -71,8 +71,8 @@ body .jp-OutputArea-output pre { font-size: 18px; line-height: 1.35; color: @INK
 .jupyter-widgets button.jupyter-button { font-weight: bold; border: 2px solid @INK@; }
 .jupyter-widgets button.jupyter-button.kvlab-pressed { background: @NEWEST@; }
 #kvlab-keys { position: fixed; bottom: 0; left: 0; right: 0; height: @BAR@px; box-sizing: border-box; padding: 0 @SAFE@;
-              display: flex; align-items: center; background: @INK@; color: @PAPER@; font: 18px sans-serif;
-              z-index: 1000; }
+              line-height: @BAR@px; white-space: nowrap; overflow: hidden; background: @INK@; color: @PAPER@;
+              font: 18px/@BAR@px sans-serif; z-index: 1000; }
 #kvlab-keys kbd { background: @PAPER@; color: @INK@; border-radius: 3px; padding: 0 5px; }
 #kvlab-lang { position: fixed; top: 3vh; right: @SAFE@; z-index: 1000; font: bold 18px sans-serif; padding: 4px 10px;
               background: @PAPER@; color: @LINK@; border: 2px solid @LINK@; border-radius: 4px; }

@@ -97,24 +97,25 @@ CLOSE_JS = """async (path) => {
 }"""
 
 
-# The widget's span on the page, from the top of its first control to the bottom of its last table, against the
+# The widget's span on the page, from the top of its first control to the lowest bottom of its tables, against the
 # height of the notebook panel that shows it (JupyterLab's window less its bars), in px.
 SPAN_JS = """(el) => {
   const box = el.getBoundingClientRect(), first = el.querySelector('.widget-slider, .widget-text, .widget-dropdown');
-  const tables = el.querySelectorAll('table'), last = tables.length ? tables[tables.length - 1] : el;
+  const tables = Array.from(el.querySelectorAll('table'));
   const panel = el.closest('.jp-WindowedPanel-outer, .jp-Notebook') || document.body;
-  const top = (first || el).getBoundingClientRect().top, bottom = last.getBoundingClientRect().bottom;
+  const top = (first || el).getBoundingClientRect().top;
+  const bottom = Math.max(...[el].concat(tables).map(t => t.getBoundingClientRect().bottom));
   return {height: box.height, span: bottom - top, panel: panel.getBoundingClientRect().height,
           window: window.innerHeight};
 }"""
 
 
 def fits_on_screen(out, what: str) -> str:
-    """A MUST_FIT widget's controls and its last table fit the visible notebook panel together."""
+    """A MUST_FIT widget's controls and all of its tables fit the visible notebook panel together."""
     m = out.evaluate(SPAN_JS)
-    assert m["span"] <= m["panel"], f"{what}: from its first control to its last table the widget spans " \
+    assert m["span"] <= m["panel"], f"{what}: from its first control to the bottom of its tables the widget spans " \
         f"{m['span']:.0f} px, more than the {m['panel']:.0f} px of notebook a {m['window']}-px window shows"
-    return f"fits one screen: widget {m['height']:.0f} px tall, controls to last table {m['span']:.0f} px, " \
+    return f"fits one screen: widget {m['height']:.0f} px tall, controls to tables' bottom {m['span']:.0f} px, " \
            f"panel {m['panel']:.0f} px of a {m['window']}-px window"
 
 
