@@ -508,7 +508,7 @@ def frame_html(f: PlayerFrame) -> str:
         for lab, v, k in ((t("with cache"), f.with_cache, "cached"),
                           (t("without cache"), f.without_cache, "recomputed")))
     legend = " · ".join(kv_cell(k, f'<span style="{cell};min-width:1.4em;height:1.3em;line-height:1.3em;'
-                                   f'font-weight:bold;') + f' {t(KV_SHORT[k])}'
+                                   f'vertical-align:middle;font-weight:bold;') + f' {t(KV_SHORT[k])}'
                         for k in ("new", "recomputed", "cached", "none"))
     top_head = t("<b>top candidates</b> (sampling distribution)")
     count_head = t("<b>K/V computed so far</b> (layer {layer}, per layer; this step: {computed} computed, "
