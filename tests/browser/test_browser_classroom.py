@@ -53,12 +53,17 @@ OUTPUTS_JS = """() => {
 # each as the median over its pieces, with the smallest. And the page's edges: where the content starts and ends
 # across (projector overscan), and the key bar against the bottom of the panel that scrolls.
 TYPE_JS = """() => {
-  const zoom = n => { let z = 1; for (; n && n.nodeType === 1; n = n.parentElement) z *= parseFloat(getComputedStyle(n).zoom) || 1; return z; };
+  const zoom = n => {
+    let z = 1;
+    for (; n && n.nodeType === 1; n = n.parentElement) z *= parseFloat(getComputedStyle(n).zoom) || 1;
+    return z;
+  };
   const shown = n => { const r = n.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
   const own = n => Array.from(n.childNodes).some(t => t.nodeType === 3 && t.textContent.trim());
   const sizes = sel => Array.from(document.querySelectorAll(sel)).filter(n => own(n) && shown(n))
     .map(n => parseFloat(getComputedStyle(n).fontSize) * zoom(n)).sort((a, b) => a - b);
-  const sum = v => v.length ? {median: +v[Math.floor(v.length / 2)].toFixed(1), min: +v[0].toFixed(1), n: v.length} : null;
+  const sum = v => v.length ? {median: +v[Math.floor(v.length / 2)].toFixed(1), min: +v[0].toFixed(1),
+                               n: v.length} : null;
   const cells = Array.from(document.querySelectorAll('#rendered_cells .jp-Cell')).filter(shown);
   const sc = document.querySelector('#rendered_cells'), bar = document.querySelector('#kvlab-keys');
   return {
@@ -137,7 +142,7 @@ def shows_every_output(page, name: str, label: str) -> dict:
 def test_classroom_view(name, voila, browser, guard, clean_screenshots):
     label = f"classroom {name}"
     with kb.checked_page(browser, guard, label) as page:
-        page.goto(f"{voila.url}/voila/render/{name}.ipynb")
+        page.goto(f"{voila.url}/voila/render/{name}.ipynb", timeout=300_000)  # Voilà runs every cell first
         page.wait_for_function(RENDERED_JS, timeout=300_000)  # Voilà runs every cell before it shows the page
         text = page.locator("#rendered_cells").inner_text()
         assert page.locator("#rendered_cells .jp-InputArea-editor").count() == 0, f"{name}: code cells are shown"
@@ -256,7 +261,7 @@ ZH_NOTEBOOKS = [n for n in ["02_autoregressive_generation", "05_kv_cache_memory"
 def test_chinese_classroom_view_and_its_language_switch(name, voila, browser, guard, clean_screenshots):
     label = f"classroom zh {name}"
     with kb.checked_page(browser, guard, label) as page:
-        page.goto(f"{voila.url}/voila/render/zh/{name}.ipynb")
+        page.goto(f"{voila.url}/voila/render/zh/{name}.ipynb", timeout=300_000)
         page.wait_for_function(RENDERED_JS, timeout=300_000)
         assert page.locator("#rendered_cells .jp-InputArea-editor").count() == 0, f"zh {name}: code cells are shown"
         assert "Error displaying widget" not in page.locator("#rendered_cells").inner_text()
