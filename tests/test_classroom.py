@@ -39,11 +39,34 @@ def test_startup_file_scales_the_style_after_setup_and_only_then(tmp_path):
         hook(None)
         assert mpl.rcParams["font.size"] == style.FONT_SIZE * style.classroom_scale()
         assert mpl.rcParams["axes.titlesize"] == style.TITLE_SIZE * style.classroom_scale()
+        import plotly.io as pio  # plotly's text scales with the rest (the kvlab template takes the scale)
+        k = style.classroom_scale()
+        layout = pio.templates["kvlab"].layout
+        assert layout.font.size == round((style.FONT_SIZE + 2) * k, 1)
+        assert layout.xaxis.tickfont.size == round((style.SMALL_SIZE + 2) * k, 1)
+        assert layout.title.font.size == round((style.TITLE_SIZE + 3) * k, 1)
         mpl.rcParams["font.size"] = 17.0  # a cell's own choice is left alone by later cells
         hook(None)
         assert mpl.rcParams["font.size"] == 17.0
     finally:
         mpl.rcParams.update(saved)
+        style.apply()
+    assert pio.templates["kvlab"].layout.font.size == style.FONT_SIZE + 2  # back at notebook scale
+
+
+def test_plotly_template_takes_the_scale():
+    small, large = style.plotly_template(1.0).layout, style.plotly_template(2.0).layout
+    assert large.font.size == 2 * small.font.size and large.legend.font.size == 2 * small.legend.font.size
+    assert large.margin.t == 2 * small.margin.t  # the room for a title grows with it
+    with pytest.raises(ValueError, match="scale"):
+        style.plotly_template(0)
+
+
+def test_the_page_keeps_a_safe_margin_and_its_key_bar_off_the_content():
+    css = classroom.CSS
+    assert f"padding: 3vh {classroom.SAFE} 90vh {classroom.SAFE} !important" in css  # overscan: 5% each side
+    assert f"padding-bottom: {classroom.BAR_PX}px !important" in css  # the panel that scrolls ends above the bar
+    assert f"height: {classroom.BAR_PX}px" in css and f"right: {classroom.SAFE}" in css
 
 
 def test_template_colours_come_from_the_style_module(tmp_path):

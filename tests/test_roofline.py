@@ -400,6 +400,7 @@ def test_explorer_output_holds_exactly_the_figure():
     assert [d["name"] for d in shown["data"]] == [d.name for d in e.figure.data]
     assert shown["data"][2]["x"] == [e.state["decode_intensity"]] and shown["config"]["displaylogo"] is False
     assert out["data"]["text/plain"] == e.summary and e.widget.children[1] is e.output
+    assert "kvlab-themed" in e.widget._dom_classes and "<style>" in e.widget.children[-1].value  # style.themed
     json.dumps(out)
     e.controls["context"].value = 128  # a user's drag: the observe callback redraws into the output
     assert e.output.outputs[0]["data"]["application/vnd.plotly.v1+json"]["data"][2]["x"] == [e.state["decode_intensity"]]

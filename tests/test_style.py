@@ -81,3 +81,17 @@ def test_apply_installs_matplotlib_and_plotly_defaults():
             assert list(pio.templates["kvlab"].layout.colorway) == style.CATEGORICAL
     finally:
         pio.templates.default = template
+
+
+def test_a_themed_widget_repaints_only_the_card_colours_and_only_in_dark():
+    import ipywidgets as W
+
+    css = style.themed_plotly_css()
+    rules = [r for r in css.splitlines() if r.strip()]
+    assert rules and all(r.startswith('body[data-jp-theme-light="false"] .kvlab-themed') for r in rules)
+    for colour in (style.PAPER, style.INK, style.MUTED, style.GRID):  # plotly writes them as rgb(r, g, b)
+        assert style._rgb_css(colour) in css
+    assert not any(style._rgb_css(c) in css for c in style.CATEGORICAL)  # the concepts keep their colours
+    box = style.themed(W.VBox([W.Label("a")]))
+    assert "kvlab-themed" in box._dom_classes and box.children[0].value == "a"  # the carrier goes last
+    assert box.children[-1].value == f"<style>{css}</style>" and box.children[-1].layout.display == "none"

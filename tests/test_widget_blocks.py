@@ -5,8 +5,8 @@ import pytest
 
 from helpers import drawn_without_missing_glyphs
 import lib
-from lib.widgets.blocks import (BlockPoolWidget, block_tables_text, default_moments, frame_html, plot_pool,
-                                plot_story, record_story, story_colors, story_figure, story_table)
+from lib.widgets.blocks import (BlockPoolWidget, block_tables_text, default_moments, first_view, frame_html,
+                                plot_pool, plot_story, record_story, story_colors, story_figure, story_table)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,10 @@ def test_frame_html_is_plain_html(frames):
 def test_live_widget_python_api(chat):
     w = BlockPoolWidget(*chat)
     n = w.state()["n_frames"]
-    assert w.index == 0 and "an empty pool" in w.html
+    assert w.index == first_view(w.frames) == 3 and w.frame.kind == "fork" and "reference count 2" in w.html
+    assert w.frame.n_used > 0 and w.slider.value == 3  # it opens on blocks in use and shared, not an empty pool
+    w.goto(0)
+    assert "an empty pool" in w.html
     w.step()
     w.step()
     assert w.index == 2 and w.frame.kind == "prefill" and w.slider.value == 2
@@ -135,9 +138,9 @@ def test_live_widget_python_api(chat):
     w.slider.value = 3  # as if dragged in the browser
     assert w.index == 3 and w.state()["kind"] == "fork"
     w.set(n_samples=3)  # re-records the story on the model
-    assert w.index == 0 and max(b.refcount for f in w.frames for b in f.blocks) == 3
+    assert w.frame.kind == "fork" and max(b.refcount for f in w.frames for b in f.blocks) == 3
     w.set(block_size=2)
-    assert w.frames[0].block_size == 2 and "2 token slots" in w.html
+    assert w.frames[0].block_size == 2 and "2 token slots" in w.frames[0].caption and w.frame.kind == "fork"
     w.set(prompt_a="<s>§")  # not in the vocabulary: the old story stays, the message says why
     assert "not in the vocabulary" in w.state()["error"] and w.frames[0].block_size == 2
     with pytest.raises(ValueError, match=r"unknown control\(s\) \['colour'\]; allowed: prompt_a, prompt_b"):

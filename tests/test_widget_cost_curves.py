@@ -362,7 +362,7 @@ def test_explorer_output_holds_exactly_the_figure(explorer):
     assert shown["config"]["displaylogo"] is False
     assert [_array(d["x"])[-1] for d in shown["data"][:2]] == [24, 24] and shown["layout"]["xaxis"]["type"] == "log"
     assert out["data"]["text/plain"] == explorer.summary
-    assert explorer.widget.children[-1] is explorer.output and explorer.output.layout.min_height == "470px"
+    assert explorer.widget.children[-2] is explorer.output and explorer.output.layout.min_height == "470px"
     json.dumps(out)  # plain JSON all the way down: what the comm sends
     explorer.set(n=30, loglog=False)
     again = explorer.output.outputs[0]["data"]["application/vnd.plotly.v1+json"]

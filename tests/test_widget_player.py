@@ -274,6 +274,20 @@ def test_player_starts_on_the_sources_example(player):
     assert "&lt;s&gt;" in st0["html"] and "← chosen" in st0["html"]
 
 
+def test_the_player_opens_where_the_cache_is_at_work(chat):
+    fresh = P.GenerationPlayer(*chat, "<s>", max_new_tokens=12)  # 5 steps: opens on step 3, not the prefill
+    frame = fresh.state()["frame"]
+    assert fresh.step == P.FIRST_STEP == 3 and fresh.player.value == 3
+    assert frame["kv"].count("cached") == 3 and frame["with_cache"] < frame["without_cache"]
+    assert P.GenerationPlayer(*chat, "<s>深", max_new_tokens=2).step == 1  # a short run: its last step
+    assert P.GenerationPlayer(*chat, "<s>", max_new_tokens=12, step=0).step == 0
+    with pytest.raises(ValueError, match=r"step must be an integer from 0 to 4, got 7"):
+        P.GenerationPlayer(*chat, "<s>", max_new_tokens=12, step=7)
+    fresh.set_prompt("<s>猫")  # a prompt it cannot run, then a good one (as notebook 02 does): the first view again
+    fresh.set_prompt("<s>")
+    assert fresh.step == fresh.player.value == 3
+
+
 def test_step_forward_and_back(player):
     player.set(prompt="<s>", use_cache=True)
     player.step = 0

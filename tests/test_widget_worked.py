@@ -259,13 +259,16 @@ def test_plotly_text():
 def test_explorer_python_api(tiny):
     model, tok = tiny
     e = W.WorkedExplorer(model, tok)
-    assert e.case.generated == "深度学习<eos>" and e.slider.max == 4 and "step 0 (prefill)" in e.html
+    assert e.case.generated == "深度学习<eos>" and e.slider.max == 4 and "step 1 (decode)" in e.html
+    assert e.step == e.slider.value == W.WorkedExplorer.FIRST_STEP == 1  # opens where the cache is read back
+    e.set_step(0)
+    assert "step 0 (prefill)" in e.html
     e.set_step(3)
     assert e.step == 3 and e.slider.value == 3 and "step 3 (decode)" in e.html and e.view.value == e.html
     e.slider.value = 1  # as if the reader dragged the slider
     assert e.step == 1 and "step 1 (decode)" in e.html
     e.set_prompt("<s>深")
-    assert e.case.generated == "度学习<eos>" and e.step == 0 and e.slider.max == 3 and e.prompt_box.value == "<s>深"
+    assert e.case.generated == "度学习<eos>" and e.step == 1 and e.slider.max == 3 and e.prompt_box.value == "<s>深"
     e.prompt_box.value = "<s>"  # as if typed
     assert e.case.generated == "深度学习<eos>" and e.error is None
     e.set_prompt("<s>猫")  # a bad prompt: the error is shown, the last good case stays

@@ -10,7 +10,9 @@ Voilà's page scrolls an inner panel, not the window, so the keys look for the e
 nearest ancestor of the cells that can scroll, else the page) and move it until the heading's top is the
 panel's top. The kernel draws its figures in the course's style at projector scale: an IPython start-up file
 (in a private IPYTHONDIR) calls ``lib.widgets.style.apply(scale=lib.widgets.style.classroom_scale())`` once the notebook's
-``lib.notebook.setup()`` has installed the style at notebook scale.
+``lib.notebook.setup()`` has installed the style at notebook scale (matplotlib's sizes and plotly's ``kvlab``
+template alike, so plotly's text grows with the page's). The page keeps a safe margin from every edge (a
+projector's overscan crops them) and its key bar below the panel that scrolls, never over the content.
 
 Voilà serves the whole ``notebooks/`` folder, so both editions are one path apart: ``/voila/render/NN_name.ipynb``
 and ``/voila/render/zh/NN_name.ipynb`` (``make classroom NB=NAME EDITION=zh``). Each page has a language switch
@@ -42,6 +44,11 @@ DEFAULT_PORT = 8866
 
 # Colours come from lib.widgets.style (INK on PAPER, links in the palette's blue at text contrast, the pressed button
 # in the "newest" colour). The bottom padding lets the last heading reach the top of the panel too.
+# A projector may crop its picture's edges (overscan): every piece of the page keeps SAFE from each edge (5% of the
+# width: the "title safe" area of broadcast video, at least 48 px). The key bar is the page's bottom strip, not a
+# layer over it: the body keeps BAR_PX free under the panel that scrolls (Voilà sizes that panel to the body), so
+# the bar never covers the last line of a widget.
+SAFE, BAR_PX = "max(5vw, 48px)", 44
 CSS = """
 :root {
   --jp-content-font-size1: 22px; --jp-content-font-size0: 20px; --jp-ui-font-size1: 19px; --jp-code-font-size: 19px;
@@ -50,8 +57,10 @@ CSS = """
   --jp-ui-font-color0: @INK@; --jp-ui-font-color1: @INK@; --jp-ui-font-color2: @INK@;
   --jp-content-link-color: @LINK@;
 }
-body { background: @PAPER@ !important; color: @INK@; }
-#rendered_cells { padding: 0 3vw 90vh 3vw; }
+html, body { height: 100%; }
+body { background: @PAPER@ !important; color: @INK@; box-sizing: border-box; padding-bottom: @BAR@px !important; }
+#main { height: 100% !important; }
+body #rendered_cells > div { padding: 3vh @SAFE@ 90vh @SAFE@ !important; box-sizing: border-box; }
 body .jp-RenderedHTMLCommon { font-size: 22px; line-height: 1.5; max-width: 1400px; }
 body .jp-RenderedHTMLCommon h1 { font-size: 2.1em; border-bottom: 3px solid @INK@; padding-bottom: 0.2em; }
 body .jp-RenderedHTMLCommon h2 { font-size: 1.6em; margin-top: 1.6em; }
@@ -61,14 +70,16 @@ body .jp-OutputArea-output pre { font-size: 18px; line-height: 1.35; color: @INK
 .jp-OutputArea-output .widget-html-content { zoom: 1.3; }  /* the widgets' own HTML uses small pixel sizes */
 .jupyter-widgets button.jupyter-button { font-weight: bold; border: 2px solid @INK@; }
 .jupyter-widgets button.jupyter-button.kvlab-pressed { background: @NEWEST@; }
-#kvlab-keys { position: fixed; bottom: 0; left: 0; right: 0; padding: 6px 16px; background: @INK@; color: @PAPER@;
-              font: 16px sans-serif; z-index: 1000; opacity: 0.9; }
+#kvlab-keys { position: fixed; bottom: 0; left: 0; right: 0; height: @BAR@px; box-sizing: border-box; padding: 0 @SAFE@;
+              line-height: @BAR@px; white-space: nowrap; overflow: hidden; background: @INK@; color: @PAPER@;
+              font: 18px/@BAR@px sans-serif; z-index: 1000; }
 #kvlab-keys kbd { background: @PAPER@; color: @INK@; border-radius: 3px; padding: 0 5px; }
-#kvlab-lang { position: fixed; top: 8px; right: 16px; z-index: 1000; font: bold 18px sans-serif; padding: 4px 10px;
+#kvlab-lang { position: fixed; top: 3vh; right: @SAFE@; z-index: 1000; font: bold 18px sans-serif; padding: 4px 10px;
               background: @PAPER@; color: @LINK@; border: 2px solid @LINK@; border-radius: 4px; }
 """
 for _key, _value in {"@INK@": style.INK, "@PAPER@": style.PAPER, "@FREE@": style.FREE,
-                     "@LINK@": style.text_colour("blue", style.PAPER, 7.0), "@NEWEST@": style.colour("newest")}.items():
+                     "@LINK@": style.text_colour("blue", style.PAPER, 7.0), "@NEWEST@": style.colour("newest"),
+                     "@SAFE@": SAFE, "@BAR@": str(BAR_PX)}.items():
     CSS = CSS.replace(_key, _value)
 
 # The page's own words, per edition: the player's buttons the keys press (as the widgets label them, through

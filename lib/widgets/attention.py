@@ -386,14 +386,15 @@ def heatmap_rows(view: AttentionView) -> list:
 # ------------------------------------------------------------------------- tier 3: live ipywidgets
 
 def _template() -> dict:
-    """The kvlab template as a plain dict, for figures written out as dicts (built once)."""
-    global _TEMPLATE
-    if _TEMPLATE is None:
-        _TEMPLATE = {"layout": style.plotly_template().layout.to_plotly_json()}
-    return _TEMPLATE
+    """The kvlab template as a plain dict, for figures written out as dicts (built once per type scale: the
+    classroom view installs a larger one)."""
+    scale = style._SCALE
+    if scale not in _TEMPLATE:
+        _TEMPLATE[scale] = {"layout": style.plotly_template(scale).layout.to_plotly_json()}
+    return _TEMPLATE[scale]
 
 
-_TEMPLATE = None
+_TEMPLATE: dict = {}
 
 
 class AttentionExplorer:
@@ -435,8 +436,8 @@ class AttentionExplorer:
         self.prompt.observe(lambda ch: self._on_prompt(ch["new"]), names="value")
         for w in (self.layer, self.head, self.step):
             w.observe(lambda ch: self.redraw(), names="value")
-        self.widget = W.VBox([style.grid(self.prompt, self.layer, self.head, self.step, columns=4),
-                              self.message, self.output])
+        self.widget = style.themed(W.VBox([style.grid(self.prompt, self.layer, self.head, self.step, columns=4),
+                                           self.message, self.output]))
 
     # -- model runs (only when the prompt changes) ---------------------------------------------------
     def _run(self, text: str, keep_message: bool = False) -> bool:

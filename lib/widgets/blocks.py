@@ -487,12 +487,12 @@ def frame_html(frame: PoolFrame, colors: dict | None = None, cols: int | None = 
         ref = f' <span style="float:right">×{b.refcount}</span>' if b.refcount > 1 else ""
         tip = t("block {block}: {state}, reference count {refs}", block=b.block, state=_state(b.state), refs=b.refcount)
         cells.append(
-            f'<td title="{e(tip)}" style="width:74px;height:54px;'
-            f'vertical-align:top;background:{block_color(b, colors)};border:{border};padding:2px;font-size:11px;'
+            f'<td title="{e(tip)}" style="width:5.7em;height:4.2em;'
+            f'vertical-align:top;background:{block_color(b, colors)};border:{border};padding:2px;font-size:0.85em;'
             f'color:{style.INK}">'  # the block carries its own light background: dark text in both themes
-            f'<b>{b.block}</b>{ref}<div style="text-align:center;font-size:14px;'
+            f'<b>{b.block}</b>{ref}<div style="text-align:center;font-size:1.25em;'
             f'color:{style.MUTED if b.state == "cached" else style.INK}">{e("".join(b.tokens)) or "&nbsp;"}</div>'
-            f'<div style="text-align:center;font-size:9px">{e(",".join(b.owners))}</div></td>')
+            f'<div style="text-align:center;font-size:0.8em">{e(",".join(b.owners))}</div></td>')
     rows = "".join("<tr>" + "".join(cells[i:i + cols]) + "</tr>" for i in range(0, len(cells), cols))
     tables = "".join(
         f'<tr><td style="padding:1px 8px;background:{colors.get(n, SEQ_COLORS[0])};color:{style.INK}">{e(n)}</td>'
@@ -502,16 +502,26 @@ def frame_html(frame: PoolFrame, colors: dict | None = None, cols: int | None = 
                used=frame.n_used, shared=frame.n_shared, free=frame.n_free)
     return (f'<div style="color:{style.css("ink")}"><div style="font-weight:bold;margin:4px 0">{frame.index}. '
             f'{e(frame.caption)}</div>'
-            f'<div style="font-size:12px;margin-bottom:4px;color:{style.css("muted")}">{counts}</div>'
+            f'<div style="font-size:0.92em;margin-bottom:4px;color:{style.css("muted")}">{counts}</div>'
             f'<table style="border-collapse:separate;border-spacing:3px">{rows}</table>'
-            f'<table style="margin-top:6px;font-size:12px"><tr><th style="text-align:left">{t("sequence")}</th>'
+            f'<table style="margin-top:6px;font-size:0.92em"><tr><th style="text-align:left">{t("sequence")}</th>'
             f'<th style="text-align:left">{t("block table")}</th><th style="text-align:left">{t("text")}</th>'
             f'</tr>{tables}</table></div>')
 
 
+def first_view(frames) -> int:
+    """The event a block-pool view opens on: the first fork (blocks in use, one of them shared with reference
+    count 2: paging's point in one picture), else the first event with a block in use, else the first event."""
+    for f in frames:
+        if f.kind == "fork":
+            return f.index
+    return next((f.index for f in frames if f.n_used), 0)
+
+
 class BlockPoolWidget:
     """Live block-pool view: change the prompts, the number of samples, the block size or the pool size and
-    the story is recorded again on the model; Back / Step and the slider move through it.
+    the story is recorded again on the model; Back / Step and the slider move through it. It opens (and reopens
+    after a change) on the story's first fork (``first_view``), not on the empty pool.
 
     Python API (no browser needed): ``.step()``, ``.back()``, ``.goto(i)``, ``.set(prompt_a=..., prompt_b=...,
     prompt_c=..., n_samples=..., block_size=..., n_blocks=...)``, ``.state()``, ``.frame``, ``.html``;
@@ -572,7 +582,7 @@ class BlockPoolWidget:
         self.error, self.message.value = "", ""
         self.frames = frames
         self.slider.max = len(frames) - 1
-        self.goto(0)
+        self.goto(first_view(frames))
         self.last_update_seconds = time.perf_counter() - t0
 
     def goto(self, i: int):

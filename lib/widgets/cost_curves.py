@@ -553,7 +553,7 @@ class CostCurvesExplorer:
         for w in (self.n, self.show, self.view, self.loglog):
             w.observe(lambda ch: self.redraw(), names="value")
         self.controls = style.grid(self.model, self.n, self.loglog, self.show, self.view, columns=3)
-        self.widget = W.VBox([self.controls, self.text, self.output])
+        self.widget = style.themed(W.VBox([self.controls, self.text, self.output]))
 
     # -- helpers -------------------------------------------------------------------------------------
     @staticmethod

@@ -345,7 +345,7 @@ def budget_html(b: MemoryBudget) -> str:
             (t("KV cache memory = weight memory at"),
              t("{tokens} tokens = {context} per request at batch {batch}", tokens=f"{b.memory_crossover_tokens:,.0f}",
                context=f"{b.memory_crossover_context:,.0f}", batch=b.batch))]
-    out = [f"<div style='color:{ink};font-size:13px;line-height:1.5'>"
+    out = [f"<div style='color:{ink};font-size:1em;line-height:1.5'>"
            + t("<b>{model}</b> in {formats}, {params} parameters", model=html.escape(b.model),
                formats=html.escape(_formats(b)), params=f"{b.params:,}"),
            "<table style='border-collapse:collapse;margin:4px 0 8px 0'>"
@@ -372,7 +372,7 @@ def budget_html(b: MemoryBudget) -> str:
                    f"border:1px solid {muted};background:{fill}'></span>{label}"
                    for fill, label in ((_bar_fill("weights"), t("model weights (striped)")),
                                        (_bar_fill("cached"), t("KV cache (solid)")), ("transparent", t("free"))))
-    out.append(f"</table><div style='color:{muted};font-size:12px;margin-top:4px'>{t('bars, left to right:')}{key}"
+    out.append(f"</table><div style='color:{muted};font-size:0.92em;margin-top:4px'>{t('bars, left to right:')}{key}"
                f"</div></div>")
     return "".join(out)
 

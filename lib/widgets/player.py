@@ -42,7 +42,7 @@ from . import style
 from ..costs import kv_computations
 from ..generate import generate
 from .i18n import t
-from ..text import display_width, pad
+from ..text import display_width, pad, token_label
 from ..tokenizer import UnknownCharacterError
 from . import check_controls, frame_slider, play_buttons
 
@@ -481,19 +481,32 @@ def frame_html(f: PlayerFrame) -> str:
     and text on a coloured cell is ``style.INK``, readable on that fixed fill in light and dark themes alike."""
     e = html.escape
     ink, muted, border = style.INK, style.css("muted"), style.MUTED
-    cell = ("display:inline-block;min-width:1.9em;height:1.9em;line-height:1.9em;margin:1px;text-align:center;"
-            f"border:1px solid {border};border-radius:3px;padding:0 2px;color:{ink}")
+    # cell edges in the theme's secondary ink (MUTED on light, a light grey on dark: they read on both)
+    cell = ("display:inline-block;vertical-align:top;min-width:1.9em;height:1.9em;line-height:1.9em;margin:1px;"
+            "text-align:center;"
+            f"border:1px solid {muted};border-radius:3px;padding:0 2px;color:{ink}")
+    # a generated chip and an empty K/V cell are the page itself (white on light, dark on dark), with the theme's
+    # ink; the prompt's grey and the newest token's yellow are fixed fills with INK on them. The newest token's
+    # heavy edge is INK ringed by the theme's ink: a dark edge on light, a light ring around it on dark.
+    page = f"background:{style.css('paper')};color:{style.css('ink')}"
+    fills = {"prompt": f"background:{CHIP_COLORS['prompt']}", "generated": page,
+             "newest": f"background:{CHIP_COLORS['newest']};font-weight:bold;border:2px solid {ink};"
+                       f"box-shadow:0 0 0 2px {style.css('ink')}"}
     chips = "".join(f'<span title="{e(t("position {p}: {kind}", p=p, kind=t(c.kind)))}" style="{cell};font-size:1.08em;'
-                    f'background:{CHIP_COLORS[c.kind]};'
-                    f'{f"font-weight:bold;border:2px solid {ink}" if c.kind == "newest" else ""}">{e(c.text)}</span>'
-                    for p, c in enumerate(f.chips))
-    kvs = "".join(f'<span title="{e(t("position {p}: {what}", p=p, what=t(KV_MEANING[k])))}" style="{cell};font-weight:bold;'
-                  f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'
-                  f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span>'
-                  for p, k in enumerate(f.kv))
+                    f'{fills[c.kind]}">{e(token_label(c.text))}</span>' for p, c in enumerate(f.chips))
+
+    def kv_cell(k: str, extra: str = "") -> str:
+        if k == "none":  # no K/V yet: the page's own colours inside a dashed edge
+            return (f'{extra}{page};border-style:dashed">'
+                    f'<span style="padding:0 2px">{e(KV_MARKS[k])}</span></span>')
+        return (f'{extra}{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}">'
+                f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span>')
+
+    kvs = "".join(kv_cell(k, f'<span title="{e(t("position {p}: {what}", p=p, what=t(KV_MEANING[k])))}" '
+                             f'style="{cell};font-weight:bold;') for p, k in enumerate(f.kv))
     bars = "".join(
         f'<div style="white-space:nowrap;line-height:1.6em"><span style="display:inline-block;min-width:3.5em">'
-        f'{e(b.token)}</span>'
+        f'{e(token_label(b.token))}</span>'
         f'<span style="display:inline-block;vertical-align:middle;height:0.9em;width:{round(200 * b.prob)}px;'
         f'border:1px solid {border};{_swatch(CHOSEN_COLOR if b.chosen else BAR_COLOR, b.chosen)}"></span> '
         f'{b.prob:.4f}{" <b>" + t("← chosen") + "</b>" if b.chosen else ""}</div>' for b in f.bars)
@@ -505,10 +518,9 @@ def frame_html(f: PlayerFrame) -> str:
         f'</span> {v}</div>'
         for lab, v, k in ((t("with cache"), f.with_cache, "new"),
                           (t("without cache"), f.without_cache, "recomputed")))
-    legend = " · ".join(f'<span style="{cell};min-width:1.4em;height:1.3em;line-height:1.3em;font-weight:bold;'
-                        f'{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}{"border-style:dashed" if k == "none" else ""}">'
-                        f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span> '
-                        f'{t(KV_SHORT[k])}' for k in ("new", "recomputed", "cached", "none"))
+    legend = " · ".join(kv_cell(k, f'<span style="{cell};min-width:1.4em;height:1.3em;line-height:1.3em;'
+                                   f'vertical-align:middle;font-weight:bold;') + f' {t(KV_SHORT[k])}'
+                        for k in ("new", "recomputed", "cached", "none"))
     top_head = t("<b>top candidates</b> (sampling distribution)")
     count_head = t("<b>K/V computed so far</b> (layer {layer}, per layer; this step: {computed} computed, "
                    "{read} read)", layer=f.layer, computed=f.kv_computed, read=f.kv_read)
@@ -542,7 +554,7 @@ class GenerationPlayer(widgets.VBox):
 
     def __init__(self, model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 12, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int = 0, use_cache: bool = True,
-                 layer: int = 0, bar_k: int = 5, interval_ms: int = 900):
+                 layer: int = 0, bar_k: int = 5, interval_ms: int = 900, step: int | None = None):
         w = widgets
         limit = min(MAX_POSITIONS, model.config.max_seq_len)
         # the constructor refuses exactly what set() refuses (never a silent clamp to a control's range)
@@ -565,7 +577,10 @@ class GenerationPlayer(widgets.VBox):
         self.use_cache = w.Checkbox(value=use_cache, description=t("KV cache"), indent=False, **look)
         self.max_new = w.IntSlider(value=v["max_new_tokens"], min=1, max=limit, description=t("max new tokens"),
                                    continuous_update=False, **look)
-        self.slider = w.IntSlider(value=0, min=0, max=0, description=t("step"), continuous_update=True, **look)
+        # the step slider takes the rest of the playback row, and never less than a track one can aim at (in a
+        # wrapping row an "auto" width would shrink it to its handle and readout: a slider with no visible track)
+        self.slider = w.IntSlider(value=0, min=0, max=0, description=t("step"), continuous_update=True,
+                                  style=style.control_style(), layout=w.Layout(flex="1 1 24em", min_width="18em"))
         self.player = w.Play(value=0, min=0, max=0, interval=checks.integer(interval_ms, "interval_ms", 1),
                              show_repeat=False, description=t("play"), style=style.control_style())
         w.jslink((self.player, "value"), (self.slider, "value"))  # the browser moves the slider while playing
@@ -585,6 +600,9 @@ class GenerationPlayer(widgets.VBox):
                           layout=w.Layout(align_items="center", flex_flow="row wrap"))
         super().__init__(children=[self.controls, playback, self.view])
         self._rerun()
+        if self.frames and step is not None:  # (without it: the first view, FIRST_STEP, chosen by _rerun)
+            self.step = step
+            self.player.value = self.step  # the browser's jslink starts the slider from the Play widget's value
 
     # -- Python API ------------------------------------------------------------------------------------------
     @property
@@ -658,6 +676,7 @@ class GenerationPlayer(widgets.VBox):
     def _rerun(self):
         """Run the model with the current settings (with and without the cache) and redraw."""
         s = self.settings()
+        fresh = not self.frames  # the first run, or the first after a failed one: open on the first view again
         t0 = time.perf_counter()
         try:
             cached, uncached = generate_pair(self.model, self.tokenizer, s["prompt"], s["max_new_tokens"],
@@ -681,7 +700,7 @@ class GenerationPlayer(widgets.VBox):
         self.message = note
         n = len(self.frames)
         with self.slider.hold_trait_notifications():
-            step = min(self.slider.value, n - 1)
+            step = min(FIRST_STEP, n - 1) if fresh else min(self.slider.value, n - 1)
             self.player.max = self.slider.max = n - 1
             self.slider.value = step
         self.player.value = step
@@ -705,6 +724,10 @@ class GenerationPlayer(widgets.VBox):
 
 
 MAX_SEED = 2 ** 31 - 1  # the seed box's range
+# The live player opens on this step (or the last, for a shorter run), not on the prefill: three decode steps in,
+# the cache already holds the prompt and three tokens, each step reads them ("=") and computes one, and the counts
+# with and without the cache have parted. Back reaches step 0.
+FIRST_STEP = 3
 
 
 def _checked_settings(limit: int, **values) -> dict:

@@ -608,8 +608,8 @@ class RooflineExplorer:
         for w in self.controls.values():
             w.observe(self._on_change, names="value")
         c = self.controls
-        self.widget = W.VBox([style.grid(c["model"], c["dtype"], c["machine"], c["batch"], c["context"], columns=3),
-                              self.output, self.summary_box])
+        self.widget = style.themed(W.VBox([style.grid(c["model"], c["dtype"], c["machine"], c["batch"], c["context"],
+                                                      columns=3), self.output, self.summary_box]))
 
     # -- the Python API ------------------------------------------------------------------------------------
     def _check(self, **values) -> dict:

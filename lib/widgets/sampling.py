@@ -245,6 +245,8 @@ def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | N
 def bars_html(bars: Bars, width_px: int = 260) -> str:
     """The bars as an HTML table (token, bar, p sample, p model) — what the live explorer shows."""
     rows = []
+    cell = "padding:1px 0.6em;vertical-align:bottom"
+    num = f"{cell};text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
     for lab, m, b, p, k in zip(bars.labels, bars.model, bars.before, bars.probs, bars.kept):
         h = p if k else b
         fill = (f"background:{KEPT}" if k else  # removed: the light fill, dotted (the hatch of the figures)
@@ -255,11 +257,15 @@ def bars_html(bars: Bars, width_px: int = 260) -> str:
                f'<div style="position:absolute;left:{m * width_px:.1f}px;top:0;height:14px;width:2px;'
                f'background:{OUTLINE};outline:1px solid {style.PAPER}" title="{t("model, T=1")}"></div></div>')
         row_style = "" if k else f"color:{style.css('muted')}"
-        rows.append(f'<tr style="{row_style}"><td style="text-align:right">{html.escape(lab)}</td><td>{bar}</td>'
-                    f'<td style="text-align:right">{p:.4f}</td><td style="text-align:right">{m:.4f}</td></tr>')
-    head = (f'<tr><th>{t("token")}</th><th>{t("bar (dark: can be drawn; light, dotted: removed; tick: model at T=1)")}'
-            f'</th><th>{t("p sample")}</th><th>{t("p model")}</th></tr>')
-    return (f'<div style="color:{style.css("ink")}"><b>{html.escape(bars.summary())}</b>'
+        rows.append(f'<tr style="{row_style}"><td style="{cell};text-align:right">{html.escape(lab)}</td>'
+                    f'<td style="{cell}">{bar}</td><td style="{num}">{p:.4f}</td><td style="{num}">{m:.4f}</td></tr>')
+    # the bar column's heading wraps within the bars' width (it would widen the column past them), and every
+    # column keeps a gutter, so the numbers' headings never run together ("p samplep model")
+    head = (f'<tr><th style="{cell};text-align:right">{t("token")}</th>'
+            f'<th style="{cell};text-align:left;font-weight:normal;width:{width_px}px;max-width:{width_px}px;'
+            f'white-space:normal">{t("bar (dark: can be drawn; light, dotted: removed; tick: model at T=1)")}</th>'
+            f'<th style="{num}">{t("p sample")}</th><th style="{num}">{t("p model")}</th></tr>')
+    return (f'<div style="color:{style.css("ink")};line-height:1.35"><b>{html.escape(bars.summary())}</b>'
             f'<table style="font-size:0.92em;border-collapse:collapse;color:inherit">{head}{"".join(rows)}</table>'
             f'</div>')
 

@@ -266,9 +266,9 @@ def rounds_html(result: SpeculativeResult, tokenizer) -> str:
                      f'{"".join(chips)}<span style="margin-left:8px;color:{muted}">+{len(r.emitted)}</span></div>')
     key = " ".join(f'<span style="{_chip_style(s, key=True)}">{t(MEANING[s])}</span>'
                    for s in ("accepted", "rejected", "discarded", "correction", "bonus"))
-    return (f"<div style='font-size:13px;color:{style.css('ink')}'><b>{html.escape(describe(result))}</b><br>"
+    return (f"<div style='font-size:1em;color:{style.css('ink')}'><b>{html.escape(describe(result))}</b><br>"
             + t("text: <code>{text}</code>", text=html.escape(tokenizer.decode(result.sequences[0]))) +
-            f"<div style='margin:4px 0'>{''.join(lines)}</div><div style='font-size:11px'>{key}</div></div>")
+            f"<div style='margin:4px 0'>{''.join(lines)}</div><div style='font-size:0.85em'>{key}</div></div>")
 
 
 def _chip_style(status: str, key: bool = False) -> str:

@@ -31,7 +31,7 @@ __all__ = ["OKABE_ITO", "Concept", "CONCEPTS", "CATEGORICAL", "PAPER", "INK", "M
            "no_minor_log_labels", "plotly_log_axis", "text_sizes", "MIN_LIGHTNESS_STEP", "Series", "series_of", "told_apart", "legibility",
            "colour", "text_colour", "contrast_ratio", "relative_luminance", "cvd_distance", "apply",
            "apply_matplotlib", "plotly_template", "control_style", "control_layout", "grid", "css",
-           "classroom_scale", "plotly_pattern", "plotly_symbol"]
+           "classroom_scale", "plotly_pattern", "plotly_symbol", "themed", "themed_plotly_css"]
 
 # ---------------------------------------------------------------------------------------------- palette
 OKABE_ITO = {  # Okabe & Ito (2008), https://jfly.uni-koeln.de/color/ — the order of their table
@@ -525,21 +525,38 @@ def text_sizes(fig, floor: float | None = None) -> list[tuple[str, float]]:
 
 
 # -------------------------------------------------------------------------------------------- plotly
-def plotly_template():
+_SCALE = 1.0  # the type scale ``apply`` last installed (1 in a notebook, ``classroom_scale()`` on a projector)
+
+
+def plotly_template(scale: float | None = None):
     """The ``kvlab`` plotly template: the palette, the fonts, a white card, legends above the plot (never on it),
-    titles left-aligned with room under them, and no fixed width (a figure takes its cell's width)."""
+    titles left-aligned with room under them, and no fixed width (a figure takes its cell's width). ``scale``
+    multiplies every font size and the margins that hold text (the classroom view passes ``classroom_scale()``);
+    None: the scale ``apply`` last installed."""
     import plotly.graph_objects as go
 
-    axis = dict(gridcolor=GRID, linecolor=MUTED, zerolinecolor=GRID, tickfont=dict(size=SMALL_SIZE + 2),
-                title=dict(font=dict(size=FONT_SIZE + 2)), automargin=True)
+    k = _SCALE if scale is None else _checked_scale(scale)
+    def px(size):  # a whole size stays an int (a stored figure's template is unchanged at scale 1)
+        v = round(size * k, 1)
+        return int(v) if v == int(v) else v
+    axis = dict(gridcolor=GRID, linecolor=MUTED, zerolinecolor=GRID, tickfont=dict(size=px(SMALL_SIZE + 2)),
+                title=dict(font=dict(size=px(FONT_SIZE + 2))), automargin=True)
     return go.layout.Template(layout=dict(
-        colorway=CATEGORICAL, font=dict(size=FONT_SIZE + 2, color=INK),
+        colorway=CATEGORICAL, font=dict(size=px(FONT_SIZE + 2), color=INK),
         paper_bgcolor=PAPER, plot_bgcolor=PAPER, autosize=True,
-        title=dict(x=0, xanchor="left", font=dict(size=TITLE_SIZE + 3)),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left", font=dict(size=SMALL_SIZE + 2)),
-        margin=dict(l=60, r=20, t=80, b=50), xaxis=axis, yaxis=axis,
+        title=dict(x=0, xanchor="left", font=dict(size=px(TITLE_SIZE + 3))),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left",
+                    font=dict(size=px(SMALL_SIZE + 2))),
+        margin=dict(l=round(60 * k), r=20, t=round(80 * k), b=round(50 * k)), xaxis=axis, yaxis=axis,
         colorscale=dict(sequential="Viridis", diverging="PuOr"),
     ))
+
+
+def _checked_scale(scale) -> float:
+    """``scale`` as a float, or a clear error: a type scale is a finite number from 0.5 to 4."""
+    from ..checks import number
+
+    return number(scale, "scale", 0.5, 4)
 
 
 _PLOTLY_PATTERNS = {"": "", "//": "/", "xx": "x", "oo": ".", "..": ".", "--": "-", "\\\\": "\\"}
@@ -587,17 +604,62 @@ def css(role: str) -> str:
     return roles[role]
 
 
+# Plotly draws its figures with fixed colours (the white card of ``plotly_template``); a live widget's figure sits
+# inside the widget's own themed box, where a white card reads as a hole in JupyterLab's dark theme. These rules,
+# scoped to a widget made ``themed`` and to a dark JupyterLab (``data-jp-theme-light="false"``; VS Code's
+# ``vscode-dark``), repaint exactly the card's colours in the theme's: the white paper and plot area, INK text,
+# MUTED text and lines, GRID lines. Every other colour (the concepts, a heat-map's cells, the FREE "not yet"
+# fill) is left as drawn. Plotly writes its colours as inline ``fill`` / ``stroke`` styles, so the rules match
+# them by value and win with ``!important``.
+def _rgb_css(hex_colour: str) -> str:
+    return "rgb(" + ", ".join(str(round(c * 255)) for c in _rgb(hex_colour)) + ")"
+
+
+def themed_plotly_css() -> str:
+    """The CSS that puts a ``themed`` widget's plotly figure into the dark theme's colours (nothing in light)."""
+    scopes = ('body[data-jp-theme-light="false"] .kvlab-themed .js-plotly-plot',
+              'body.vscode-dark .kvlab-themed .js-plotly-plot')
+    paper, ink, muted, grid = (_rgb_css(c) for c in (PAPER, INK, MUTED, GRID))
+    rules = [
+        (f'.main-svg[style*="background: {paper}"]', "background: transparent"),
+        (f'.bg[style*="fill: {paper}"]', f"fill: {css('paper')}"),
+        (f'text[style*="fill: {ink}"]', f"fill: {css('ink')}"),
+        (f'text[style*="fill: {muted}"]', f"fill: {css('muted')}"),
+        (f'path[style*="stroke: {muted}"]', f"stroke: {css('muted')}"),
+        (f'path[style*="stroke: {grid}"]', f"stroke: {css('border')}"),
+        (".modebar", "background: transparent"),  # its half-white strip over the figure's corner
+    ]
+    return "\n".join(", ".join(f"{scope} {sel}" for scope in scopes) + f" {{ {decl} !important; }}"
+                      for sel, decl in rules)
+
+
+def themed(box):
+    """Make the ipywidgets ``box`` (a live widget holding a plotly figure) follow the theme: it gets the class
+    ``kvlab-themed`` and, as its last child, a hidden HTML that carries ``themed_plotly_css`` (a ``<style>``
+    applies wherever it sits; core widgets only, so it works in JupyterLab, VS Code and Voilà; last, so the
+    widget's stored text form, which starts with its first children, stays as it was). Returns ``box``."""
+    import ipywidgets as W
+
+    carrier = W.HTML(f"<style>{themed_plotly_css()}</style>", layout=W.Layout(display="none"))
+    box.add_class("kvlab-themed")
+    box.children = (*box.children, carrier)
+    return box
+
+
 def classroom_scale() -> float:
     """How much larger type is in the classroom view (projector) than in a notebook."""
     return 1.4
 
 
 def apply(scale: float = 1.0) -> None:
-    """Install the style: matplotlib's defaults and plotly's default template (``kvlab`` over ``plotly_white``)."""
+    """Install the style at type ``scale``: matplotlib's defaults and plotly's default template (``kvlab`` over
+    ``plotly_white``), both at that scale."""
+    global _SCALE
     apply_matplotlib(scale)
     import plotly.io as pio
 
-    pio.templates["kvlab"] = plotly_template()
+    _SCALE = _checked_scale(scale)
+    pio.templates["kvlab"] = plotly_template(_SCALE)
     pio.templates.default = "plotly_white+kvlab"
 
 

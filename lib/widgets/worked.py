@@ -417,47 +417,63 @@ def worked_figure(case: WorkedCase):
 
 # ----------------------------------------------------------------------------------- tier 3: live widget
 
-def _html_table(header, rows, highlight=()) -> str:
+# Compact rows: ipywidgets gives HTML a 28-px line height (its controls' height), which made one step of the
+# 2-layer case ~1,200 px tall; at 1.3 and 1-px padding the numbers and the cache fit a 1,000-px screen together.
+_CELL = "padding:1px 6px;border-bottom:1px solid {border};vertical-align:top"
+_WRAP = "white-space:normal;max-width:34ch"  # long rows (a late step's attention weights) wrap in their cell
+
+
+def _html_table(header, rows, highlight=(), wrap=()) -> str:
     """A table whose text follows the theme (``style.css``); highlighted rows (K/V computed in this step) are the
-    "computed" fill with ink text on it, and their first cell carries the "+" mark as well."""
+    "computed" fill with ink text on it, and their first cell carries the "+" mark as well. Cells of the row
+    numbers in ``wrap`` may wrap (everything else stays on one line)."""
     esc = lambda x: html.escape(str(x))
-    th = "".join(f"<th style='text-align:left;padding:2px 8px;border-bottom:2px solid {style.css('border')}'>"
+    cell = _CELL.format(border=style.css("border"))
+    th = "".join(f"<th style='text-align:left;padding:1px 6px;border-bottom:2px solid {style.css('border')}'>"
                  f"{esc(h)}</th>" for h in header)
     body = []
     for i, r in enumerate(rows):
         new = i in highlight
         bg = f" style='background:{NEW_FILL};color:{style.INK}'" if new else ""
         cells = [f"{NEW_MARK}{r[0]}" if new else r[0], *r[1:]]
-        body.append(f"<tr{bg}>" + "".join(f"<td style='padding:2px 8px;border-bottom:1px solid {style.css('border')}'>"
-                                          f"{esc(c)}</td>" for c in cells) + "</tr>")
-    return (f"<table style='border-collapse:collapse;font-family:monospace;font-size:0.92em;"
+        body.append(f"<tr{bg}>" + "".join(
+            f"<td style='{cell};{_WRAP if i in wrap and j else 'white-space:nowrap'}'>{esc(c)}</td>"
+            for j, c in enumerate(cells)) + "</tr>")
+    return (f"<table style='border-collapse:collapse;font-family:monospace;font-size:0.88em;line-height:1.3;"
             f"color:{style.css('ink')}'><tr>{th}</tr>" + "".join(body) + "</table>")
 
 
 def step_html(case: WorkedCase, step: int) -> str:
-    """One step as HTML: the numbers (same rows as ``step_table``) and the KV cache of every layer."""
+    """One step as HTML: the numbers (same rows as ``step_table``) beside the KV cache of every layer (the two
+    columns stack when the cell is too narrow), so the step slider, the numbers and the cache are on one screen."""
     s = _get_step(case, step)
-    rows = []
+    rows, wrap = [], set()
     for label, values in step_rows(case, step):
         if label.startswith("candidate"):
             rows.append((_label(label), t("logit {logit}  probability {p}", logit=f"{values[0]:+.4f}",
                                           p=f"{values[1]:.4f}")))
         elif "attention" in label and "output" not in label:
+            wrap.add(len(rows))
             rows.append((_label(label), "  ".join(f"{k} {p:.4f}" for k, p in zip(_key_labels(case, len(values)),
                                                                                   values))))
         else:
             rows.append((_label(label), " ".join(num(x) for x in values)))
-    parts = [t("<b>step {step} ({phase})</b>: fed {fed} → chose <b>{chosen}</b>", step=s.step, phase=t(s.phase),
-               fed=html.escape("".join(s.fed_tokens)), chosen=html.escape(s.chosen_token)),
-             _html_table([t("quantity"), t("numbers")], rows)]
+    head = t("<b>step {step} ({phase})</b>: fed {fed} → chose <b>{chosen}</b>", step=s.step, phase=t(s.phase),
+             fed=html.escape("".join(s.fed_tokens)), chosen=html.escape(s.chosen_token))
+    cache = []
     for l in range(case.config.n_layers):
         crow = cache_rows(case, step, l)
-        parts.append(t("<b>KV cache, layer {l}</b> ({n} rows; this step's rows highlighted and marked {mark})", l=l,
-                       n=s.cache_len, mark=NEW_MARK))
-        parts.append(_html_table([t("pos"), t("token"), "K", "V"], [(p, t, vec(torch.tensor(k)), vec(torch.tensor(v)))
-                                                              for p, t, k, v, _ in crow],
+        cache.append("<div style='margin:0 0 2px 0'>" + t(
+            "<b>KV cache, layer {l}</b> ({n} rows; this step's rows highlighted and marked {mark})", l=l,
+            n=s.cache_len, mark=NEW_MARK) + "</div>")
+        cache.append(_html_table([t("pos"), t("token"), "K", "V"],
+                                 [(p, tok, vec(torch.tensor(k)), vec(torch.tensor(v))) for p, tok, k, v, _ in crow],
                                  highlight={i for i, r in enumerate(crow) if r[4]}))
-    return "<br>".join(parts)
+        cache.append("<div style='height:0.7em'></div>")
+    return (f"<div style='line-height:1.35'><div style='margin:0 0 4px 0'>{head}</div>"
+            f"<div style='display:flex;flex-wrap:wrap;align-items:flex-start;gap:0.6em 2em'>"
+            f"<div>{_html_table([t('quantity'), t('numbers')], rows, wrap=wrap)}</div>"
+            f"<div>{''.join(cache)}</div></div></div>")
 
 
 class WorkedExplorer:
@@ -473,10 +489,11 @@ class WorkedExplorer:
         self.model, self.tokenizer = model, tokenizer
         self.max_new_tokens = checks.integer(max_new_tokens, "max_new_tokens", 1)
         self.case = run_worked_case(model, tokenizer, prompt, self.max_new_tokens)
-        self.prompt, self.step, self.error, self.last_update_ms = prompt, 0, None, 0.0
+        self.prompt, self.error, self.last_update_ms = prompt, None, 0.0
+        self.step = first = self.first_step(self.case)
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
         self.prompt_box = W.Text(value=prompt, description=t("prompt"), continuous_update=False, **look)
-        self.slider = W.IntSlider(value=0, min=0, max=len(self.case) - 1, description=t("step"), **look)
+        self.slider = W.IntSlider(value=first, min=0, max=len(self.case) - 1, description=t("step"), **look)
         self.view = W.HTML()
         self.status = W.HTML()
         # the observers skip values the Python API has already applied (no double work, no loops)
@@ -485,6 +502,13 @@ class WorkedExplorer:
         self.controls = style.grid(self.prompt_box, self.slider, columns=2)
         self.widget = W.VBox([self.controls, self.status, self.view])
         self._render()
+
+    FIRST_STEP = 1  # the view opens on the first decode step: one K/V row appended, the prompt's read back
+
+    @classmethod
+    def first_step(cls, case: WorkedCase) -> int:
+        """The step a case is first shown at: ``FIRST_STEP`` (the last step of a shorter case)."""
+        return min(cls.FIRST_STEP, len(case) - 1)
 
     def set_prompt(self, prompt: str) -> None:
         """Re-run the model on a new prompt. A bad prompt keeps the last good case and shows the error."""
@@ -498,12 +522,12 @@ class WorkedExplorer:
             self.last_update_ms = (time.perf_counter() - t0) * 1e3
             return
         self.error = None
-        self.case, self.step, self.prompt = case, 0, prompt
+        self.case, self.step, self.prompt = case, self.first_step(case), prompt
         if self.prompt_box.value != prompt:
             self.prompt_box.value = prompt
         with self.slider.hold_trait_notifications():
-            self.slider.value = 0
             self.slider.max = len(case) - 1
+            self.slider.value = self.step
         self._render()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
 

@@ -13,14 +13,17 @@ from lib.widgets.i18n import speaking, t
 
 TIMEOUT_MS = 60_000  # every change goes through the kernel; the machine may be busy
 
-# What a widget draws, as one string: its HTML views and the data, title and shapes of its plotly figures.
-# The controls themselves are left out, so moving a slider alone does not count as a change.
+# What a widget teaches, as one string: the text of its HTML views (their words and numbers, not their markup, so a
+# focus ring or a hover style is no change), the bytes of its images, and the data, title and annotation texts of
+# its plotly figures. The controls themselves are left out, so moving a slider alone does not count as a change.
 DRAWN_JS = """(el) => {
   const parts = [];
-  el.querySelectorAll('.widget-html-content').forEach(h => parts.push(h.innerHTML));
+  el.querySelectorAll('.widget-html-content').forEach(h => parts.push(h.innerText));
+  el.querySelectorAll('img').forEach(i => parts.push(i.currentSrc || i.src || ''));
   el.querySelectorAll('.js-plotly-plot').forEach(g => {
     const lay = g.layout || {};
-    parts.push(JSON.stringify(g.data || []) + JSON.stringify(lay.title || '') + JSON.stringify(lay.shapes || []));
+    parts.push(JSON.stringify(g.data || []) + JSON.stringify(lay.title || '') +
+               JSON.stringify((lay.annotations || []).map(a => a.text)));
   });
   return parts.join('\\n');
 }"""
@@ -109,6 +112,11 @@ def drive_stepper(page, widget, play: bool) -> list[str]:
         widget.locator(".widget-play button:has(i.fa-pause)").click()
         wait_drawn_change(page, widget, start, "after Play")
         checks.append(f"Play from step 0: reached step {readout(slider)}, paused, drawing changed")
+    if int(readout(slider)) == s0:  # leave it on another step than the first view's (drive checks the difference)
+        step_button.click()
+        wait_readout(page, slider, str(s0 + 1), "after the last Step")
+        wait_drawn_change(page, widget, first, "after the last Step")
+        checks.append(f"Step: {s0} -> {s0 + 1}, left there")
     return checks
 
 
@@ -291,12 +299,25 @@ def kind_of(widget, lang: str = "en") -> str:
     return "slider"
 
 
+def first_difference(before: str, after: str, width: int = 50) -> str:
+    """Where two drawings (``drawn``) first differ, as "'…before…' -> '…after…'"."""
+    i = next((k for k, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    start = max(0, i - 10)
+    return f"{before[start:start + width]!r} -> {after[start:start + width]!r}"
+
+
 def drive(page, widget, kind: str, lang: str = "en") -> list[str]:
     """Drive one widget by its kind (``kind_of``), looking for its controls and texts in the notebook's language
-    ``lang``; returns what was checked, one line per action."""
+    ``lang``; returns what was checked, one line per action. The widget is left in a driven state that differs
+    from its first view in what it teaches (``drawn``: its text, images, figure data), checked last."""
     widget.scroll_into_view_if_needed()
+    first = drawn(widget)
     with speaking(lang):
-        return _drive(page, widget, kind)
+        checks = _drive(page, widget, kind)
+    after = drawn(widget)
+    assert after != first, f"{kind}: once driven, the widget teaches exactly what its first view did (same text, " \
+                           f"images and figure data); driving it should leave another state on the page"
+    return checks + [f"driven state differs from the first view: {first_difference(first, after)}"]
 
 
 def _drive(page, widget, kind: str) -> list[str]:

@@ -48,6 +48,59 @@ OUTPUTS_JS = """() => {
 }"""
 
 
+# The type a projector shows, in CSS px as drawn (a size times every CSS zoom above it): the prose (paragraphs of
+# the markdown), the widgets (their HTML text and control labels) and the plotly figures (every text of their SVG),
+# each as the median over its pieces, with the smallest. And the page's edges: where the content starts and ends
+# across (projector overscan), and the key bar against the bottom of the panel that scrolls.
+TYPE_JS = """() => {
+  const zoom = n => {
+    let z = 1;
+    for (; n && n.nodeType === 1; n = n.parentElement) z *= parseFloat(getComputedStyle(n).zoom) || 1;
+    return z;
+  };
+  const shown = n => { const r = n.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const own = n => Array.from(n.childNodes).some(t => t.nodeType === 3 && t.textContent.trim());
+  const sizes = sel => Array.from(document.querySelectorAll(sel)).filter(n => own(n) && shown(n))
+    .map(n => parseFloat(getComputedStyle(n).fontSize) * zoom(n)).sort((a, b) => a - b);
+  const sum = v => v.length ? {median: +v[Math.floor(v.length / 2)].toFixed(1), min: +v[0].toFixed(1),
+                               n: v.length} : null;
+  const cells = Array.from(document.querySelectorAll('#rendered_cells .jp-Cell')).filter(shown);
+  const sc = document.querySelector('#rendered_cells'), bar = document.querySelector('#kvlab-keys');
+  return {
+    body: sum(sizes('#rendered_cells .jp-RenderedHTMLCommon p, #rendered_cells .jp-RenderedHTMLCommon li')),
+    widgets: sum(sizes('#rendered_cells .widget-html-content, #rendered_cells .widget-html-content *, ' +
+                       '#rendered_cells .jupyter-widgets label.widget-label')),
+    plotly: sum(sizes('#rendered_cells .js-plotly-plot text')),
+    width: window.innerWidth, left: Math.min(...cells.map(c => c.getBoundingClientRect().left)),
+    right: Math.max(...cells.map(c => c.getBoundingClientRect().right)),
+    panelBottom: sc.getBoundingClientRect().bottom, barTop: bar ? bar.getBoundingClientRect().top : null,
+  };
+}"""
+SAFE_SHARE = 0.04  # content keeps at least 4% of the width from each edge (the CSS asks max(5vw, 48px))
+PLOTLY_SHARE = 0.6  # plotly's median text at least 60% of the prose's (it was 45% before plotly was scaled)
+
+
+def projector_type_and_edges(page, name: str) -> str:
+    """The classroom's type sizes (prose, widgets, plotly) and edges, checked; returns them as a line to print."""
+    m = page.evaluate(TYPE_JS)
+    body, widgets, plotly = m["body"], m["widgets"], m["plotly"]
+    assert body and body["median"] >= 20, f"{name}: prose is {body}px; the classroom view uses large type (>= 20px)"
+    assert widgets is None or widgets["median"] >= 0.8 * body["median"], \
+        f"{name}: widget text {widgets} px is small beside the prose's {body['median']} px"
+    assert plotly is None or plotly["median"] >= PLOTLY_SHARE * body["median"], \
+        f"{name}: plotly text {plotly} px is under {PLOTLY_SHARE:.0%} of the prose's {body['median']} px " \
+        f"(is the kvlab template scaled? lib.widgets.style.plotly_template(scale))"
+    safe = SAFE_SHARE * m["width"]
+    assert m["left"] >= safe and m["right"] <= m["width"] - safe, \
+        f"{name}: content spans x = {m['left']:.0f}..{m['right']:.0f} px of {m['width']}; a projector's overscan " \
+        f"may cut anything within {safe:.0f} px of an edge"
+    assert m["barTop"] is not None and m["panelBottom"] <= m["barTop"] + 0.5, \
+        f"{name}: the key bar (top {m['barTop']}) covers the scrolling panel (bottom {m['panelBottom']})"
+    return (f"type in px (median / smallest / pieces): prose {body}, widgets {widgets}, plotly {plotly}; "
+            f"content x = {m['left']:.0f}..{m['right']:.0f} of {m['width']}; panel ends at {m['panelBottom']:.0f}, "
+            f"key bar starts at {m['barTop']:.0f}")
+
+
 def test_two_notebooks_for_the_classroom_exist():
     assert len(NOTEBOOKS) >= 2, f"the classroom test needs two of {CLASSROOM}; found {NOTEBOOKS}"
 
@@ -89,7 +142,7 @@ def shows_every_output(page, name: str, label: str) -> dict:
 def test_classroom_view(name, voila, browser, guard, clean_screenshots):
     label = f"classroom {name}"
     with kb.checked_page(browser, guard, label) as page:
-        page.goto(f"{voila.url}/voila/render/{name}.ipynb")
+        page.goto(f"{voila.url}/voila/render/{name}.ipynb", timeout=300_000)  # Voilà runs every cell first
         page.wait_for_function(RENDERED_JS, timeout=300_000)  # Voilà runs every cell before it shows the page
         text = page.locator("#rendered_cells").inner_text()
         assert page.locator("#rendered_cells .jp-InputArea-editor").count() == 0, f"{name}: code cells are shown"
@@ -100,12 +153,12 @@ def test_classroom_view(name, voila, browser, guard, clean_screenshots):
                              ".fontSize)")
         assert size >= 20, f"{name}: prose is {size}px; the classroom view should use large type (>= 20px)"
         got = shows_every_output(page, name, name)
+        notes = [projector_type_and_edges(page, name)]
         page.screenshot(path=str(kb.SCREENSHOTS / f"classroom-{name}-top.png"))
         switch = page.locator("#kvlab-lang")  # the language switch: the Chinese twin, one path apart
         assert switch.inner_text() == "中文" and switch.evaluate("a => a.href") == f"{voila.url}/voila/render/zh/{name}.ipynb"
         for k in range(got["plotly"]):
             kb.screenshot(page.locator(f'[data-kvlab="plotly-{k}"]'), f"classroom-{name}-plotly-{k}")
-        notes = []
         for k in range(got["widget"]):
             out = page.locator(f'[data-kvlab="widget-{k}"]')
             kind = kind_of(out)
@@ -208,7 +261,7 @@ ZH_NOTEBOOKS = [n for n in ["02_autoregressive_generation", "05_kv_cache_memory"
 def test_chinese_classroom_view_and_its_language_switch(name, voila, browser, guard, clean_screenshots):
     label = f"classroom zh {name}"
     with kb.checked_page(browser, guard, label) as page:
-        page.goto(f"{voila.url}/voila/render/zh/{name}.ipynb")
+        page.goto(f"{voila.url}/voila/render/zh/{name}.ipynb", timeout=300_000)
         page.wait_for_function(RENDERED_JS, timeout=300_000)
         assert page.locator("#rendered_cells .jp-InputArea-editor").count() == 0, f"zh {name}: code cells are shown"
         assert "Error displaying widget" not in page.locator("#rendered_cells").inner_text()

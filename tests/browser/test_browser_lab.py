@@ -28,7 +28,7 @@ import pytest
 
 import kvlab_browser as kb
 from drive import drive, kind_of
-from expected import EXPECTED, MUST_DRIVE, counted, output_kind
+from expected import EXPECTED, MUST_DRIVE, MUST_FIT, counted, output_kind
 
 RUN_ALL_TIMEOUT_MS = 300_000  # one notebook; its own budget is 40 s on an idle machine
 DRIVEN: dict[tuple, set] = {}  # (edition, notebook) -> widget kinds driven in it (for every notebook that passed)
@@ -95,6 +95,28 @@ CLOSE_JS = """async (path) => {
     w.dispose();
   }
 }"""
+
+
+# The widget's span on the page, from the top of its first control to the lowest bottom of its tables, against the
+# height of the notebook panel that shows it (JupyterLab's window less its bars), in px.
+SPAN_JS = """(el) => {
+  const box = el.getBoundingClientRect(), first = el.querySelector('.widget-slider, .widget-text, .widget-dropdown');
+  const tables = Array.from(el.querySelectorAll('table'));
+  const panel = el.closest('.jp-WindowedPanel-outer, .jp-Notebook') || document.body;
+  const top = (first || el).getBoundingClientRect().top;
+  const bottom = Math.max(...[el].concat(tables).map(t => t.getBoundingClientRect().bottom));
+  return {height: box.height, span: bottom - top, panel: panel.getBoundingClientRect().height,
+          window: window.innerHeight};
+}"""
+
+
+def fits_on_screen(out, what: str) -> str:
+    """A MUST_FIT widget's controls and all of its tables fit the visible notebook panel together."""
+    m = out.evaluate(SPAN_JS)
+    assert m["span"] <= m["panel"], f"{what}: from its first control to the bottom of its tables the widget spans " \
+        f"{m['span']:.0f} px, more than the {m['panel']:.0f} px of notebook a {m['window']}-px window shows"
+    return f"fits one screen: widget {m['height']:.0f} px tall, controls to tables' bottom {m['span']:.0f} px, " \
+           f"panel {m['panel']:.0f} px of a {m['window']}-px window"
 
 
 def variant(theme: str, lang: str) -> str:
@@ -241,6 +263,8 @@ def test_notebook_in_jupyterlab(lang, themes, name, lab_page, guard):
         for o in by_kind["widget"]:
             out, kind = output(o), widget_kinds[o["id"]]
             notes.append(f"{o['id']} {kind}: {kb.text_pieces(out)} pieces of text, all >= 4.5:1 contrast")
+            if name in MUST_FIT:
+                notes.append(f"{o['id']} {kind}: " + fits_on_screen(out, f"{name} {o['id']}"))
             notes += [f"{o['id']} {kind}: {line}" for line in drive(page, out, kind, lang)]
             kinds.add(kind)
         for theme in themes:
