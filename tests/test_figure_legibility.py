@@ -25,6 +25,8 @@ matplotlib.use("Agg")
 
 import lib  # noqa: E402
 from lib.widgets import attention, blocks, cost_curves, memory, player, roofline, sampling, speculative, style, worked  # noqa: E402
+from lib.widgets import capacity, ring, rope, tiles, timeline  # noqa: E402
+from lib import serving  # noqa: E402
 
 MEASURED: dict[str, dict] = {}
 
@@ -38,7 +40,14 @@ def runs(chat, target_and_draft):
     spec = lib.speculative.speculative_generate(target, draft, tok.encode("<s>the"), 12, k=3, eos_id=tok.eos_id)
     logits = sampling.next_token_logits(model, tok, "<s>人")
     tiny, tiny_tok = lib.load_demo("tiny")
-    return dict(model=model, tok=tok, cached=cached, uncached=uncached, att=att.trace, spec=spec, logits=logits,
+    lm, lm_tok = lib.load_demo("lm")
+    text = lib.lm.windows(lm_tok, lib.corpus.heldout_text("en"), lm.config.max_seq_len, 4)[0, :24]
+    q, k, v, _ = tiles.layer_qkv(lm, text[None], 0)
+    reqs = serving.demo_requests(tok, n=6, seed=3)
+    served = {p: serving.serve(model, reqs, p, max_batch=3, eos_id=tok.eos_id) for p in ("static", "continuous")}
+    return dict(served=served, tiles=tiles.tile_frames(q, k, v, block_size=8),
+                ring=ring.ring_frames(lm, lm_tok, text, window=8, sinks=1),
+                caps=capacity.sweep("llama-3-8b", "H100 SXM"),model=model, tok=tok, cached=cached, uncached=uncached, att=att.trace, spec=spec, logits=logits,
                 frames=blocks.record_story(model, tok), worked=worked.run_worked_case(tiny, tiny_tok, "<s>", 4))
 
 
@@ -62,6 +71,11 @@ FACTORIES = {
         roofline.roofline_points(batches=(1, 64)), GPU).figure,
     "roofline.plot_operator_roofline": lambda r: roofline.plot_operator_roofline("llama-2-7b", GPU).figure,
     "roofline.plot_bytes_split": lambda r: roofline.plot_bytes_split("llama-2-7b", "bf16").figure,
+    "timeline.timeline_figure": lambda r: timeline.timeline_figure(r["served"]),
+    "rope.rope_figure": lambda r: rope.rope_figure(head_dim=16, positions=range(4), pairs=(0, 2)),
+    "tiles.plot_tiles": lambda r: tiles.plot_tiles(r["tiles"]),
+    "ring.plot_ring": lambda r: ring.plot_ring(r["ring"], every=6),
+    "capacity.plot_capacity": lambda r: capacity.plot_capacity(r["caps"]),
     # plotly (tier 2)
     "player.player_figure": lambda r: player.player_figure(r["cached"], r["tok"], r["uncached"]),
     "attention.attention_figure": lambda r: attention.attention_figure(r["att"], r["tok"]),
@@ -72,6 +86,8 @@ FACTORIES = {
     "speculative.rounds_figure": lambda r: speculative.rounds_figure(r["spec"], r["tok"]),
     "roofline.plotly_batch_roofline": lambda r: roofline.plotly_batch_roofline(("chat", "llama-2-7b"), GPU, "bf16"),
     "worked.worked_figure": lambda r: worked.worked_figure(r["worked"]),
+    "tiles.tile_figure": lambda r: tiles.tile_figure(r["tiles"]),
+    "ring.ring_figure": lambda r: ring.ring_figure(r["ring"]),
 }
 
 

@@ -153,7 +153,7 @@ def plot_ring(frames: list[RingFrame], every: int = 1, title: str = ""):
         ax.add_patch(plt.Rectangle((s, i), 1, 1, fill=False, edgecolor=style.INK, lw=1.5))
         for s, (q, k) in enumerate(zip(f.slots, f.kinds)):
             if q is not None:
-                ax.text(s + 0.5, i + 0.5, str(q), ha="center", va="center", fontsize=style.SMALL_SIZE - 1,
+                ax.text(s + 0.5, i + 0.5, str(q), ha="center", va="center", fontsize=style.SMALL_SIZE,
                         color=style.INK if k in light else style.PAPER)
     ax.set_xticks([s + 0.5 for s in range(n)], [str(s) for s in range(n)])
     ticks = range(0, len(shown), max(1, len(shown) // 8))
@@ -169,7 +169,7 @@ def plot_ring(frames: list[RingFrame], every: int = 1, title: str = ""):
     ax_p.axvline(len(frames[0].slots), color=style.MUTED, ls=":")
     ax_p.set_xlabel(t("position (dotted: the window is full)"))
     ax_p.set_ylabel(t("running perplexity"))
-    ax_p.legend(loc="best", fontsize=style.SMALL_SIZE - 1)
+    ax_p.legend(loc="best", fontsize=style.SMALL_SIZE)
     if title:
         fig.suptitle(title)
     return fig
@@ -212,14 +212,14 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
                     text=["" if w is None else f"{w:.2f}" for w in f.weights])
         if first:  # what stays the same in every frame goes in the figure's own traces only
             slots.update(x=list(range(n)), y=[0] * n, mode="markers+text", hoverinfo="skip", showlegend=False,
-                         textfont=dict(color=style.INK, size=11), textposition="middle center")
+                         textfont=dict(color=style.INK, size=style.PLOTLY_SMALL), textposition="middle center")
             slots["marker"].update(size=min(44, 560 // n), line=dict(color=edge, width=3))
             bars.update(x=list(range(n)), showlegend=False, textposition="outside", hoverinfo="skip",
                         marker=dict(color=style.colour("held")))
         return [go.Scatter(**slots), go.Bar(**bars)]
 
     def head(f):
-        return f"{html.escape(ring_caption(f))}<br><sub>{html.escape(_ppl_line(f))}</sub>"
+        return f"{html.escape(ring_caption(f))}<br>{html.escape(_ppl_line(f))}"
 
     fig = make_subplots(rows=2, cols=1, row_heights=[0.35, 0.65], shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=(t("the slots (position, token)"),

@@ -182,11 +182,12 @@ def plot_tiles(frames: list[TileFrame], title: str = ""):
     xs = [f.step + 1 for f in row_frames]
     cm, cl = style.concept("cached"), style.concept("computed")
     ax_m.plot(xs, [f.m for f in row_frames], color=cm.colour, marker=cm.marker, ls=cm.linestyle, label=t("running max m"))
-    ax_m.plot(xs, [math.log(f.l) for f in row_frames], color=cl.colour, marker=cl.marker, ls=cl.linestyle,
+    ax_m.plot(xs, [math.log(f.l) for f in row_frames], color=style.graphic_colour("computed"), marker=cl.marker,
+              ls=cl.linestyle,
               label=t("log of running sum l"))
     ax_m.set_xlabel(t("step"))
     ax_m.set_title(t("query row {r}", r=last.row), fontsize=style.FONT_SIZE)
-    ax_m.legend(loc="best", fontsize=style.SMALL_SIZE - 1)
+    ax_m.legend(loc="best", fontsize=style.SMALL_SIZE)
     fb, pb = style.concept("flash bytes"), style.concept("plain bytes")
     ax_b.plot([f.step + 1 for f in frames], [f.flash_bytes / 1024 for f in frames], color=fb.colour, marker=fb.marker,
               ms=3, ls=fb.linestyle, label=t("tiled loop, so far"))
@@ -194,7 +195,7 @@ def plot_tiles(frames: list[TileFrame], title: str = ""):
     ax_b.set_xlabel(t("step"))
     ax_b.set_ylabel(t("KiB moved (HBM)"))
     ax_b.set_ylim(0, last.plain_bytes / 1024 * 1.15)
-    ax_b.legend(loc="lower right", fontsize=style.SMALL_SIZE - 1)
+    ax_b.legend(loc="lower right", fontsize=style.SMALL_SIZE)
     if title:
         fig.suptitle(title)
     return fig
@@ -290,7 +291,7 @@ def tile_figure(frames: list[TileFrame], title: str = ""):
     def head(f):
         row = (t("row {r}: m = {m}, l = {l}", r=f.row, m=f"{f.m:.4f}", l=f"{f.l:.4f}") if f.m is not None
                else t("row {r}: its tile not reached yet", r=f.row))
-        return f"{tile_caption(f, len(frames))}<br><sub>{row}</sub>"
+        return f"{tile_caption(f, len(frames))}<br>{row}"
 
     fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
                         subplot_titles=(t("query tile × key tile"), t("KiB moved from HBM")))
