@@ -10,6 +10,11 @@ import os
 import re
 
 ZH_OUTPUTS: dict[str, str] = {
+    # -- this round's table words: 07's watermark table, 08's attention regimes, 11's start-up column --
+    "tokens recomputed": "重计算的 token", "seconds on an H100": "H100 上的秒数", "FLOP/byte": "FLOP/字节",
+    "attention in decode": "解码中的注意力", "MHA, one cache per sequence": "MHA，每个序列一份缓存",
+    "GQA (4 query heads per KV head)": "GQA（每个 KV 头 4 个查询头）", "MLA absorbed (DeepSeek-V3)": "吸收后的 MLA（DeepSeek-V3）",
+    "MLA absorbed, fp8 cache, bf16 math": "吸收后的 MLA，fp8 缓存，bf16 计算", "vLLM starts": "vLLM 能否启动",
     "device: {device}   torch {version}   seed {seed}": "设备：{device}   torch {version}   随机种子 {seed}",
     # -- Trace.table (lib/trace.py) --
     "(no steps)": "（没有步骤）", "trace column\x04step": "步", "trace column\x04phase": "阶段",
@@ -334,6 +339,13 @@ ZH_OUTPUTS: dict[str, str] = {
 # editions. A value that is itself a whole text of this table or of ``ZH`` (``right``, ``decode``) is translated
 # too. A line that matches nothing is printed as it is.
 ZH_PRINTED: dict[str, str] = {
+    # -- lines printed by this round's cells (07's times and watermark, 08's attention regimes) --
+    "steps to serve all 400:      max {0:,}, paged {1:,} ({2:.1f}x fewer)":
+        "服务完全部 400 个所需步数：  max {0}，分页 {1}（为 max 的 1/{2}）",
+    "time on an H100, llama-2-13b: max {0:.1f} s, paged {1:.1f} s ({2:.1f}x less), prefills and recomputation charged":
+        "在 H100 上跑 llama-2-13b 的时间：max {0} 秒，分页 {1} 秒（为 max 的 1/{2}），预填充和重计算都已计入",
+    "GQA, {0} sequences share a {1}-token prompt": "GQA，{0} 个序列共用一段 {1} token 的提示词",
+    "GQA, speculative verify of k={0}": "GQA，投机解码验证 k={0}",
     # -- templates of table cells --
     "head {0}": "头 {0}", "layer {0}, head {1}": "第 {0} 层，第 {1} 头", "window {0} only": "仅窗口 {0}",
     "window {0} + {1} sinks": "窗口 {0} + {1} 个汇点", "window {0} + 1 sink": "窗口 {0} + 1 个汇点", "window {0}": "窗口 {0}",
