@@ -29,19 +29,30 @@ def seed_everything(seed: int = 0) -> None:
         pass
 
 
+CARD_PAD_INCHES = 0.2  # the white card's margin around a figure (20 px at 100 dpi): it reads as a card on a dark page
+CARD_RADIUS = 10  # px: the card's rounded corners (transparent, so a dark theme shows through them)
+
+
 def figure_png(fig) -> bytes:
-    """A matplotlib figure as the PNG a notebook stores: cropped to its content (``bbox_inches="tight"``) and in a
-    256-colour palette (a figure has few colours; about a third of the bytes of full RGB, which keeps each
-    notebook under 1 MB with the projector's larger type)."""
+    """A matplotlib figure as the PNG a notebook stores: a white card with a margin (``CARD_PAD_INCHES``) and
+    rounded, transparent corners (``CARD_RADIUS``) around the figure cropped to its content
+    (``bbox_inches="tight"``), in a 255-colour palette (a figure has few colours; about a third of the bytes of
+    full RGB, which keeps each notebook under 1 MB with the projector's larger type)."""
     import io
 
-    from PIL import Image
+    from PIL import Image, ImageDraw
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", facecolor=fig.get_facecolor())
-    image = Image.open(buf).convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT)
+    fig.savefig(buf, format="png", bbox_inches="tight", pad_inches=CARD_PAD_INCHES, facecolor=fig.get_facecolor())
+    image = Image.open(buf).convert("RGB").quantize(255, method=Image.Quantize.MEDIANCUT)
+    clear = max(i for _, i in image.getcolors(256)) + 1  # the first palette index no pixel uses: transparent
+    w, h = image.size
+    card = Image.new("L", (w, h), 0)
+    ImageDraw.Draw(card).rounded_rectangle((0, 0, w - 1, h - 1), radius=CARD_RADIUS, fill=255)
+    image.paste(clear, mask=Image.eval(card, lambda v: 255 - v))  # outside the rounded card
+    image.putpalette(image.getpalette()[: clear * 3] + [255, 255, 255])
     out = io.BytesIO()
-    image.save(out, format="PNG", optimize=True)
+    image.save(out, format="PNG", optimize=True, transparency=clear)
     return out.getvalue()
 
 

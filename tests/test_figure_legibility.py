@@ -158,6 +158,9 @@ def test_stored_pngs_are_cropped_and_in_a_palette():
     assert image.mode == "P" and len(png) < len(full.getvalue())
     assert image.size[0] < 300  # cropped to the content: narrower than the 4-inch (400 px) canvas
     assert style.colour("cached").lower() in {"#%02x%02x%02x" % c for _, c in image.convert("RGB").getcolors(4096)}
+    rgba = image.convert("RGBA")
+    assert rgba.getpixel((0, 0))[3] == 0 and rgba.getpixel((image.size[0] - 1, image.size[1] - 1))[3] == 0  # corners
+    assert rgba.getpixel((image.size[0] // 2, 2)) == (255, 255, 255, 255)  # the card's white margin at the edge
 
 
 def test_the_measure_tells_a_merged_pair_from_one_with_a_second_cue():
