@@ -17,6 +17,7 @@ from ..generate import generate
 from ..lm import EN_PROMPTS, LOOP_PROMPT
 from ..paged import PagedKVPool
 from . import Case, Mismatch, compare, exercise
+from ..widgets.i18n import t
 
 
 # ------------------------------------------------------------------ 03: your cache in your greedy loop
@@ -76,22 +77,23 @@ _LIB_CACHES = (*CACHE_KINDS.values(), KVCache)  # every kind generate() builds (
 
 def _cache_loop_compare(watched: _Watched, n_prompt: int):
     def check(got, want):
-        compare(got, want, what="your new tokens")
+        compare(got, want, what=t("your new tokens"))
         feeds = [n for n, _ in watched.calls]
         caches = [c for _, c in watched.calls]
         if not feeds or caches[0] is None:
-            return "your loop never handed the model a cache: pass cache=your_cache to every call"
+            return t("your loop never handed the model a cache: pass cache=your_cache to every call")
         if any(c is not caches[0] for c in caches):
-            return "your loop used more than one cache: make one before the prefill and pass it to every call"
+            return t("your loop used more than one cache: make one before the prefill and pass it to every call")
         if type(caches[0]) in _LIB_CACHES:
-            return (f"that is lib's {type(caches[0]).__name__}: the exercise is to use your own class (a subclass "
-                    f"of CacheBase)")
+            return t("that is lib's {name}: the exercise is to use your own class (a subclass of CacheBase)",
+                     name=type(caches[0]).__name__)
         if feeds[0] != n_prompt:
-            return f"the first call fed {feeds[0]} tokens: the prefill feeds the whole prompt ({n_prompt} here)"
+            return t("the first call fed {n} tokens: the prefill feeds the whole prompt ({m} here)", n=feeds[0],
+                     m=n_prompt)
         late = next((i for i, n in enumerate(feeds[1:], 1) if n != 1), None)
         if late is not None:
-            return (f"call {late + 1} fed {feeds[late]} tokens: with a cache, every step after the prefill feeds "
-                    f"only the newest token")
+            return t("call {i} fed {n} tokens: with a cache, every step after the prefill feeds only the newest "
+                     "token", i=late + 1, n=feeds[late])
         return None
     return check
 
@@ -107,7 +109,8 @@ def _cache_loop_cases():
         ids = tok.encode(prompt)
         want = generate(model, ids, n).new_tokens[0].tolist()
         watched = _Watched(model)
-        yield Case(f"the real model lm, prompt {prompt!r} ({len(ids)} tokens), {n} new tokens",
+        yield Case(t("the real model lm, prompt {prompt} ({n_ids} tokens), {n} new tokens", prompt=repr(prompt),
+                     n_ids=len(ids), n=n),
                    args=(watched, ids, n), expected=want, compare=_cache_loop_compare(watched, len(ids)))
 
 
@@ -129,15 +132,15 @@ def speculative_round_solution(target, cache, pending, drafts):
 
 def _round_compare(cache: KVCache, model, text: list, n_kept: int):
     def check(got, want):
-        compare(got, want, what="the tokens your round returns")
+        compare(got, want, what=t("the tokens your round returns"))
         if cache.seq_len != len(text) + n_kept:
-            return (f"after your round the cache holds {cache.seq_len} positions: roll it back (cache.crop) so it "
-                    f"holds the text up to the pending token and the kept drafts, nothing rejected")
+            return t("after your round the cache holds {n} positions: roll it back (cache.crop) so it holds the "
+                     "text up to the pending token and the kept drafts, nothing rejected", n=cache.seq_len)
         fresh = KVCache(model.config, 1, cache.max_len)
         with torch.no_grad():
             model(torch.tensor([text + want[:-1]], device=model.device), cache=fresh)
         for layer in range(model.config.n_layers):
-            compare(cache.keys(layer), fresh.keys(layer), atol=1e-4, what=f"the cached keys of layer {layer}")
+            compare(cache.keys(layer), fresh.keys(layer), atol=1e-4, what=t("the cached keys of layer {l}", l=layer))
         return None
     return check
 
@@ -153,14 +156,15 @@ def _round_cases():
     text = tok.encode(LOOP_PROMPT)
     greedy = generate(model, text, 6).new_tokens[0].tolist()
     wrong = next(t for t in tok.encode("的了是") if t != greedy[2])
-    for drafts, what in ((greedy[:4], "every draft is what the target would say"),
-                         (greedy[:2] + [wrong, greedy[3]], "the third draft is wrong"),
-                         ([wrong if wrong != greedy[0] else greedy[1], *greedy[1:3]], "the first draft is wrong")):
+    for drafts, what in ((greedy[:4], t("every draft is what the target would say")),
+                         (greedy[:2] + [wrong, greedy[3]], t("the third draft is wrong")),
+                         ([wrong if wrong != greedy[0] else greedy[1], *greedy[1:3]], t("the first draft is wrong"))):
         kept = next((i for i, (d, g) in enumerate(zip(drafts, greedy)) if d != g), len(drafts))
         cache = KVCache(model.config, 1, len(text) + 8)
         with torch.no_grad():
             model(torch.tensor([text[:-1]], device=model.device), cache=cache)  # all but the pending token
-        yield Case(f"the real model lm after {LOOP_PROMPT!r}, {len(drafts)} drafts, {what}",
+        yield Case(t("the real model lm after {prompt}, {n} drafts, {what}", prompt=repr(LOOP_PROMPT), n=len(drafts),
+                     what=what),
                    args=(model, cache, text[-1], drafts), expected=greedy[:kept + 1],
                    compare=_round_compare(cache, model, text, kept))
 
@@ -190,5 +194,5 @@ def _gather_cases():
     for table in tables:
         n = table.n_tokens
         want = pool.gather(0, pool.table_tensor([table], n), n)[0][0]  # layer 0's keys of this sequence, (heads, n, hd)
-        yield Case(f"the real model's layer-0 key pool (blocks of 4), a sequence of {n} tokens in blocks "
-                   f"{table.blocks}", args=(pool.k[0], list(table.blocks), n), expected=want)
+        yield Case(t("the real model's layer-0 key pool (blocks of 4), a sequence of {n} tokens in blocks {blocks}",
+                     n=n, blocks=table.blocks), args=(pool.k[0], list(table.blocks), n), expected=want)

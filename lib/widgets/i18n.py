@@ -326,7 +326,7 @@ ZH: dict[str, str] = {
     "weight of each chunk, exp(lse_i − lse)": "每段的权重，exp(lse_i − lse)",
     "merged output, first {n} dims": "合并后的输出（前 {n} 维）", "plain attention": "普通注意力",
     "split-K so far": "split-K（到目前为止）", "exact output": "精确输出", "keys {a}..{b}": "键 {a}..{b}",
-    "acc / l so far": "当前的 acc / l", "= the merge of every chunk": "= 所有段的合并结果",
+    "= the merge of every chunk": "= 所有段的合并结果",
     "the model’s attention output": "模型的注意力输出", "<b>row {r}</b> ({where})": "<b>第 {r} 行</b>（{where}）",
     "FlashDecoding, one decode query: chunk {i} of {n} merged (keys 0..{end})":
         "FlashDecoding，一个解码查询：已合并第 {i} 段（共 {n} 段，键 0..{end}）",
@@ -353,13 +353,12 @@ ZH: dict[str, str] = {
     "window W": "窗口 W", "sinks": "汇点数", "slot {s}": "槽位 {s}", "position ": "位置 ",
     "positions 1..{p}": "位置 1..{p}", "sink: kept for good": "汇点：永久保留", "held (the window)": "保留（窗口内）",
     "the newest token": "最新的 token", "empty": "空", "window only": "只有窗口", "window + sinks": "窗口 + 汇点",
-    "full cache": "完整缓存",
     # the capacity explorer (lib/widgets/capacity.py)
     "{model} on {total}, gpu_memory_utilization {u}: {blocks} blocks of {bs} tokens = {tokens} tokens; "
     "{r} requests of {len} tokens":
         "{model}，显存 {total}，gpu_memory_utilization {u}：{blocks} 个块 × 每块 {bs} 个 token = {tokens} 个 token；"
         "可容纳 {r} 个 {len} token 的请求",
-    "GiB of the GPU's {total}": "GPU 的 {total} 中的 GiB", "blocks": "块数",
+    "GiB of the GPU's {total}": "GPU 的 {total} 中的 GiB",
     "requests of max_model_len": "max_model_len 长的请求数", "{blocks} blocks, {r} requests": "{blocks} 个块，{r} 个请求",
     "total memory": "总显存", "× {u} = requested": "× {u} = 申请的显存", "− weights ({dtype})": "− 权重（{dtype}）",
     "− activations reserve": "− 激活预留", "= available for KV": "= 可用于 KV 的显存",

@@ -10,6 +10,48 @@ import os
 import re
 
 ZH_OUTPUTS: dict[str, str] = {
+    # -- the build-it exercises of the real machinery (lib/exercises/machinery.py) --
+    "Your KV cache in your greedy loop, on the real model": "在你自己的贪心循环里用你自己的 KV 缓存，跑真实模型",
+    "write _write(layer, k, v): append k and v (1, n_kv_heads, T, head_dim) to what the layer holds along dim 2 "
+    "(torch.cat) and return both; kv(layer) returns them. The loop: one cache, one prefill model(prompt, "
+    "cache=cache), then each step the argmax of the last logits, fed alone.":
+        "写 _write(layer, k, v)：把 k 和 v（形状 (1, n_kv_heads, T, head_dim)）沿第 2 维（torch.cat）接到这一层已有的键和值"
+        "后面，并把两者返回；kv(layer) 返回它们。循环：只建一个缓存，先预填充一次 model(prompt, cache=cache)，之后每步取最后"
+        "一个位置 logits 的 argmax，单独输入。",
+    "One speculative round: verify, accept, roll back": "一轮投机解码：验证、接受、回滚",
+    "feed [pending, *drafts] in one call with the cache; row i of the logits is the target's choice after the i-th "
+    "prefix. Keep drafts while they equal those choices, then add the target's choice at the first mismatch (or "
+    "after the last draft). Finally crop the cache to its length before the call + 1 + the number kept.":
+        "连同缓存一次输入 [pending, *drafts]；logits 的第 i 行是目标模型在第 i 个前缀之后的选择。草稿与这些选择相同就保留，"
+        "在第一个不同之处（或最后一个草稿之后）加上目标模型的选择。最后把缓存裁剪到：调用前的长度 + 1 + 保留的草稿数。",
+    "Gather a sequence's keys through its block table": "按块表收集一个序列的键",
+    "index the pool with the table (pool_k[table] keeps the table's order), move the heads first (transpose(0, 1)), "
+    "lay the blocks end to end (reshape to (heads, blocks × block_size, head_dim)) and keep the first n_tokens "
+    "positions: the last block is only partly full.":
+        "用块表索引池子（pool_k[table] 保持块表的顺序），把头挪到最前（transpose(0, 1)），把各块首尾相接（reshape 成 "
+        "(heads, blocks × block_size, head_dim)），只保留前 n_tokens 个位置：最后一块只装了一部分。",
+    "your new tokens": "你生成的新 token", "the tokens your round returns": "你这一轮返回的 token",
+    "the cached keys of layer {l}": "第 {l} 层缓存的键",
+    "your loop never handed the model a cache: pass cache=your_cache to every call":
+        "你的循环从没把缓存交给模型：每次调用都要传 cache=your_cache",
+    "your loop used more than one cache: make one before the prefill and pass it to every call":
+        "你的循环用了不止一个缓存：在预填充之前建一个，之后每次调用都传同一个",
+    "that is lib's {name}: the exercise is to use your own class (a subclass of CacheBase)":
+        "这是 lib 的 {name}：这道练习要用你自己的类（CacheBase 的子类）",
+    "the first call fed {n} tokens: the prefill feeds the whole prompt ({m} here)":
+        "第一次调用输入了 {n} 个 token：预填充要输入整段提示词（这里是 {m} 个）",
+    "call {i} fed {n} tokens: with a cache, every step after the prefill feeds only the newest token":
+        "第 {i} 次调用输入了 {n} 个 token：有了缓存，预填充之后的每一步只输入最新的一个 token",
+    "the real model lm, prompt {prompt} ({n_ids} tokens), {n} new tokens":
+        "真实模型 lm，提示词 {prompt}（{n_ids} 个 token），生成 {n} 个新 token",
+    "after your round the cache holds {n} positions: roll it back (cache.crop) so it holds the text up to the "
+    "pending token and the kept drafts, nothing rejected":
+        "这一轮之后缓存里有 {n} 个位置：用 cache.crop 回滚，只留下到 pending 为止的文本和被保留的草稿，不留任何被拒绝的位置",
+    "every draft is what the target would say": "每个草稿都是目标模型自己会说的", "the third draft is wrong": "第三个草稿是错的",
+    "the first draft is wrong": "第一个草稿就错了",
+    "the real model lm after {prompt}, {n} drafts, {what}": "真实模型 lm，接在 {prompt} 之后，{n} 个草稿，{what}",
+    "the real model's layer-0 key pool (blocks of 4), a sequence of {n} tokens in blocks {blocks}":
+        "真实模型第 0 层的键池（每块 4 个位置），一个 {n} 个 token 的序列，位于块 {blocks}",
     # -- this round's table words: 07's watermark table, 08's attention regimes, 11's start-up column --
     "tokens recomputed": "重计算的 token", "seconds on an H100": "H100 上的秒数", "FLOP/byte": "FLOP/字节",
     "attention in decode": "解码中的注意力", "MHA, one cache per sequence": "MHA，每个序列一份缓存",
@@ -341,9 +383,9 @@ ZH_OUTPUTS: dict[str, str] = {
 ZH_PRINTED: dict[str, str] = {
     # -- lines printed by this round's cells (07's times and watermark, 08's attention regimes) --
     "steps to serve all 400:      max {0:,}, paged {1:,} ({2:.1f}x fewer)":
-        "服务完全部 400 个所需步数：  max {0}，分页 {1}（为 max 的 1/{2}）",
+        "服务完全部 400 个所需步数：  max {0}，分页 {1}（max 是分页的 {2} 倍）",
     "time on an H100, llama-2-13b: max {0:.1f} s, paged {1:.1f} s ({2:.1f}x less), prefills and recomputation charged":
-        "在 H100 上跑 llama-2-13b 的时间：max {0} 秒，分页 {1} 秒（为 max 的 1/{2}），预填充和重计算都已计入",
+        "在 H100 上跑 llama-2-13b 的时间：max {0} 秒，分页 {1} 秒（max 用时是分页的 {2} 倍），预填充和重计算都已计入",
     "GQA, {0} sequences share a {1}-token prompt": "GQA，{0} 个序列共用一段 {1} token 的提示词",
     "GQA, speculative verify of k={0}": "GQA，投机解码验证 k={0}",
     # -- templates of table cells --
