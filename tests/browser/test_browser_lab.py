@@ -1,5 +1,5 @@
 """Every notebook in JupyterLab, in headless Chromium: the English ones in the light and the dark theme, the Chinese
-edition's (notebooks/zh/) that hold a widget the test must drive (MUST_DRIVE) in the light theme (their code is the
+edition's (notebooks/zh/) listed in ZH_IN_LAB in the light theme (their code is the
 English code, whose dark-theme look is proven on the English twins); restart the kernel, run all cells, then check
 what a reader would see and drive every widget once (a Chinese notebook's widgets are found and driven by their
 Chinese labels, computed with lib.widgets.i18n).
@@ -28,7 +28,7 @@ import pytest
 
 import kvlab_browser as kb
 from drive import drive, kind_of
-from expected import EXPECTED, MUST_DRIVE, MUST_FIT, counted, output_kind
+from expected import EXPECTED, MUST_DRIVE, MUST_FIT, ZH_IN_LAB, counted, output_kind
 
 RUN_ALL_TIMEOUT_MS = 300_000  # one notebook; its own budget is 40 s on an idle machine
 DRIVEN: dict[tuple, set] = {}  # (edition, notebook) -> widget kinds driven in it (for every notebook that passed)
@@ -36,11 +36,11 @@ DRIVEN: dict[tuple, set] = {}  # (edition, notebook) -> widget kinds driven in i
 # as a reader does with Settings -> Theme (figures are white cards in both themes, lib.widgets.style; the widgets'
 # text follows the theme's CSS at once). The variant names the screenshots: lab-<variant>-…
 # The Chinese edition's code cells and outputs are the English ones (tests/test_edition.py) and nbval runs every one
-# of them; in JupyterLab it is opened where a widget must be found and driven by its Chinese labels (MUST_DRIVE),
-# which keeps the browser test's share of `make test` within its budget now that notebooks run the real model.
+# of them; in JupyterLab it opens the notebooks of ZH_IN_LAB, whose widgets are found and driven by their Chinese
+# labels, which keeps the browser test's share of `make test` within its budget now that notebooks run the real model.
 EDITIONS = [("en", ("light", "dark")), ("zh", ("light",))]
 CASES = [(lang, themes, name) for lang, themes in EDITIONS for name in kb.notebook_names(lang)
-         if lang == "en" or name in MUST_DRIVE]
+         if lang == "en" or name in ZH_IN_LAB]
 NEWS = "official Jupyter news"  # JupyterLab's prompt: "Would you like to get notified about official Jupyter news?"
 
 # Switch JupyterLab's theme (what Settings -> Theme does; it is stored in the server's settings folder).
