@@ -24,7 +24,7 @@ from ..cache import KVCache
 from ..model import ForwardRecord
 from ..sinks import drift_sweep
 from ..text import sig, text_table
-from . import check_controls, frame_slider, play_buttons, style
+from . import FrameStepping, check_controls, frame_slider, play_buttons, style
 from .i18n import t
 
 MAX_TOKENS = 64  # one frame per token: capped as every animation of the course
@@ -299,7 +299,7 @@ def ring_html(f: RingFrame) -> str:
             f'<div style="font-size:0.85em;margin:4px 0 8px 0">{ring_legend_html()}</div>{bars}</div>')
 
 
-class RingStepper:
+class RingStepper(FrameStepping):
     """The live ring buffer: ``ids`` fed one token at a time through a windowed ``KVCache`` with 0..4 sinks.
 
     Python API (no browser needed): ``set(window=, sinks=, layer=, head=)`` (one re-run of the model on the text;
@@ -362,24 +362,6 @@ class RingStepper:
                 box.value = new[key]
         self._draw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
-
-    @property
-    def step(self) -> int:
-        return self.slider.value
-
-    @step.setter
-    def step(self, value: int):
-        self.slider.value = checks.integer(value, "step", 0, len(self.frames) - 1)
-
-    def next(self) -> int:
-        if self.slider.value < len(self.frames) - 1:
-            self.slider.value += 1
-        return self.slider.value
-
-    def back(self) -> int:
-        if self.slider.value > 0:
-            self.slider.value -= 1
-        return self.slider.value
 
     def state(self) -> dict:
         return dict(settings=dict(self.values), step=self.slider.value, n_steps=len(self.frames),

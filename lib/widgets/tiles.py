@@ -27,7 +27,7 @@ import torch
 from .. import checks, flash
 from ..model import ForwardRecord
 from ..text import fmt_bytes, sig, text_table
-from . import check_controls, frame_slider, play_buttons, style
+from . import FrameStepping, check_controls, frame_slider, play_buttons, style
 from .i18n import t
 
 MAX_TOKENS = 64  # the stepper's window: a 64-token grid stays readable and its frames small (CONTRIBUTING.md)
@@ -400,7 +400,7 @@ def chunk_html(f: ChunkFrame) -> str:
             + "</div></div>")
 
 
-class TileStepper:
+class TileStepper(FrameStepping):
     """The live tile stepper: FlashAttention (or FlashDecoding) on a real layer of ``model``, one tile at a time.
 
     Python API (no browser needed): ``set(layer=, head=, block_size=, row=, view=)`` (one re-run; bad values raise
@@ -478,24 +478,6 @@ class TileStepper:
         self._rerun()
 
     _quiet = False
-
-    @property
-    def step(self) -> int:
-        return self.slider.value
-
-    @step.setter
-    def step(self, value: int):
-        self.slider.value = checks.integer(value, "step", 0, len(self.frames) - 1)
-
-    def next(self) -> int:
-        if self.slider.value < len(self.frames) - 1:
-            self.slider.value += 1
-        return self.slider.value
-
-    def back(self) -> int:
-        if self.slider.value > 0:
-            self.slider.value -= 1
-        return self.slider.value
 
     def state(self) -> dict:
         f = self.frames[self.slider.value]
