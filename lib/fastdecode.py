@@ -2,7 +2,7 @@
 
 Why it exists. A decode step feeds one token, so every linear layer is a matrix-vector product: each weight
 is read once and used for one multiply-add. The step is bound by how fast the weights come out of memory,
-not by arithmetic (notebook 08, the roofline). On the 2-core machine this project is built on, PyTorch's
+not by arithmetic (notebook 06, the roofline). On the 2-core machine this project is built on, PyTorch's
 one-token ``F.linear`` (``x @ W.T`` with W stored (out, in)) streams a GPT-2-sized model at about 15 GB/s
 with one thread and no faster with two, while a plain sum over memory reads 25 to 39 GB/s on two cores
 (a shared machine: it varies; ``python -m tools.bench`` measures both): one core alone cannot pull all of

@@ -240,7 +240,7 @@ def bridge_rows() -> list[dict]:
 
 
 def bridge_notes(width: int = 110) -> str:
-    """Per idea of the map: what vLLM does and how lib differs, as notebook 11 prints it (the English wrapped at
+    """Per idea of the map: what vLLM does and how lib differs, as notebook 13 prints it (the English wrapped at
     ``width`` columns; in the notebook's language, through ``lib.widgets.i18n``)."""
     out = []
     for m in BRIDGE:

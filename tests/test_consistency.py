@@ -297,7 +297,7 @@ RIDGE_RE = re.compile(r"ridge(?: point)?(?: of the (?P<m>H[12]00) SXM)?:?\s*(?:â
 
 def test_every_ridge_point_is_a_reference_machine_s(scanned):
     """Every "ridge ... N FLOP/byte" is the ridge of the machine it names (else the default GPU's), and the
-    default GPU's ridge is printed in notebooks 04 and 08."""
+    default GPU's ridge is printed in notebooks 04 and 09."""
     units, tables = scanned[1], scanned[2]
     ridges = {name.split()[0]: m.ridge for name, m in REFERENCE_MACHINES.items()}
     default = DEFAULT_GPU.name.split()[0]

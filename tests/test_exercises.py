@@ -68,3 +68,24 @@ def test_unknown_names_and_non_functions():
         ex.check("nope", print)
     if NAMES:
         assert "needs your function itself" in ex.check(NAMES[0], 42, quiet=True).message
+
+
+def test_reveal_says_right_wrong_or_missing_then_the_answer(capsys):
+    from lib.widgets.i18n import speaking
+    r = ex.reveal(None, 4)
+    out = capsys.readouterr().out
+    assert not r and "No prediction yet" in out and "the answer: 4" in out
+    assert ex.reveal(4, 4) and "✓ Right." in capsys.readouterr().out
+    r = ex.reveal(3, 4, why="each round adds one token")
+    out = capsys.readouterr().out
+    assert not r and "you said 3" in out and out.rstrip().endswith("each round adds one token")
+    assert ex.reveal(0.83, 0.8, rel=0.05) and not ex.reveal(0.9, 0.8, rel=0.05)
+    assert ex.reveal((2, 5), (2, 5)) and not ex.reveal((2, 4), (2, 5))
+    assert ex.reveal(1_234_567, 1_234_567, what="bytes")
+    assert "bytes: 1,234,567" in capsys.readouterr().out
+    with speaking("zh"):
+        ex.reveal(None, 4)
+    out = capsys.readouterr().out
+    assert "还没有预测" in out and "答案：4" in out
+    with pytest.raises(ValueError, match="rel must be"):
+        ex.reveal(1, 1, rel=2)

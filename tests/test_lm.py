@@ -149,7 +149,7 @@ WINDOW_DRIFT_AT_MOST = 0.05
 
 
 # ------------------------------------------------------------------------- speculative, int8, bytes
-# speculative decoding on held-out text: tests/test_lm_speculative.py (the prompts notebook 06 measures)
+# speculative decoding on held-out text: tests/test_lm_speculative.py (the prompts notebook 07 measures)
 
 
 def test_int8_cache_on_held_out_text():

@@ -1,6 +1,6 @@
-"""FlashAttention and FlashDecoding on the real model (notebook 09): on a 512-token window of held-out text the
+"""FlashAttention and FlashDecoding on the real model (notebook 11): on a 512-token window of held-out text the
 tiles give every layer's own attention, and at the full context a decode step's softmax sits mostly on the most
-recent chunk of the cache (what the merge weights of notebook 09 show)."""
+recent chunk of the cache (what the merge weights of notebook 11 show)."""
 import functools
 
 import torch

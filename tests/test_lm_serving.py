@@ -1,4 +1,4 @@
-"""Serving with the lengths of real text (notebook 07): held-out passages and the pairs taken from them, the
+"""Serving with the lengths of real text (notebook 09): held-out passages and the pairs taken from them, the
 simulated stream whose lengths they give, and real requests for the real model, whose counts follow from the
 lengths alone (the model never writes <eos>)."""
 import statistics

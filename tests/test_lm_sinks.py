@@ -1,4 +1,4 @@
-"""lib.sinks over several sequences at once (what notebook 10 measures the real model with), and the claims notebook
+"""lib.sinks over several sequences at once (what notebook 12 measures the real model with), and the claims notebook
 10 makes from it: the toy has a sink and breaks without it; the real model (assets/lm.safetensors) loses only the
 text a window evicts, and sinks do not change that. The real model's sink share itself is tests/test_lm.py's."""
 import functools
@@ -78,7 +78,7 @@ def test_nll_by_position_is_each_positions_loss():
     assert d["nll_by_position"] == pytest.approx(want.tolist(), abs=1e-5)
 
 
-# ------------------------------------------------------------------------------ what notebook 10 says of both models
+# ------------------------------------------------------------------------------ what notebook 12 says of both models
 @functools.lru_cache(maxsize=None)
 def real():
     return lib.load_demo("lm")
@@ -106,7 +106,7 @@ def test_a_window_costs_the_real_model_only_the_text_it_evicts(lang):
 
 def test_the_toy_has_a_sink_and_breaks_without_it():
     model, tok = lib.load_demo("chat")
-    run = lib.generate(model, tok.encode("<s>"), 63).sequences  # notebook 10's run: 人工智能, then <eos>
+    run = lib.generate(model, tok.encode("<s>"), 63).sequences  # notebook 12's run: 人工智能, then <eos>
     assert float(sink_share(model, run).max()) > 0.3 > 5 * uniform_share(64)
     full, alone, sink = drift_sweep(model, run, [(None, 0), (8, 0), (8, 1)])
     assert alone["perplexity"] > 2 * full["perplexity"]  # <s> evicted from 8 slots: far worse

@@ -1,4 +1,4 @@
-"""Speculative decoding on the real model (notebook 06): the draft ``lm-draft`` against ``lm`` on held-out text,
+"""Speculative decoding on the real model (notebook 07): the draft ``lm-draft`` against ``lm`` on held-out text,
 with the prompts the notebook uses (the first 48 characters of held-out passages, English and Chinese in turn).
 What the notebook says: α is well below 1 (unlike the toy pair's memorised lines), higher in English than in
 Chinese, the formula predicts the tokens per full round from α, and the greedy counts it stores do not hinge on a

@@ -338,7 +338,7 @@ def test_next_token_probs_are_the_targets(demo):
 
 def test_sampled_output_is_distributed_as_the_target_demo_draft(demo):
     """Chi-square over 300 seeded runs: first two tokens after <s> (k=1: accept / resample / bonus), as in
-    notebook 06."""
+    notebook 07."""
     target, draft, tok = demo
     check = distribution_check(target, draft, tok.encode("<s>"), runs=300, n_tokens=2, k=1, seed=0)
     chi = check.chi

@@ -48,7 +48,7 @@ OBJECT_REPR = ("image/png", "image/svg+xml", "application/vnd.plotly.v1+json",
 # cells whose output is (also) text the model wrote, by a piece of their source
 MODEL_TEXT = {
     "00_index": ['lm_tok.decode(out.sequences[0].tolist()).removeprefix("<s>")'],
-    "07_paged_attention": ["print(tok.decode(s.tolist()))"],  # the chat toy's four samples
+    "09_paged_cache": ["print(tok.decode(s.tolist()))"],  # the chat toy's four samples
 }
 
 

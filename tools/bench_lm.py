@@ -92,7 +92,7 @@ def widget_section(model, tok, draft, runs: int) -> list[dict]:
         med, low, high = _timed(change, runs)
         rows.append({"widget": name, "median ms": round(med * 1e3), "range ms": [round(low * 1e3), round(high * 1e3)],
                      "under 1 s": high < 1.0})
-    # the two that take a text rather than a prompt re-run the model when a setting changes (notebooks 09 and 10)
+    # the two that take a text rather than a prompt re-run the model when a setting changes (notebooks 11 and 12)
     from lib.corpus import heldout_text
     from lib.lm import windows
     from lib.widgets import ring, tiles

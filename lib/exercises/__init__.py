@@ -12,6 +12,11 @@ description, what differed (a shape, a dtype, how far off the values are, an exc
 prints the expected answer, and it never raises: a wrong try is a message, not a traceback. A worked solution
 sits in a collapsed cell after each exercise.
 
+A *prediction* is asked before its answer is shown: the learner writes a guess into ``your_x = None`` in one cell
+(its question in the markdown above); the answer is computed in a later cell whose source is collapsed and which
+ends in ``lib.exercises.reveal(your_x, truth, ...)``: it says whether the guess was right (within a stated
+tolerance) and then gives the answer, so a learner who skipped the guess still learns it.
+
 Each topic registers its exercises in its own module of this package (``lib/exercises/<topic>.py``) with the
 ``exercise`` decorator; ``check`` finds them all.
 """
@@ -24,9 +29,9 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from ..widgets.i18n import t
+from ..widgets.i18n import language, t
 
-__all__ = ["Case", "Result", "exercise", "check", "names", "solution", "compare", "Mismatch"]
+__all__ = ["Case", "Result", "exercise", "check", "names", "solution", "compare", "Mismatch", "reveal"]
 
 
 @dataclass
@@ -223,3 +228,52 @@ def _run(ex: _Exercise, fn, cases: list[Case]) -> Result:
                                                title=title, i=i, n=n, case=case.description, problem=m, hint=hint))
     return Result(ex.name, True, n, t("✓ {title}: the hidden case passes.", title=title) if n == 1 else
                   t("✓ {title}: all {n} hidden cases pass.", title=title, n=n))
+
+
+def _show(x) -> str:
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, float):
+        return f"{x:,.4g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.3g}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, (tuple, list)):
+        return "(" + ", ".join(_show(v) for v in x) + ")" if isinstance(x, tuple) else "[" + ", ".join(_show(v) for v in x) + "]"
+    return str(x)
+
+
+def _close(got, want, rel: float) -> bool:
+    if isinstance(want, (tuple, list)):
+        return isinstance(got, (tuple, list)) and len(got) == len(want) and all(_close(g, w, rel) for g, w in zip(got, want))
+    if isinstance(want, bool) or isinstance(got, bool):
+        return got is want
+    if isinstance(want, (int, float)):
+        try:
+            g = float(got)
+        except (TypeError, ValueError):
+            return False
+        return abs(g - want) <= rel * abs(want) if rel else g == want
+    return got == want
+
+
+def reveal(yours, truth, *, rel: float = 0.0, why: str | None = None, what: str | None = None) -> Result:
+    """The answer cell of a prediction: compare the learner's guess ``yours`` (``None`` = no guess made) with
+    ``truth`` (a number, a string, a bool or a tuple of them), ``rel`` the relative tolerance for numbers
+    (0 = exact), and print the verdict followed by the answer and ``why`` (one sentence that explains it, in the
+    notebook's language: pass it through ``t`` or write it in the cell). Never raises for a wrong guess."""
+    if not isinstance(rel, (int, float)) or isinstance(rel, bool) or not 0 <= rel < 1:
+        raise ValueError(f"rel must be a relative tolerance in [0, 1), got {rel!r}")
+    what = t("the answer") if what is None else what
+    answer = what + ("：" if language() == "zh" else ": ") + _show(truth)
+    if yours is None:
+        verdict, passed = t("No prediction yet (set it in the cell above and run this one again)."), False
+    elif _close(yours, truth, rel):
+        verdict, passed = (t("✓ Right.") if not rel else
+                           t("✓ Right, within {pct}.", pct=f"{rel:.0%}")), True
+    else:
+        verdict, passed = t("✗ Not quite: you said {yours}.", yours=_show(yours)), False
+    message = "\n".join(x for x in (verdict, answer, why) if x)
+    print(message)
+    result = Result("prediction", passed, 1, message)
+    result.printed = True
+    return result

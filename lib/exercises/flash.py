@@ -1,4 +1,4 @@
-"""Notebook 09's build-it exercise: merge two partial softmax results (m, l, acc), the step at the heart of
+"""Notebook 11's build-it exercise: merge two partial softmax results (m, l, acc), the step at the heart of
 FlashAttention's online softmax and of FlashDecoding's split-K merge."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..widgets.i18n import t
 
 
 def merge_states(a, b):
-    """The worked solution (notebook 09 shows the same code in its collapsed cell)."""
+    """The worked solution (notebook 11 shows the same code in its collapsed cell)."""
     (m_a, l_a, acc_a), (m_b, l_b, acc_b) = a, b
     m = torch.maximum(m_a, m_b)  # the merged state's maximum
     c_a, c_b = torch.exp(m_a - m), torch.exp(m_b - m)  # rescale each side to the new maximum (both <= 1)

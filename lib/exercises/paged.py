@@ -1,4 +1,4 @@
-"""Build-it exercises of notebook 07 (the paged KV cache): find a token's slot through a block table, and count
+"""Build-it exercises of notebook 09 (the paged KV cache): find a token's slot through a block table, and count
 the blocks a sequence takes. The hidden cases come from ``lib.paged.BlockTable.locate`` and
 ``lib.serving.block_size_tradeoff``."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Build-it exercise of notebook 08 (the roofline): the arithmetic intensity of a weight product at batch B and
+"""Build-it exercise of notebook 06 (the roofline): the arithmetic intensity of a weight product at batch B and
 whether a machine runs it compute-bound. The hidden cases come from ``lib.costs.step_cost`` (its FFN operator,
 a pair of weight products) and ``lib.roofline.Machine``."""
 from __future__ import annotations

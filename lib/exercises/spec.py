@@ -1,4 +1,4 @@
-"""Build-it exercises of notebook 06 (speculative decoding): the acceptance rule and the expected number of
+"""Build-it exercises of notebook 07 (speculative decoding): the acceptance rule and the expected number of
 tokens one target pass yields. The hidden cases come from ``lib.speculative`` and ``lib.sampling``."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exercise of notebook 11 (the bridge to vLLM): the number of KV blocks vLLM allocates at start-up."""
+"""Exercise of notebook 13 (the bridge to vLLM): the number of KV blocks vLLM allocates at start-up."""
 from __future__ import annotations
 
 import math

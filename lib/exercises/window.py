@@ -1,4 +1,4 @@
-"""Build-it exercises of notebook 10: where a position lives in a sliding window's ring buffer (with attention
+"""Build-it exercises of notebook 12: where a position lives in a sliding window's ring buffer (with attention
 sinks), and the sliding-window mask of a chunk of queries over the keys a cache hands back.
 
 Every hidden case comes from lib's own code: ``KVCache.slot`` of a real ring-buffer cache, and the mask

@@ -1,4 +1,4 @@
-"""The capacity explorer (notebook 11): how much KV cache vLLM gets on a GPU, and how many requests that holds.
+"""The capacity explorer (notebook 13): how much KV cache vLLM gets on a GPU, and how many requests that holds.
 
 Every number comes from ``lib.vllm_bridge.kv_capacity`` (``lib.kv_capacity``), the one home of vLLM's formula
 (requested = ceil(total × gpu_memory_utilization), available = requested − weights − activations, num_blocks =

@@ -299,7 +299,7 @@ ZH: dict[str, str] = {
     "pair {pair}: {deg:.1f}° per position": "第 {pair} 对：每个位置转 {deg:.1f}°",
     "one key written at positions {a}..{b}: each pair of its numbers turned by position × angle":
         "同一个键写在位置 {a}..{b}：它的每一对数都转过“位置 × 角度”",
-    # -- notebooks 09-11's widgets (issue 25): the tile stepper, the ring buffer, the capacity explorer --
+    # -- notebooks 11-11's widgets (issue 25): the tile stepper, the ring buffer, the capacity explorer --
     # the tile stepper (lib/widgets/tiles.py)
     "step {i} of {n}: query tile {a} (rows {q0}..{q1}) × key tile {b} (keys {k0}..{k1}): {what}":
         "第 {i} 步（共 {n} 步）：查询分块 {a}（行 {q0}..{q1}）× 键分块 {b}（键 {k0}..{k1}）：{what}",

@@ -372,6 +372,12 @@ ZH_OUTPUTS: dict[str, str] = {
     "position {position}, a window of {window} slots, {what}": "位置 {position}，窗口 {window} 个槽位，{what}",
     "queries at positions {q0}..{q1}, keys at positions {k0}..{q1}, window {window}":
         "查询在位置 {q0}..{q1}，键在位置 {k0}..{q1}，窗口 {window}",
+    # lib.exercises.reveal: a prediction's answer cell
+    "the answer": "答案",
+    "No prediction yet (set it in the cell above and run this one again).": "还没有预测（在上面的单元格里填好，再运行这一格）。",
+    "✓ Right.": "✓ 对了。",
+    "✓ Right, within {pct}.": "✓ 对了，误差在 {pct} 以内。",
+    "✗ Not quite: you said {yours}.": "✗ 不太对：你填的是 {yours}。",
 }
 
 # The lines a notebook cell prints with an f-string, as templates: ``{0}``, ``{1:>12,}`` ... stand for the
@@ -650,7 +656,7 @@ ZH_PRINTED: dict[str, str] = {
     "fill in a number of tokens, then run this cell again": "填一个 token 数，再运行这个单元格",
     "skipped: no model of your own loaded": "已跳过：没有加载你自己的模型",
     "cache after {0} tokens: {1:,} bytes (= kv_cache_bytes)": "{0} 个 token 之后的缓存：{1} 字节（= kv_cache_bytes）",
-    # -- 06_misconceptions --
+    # -- 07_misconceptions --
     "{0:12s} {1:>9,} parameters, {2} layer(s), d_model {3}, vocabulary {4:,}": "{0} {1} 个参数，{2} 层，d_model {3}，词表 {4}",
     "{0} tensors in state_dict, from these modules: {1}": "state_dict 中有 {0} 个张量，来自这些模块：{1}",
     "buffers: {0}": "缓冲区：{0}",
@@ -708,7 +714,7 @@ ZH_PRINTED: dict[str, str] = {
     "fill in a probability and a token id, then run this cell again": "填一个概率和一个 token id，再运行这个单元格",
     "fill in a number of requests, then run this cell again": "填一个请求数，再运行这个单元格",
     "fill in matches, then run this cell again": "填好 matches，再运行这个单元格",
-    # -- 07_paged_attention --
+    # -- 09_paged_cache --
     "llama-2-13b, fp16: 2 x {0} layers x {1} KV heads x {2} x 2 bytes = {3:,} bytes ({4:.0f} KiB) per token":
         "llama-2-13b，fp16：2 × {0} 层 × {1} 个 KV 头 × {2} × 2 字节 = 每个 token {3} 字节（{4} KiB）",
     "one region of 2048 positions: {0:.2f} GiB": "一段 2048 个位置的区域：{0} GiB",
@@ -752,7 +758,7 @@ ZH_PRINTED: dict[str, str] = {
     "  at best on an H100 (every FLOP at peak, PCIe 5.0 at {0:.0f} GB/s each way): recompute {1:.2f} s, swap {2:.2f} s":
         "  在 H100 上最好的情况（每个 FLOP 都跑在峰值，PCIe 5.0 单向 {0} GB/s）：重计算 {1} s，换出 {2} s",
     "every completion equals lib.generate under both ways of preempting": "两种抢占方式下，每个补全都与 lib.generate 相同",
-    # -- 08_roofline --
+    # -- 06_roofline --
     "FLOPs {0}; bytes: weights read {1} + KV read {2} + KV write {3}": "FLOPs {0}；字节：读取权重 {1} + 读取 KV {2} + 写入 KV {3}",
     "arithmetic intensity {0:.4f} FLOP/byte": "算术强度 {0} FLOP/字节",
     "intensity {0:.4f} FLOP/byte; KV reads are {1:.1f}% of the bytes moved": "强度 {0} FLOP/字节；KV 读取占搬运字节数的 {1}%",
@@ -775,7 +781,7 @@ ZH_PRINTED: dict[str, str] = {
     "Exercise 3: put a preset name in `answer` and run the cell again": "练习 3：把一个预设名填进 `answer`，再运行这个单元格",
     "Exercise 4: put a context length in `answer` and run the cell again": "练习 4：把一个上下文长度填进 `answer`，再运行这个单元格",
     "correct; inside the window: {0}": "正确；在窗口内：{0}",
-    # -- 09_flash_attention --
+    # -- 11_flash_attention --
     "Q, K, V and O: {0};  S and P, written and read back: {1} ({2:.1f}% of the traffic)": "Q、K、V 和 O：{0}；  S 和 P 写出再读回：{1}（占流量的 {2}%）",
     "plain / flash: {0:.2f}x the bytes; the score matrix is never written": "普通 / flash：字节数为 {0} 倍；分数矩阵从不写出",
     "softmax(scores) · values = {0:.4f}, the same as the last acc / l": "softmax(scores) · values = {0}，与最后的 acc / l 相同",
@@ -795,7 +801,7 @@ ZH_PRINTED: dict[str, str] = {
     "Exercise 3: fill in `computed` and `skipped` and run the cell again": "练习 3：填好 `computed` 和 `skipped`，再运行这个单元格",
     "Exercise 4: put the number of chunks in `n_chunks` and run the cell again": "练习 4：把段数填进 `n_chunks`，再运行这个单元格",
     "correct, and every chunk size gives the same output": "正确，而且每种段大小的输出都相同",
-    # -- 10_sliding_window --
+    # -- 12_sliding_window --
     "{0} layers, {1} heads, max_seq_len {2} | sliding_window: {3}": "{0} 层，{1} 个头，max_seq_len {2} | sliding_window：{3}",
     "keys each query sees, causal:   {0}": "每个查询看到的键，因果：     {0}",
     "keys each query sees, window 4: {0}": "每个查询看到的键，窗口 4：   {0}",
@@ -814,7 +820,7 @@ ZH_PRINTED: dict[str, str] = {
     "{0} ... (64 tokens)": "{0} ...（64 个 token）",
     "Exercise 3: put your number of bytes in `answer` and run the cell again": "练习 3：把你算的字节数填进 `answer`，再运行这个单元格",
     "Exercise 4: put your W in `answer` and run the cell again": "练习 4：把你的 W 填进 `answer`，再运行这个单元格",
-    # -- 11_vllm_bridge --
+    # -- 13_vllm_bridge --
     "read from vLLM {0} ({1} ideas)": "读自 vLLM {0}（{1} 个概念）",
     "no vLLM source on this machine; the map was checked in full against vLLM {0}": "这台机器上没有 vLLM 源码；这份对照表已对照 vLLM {0} 完整检查过",
     "total GPU memory           {0:>12}": "GPU 总显存                 {0}",

@@ -1,4 +1,4 @@
-"""The ring buffer (notebook 10): a windowed cache fed token by token, with 0 to 4 attention sinks.
+"""The ring buffer (notebook 12): a windowed cache fed token by token, with 0 to 4 attention sinks.
 
 Everything comes from lib: the slots, the positions they hold and the slot the next token overwrites from a
 ``KVCache(..., window=W, sinks=n)`` itself (``held_positions``, ``slot``), the newest query's weights from the

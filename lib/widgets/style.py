@@ -663,7 +663,7 @@ def apply(scale: float = 1.0) -> None:
     pio.templates.default = "plotly_white+kvlab"
 
 
-# ------------------------------------------------------------------------ notebooks 09-11's widgets (issue 25)
+# ------------------------------------------------------------------------ notebooks 11-11's widgets (issue 25)
 # The tile stepper (09), the ring buffer (10) and the capacity explorer (11) draw with the concepts above; the two
 # ideas they add get their own entries here, each with every cue (colour, hatch, marker, line, label):
 # * a sink (10): a position a windowed cache keeps for good. It is pinned as a shared prefix is pinned, so it takes

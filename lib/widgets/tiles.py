@@ -1,4 +1,4 @@
-"""The tile stepper (notebook 09): FlashAttention on a real layer of the real model, one tile at a time, and
+"""The tile stepper (notebook 11): FlashAttention on a real layer of the real model, one tile at a time, and
 FlashDecoding's split-K merge, one chunk at a time.
 
 Every number comes from ``lib.flash``: the tiles and their running state from ``flash_tiles`` (the loop

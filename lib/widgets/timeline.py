@@ -1,4 +1,4 @@
-"""The request timeline of a serving run (notebook 07): one row per request, one column per forward pass, what the
+"""The request timeline of a serving run (notebook 09): one row per request, one column per forward pass, what the
 request was doing in each pass: waiting in the queue, prefilling (its first pass), decoding, or (static batching
 only) holding its batch slot after it finished, until the whole batch is done.
 

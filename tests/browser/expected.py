@@ -10,9 +10,9 @@ The browser test drives every widget view by what it shows (tests/browser/drive.
   stepper   Step / Back buttons: press them; the step and the drawing change
   heatmap   "layer" and "head" pickers: pick another layer and head; the heat-map's title and cells change
   memory    "model", "dtype" and a "requests" slider: move the slider; the page shows lib's numbers
-  tiles     Step / Back and a "tile size" picker (09): step, back, another tile size; the number of steps follows
-  ring      Step / Back and "window W" / "sinks" sliders (10): step, back, one sink more; the model runs again
-  capacity  "GPU", "gpu_memory_utilization", "KV dtype" (11): move the slider, pick a dtype; the page shows lib's numbers
+  tiles     Step / Back and a "tile size" picker (11): step, back, another tile size; the number of steps follows
+  ring      Step / Back and "window W" / "sinks" sliders (12): step, back, one sink more; the model runs again
+  capacity  "GPU", "gpu_memory_utilization", "KV dtype" (13): move the slider, pick a dtype; the page shows lib's numbers
   slider    anything else: move its sliders one notch until what it draws changes
 ``MUST_DRIVE``: the widget kinds that must have been found and driven in a notebook (kept by hand).
 
@@ -33,24 +33,26 @@ EXPECTED = {
     "03_kv_cache": {"images": 7, "plotly": 4, "widgets": 2},
     "04_worked_example": {"images": 0, "plotly": 1, "widgets": 1},
     "05_kv_cache_memory": {"images": 2, "plotly": 1, "widgets": 1},
-    "06_misconceptions": {"images": 2, "plotly": 1, "widgets": 1},
-    "07_paged_attention": {"images": 6, "plotly": 1, "widgets": 1},
-    "08_roofline": {"images": 3, "plotly": 1, "widgets": 1},
-    "09_flash_attention": {"images": 3, "plotly": 1, "widgets": 1},
-    "10_sliding_window": {"images": 4, "plotly": 1, "widgets": 1},
-    "11_vllm_bridge": {"images": 2, "plotly": 1, "widgets": 1},
+    "06_roofline": {"images": 3, "plotly": 1, "widgets": 1},
+    "07_misconceptions": {"images": 0, "plotly": 0, "widgets": 0},
+    "08_speculative_decoding": {"images": 2, "plotly": 1, "widgets": 1},
+    "09_paged_cache": {"images": 1, "plotly": 1, "widgets": 1},
+    "10_serving": {"images": 5, "plotly": 0, "widgets": 0},
+    "11_flash_attention": {"images": 3, "plotly": 1, "widgets": 1},
+    "12_sliding_window": {"images": 4, "plotly": 1, "widgets": 1},
+    "13_vllm_bridge": {"images": 2, "plotly": 1, "widgets": 1},
 }
 
 MUST_DRIVE = {
     "02_autoregressive_generation": {"player"},  # GenerationPlayer: Step, Back, Play
     "03_kv_cache": {"heatmap"},  # AttentionExplorer: another layer and head
     "05_kv_cache_memory": {"memory"},  # MemoryExplorer: the requests slider, the KV-cache format, lib's numbers
-    "07_paged_attention": {"stepper"},  # BlockPoolWidget: Step, Back
-    "10_sliding_window": {"ring"},  # RingStepper: Step, Back, one sink more (in Chinese: 前进 ▶, 汇点数)
+    "09_paged_cache": {"stepper"},  # BlockPoolWidget: Step, Back
+    "12_sliding_window": {"ring"},  # RingStepper: Step, Back, one sink more (in Chinese: 前进 ▶, 汇点数)
 }
-# 09's tile stepper ("tiles") and 11's capacity explorer ("capacity") are driven in the English run like every widget
+# 11's tile stepper ("tiles") and 13's capacity explorer ("capacity") are driven in the English run like every widget
 # found; they are not listed above, because a notebook listed here also runs in the Chinese edition in JupyterLab,
-# and the browser test's share of `make test` has no room for two more (10's ring stands for the three in Chinese).
+# and the browser test's share of `make test` has no room for two more (12's ring stands for the three in Chinese).
 
 # Widgets whose point is two things seen together: in JupyterLab at the browser test's 1,000-px-high window, from
 # the top of the first control to the bottom of the widget must fit the notebook panel's visible height
@@ -59,7 +61,7 @@ MUST_DRIVE = {
 # notebook runs under nbval; in the browser these two cover every kind of control the Chinese labels name (the
 # memory explorer's slider and dropdowns, the ring's Step/Back, layer, head and sinks, the same buttons and labels
 # the player, the heat-map and the block stepper use), which keeps the browser test within make test's budget.
-ZH_IN_LAB = {"05_kv_cache_memory", "10_sliding_window"}
+ZH_IN_LAB = {"05_kv_cache_memory", "12_sliding_window"}
 
 MUST_FIT = {"04_worked_example"}
 
