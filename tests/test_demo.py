@@ -142,3 +142,14 @@ def test_the_training_command_is_bit_reproducible_in_one_process(tmp_path, monke
     assert list(a) == list(b)
     for k in a:
         assert torch.equal(a[k], b[k]), f"{k} differs between two trainings in one process"
+
+
+def test_training_stopped_early_says_so_and_rejects_a_bad_count():
+    model, tok, info = train("tiny", verbose=False, steps=3)
+    assert info["steps"] == 3 and info["command"] == "python -m lib.train tiny"
+    with pytest.raises(ValueError, match="steps"):
+        train("tiny", verbose=False, steps=0)
+    with pytest.raises(ValueError, match="steps"):
+        train("tiny", verbose=False, steps=SPECS["tiny"].steps + 1)
+    with pytest.raises(ValueError, match="unknown demo 'nope'"):
+        train("nope")
