@@ -76,17 +76,17 @@ def quantities() -> list[Quantity]:
     kv = costs.kv_bytes_per_token(MODEL)
     return [
         Quantity("weights read per step", w_read, "bytes", (0.97 * w_read, 1.03 * w_mem),
-                 r"weights? read|read per step|weight bytes read", r"^weights read", ("04", "08")),
+                 r"weights? read|read per step|weight bytes read", r"^weights read", ("04", "06")),
         Quantity("weights in memory", w_mem, "bytes", (0.97 * w_read, 1.03 * w_mem),
                  r"weights? in memory|of (?:fp16 )?weights|weights:|\bweights\b|billion|parameters",
-                 r"^weights in memory", ("05", "06", "08")),
+                 r"^weights in memory", ("05", "06", "07")),
         Quantity("KV bytes per token (fp16)", kv, "bytes", (0.75 * kv, 1.25 * kv), r"per token|/token",
-                 r"KV per token|KV/token|^bytes \(fp16\)$|^size$", ("05", "06", "08"), owns_band=False),
+                 r"KV per token|KV/token|^bytes \(fp16\)$|^size$", ("05", "06", "07"), owns_band=False),
         Quantity("KV read = weights read (tokens)", costs.kv_read_crossover_tokens(MODEL), "tokens", (20_000, 30_000),
-                 r"\bread", r"KV read = weights read|^ctx @B=1$", ("05", "08")),
+                 r"\bread", r"KV read = weights read|^ctx @B=1$", ("05", "06")),
         Quantity("KV cache memory = weight memory (tokens)", costs.kv_memory_crossover_tokens(MODEL), "tokens",
                  (20_000, 30_000), r"memory|cache equals|KV = weights|matched by",
-                 r"KV memory = weight memory|KV = weights", ("05", "06", "08")),
+                 r"KV memory = weight memory|KV = weights", ("05", "06", "07")),
     ]
 
 
@@ -319,7 +319,7 @@ def test_every_ridge_point_is_a_reference_machine_s(scanned):
                     bad.append(f"{where}: ridge column {cell} for {named} (lib: {ridges[named]:.4g})")
     assert not bad, "\n".join(bad)
     with_default = {where[:2] for where, named in seen if named == default}
-    assert {"04", "08"} <= with_default, f"the default GPU's ridge appears in {sorted(with_default)} only"
+    assert {"04", "06"} <= with_default, f"the default GPU's ridge appears in {sorted(with_default)} only"
 
 
 # --------------------------------------------------------------------------- the scanner catches mistakes
