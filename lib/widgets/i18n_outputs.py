@@ -930,3 +930,7 @@ ZH_OUTPUTS.update({  # -- nb01 -- 01's predictions and questions (lib.exercises.
     "earlier rows: this is why their K and V can be kept in a cache.":
         "因果掩码让位置 t 只看到位置 0..t，后来追加的 token 改变不了前面任何一行。正因如此，前面位置的 K 和 V 可以存进缓存。",
 })
+
+ZH_OUTPUTS.update({  # -- nb01 -- the tokenization table's header (lib.tokenization.token_table)
+    "characters": "字符数", "UTF-8 bytes": "UTF-8 字节数", "lab": "本课程",
+})
