@@ -26,6 +26,7 @@ matplotlib.use("Agg")
 import lib  # noqa: E402
 from lib.widgets import attention, blocks, cost_curves, memory, player, roofline, sampling, speculative, style, worked  # noqa: E402
 from lib.widgets import capacity, ring, rope, tiles, timeline  # noqa: E402
+from lib.widgets import decoder_diagram  # noqa: E402  -- nb01 --
 from lib import serving  # noqa: E402
 
 MEASURED: dict[str, dict] = {}
@@ -76,6 +77,9 @@ FACTORIES = {
     "tiles.plot_tiles": lambda r: tiles.plot_tiles(r["tiles"]),
     "ring.plot_ring": lambda r: ring.plot_ring(r["ring"], every=6),
     "capacity.plot_capacity": lambda r: capacity.plot_capacity(r["caps"]),
+    # -- nb01 -- the decoder block as a diagram (notebook 01), for the toy and for a GQA/RoPE/SwiGLU shape
+    "decoder_diagram.decoder_diagram": lambda r: decoder_diagram.decoder_diagram(r["model"].config),
+    "decoder_diagram.decoder_diagram (llama-3-8b)": lambda r: decoder_diagram.decoder_diagram(lib.PRESETS["llama-3-8b"]),
     # plotly (tier 2)
     "player.player_figure": lambda r: player.player_figure(r["cached"], r["tok"], r["uncached"]),
     "attention.attention_figure": lambda r: attention.attention_figure(r["att"], r["tok"]),

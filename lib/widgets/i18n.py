@@ -415,3 +415,19 @@ def t(text: str, /, **fields) -> str:
     if CONTEXT in out:  # English with a context (or an untranslated one): the text after the separator
         out = out.split(CONTEXT, 1)[1]
     return out.format(**fields) if fields else out
+
+
+ZH.update({  # -- nb01 -- the decoder block as a diagram (lib/widgets/decoder_diagram.py)
+    "one decoder block (layer ℓ)": "一个解码器块（第 ℓ 层）", "h {shape}": "残差流 h {shape}",
+    "causal attention, {h} heads\nsoftmax(QKᵀ/√{d} + mask) · V": "因果注意力，{h} 个头\nsoftmax(QKᵀ/√{d} + 掩码) · V",
+    "RoPE turns Q and K by position": "RoPE 按位置旋转 Q 和 K", "KV cache, layer ℓ": "KV 缓存，第 ℓ 层",
+    "write {kv}": "写入 {kv}", "read all S so far": "读出已有的全部 S 个位置",
+    "FFN, each position alone": "FFN，逐个位置单独计算", "inside:\n{shape}": "内部：\n{shape}",
+    "to the next block {shape}": "送往下一块 {shape}", "residual": "残差", "the whole model": "整个模型",
+    "token ids {shape}": "输入的 token id {shape}", "decoder block (left)\n× {n} layers": "解码器块（左图）\n× {n} 层",
+    "logits {shape}": "输出 logits {shape}",
+    "B: sequences in the batch, T: tokens fed in this pass, S: positions held in the cache":
+        "B：批次中的序列数，T：本次输入的 token 数，S：缓存中已有的位置数",
+    "learned weights (a matrix product)": "可学习的权重（一次矩阵乘法）", "KV cache (notebook 03)": "KV 缓存（笔记本 03）",
+    "tok_emb ({n} rows)": "tok_emb（{n} 行）", "pos_emb ({n} rows)": "pos_emb（{n} 行）",
+})

@@ -905,3 +905,32 @@ def translate_printed(text: str, words: dict, whole: bool = False, markdown: boo
         return "|".join(cells)
 
     return "\n".join((row if markdown else line)(s) for s in text.split("\n"))
+
+
+ZH_OUTPUTS.update({  # -- nb01 -- 01's predictions and questions (lib.exercises.reveal's `what` and `why`)
+    "attention weights": "注意力权重",
+    "One weight per (sequence, head, query, key).": "每个（序列，头，查询，键）组合对应一个权重。",
+    "FFN activation": "FFN 激活值",
+    "up_proj widens each position from d_model to d_ff, and GELU keeps the shape.":
+        "up_proj 把每个位置从 d_model 加宽到 d_ff，GELU 不改变形状。",
+    "tokens top-p {p} keeps": "top-p 为 {p} 时保留的 token 数",
+    "A token stays while the tokens ranked above it hold less than p: {a} before the 2nd, {b} before the 3rd, "
+    "{c} before the 4th.":
+        "排在前面的 token 合计不到 p，这个 token 就留下：第 2 个之前合计 {a}，第 3 个之前 {b}，第 4 个之前 {c}。",
+    "At a huge T every logit / T is about 0, so each of the {V} tokens gets about 1/{V}.":
+        "T 极大时，每个 logit / T 都接近 0，{V} 个 token 各得约 1/{V}。",
+    "top-k=1 leaves one token, whatever the temperature, so every seed draws it.":
+        "top-k=1 只留下一个 token，温度再高也一样，每个随机种子抽到的都是它。",
+    "LayerNorm and the FFN give the same result on each position alone, and the residual adds a position's own "
+    "vectors; only attention's weighted sum mixes positions.":
+        "LayerNorm 和 FFN 对单个位置单独计算，结果不变；残差只加上本位置自己的向量。只有注意力的加权求和把各位置混在一起。",
+    "d_ff is the FFN's inner width only: down_proj brings every position back to d_model, so layers stack.":
+        "d_ff 只是 FFN 内部的宽度：down_proj 把每个位置变回 d_model，层才能一层层堆叠。",
+    "The causal mask lets position t see positions 0..t only, so a token appended later changes none of the "
+    "earlier rows: this is why their K and V can be kept in a cache.":
+        "因果掩码让位置 t 只看到位置 0..t，后来追加的 token 改变不了前面任何一行。正因如此，前面位置的 K 和 V 可以存进缓存。",
+})
+
+ZH_OUTPUTS.update({  # -- nb01 -- the tokenization table's header (lib.tokenization.token_table)
+    "characters": "字符数", "UTF-8 bytes": "UTF-8 字节数", "lab": "本课程",
+})
