@@ -431,3 +431,11 @@ ZH.update({  # -- nb01 -- the decoder block as a diagram (lib/widgets/decoder_di
     "learned weights (a matrix product)": "可学习的权重（一次矩阵乘法）", "KV cache (notebook 03)": "KV 缓存（笔记本 03）",
     "tok_emb ({n} rows)": "tok_emb（{n} 行）", "pos_emb ({n} rows)": "pos_emb（{n} 行）",
 })
+ZH.update({  # -- nb0204 -- 02's timing figure (drawn in the notebook's cell: its title, note and legend)
+    "fastest of 5 repeats per point; a point above its neighbours is the machine, not the model":
+        "每个点取 5 次重复中最快的一次；比相邻点高出一截的，是机器的波动，不是模型",
+    "step 0: both feed one token, the same work;": "第 0 步：两者都只送入一个 token，工作量相同；",
+    "the cache pays off once there is a history": "有了历史，缓存才见效",
+    "with cache (1 token fed per step)": "有缓存（每步送入 1 个 token）",
+    "without cache (whole sequence fed per step)": "无缓存（每步送入整个序列）",
+})

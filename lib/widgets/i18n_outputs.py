@@ -934,3 +934,44 @@ ZH_OUTPUTS.update({  # -- nb01 -- 01's predictions and questions (lib.exercises.
 ZH_OUTPUTS.update({  # -- nb01 -- the tokenization table's header (lib.tokenization.token_table)
     "characters": "字符数", "UTF-8 bytes": "UTF-8 字节数", "lab": "本课程",
 })
+ZH_PRINTED.update({  # -- nb0204 -- the one-sentence "why" of 02's and 04's prediction and question answers
+    "One pass per new token, <eos> included: 4 characters + <eos> = 5 passes.":
+        "每个新 token 一次前向传播，<eos> 也算：4 个字加 <eos>，共 5 次。",
+    "Step t recomputes all t + 1 positions: 1 + 2 + ... + {0} = {1} x {2} / 2; x {3} layers = {4} in all.":
+        "第 t 步要重算全部 t + 1 个位置：1 + 2 + ... + {0} = {1} × {2} / 2；再乘以 {3} 层，共 {4} 个。",
+    "The prefill feeds <s>深 and chooses 度; then one pass for each of 学, 习 and <eos>.":
+        "预填充送入 <s>深，选出“度”；之后“学”“习”和 <eos> 各要一次。",
+    "Without a cache step t computes t + 1 of them (1 + 2 + 3 + 4 + 5); with it, one per step.":
+        "没有缓存时，第 t 步算 t + 1 个（1 + 2 + 3 + 4 + 5）；有缓存时，每步一个。",
+    "Position i predicts token i + 1: the position of 度 predicts what follows 深度.":
+        "位置 i 预测第 i + 1 个 token：“度”所在的位置预测的是“深度”后面的字。",
+    "The last new token is never fed back, so the longest pass sees 60 + 5 - 1 = 64 positions.":
+        "最后一个新 token 不会送回模型，所以最长的一次前向传播看到 60 + 5 - 1 = 64 个位置。",
+    "The cache removes recomputation, not the chain: every new token still needs its own pass.":
+        "缓存省掉的是重复计算，不是那条链：每个新 token 仍要单独做一次前向传播。",
+    "With one candidate left there is nothing to draw: top_k=1 is greedy decoding.":
+        "只剩一个候选，就没有什么可抽：top_k=1 就是贪心解码。",
+    "Without a cache the last step feeds all 512 positions: the same computation as the parallel pass.":
+        "没有缓存时，最后一步要送入全部 512 个位置：和那次并行前向传播是同一个计算。",
+    "5 positions x 2 layers x (K + V) x 4 numbers = 80 numbers of 4 bytes. lib.generate's cache reserved 8 "
+    "positions (512 bytes) up front, its cache_bytes column.":
+        "5 个位置 × 2 层 × (K + V) × 4 个数 = 80 个数，每个 4 字节。lib.generate 的缓存一开始就预留了 8 个位置"
+        "（512 字节），也就是它的 cache_bytes 列。",
+    "At batch 1 a step reads the {0} GB of weights once and {1} GB of K/V: mostly weights, not the cache.":
+        "批次为 1 时，一步把 {0} GB 权重读一遍，另读 {1} GB 的 K/V：读的主要是权重，不是缓存。",
+    "The prefill feeds both prompt tokens at once, then one pass per new token; the cache holds every position "
+    "fed, and <eos> is never fed.":
+        "预填充一次送入两个提示词 token，之后每个新 token 一次前向传播；缓存存下每个送入过的位置，而 <eos> 从不送入。",
+    "Each request reads {0} GB of cache per step; the weights read per step are {1} GB.":
+        "每个请求每步读 {0} GB 缓存；每步读取的权重是 {1} GB。",
+    "The weights are read once for all 64 requests, and 2 tokens of K/V are next to nothing: about 64 "
+    "multiply-adds per 2-byte weight.":
+        "权重只读一次，供 64 个请求共用；2 个 token 的 K/V 几乎可以忽略：每个 2 字节的权重约做 64 次乘加。",
+    "The causal mask keeps later tokens out of a token's K and V, and the weights do not change during "
+    "generation: nothing a later step does can alter a stored row.":
+        "因果掩码让后面的 token 进不了一个 token 的 K 和 V，生成时权重也不变：之后的任何一步都改不了已存的行。",
+    "Each request brings its own K/V bytes with its FLOPs: at 4096 tokens the step stays under {0} FLOP/byte, "
+    "far below the H100's ridge ({1}).":
+        "每个请求带来 FLOPs 的同时，也带来它自己的 K/V 字节：4096 token 时这一步始终低于 {0} FLOP/字节，"
+        "远低于 H100 的脊点（{1}）。",
+})
