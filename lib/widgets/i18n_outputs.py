@@ -905,8 +905,3 @@ def translate_printed(text: str, words: dict, whole: bool = False, markdown: boo
         return "|".join(cells)
 
     return "\n".join((row if markdown else line)(s) for s in text.split("\n"))
-
-ZH_PRINTED.update({  # -- front -- the map is called 总览 in the Chinese edition (its title, its links) --
-    "{0} notebooks in notebooks/; the map lists {1}; same: {2}": "notebooks/ 里有 {0} 个笔记本；总览列出 {1} 个；一致：{2}",
-    "missing from the map: {0} | listed but absent: {1}": "总览里缺少：{0} | 列出但不存在：{1}",
-})
