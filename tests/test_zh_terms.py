@@ -1,0 +1,339 @@
+"""The Chinese edition names what is on the screen as the screen shows it, and says one word per concept (issue 23).
+
+Every translation file ``notebooks/zh/src/NN_name.md`` is read, its prose only (fenced code and HTML comments
+removed):
+
+- **buttons** (``test_no_english_button_names``): a button, toggle or menu option the widgets label in Chinese
+  (``lib/widgets/i18n.py``: 播放 / 暂停 / 前进 / 后退 / 全部 / 对数坐标 ...) is not called by its English name
+  (Play, Pause, Step, Back, "all", log-log ...);
+- **quoted labels** (``test_quoted_labels_are_what_the_widgets_show``): where the English cell quotes a control,
+  a legend entry or a table column (in "…", “…”, **…** or backticks) that lib translates, the Chinese cell has that
+  label exactly as the Chinese widget, figure or table shows it (symbols such as ▶ aside);
+- **wrong names** (``test_no_superseded_names``): words a translation used for a legend or button that shows
+  something else (奖励 for the legend's 额外, 纠正 for 修正, 双对数 for the button 对数坐标);
+- **the glossary's "not …"** (``test_the_glossary_words_not_their_rivals``): 浏览器 is a web browser (the widgets are
+  探索器), 投机解码 is 推测解码（投机采样）, 组批 is 批处理, 复制 alone is not a fork (分叉), 显存带宽 is not a CPU's;
+- **kernels** (``test_kernels_are_told_apart``): 内核 says which one (GPU 内核 / Jupyter 内核) at its first use
+  in a file, and every time in a file that has both.
+
+Findings in a file whose Chinese is being rewritten on another branch are marked xfail (``BEING_REWRITTEN``): the
+test still runs, and the lead drops the marker after the merge.
+"""
+import re
+
+import nbformat
+import pytest
+
+from lib.widgets import i18n
+from tools import NOTEBOOKS, edition
+
+FILES = sorted(p.stem for p in (NOTEBOOKS / "zh" / "src").glob("[0-9][0-9]_*.md"))
+FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
+COMMENT = re.compile(r"<!--.*?-->", re.S)
+SYMBOLS = re.compile(r"[▶◀❚►◄⏵⏸\s]+")
+QUOTE = re.compile(r'"([^"\n]{1,40})"|“([^”\n]{1,40})”|「([^」\n]{1,40})」|\*\*([^*\n]{1,40})\*\*|`([^`\n]{1,40})`')
+
+# The widgets' buttons, toggles and menu options (lib/widgets: Button, play_buttons, ToggleButtons, Dropdown).
+BUTTONS = ["▶ Play", "❚❚ Pause", "Step ▶", "◀ Back", "all", "log-log", "linear", "per step", "cumulative",
+           "with cache", "without cache", "both", "draw 20 tokens"]
+# Slider and menu descriptions, legend entries and table columns whose English a cell may quote.
+LABEL_WORDS = ("column", "button", "legend", "slider", "checkbox", "menu", "toggle", "label", "marked", "row")
+# A legend entry or button the prose once called by another name: (the wrong word, the English key it names).
+SUPERSEDED = [("奖励", "target's bonus token"), ("纠正", "target's correction"), ("双对数", "log-log")]
+# The glossary's rivals (notebooks/zh/GLOSSARY.md, "不写……"), wrong wherever they stand: word -> the glossary's word.
+RIVALS = {"投机解码": "推测解码（投机采样）", "组批": "批处理"}
+# ... and two that depend on what the English cell says: (English word, unless the English also says, the rival,
+# the glossary's word). 浏览器 is right where the English means a web browser; 复制 where it means a copy.
+CELL_RIVALS = [(r"\bexplorers?\b", r"\bbrowsers?\b", r"浏览器", "探索器"),
+               (r"\bfork", r"\bcop(?:y|ies|ied|ying)\b", r"(?<!写时)复制", "分叉")]
+# 双对数 is the axes' usual name; where a sentence names the button or the checkbox, it is the button's 对数坐标.
+CONTROL_SENTENCE = re.compile(r"按钮|勾选|复选框|切换")
+KERNEL = re.compile(r"内核")
+GPU_KERNEL = re.compile(r"(?:GPU|CUDA|Triton|融合|注意力|Attention|cascade）)\s*的?\s*内核$")
+JUPYTER_KERNEL = re.compile(r"(?:Jupyter|Python|IPython)\s*内核$")
+
+# (check, file) -> what was found when this test was written, in files other helpers are rewriting (issue 23's
+# prose pass): the lead drops an entry after the merge, when the rewritten file passes.
+BEING_REWRITTEN = {
+    ("english_buttons", "02_autoregressive_generation"): [
+        "line 120: Play -> 播放",
+        "line 120: Pause -> 暂停",
+        "line 123: **Step ▶** -> 前进",
+        "line 123: **◀ Back** -> 后退",
+    ],
+    ("english_buttons", "03_kv_cache"): [
+        "line 97: “all” -> 全部",
+    ],
+    ("english_buttons", "09_paged_cache"): [
+        "line 62: Step -> 前进",
+        "line 62: Back -> 后退",
+    ],
+    ("quoted_labels", "02_autoregressive_generation"): [
+        "cell b6b72936: `cache_bytes` -> 缓存字节",
+    ],
+    ("quoted_labels", "03_kv_cache"): [
+        "cell 36b7f876: \"all\" -> 全部",
+    ],
+    ("quoted_labels", "04_worked_example"): [
+        "cell 5b9cd19c: `kv_read` -> 读取 K/V",
+        "cell 4cf6f166: `new` -> 新",
+        "cell 4cf6f166: `cache_bytes` -> 缓存字节",
+    ],
+    ("quoted_labels", "10_serving"): [
+        "cell b8937be9: `ms per pass` -> 每次前向传播 ms",
+    ],
+    ("quoted_labels", "13_vllm_bridge"): [
+        "cell e06e230e: `vLLM starts` -> vLLM 能否启动",
+    ],
+    ("superseded", "03_kv_cache"): [
+        "line 158: 双对数 -> 对数坐标",
+        "line 167: 双对数 -> 对数坐标",
+    ],
+    ("superseded", "08_speculative_decoding"): [
+        "line 27: 奖励 -> 目标模型的额外 token",
+        "line 27: 纠正 -> 目标模型的修正",
+        "line 38: 奖励 -> 目标模型的额外 token",
+        "line 38: 纠正 -> 目标模型的修正",
+        "line 98: 奖励 -> 目标模型的额外 token",
+    ],
+    ("rivals", "02_autoregressive_generation"): [
+        "line 74: 投机解码 -> 推测解码（投机采样）",
+    ],
+    ("rivals", "03_kv_cache"): [
+        "cell 36b7f876: 浏览器 -> 探索器",
+    ],
+    ("rivals", "04_worked_example"): [
+        "line 106: 投机解码 -> 推测解码（投机采样）",
+        "line 106: 组批 -> 批处理",
+        "line 116: 组批 -> 批处理",
+    ],
+    ("rivals", "06_roofline"): [
+        "line 104: 投机解码 -> 推测解码（投机采样）",
+        "line 135: 投机解码 -> 推测解码（投机采样）",
+    ],
+    ("rivals", "07_misconceptions"): [
+        "line 18: 投机解码 -> 推测解码（投机采样）",
+    ],
+    ("rivals", "08_speculative_decoding"): [
+        "line 13: 投机解码 -> 推测解码（投机采样）",
+        "line 24: 投机解码 -> 推测解码（投机采样）",
+        "line 59: 投机解码 -> 推测解码（投机采样）",
+        "line 90: 投机解码 -> 推测解码（投机采样）",
+        "line 116: 投机解码 -> 推测解码（投机采样）",
+        "line 121: 投机解码 -> 推测解码（投机采样）",
+        "line 133: 投机解码 -> 推测解码（投机采样）",
+    ],
+    ("rivals", "13_vllm_bridge"): [
+        "line 6: 投机解码 -> 推测解码（投机采样）",
+        "line 90: 投机解码 -> 推测解码（投机采样）",
+    ],
+    ("kernels", "01_transformer_decoder"): [
+        "line 135: the first 内核 says neither GPU 内核 nor Jupyter 内核",
+    ],
+    ("kernels", "02_autoregressive_generation"): [
+        "line 120: the first 内核 says neither GPU 内核 nor Jupyter 内核",
+    ],
+    ("kernels", "03_kv_cache"): [
+        "line 91: the first 内核 says neither GPU 内核 nor Jupyter 内核",
+    ],
+    ("kernels", "04_worked_example"): [
+        "line 78: the first 内核 says neither GPU 内核 nor Jupyter 内核",
+    ],
+    ("kernels", "13_vllm_bridge"): [
+        "line 51: the first 内核 says neither GPU 内核 nor Jupyter 内核",
+    ],
+}
+
+
+def prose(text: str) -> str:
+    return COMMENT.sub(" ", FENCE.sub(" ", text))
+
+
+def norm(s: str) -> str:
+    return SYMBOLS.sub(" ", s).strip()
+
+
+def blocks(name: str) -> dict[str, str]:
+    return {cid: prose(body) for cid, (_, body) in edition.read_translations("zh", name).items()}
+
+
+def lines_of(name: str):
+    """(line number in the translation file, the line) of its prose."""
+    text = edition.source_path("zh", name).read_text(encoding="utf-8")
+    text = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    text = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    return list(enumerate(text.splitlines(), 1))
+
+
+def zh(key: str) -> str:
+    assert key in i18n.ZH, f"{key!r} is no longer a text of lib/widgets/i18n.py: update tests/test_zh_terms.py"
+    return norm(i18n.ZH[key])
+
+
+def _code_names(name: str) -> set[str]:
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", "\n".join(c.source for c in nb.cells if c.cell_type == "code")))
+
+
+def _labels() -> dict[str, set[str]]:
+    """English label (symbols aside) -> its Chinese texts, for the short texts of lib/widgets/i18n.py."""
+    out: dict[str, set[str]] = {}
+    for key, value in i18n.ZH.items():
+        english = key.split(i18n.CONTEXT)[-1]
+        if "{" in english or len(english.split()) > 4 or not re.search(r"[A-Za-z]", english):
+            continue
+        out.setdefault(norm(english), set()).add(norm(value))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the checks
+def english_buttons(name: str) -> list[str]:
+    found = []
+    names = {norm(b): zh(b) for b in BUTTONS}
+    bare = [n for n in names if n[:1].isupper()]  # Play, Pause, Step, Back: English words nobody writes in Chinese
+    for no, line in lines_of(name):
+        for m in QUOTE.finditer(line):
+            q = norm(next(g for g in m.groups() if g))
+            if q in names:
+                found.append(f"line {no}: {m.group(0)} -> {names[q]}")
+        for n in bare:
+            for m in re.finditer(rf"(?<![A-Za-z_.-]){re.escape(n)}(?![A-Za-z_-])", QUOTE.sub(" ", line)):
+                found.append(f"line {no}: {n} -> {names[n]}")
+    return found
+
+
+def quoted_labels(name: str) -> list[str]:
+    labels, code = _labels(), _code_names(name)
+    buttons = {norm(b) for b in BUTTONS}
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    chinese = blocks(name)
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown" or cell.id not in chinese:
+            continue
+        english = prose(cell.source)
+        for m in QUOTE.finditer(english):
+            q = norm(next(g for g in m.groups() if g))
+            if q not in labels:
+                continue
+            after = english[m.end():m.end() + 24].lower()
+            before = english[max(0, m.start() - 24):m.start()].lower()
+            named = q in buttons or any(w in after or w in before for w in LABEL_WORDS)
+            if m.group(0).startswith("`") and q in code and q not in buttons:
+                continue  # an argument or variable of the code: it keeps its name in both editions
+            if m.group(0).startswith("**") and q not in buttons:
+                continue  # bold is emphasis unless it names a button
+            if named and not any(w in chinese[cell.id] for w in labels[q]):
+                found.append(f"cell {cell.id}: {m.group(0)} -> {' / '.join(sorted(labels[q]))}")
+    return found
+
+
+def superseded(name: str) -> list[str]:
+    found = []
+    for no, line in lines_of(name):
+        for wrong, key in SUPERSEDED:
+            sentences = [s for s in re.split(r"[。；！？]", line) if wrong in s]
+            if wrong == "双对数":
+                sentences = [s for s in sentences if CONTROL_SENTENCE.search(s)]
+            found += [f"line {no}: {wrong} -> {zh(key)}"] if sentences else []
+    return found
+
+
+def rivals(name: str) -> list[str]:
+    return rival_words(name) + cell_rivals(name)
+
+
+def rival_words(name: str) -> list[str]:
+    found = []
+    for no, line in lines_of(name):
+        for word, right in RIVALS.items():
+            if word in line:
+                found.append(f"line {no}: {word} -> {right}")
+        for sentence in re.split(r"[。；！？\n]", line):
+            if "显存带宽" in sentence and "CPU" in sentence and "GPU" not in sentence:
+                found.append(f"line {no}: 显存带宽 for a CPU -> 内存带宽")
+    return found
+
+
+def cell_rivals(name: str) -> list[str]:
+    found = []
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    chinese = blocks(name)
+    for cell in nb.cells:
+        if cell.cell_type != "markdown" or cell.id not in chinese:
+            continue
+        english = prose(cell.source)
+        for word, unless, rival, right in CELL_RIVALS:
+            if re.search(word, english, re.I) and not re.search(unless, english, re.I) \
+                    and re.search(rival, chinese[cell.id]):
+                found.append(f"cell {cell.id}: {rival.split(')')[-1]} -> {right}")
+    return found
+
+
+def kernels(name: str) -> list[str]:
+    uses = []  # (line, kind) with kind "gpu", "jupyter" or None (bare)
+    for no, line in lines_of(name):
+        for m in KERNEL.finditer(line):
+            head = line[:m.end()]
+            uses.append((no, "gpu" if GPU_KERNEL.search(head) else "jupyter" if JUPYTER_KERNEL.search(head) else None))
+    if not uses:
+        return []
+    found = []
+    if uses[0][1] is None:
+        found.append(f"line {uses[0][0]}: the first 内核 says neither GPU 内核 nor Jupyter 内核")
+    if {k for _, k in uses} >= {"gpu", "jupyter"}:
+        found += [f"line {no}: a bare 内核 in a file that has both GPU 内核 and Jupyter 内核" for no, k in uses
+                  if k is None]
+    return found
+
+
+CHECKS = {"english_buttons": english_buttons, "quoted_labels": quoted_labels, "superseded": superseded,
+          "rivals": rivals, "kernels": kernels}
+
+
+def cases(check: str):
+    return [pytest.param(name, marks=pytest.mark.xfail(reason="being rewritten on another branch", strict=False))
+            if (check, name) in BEING_REWRITTEN else name for name in FILES]
+
+
+@pytest.mark.parametrize("name", cases("english_buttons"))
+def test_no_english_button_names(name):
+    found = english_buttons(name)
+    assert not found, f"{name}: English names of buttons the Chinese widgets label in Chinese:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("name", cases("quoted_labels"))
+def test_quoted_labels_are_what_the_widgets_show(name):
+    found = quoted_labels(name)
+    assert not found, f"{name}: the English quotes a label the Chinese does not write as shown:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("name", cases("superseded"))
+def test_no_superseded_names(name):
+    found = superseded(name)
+    assert not found, f"{name}: names the widgets and figures do not show:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("name", cases("rivals"))
+def test_the_glossary_words_not_their_rivals(name):
+    found = rivals(name)
+    assert not found, f"{name}: words the glossary replaces:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("name", cases("kernels"))
+def test_kernels_are_told_apart(name):
+    found = kernels(name)
+    assert not found, f"{name}: 内核 without saying which:\n" + "\n".join(found)
+
+
+def test_the_checks_find_what_they_look_for(monkeypatch, tmp_path):
+    """The line checks on a made-up translation: each wrong name is found, the right ones pass."""
+    text = "点 **Play** 或“all”，再按 ▶ 播放。图例里的奖励 token。按钮：双对数坐标；投机解码。没有内核时。GPU 内核很快。"
+    monkeypatch.setattr(edition, "source_path", lambda lang, name: tmp_path / f"{name}.md")
+    (tmp_path / "99_x.md").write_text(f"<!-- cell a | en 00000000 -->\n{text}\n", encoding="utf-8")
+    assert english_buttons("99_x") == ["line 2: **Play** -> 播放", "line 2: “all” -> 全部"]
+    assert superseded("99_x") == ["line 2: 奖励 -> 目标模型的额外 token", "line 2: 双对数 -> 对数坐标"]
+    assert rival_words("99_x") == ["line 2: 投机解码 -> 推测解码（投机采样）"]
+    assert kernels("99_x") == ["line 2: the first 内核 says neither GPU 内核 nor Jupyter 内核"]
+    (tmp_path / "99_x.md").write_text("<!-- cell a | en 00000000 -->\nJupyter 内核；GPU 内核；内核。\n", encoding="utf-8")
+    assert kernels("99_x") == ["line 2: a bare 内核 in a file that has both GPU 内核 and Jupyter 内核"]
