@@ -101,7 +101,7 @@ def cache_tensor_figure(cache, batch: int = 0):
                                        edgecolor=style.MUTED, lw=0.6, linestyle=kv.edge))
             ax.text(-0.3, y0 + H - 0.5 - h, t("head {h}", h=h), ha="right", va="center", fontsize=style.SMALL_SIZE)
         ax.text(-0.3, y0 + H + 0.35, t("{name} of layer 0", name=name), ha="right", va="bottom",
-                fontsize=style.FONT_SIZE, fontweight="bold")
+                fontsize=style.FONT_SIZE)
         if behind:
             ax.text(T + behind * dx + 0.3, y0 + H + behind * dy - 0.2,
                     t("+ {n} more layers behind,\nthe same shape", n=L - 1), ha="left", va="top",
