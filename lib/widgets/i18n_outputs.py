@@ -913,9 +913,9 @@ ZH_PRINTED.update({  # -- nb03 -- 03's predictions and questions (the why of eac
     'Step t feeds all t + 1 tokens again: 1 + 2 + 3 + 4 + 5 = 15 K/V per layer, of which only 5 are new.':
         '第 t 步要把 t + 1 个 token 全部重新送入：每层 1 + 2 + 3 + 4 + 5 = 15 个 K/V，其中只有 5 个是新的。',
     'Every distance between two positions stays the same, and RoPE scores depend only on distances.':
-        '任意两个位置之间的距离都没变，而 RoPE 的分数只取决于距离。',
+        '任意两个位置相隔多远都没变，而 RoPE 的分数只取决于相隔多远。',
     'Without a cache a step has t queries over t(t+1)/2 query-key pairs: attention grows like t², so doubling t costs almost 4× (a lower-order term keeps it just under).':
-        '不用缓存时，一步有 t 个查询、t(t+1)/2 个查询-键对：注意力按 t² 增长，t 翻倍就接近 4 倍（低阶项让它略低于 4）。',
+        '不用缓存时，一步有 t 个查询、t(t+1)/2 个查询-键对：注意力按 t² 增长，t 翻倍就接近 4 倍（低阶项让它略低一点）。',
     'The copies add up to n(n+1)/2 positions: 136 ÷ 36 ≈ 3.8, near the 4 of a quadratic, while the in-place writes only double.':
         '复制量累计为 n(n+1)/2 个位置：136 ÷ 36 ≈ 3.8，接近平方增长的 4 倍；原地写入只翻一倍。',
     'Without a cache the steps feed 2, 3, 4 and 5 tokens (14); with one, the prefill computes 2 and each step 1 more (5).':
@@ -927,7 +927,7 @@ ZH_PRINTED.update({  # -- nb03 -- 03's predictions and questions (the why of eac
     'In a previous-token head the query at position p looks mostly at position p − 1.':
         '在前一个 token 头里，位置 p 的查询主要看位置 p − 1。',
     "(b): a position's K and V come from the tokens up to it, and the causal mask keeps later tokens out; the cache is not in state_dict() (a), and (c), (d) say nothing about order in time.":
-        '（b）：一个位置的 K 和 V 只由它及之前的 token 算出，因果掩码挡住了后面的 token。缓存并不在 state_dict() 里（a）；（c）和（d）与时间先后无关。',
+        '（b）：一个位置的 K 和 V 只由它及之前的 token 算出，因果掩码把后面的 token 排除在外。缓存并不在 state_dict() 里（a）；（c）和（d）与时间先后无关。',
     'False: each new query still reads every cached key, so attention adds up to about n²/2 query-key pairs over a generation (section 6); what becomes linear is the number of K/V computations.':
         '错（False）：每个新查询仍要读所有缓存的键，所以整次生成的注意力累计约 n²/2 个查询-键对（第 6 节）。变成线性的是 K/V 的计算次数。',
     'One token is 2 (K and V) × 4 layers × 4 KV heads × 64 numbers × 2 bytes = 4,096 bytes; 512 tokens take 2 MiB.':
