@@ -94,6 +94,22 @@ FACTORIES = {
     "ring.ring_figure": lambda r: ring.ring_figure(r["ring"]),
 }
 
+# -- nb03 -- the cache tensor (lib/widgets/cache_tensor.py): the chat model's cache after a prefill and one decode step
+from lib.widgets import cache_tensor  # noqa: E402
+
+
+def _prefilled_and_one_decode_step(r):
+    cache = lib.KVCache(r["model"].config, batch_size=1, max_len=12)
+    with torch.no_grad():
+        r["model"](torch.tensor([r["tok"].encode("<s>人工")]), cache=cache)
+        r["model"](torch.tensor([r["tok"].encode("智")]), cache=cache)
+    return cache
+
+
+FACTORIES["cache_tensor.cache_tensor_figure"] = lambda r: cache_tensor.cache_tensor_figure(
+    _prefilled_and_one_decode_step(r))
+# -- end nb03 --
+
 
 def _figure(obj):
     """A factory's result as a matplotlib Figure or a plotly figure dict."""

@@ -439,3 +439,19 @@ ZH.update({  # -- nb0204 -- 02's timing figure (drawn in the notebook's cell: it
     "with cache (1 token fed per step)": "有缓存（每步送入 1 个 token）",
     "without cache (whole sequence fed per step)": "无缓存（每步送入整个序列）",
 })
+ZH.update({  # -- nb03 -- the cache tensor as a picture (lib/widgets/cache_tensor.py)
+    "{name} of layer 0": "第 0 层的 {name}",
+    "+ {n} more layers behind,\nthe same shape": "后面还叠着 {n} 层，\n形状相同",
+    "one decode step appends this slice {shape} to K and to V\nin each of the {L} layers: "
+    "{bytes:,} bytes per token ({dtype})":
+        "每个解码步往 K 和 V 各追加这样一片 {shape}，\n{L} 层都是如此：每个 token {bytes:,} 字节（{dtype}）",
+    "position (the T axis): {filled} of {T} written, the rest reserved up front":
+        "位置（T 轴）：{T} 个位置已写入 {filled} 个，其余是预先预留的",
+    "one layer's KV cache as lib.KVCache holds it: K and V, each (B, n_kv_heads, T, head_dim) = "
+    "{shape}\none cell = one head's vector of {D} numbers; all {L} layers reserve {reserved:,} bytes, "
+    "the written positions hold {held:,}":
+        "lib.KVCache 里一层的 KV 缓存：K 和 V 的形状都是 (B, n_kv_heads, T, head_dim) = {shape}\n"
+        "一格 = 一个头的一个向量，{D} 个数；{L} 层共预留 {reserved:,} 字节，已写入的位置占 {held:,} 字节",
+    "written by an earlier pass": "之前的前向传播写入", "appended by the last decode step": "上一个解码步追加",
+    "reserved, not written yet": "已预留，尚未写入",
+})

@@ -975,3 +975,29 @@ ZH_PRINTED.update({  # -- nb0204 -- the one-sentence "why" of 02's and 04's pred
         "每个请求带来 FLOPs 的同时，也带来它自己的 K/V 字节：4096 token 时这一步始终低于 {0} FLOP/字节，"
         "远低于 H100 的脊点（{1}）。",
 })
+ZH_PRINTED.update({  # -- nb03 -- 03's predictions and questions (the why of each reveal), its cache picture
+    "K and V of each layer: {0}; one decode step appends {1} to each, in all {2} layers: {3:,} bytes per token ({4})":
+        "每层的 K 和 V：{0}；每个解码步往两者各追加 {1}，{2} 层都是如此：每个 token {3} 字节（{4}）",
+    'Step t feeds all t + 1 tokens again: 1 + 2 + 3 + 4 + 5 = 15 K/V per layer, of which only 5 are new.':
+        '第 t 步要把 t + 1 个 token 全部重新送入：每层 1 + 2 + 3 + 4 + 5 = 15 个 K/V，其中只有 5 个是新的。',
+    'Every distance between two positions stays the same, and RoPE scores depend only on distances.':
+        '任意两个位置相隔多远都没变，而 RoPE 的分数只取决于相隔多远。',
+    'Without a cache a step has t queries over t(t+1)/2 query-key pairs: attention grows like t², so doubling t costs almost 4× (a lower-order term keeps it just under).':
+        '不用缓存时，一步有 t 个查询、t(t+1)/2 个查询-键对：注意力按 t² 增长，t 翻倍就接近 4 倍（低阶项让它略低一点）。',
+    'The copies add up to n(n+1)/2 positions: 136 ÷ 36 ≈ 3.8, near the 4 of a quadratic, while the in-place writes only double.':
+        '复制量累计为 n(n+1)/2 个位置：136 ÷ 36 ≈ 3.8，接近平方增长的 4 倍；原地写入只翻一倍。',
+    'Without a cache the steps feed 2, 3, 4 and 5 tokens (14); with one, the prefill computes 2 and each step 1 more (5).':
+        '不用缓存时，各步分别送入 2、3、4、5 个 token（共 14 个）；用缓存时，预填充算 2 个，之后每步 1 个（共 5 个）。',
+    '1 + 2 + … + 40 = 820 positions copied, times per_token bytes.':
+        '共复制 1 + 2 + … + 40 = 820 个位置，再乘以 per_token 字节。',
+    't queries see t(t+1)/2 query-key pairs, one query sees t: the ratio is (t + 1) / 2 = 500.5.':
+        't 个查询看到 t(t+1)/2 个查询-键对，一个查询只看到 t 个：比值为 (t + 1) / 2 = 500.5。',
+    'In a previous-token head the query at position p looks mostly at position p − 1.':
+        '在前一个 token 头里，位置 p 的查询主要看位置 p − 1。',
+    "(b): a position's K and V come from the tokens up to it, and the causal mask keeps later tokens out; the cache is not in state_dict() (a), and (c), (d) say nothing about order in time.":
+        '（b）：一个位置的 K 和 V 只由它及之前的 token 算出，因果掩码把后面的 token 排除在外。缓存并不在 state_dict() 里（a）；（c）和（d）与时间先后无关。',
+    'False: each new query still reads every cached key, so attention adds up to about n²/2 query-key pairs over a generation (section 6); what becomes linear is the number of K/V computations.':
+        '错（False）：每个新查询仍要读所有缓存的键，所以整次生成的注意力累计约 n²/2 个查询-键对（第 6 节）。变成线性的是 K/V 的计算次数。',
+    'One token is 2 (K and V) × 4 layers × 4 KV heads × 64 numbers × 2 bytes = 4,096 bytes; 512 tokens take 2 MiB.':
+        '一个 token 占 2（K 和 V）× 4 层 × 4 个 KV 头 × 64 个数 × 2 字节 = 4,096 字节；512 个 token 占 2 MiB。',
+})
