@@ -41,13 +41,13 @@ def test_table_and_figure_in_both_languages():
 
     ms = [gm.serving_memory(batch=b) for b in (1, 64)]
     table = gm.serving_memory_table(ms)
-    assert "28,633" in table and "empty KV blocks" in table
+    assert "55.00 GiB" in table and "empty KV blocks" in table
     fig = gm.plot_serving_memory(batches=(1, 64))
     texts = [x.get_text() for x in fig.findobj(matplotlib.text.Text)]
     assert any("28,633 blocks × 16 tokens = 458,128 tokens" in x for x in texts)
     plt.close(fig)
     with speaking("zh"):
-        assert "空闲的 KV 块" in gm.serving_memory_table(ms)
+        assert "未用的 KV 块" in gm.serving_memory_table(ms)
         fig = gm.plot_serving_memory(batches=(1, 64))
         texts = " ".join(x.get_text() for x in fig.findobj(matplotlib.text.Text))
         plt.close(fig)

@@ -75,13 +75,11 @@ def serving_memory(model="llama-3-8b", gpu="H100 SXM", batch: int = 1, context: 
 
 
 def serving_memory_table(memories: list[ServingMemory]) -> str:
-    """One row per batch size: the bar's five parts, then blocks used of the pool and requests running / waiting."""
+    """One row per batch size: the bar's five parts, then the requests running and waiting."""
     rows = []
     for m in memories:
-        rows.append([f"{m.batch:,}", *(fmt_bytes(m.parts[p]) for p in PARTS),
-                     f"{m.blocks_used:,} / {m.capacity.num_blocks:,}", f"{m.running:,}", f"{m.waiting:,}"])
-    return text_table(rows, [t("requests"), *(t(p) for p in PARTS), t("blocks used / pool"), t("running"),
-                             t("waiting")])
+        rows.append([f"{m.batch:,}", *(fmt_bytes(m.parts[p]) for p in PARTS), f"{m.running:,}", f"{m.waiting:,}"])
+    return text_table(rows, [t("requests"), *(t(p) for p in PARTS), t("running"), t("waiting")])
 
 
 def _label(m: ServingMemory) -> str:

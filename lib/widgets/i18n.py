@@ -417,8 +417,8 @@ def t(text: str, /, **fields) -> str:
     return out.format(**fields) if fields else out
 
 ZH.update({  # -- nb0506 -- where the KV cache sits in GPU memory while serving (lib/widgets/gpu_memory.py, notebook 05)
-    "KV blocks holding tokens": "存着 token 的 KV 块", "empty KV blocks": "空闲的 KV 块",
-    "free (not requested)": "空闲（vLLM 未申请）", "blocks used / pool": "已用块数 / 块池", "running": "运行中",
+    "KV blocks holding tokens": "存着 token 的 KV 块", "empty KV blocks": "未用的 KV 块",
+    "free (not requested)": "空闲（vLLM 未申请）", "running": "运行中",
     "waiting": "等待中",
     "{used} of {blocks} blocks: {running} requests run, {waiting} wait":
         "{blocks} 个块用了 {used} 个：{running} 个请求在跑，{waiting} 个在等",
@@ -426,7 +426,7 @@ ZH.update({  # -- nb0506 -- where the KV cache sits in GPU memory while serving 
     "{u} × {total} requested": "申请 {u} × {total}",
     "KV block pool, allocated at start-up: {blocks} blocks × {bs} tokens = {tokens} tokens":
         "KV 块池，启动时一次分配：{blocks} 个块 × {bs} 个 token = {tokens} 个 token",
-    "GiB of the {gpu}'s {total} (what CUDA reports)": "{gpu} 的 {total}（CUDA 报告的总量）中的 GiB",
+    "GiB of the {gpu}'s {total} (what CUDA reports)": "GiB（{gpu} 共 {total}，即 CUDA 报告的总量）",
     "{model} in {dtype}, {context} tokens per request: where the memory goes":
         "{model}（{dtype}），每个请求 {context} 个 token：显存都去了哪里",
 })
