@@ -914,7 +914,7 @@ ZH_OUTPUTS.update({  # -- nb0506 -- notebooks 05 and 06: what the answer cells o
     "GiB of fp16 weights": "fp16 权重的 GiB 数",
     "6.74 billion parameters × 2 bytes = 13.48 GB, and 13.48 GB is 12.55 GiB.":
         "67.4 亿个参数 × 2 字节 = 13.48 GB，而 13.48 GB 就是 12.55 GiB。",
-    "fp32 / int8": "fp32 / int8",
+    "fp32 / int8": "fp32 与 int8 之比",
     "A vector of 64 numbers takes 256 bytes in fp32, and 64 bytes plus a 4-byte scale in int8: 256 / 68.":
         "64 个数的向量在 fp32 下占 256 字节，在 int8 下占 64 字节，外加 4 字节的缩放因子：256 / 68。",
     "requests running": "同时运行的请求数",
@@ -934,11 +934,10 @@ ZH_OUTPUTS.update({  # -- nb0506 -- notebooks 05 and 06: what the answer cells o
         "KV 块池在启动时就分配好了：92% 的显存减去权重和激活预留，剩下的全给它。请求只是从池里取块。",
     "An average hides single near-ties: where the two best tokens are closer than the rounding moves them, greedy "
     "picks the other one and feeds it back.":
-        "平均值掩盖了个别的近似平局：两个最佳 token 的差距小于舍入带来的偏移时，贪心解码就会选中另一个，并把它送回模型。",
+        "平均值掩盖了个别的近似平局：两个最佳 token 相差不到舍入带来的偏移时，贪心解码就会选中另一个，并把它送回模型。",
     # 06
     "Each 2-byte weight is used for one multiply-add, 2 FLOPs: about 1 FLOP per byte.":
         "每个 2 字节的权重只参与一次乘加，即 2 个 FLOP：大约每字节 1 个 FLOP。",
-    "ms per step": "每步毫秒数",
     "It is memory-bound: bytes / bandwidth = 14.29 GB / 3.35 TB/s; the FLOPs would take far less.":
         "它是访存受限的：字节数 / 带宽 = 14.29 GB / 3.35 TB/s；算那些 FLOPs 用的时间要少得多。",
     "Its ceiling F / k is {c} FLOP/byte, below the ridge of {r}: the KV bytes grow with the batch.":
