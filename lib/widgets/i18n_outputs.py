@@ -912,8 +912,8 @@ ZH_OUTPUTS.update({  # -- nb0506 -- notebooks 05 and 06: what the answer cells o
     "2 (K and V) × 32 layers × 32 KV heads × 128 numbers × 2 bytes = 524,288 bytes.":
         "2（K 和 V）× 32 层 × 32 个 KV 头 × 128 个数 × 2 字节 = 524,288 字节。",
     "GiB of fp16 weights": "fp16 权重的 GiB 数",
-    "6.74 billion parameters × 2 bytes = 13.48 GB, and 13.48 GB is 12.55 GiB.":
-        "67.4 亿个参数 × 2 字节 = 13.48 GB，而 13.48 GB 就是 12.55 GiB。",
+    "6,738,415,616 parameters × 2 bytes = 13.48 GB, and 13.48 GB is 12.55 GiB.":
+        "6,738,415,616 个参数 × 2 字节 = 13.48 GB，而 13.48 GB 就是 12.55 GiB。",
     "fp32 / int8": "fp32 与 int8 之比",
     "A vector of 64 numbers takes 256 bytes in fp32, and 64 bytes plus a 4-byte scale in int8: 256 / 68.":
         "64 个数的向量在 fp32 下占 256 字节，在 int8 下占 64 字节，外加 4 字节的缩放因子：256 / 68。",
