@@ -92,6 +92,9 @@ FACTORIES = {
     "worked.worked_figure": lambda r: worked.worked_figure(r["worked"]),
     "tiles.tile_figure": lambda r: tiles.tile_figure(r["tiles"]),
     "ring.ring_figure": lambda r: ring.ring_figure(r["ring"]),
+    # -- nb0506 -- where the KV cache sits in GPU memory while serving (notebook 05)
+    "gpu_memory.plot_serving_memory": lambda r: __import__("lib.widgets.gpu_memory", fromlist=["gpu_memory"])
+    .plot_serving_memory("llama-3-8b", "H100 SXM", batches=(1, 16, 64), context=8192),
 }
 
 # -- nb03 -- the cache tensor (lib/widgets/cache_tensor.py): the chat model's cache after a prefill and one decode step

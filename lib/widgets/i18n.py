@@ -455,3 +455,17 @@ ZH.update({  # -- nb03 -- the cache tensor as a picture (lib/widgets/cache_tenso
     "written by an earlier pass": "之前的前向传播写入", "appended by the last decode step": "上一个解码步追加",
     "reserved, not written yet": "已预留，尚未写入",
 })
+ZH.update({  # -- nb0506 -- where the KV cache sits in GPU memory while serving (lib/widgets/gpu_memory.py, notebook 05)
+    "KV blocks holding tokens": "存着 token 的 KV 块", "empty KV blocks": "未用的 KV 块",
+    "free (not requested)": "空闲（vLLM 未申请）", "running": "运行中",
+    "waiting": "等待中",
+    "{used} of {blocks} blocks: {running} requests run, {waiting} wait":
+        "{blocks} 个块用了 {used} 个：{running} 个请求在跑，{waiting} 个在等",
+    "{used} of {blocks} blocks hold {tokens} tokens": "{blocks} 个块中的 {used} 个存着 {tokens} 个 token",
+    "{u} × {total} requested": "申请 {u} × {total}",
+    "KV block pool, allocated at start-up: {blocks} blocks × {bs} tokens = {tokens} tokens":
+        "KV 块池，启动时一次分配：{blocks} 个块 × {bs} 个 token = {tokens} 个 token",
+    "GiB of the {gpu}'s {total} (what CUDA reports)": "GiB（{gpu} 共 {total}，即 CUDA 报告的总量）",
+    "{model} in {dtype}, {context} tokens per request: where the memory goes":
+        "{model}（{dtype}），每个请求 {context} 个 token：显存都去了哪里",
+})

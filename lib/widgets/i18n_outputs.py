@@ -1001,3 +1001,64 @@ ZH_PRINTED.update({  # -- nb03 -- 03's predictions and questions (the why of eac
     'One token is 2 (K and V) × 4 layers × 4 KV heads × 64 numbers × 2 bytes = 4,096 bytes; 512 tokens take 2 MiB.':
         '一个 token 占 2（K 和 V）× 4 层 × 4 个 KV 头 × 64 个数 × 2 字节 = 4,096 字节；512 个 token 占 2 MiB。',
 })
+ZH_OUTPUTS.update({  # -- nb0506 -- notebooks 05 and 06: what the answer cells of predictions and questions say
+    # 05
+    "KiB per token": "每个 token 的 KiB 数",
+    "2 (K and V) × 32 layers × 32 KV heads × 128 numbers × 2 bytes = 524,288 bytes.":
+        "2（K 和 V）× 32 层 × 32 个 KV 头 × 128 个数 × 2 字节 = 524,288 字节。",
+    "GiB of fp16 weights": "fp16 权重的 GiB 数",
+    "6,738,415,616 parameters × 2 bytes = 13.48 GB, and 13.48 GB is 12.55 GiB.":
+        "6,738,415,616 个参数 × 2 字节 = 13.48 GB，而 13.48 GB 就是 12.55 GiB。",
+    "fp32 / int8": "fp32 与 int8 之比",
+    "A vector of 64 numbers takes 256 bytes in fp32, and 64 bytes plus a 4-byte scale in int8: 256 / 68.":
+        "64 个数的向量在 fp32 下占 256 字节，在 int8 下占 64 字节，外加 4 字节的缩放因子：256 / 68。",
+    "requests running": "同时运行的请求数",
+    "The pool has {n} blocks; block 0 is vLLM's null block, and each request needs 8,192 / 16 = 512 blocks: "
+    "{usable:,} // 512.":
+        "块池共有 {n} 个块，其中 0 号块是 vLLM 的空块（null block）。每个请求要 8,192 / 16 = 512 个块：{usable:,} // 512。",
+    "Each request holds 8,192 × 128 KiB = 1 GiB, and 40 GiB less 14.96 GiB of weights leaves room for 25.":
+        "每个请求占 8,192 × 128 KiB = 1 GiB。40 GiB 减去 14.96 GiB 的权重，剩下的只够 25 个。",
+    "tokens per request": "每个请求的 token 数",
+    "Weights in memory / (4 requests × 800 KiB per token); that is past the model's 4,096-token window.":
+        "显存中的权重 /（4 个请求 × 每个 token 800 KiB）。这已经超出了模型 4,096 个 token 的窗口。",
+    "Each query head still multiplies its own query by every key; only the K/V that are stored and read shrink, "
+    "since the repeat happens after the read.":
+        "每个查询头仍要拿自己的查询去乘每个键。变少的只是存下和读出的 K/V，因为复制发生在读出之后。",
+    "The KV block pool is allocated at start-up from what the weights and the activations reserve leave of 92% of "
+    "the memory; requests only take blocks from it.":
+        "KV 块池在启动时就分配好了：92% 的显存减去权重和激活预留，剩下的全给它。请求只是从池里取块。",
+    "An average hides single near-ties: where the two best tokens are closer than the rounding moves them, greedy "
+    "picks the other one and feeds it back.":
+        "平均值掩盖了个别的近似平局：两个最佳 token 相差不到舍入带来的偏移时，贪心解码就会选中另一个，并把它送回模型。",
+    # 06
+    "Each 2-byte weight is used for one multiply-add, 2 FLOPs: about 1 FLOP per byte.":
+        "每个 2 字节的权重只参与一次乘加，即 2 个 FLOP：大约每字节 1 个 FLOP。",
+    "It is memory-bound: bytes / bandwidth = 14.29 GB / 3.35 TB/s; the FLOPs would take far less.":
+        "它是访存受限的：字节数 / 带宽 = 14.29 GB / 3.35 TB/s；算那些 FLOPs 用的时间要少得多。",
+    "Its ceiling F / k is {c} FLOP/byte, below the ridge of {r}: the KV bytes grow with the batch.":
+        "它的上限 F / k 是 {c} FLOP/字节，低于脊点 {r}：KV 字节数随批次一起增长。",
+    "Count as in section 1 with context = 16: the KV read grows to 16 tokens, the weights read stay 4,080 bytes.":
+        "按第 1 节的方法数，上下文取 16：KV 读取增加到 16 个 token，读取的权重仍是 4,080 字节。",
+    "H100 time / H200 time": "H100 耗时 / H200 耗时",
+    "Decode is memory-bound, so its time scales with bandwidth alone: 4.8 / 3.35.":
+        "解码是访存受限的，耗时只随带宽变化：4.8 / 3.35。",
+    "At long context the ceiling tends to n_heads / n_kv_heads: 28 / 4 = 7 for qwen2.5-7b, the most query heads per "
+    "KV head.": "长上下文下，上限趋近 n_heads / n_kv_heads。qwen2.5-7b 是 28 / 4 = 7，每个 KV 头配的查询头最多。",
+    "The smallest t with 16 · t · KV bytes per token > the weights read per step; it is inside the window.":
+        "满足 16 · t · 每个 token 的 KV 字节数 > 每步读取的权重的最小 t；它在窗口之内。",
+    "Verification runs k + 1 queries over the same cached bytes; a bigger batch adds bytes in step with FLOPs, and a "
+    "GPU moves the ridge, not the intensity.":
+        "验证让 k + 1 个查询读同一批缓存字节。批次变大时，字节数和 FLOPs 同步增长；换 GPU 移动的是脊点，不是强度。",
+    "The KV reads are only {s} of the bytes; the 13.21 GB of weights are read in full for one token, and activations "
+    "are not counted.": "KV 读取只占字节数的 {s}。为了一个 token，13.21 GB 的权重要完整读一遍；激活值不计入。",
+    "A prefill is compute-bound, and both GPUs have the same 989.4 TFLOP/s: more bandwidth does not speed it up.":
+        "预填充是计算受限的，两块 GPU 的算力都是 989.4 TFLOP/s：带宽再高也快不了。",
+})
+
+ZH_PRINTED.update({  # -- nb0506 -- lines printed by notebook 05's cells
+    "llama-2-70b on the H200: {0} of weights; {1} left for KV = {2} blocks = {3} tokens":
+        "llama-2-70b 在 H200 上：权重 {0}；留给 KV 的 {1} = {2} 个块 = {3} 个 token",
+    "vLLM starts with max_model_len=4096": "vLLM 能以 max_model_len=4096 启动",
+    "one request of 4,096 tokens needs {0} blocks: vLLM refuses max_model_len=4096":
+        "一个 4,096 token 的请求要 {0} 个块：vLLM 拒绝以 max_model_len=4096 启动",
+})
