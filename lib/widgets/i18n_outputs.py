@@ -905,3 +905,47 @@ def translate_printed(text: str, words: dict, whole: bool = False, markdown: boo
         return "|".join(cells)
 
     return "\n".join((row if markdown else line)(s) for s in text.split("\n"))
+
+ZH_OUTPUTS.update({  # -- nb0910 -- notebook 10: the scheduler-step exercise, chunked prefill, TTFT / TPOT
+    "One step of a continuous-batching scheduler": "连续批处理调度器的一步",
+    "first admit from the front of the queue while the head's length + 1 positions fit in free blocks (stop at "
+    "the first that does not); then give every request that was running one more position, taking a block when "
+    "length % block_size == 0; when none is free, pop the last running request, put its blocks back on the free "
+    "list and it at the front of the queue, and try again.":
+        "先从队首接纳：队首请求的 length + 1 个位置放得进空闲块，就接纳它；第一个放不下的请求一出现就停下。"
+        "然后让原先在运行的每个请求多占一个位置：length % block_size == 0 时要取一个新块。"
+        "没有空闲块时，弹出最后一个运行中的请求，把它的块还给空闲列表，把它放回队首，再试一次。",
+    "{what} (blocks of {size}, {n_free} free)": "{what}（块大小 {size}，空闲 {n_free} 块）",
+    "an empty queue: every running request grows": "队列为空：每个运行中的请求都增长一个 token",
+    "growth across a block boundary": "增长跨过块边界",
+    "admission limited by blocks, first come first served": "接纳受块数限制，先来先服务",
+    "the head of the queue does not fit, a shorter request behind it would":
+        "队首请求放不下，排在它后面的短请求本来放得下",
+    "a preemption: a block is needed and none is free": "抢占：需要一个块，却没有空闲块",
+    "the request that needs the block is itself the most recently admitted": "需要新块的请求恰好是最近接纳的那个",
+    "return the three lists (running, waiting, free), got {got}": "应返回三个列表 (running, waiting, free)，得到的是 {got}",
+    "running": "运行中", "waiting": "等待中",
+    "every request in {what} must stay a dict with the keys rid, length and blocks":
+        "{what}中的每个请求都应是含 rid、length、blocks 三个键的 dict",
+    "the order of the running requests (rids)": "运行中请求的顺序（rid）",
+    "the order of the waiting queue (rids)": "等待队列的顺序（rid）",
+    "the length of running request {rid}": "运行中请求 {rid} 的长度",
+    "the length of waiting request {rid}": "等待中请求 {rid} 的长度",
+    "running request {rid} holds {got} blocks for its {length} positions: a block holds block_size positions, and a "
+    "request takes a new one only when its last is full":
+        "运行中的请求 {rid} 用 {got} 个块放 {length} 个位置。一个块放 block_size 个位置，最后一块满了才取新块",
+    "running request {rid}'s old blocks changed: a request keeps its blocks and appends new ones at the end":
+        "运行中的请求 {rid} 原有的块变了。请求保留已有的块，新块只追加在末尾",
+    "waiting request {rid} still holds blocks: a preempted request (recompute) gives all of them back":
+        "等待中的请求 {rid} 还占着块。被抢占的请求（重计算）要把块全部还回去",
+    "the blocks do not add up: every block of the pool must be in exactly one running request's table or in the "
+    "free list (a block lost, or counted twice)":
+        "块数对不上：池中每个块要么恰好在一个运行中请求的块表里，要么在空闲列表里（有块丢了，或被算了两次）",
+    "{n} blocks are free after your step, which is not the expected number": "你的这一步之后有 {n} 个空闲块，与预期的数目不符",
+    # chunked prefill and latency tables
+    "token budget": "token 预算", "longest pass with decodes (ms)": "含解码的最长一次前向传播（ms）",
+    "whole run (ms)": "整次运行（ms）", "prompt": "提示词", "TTFT (ms)": "首 token 时间 TTFT（ms）",
+    "TPOT (ms)": "每输出 token 时间 TPOT（ms）", "TTFT / TPOT": "TTFT / TPOT", "prefill bound": "预填充受限于",
+    "decode bound": "解码受限于", "compute-bound": "计算受限", "memory-bound": "访存受限",
+    "its first token (pass)": "它的首 token（第几次前向传播）", "its first token (ms)": "它的首 token（ms）",
+})
