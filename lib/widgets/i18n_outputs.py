@@ -945,7 +945,7 @@ ZH_OUTPUTS.update({  # -- nb0910 -- notebook 10: the scheduler-step exercise, ch
     # chunked prefill and latency tables
     "token budget": "token 预算", "longest pass with decodes (ms)": "含解码的最长一次前向传播（ms）",
     "whole run (ms)": "整次运行（ms）", "prompt": "提示词", "TTFT (ms)": "首 token 时间 TTFT（ms）",
-    "TPOT (ms)": "每输出 token 时间 TPOT（ms）", "TTFT / TPOT": "TTFT / TPOT", "prefill bound": "预填充受限于",
+    "TPOT (ms)": "每输出 token 时间 TPOT（ms）", "TTFT / TPOT": "TTFT / TPOT 之比", "prefill bound": "预填充受限于",
     "decode bound": "解码受限于", "compute-bound": "计算受限", "memory-bound": "访存受限",
     "its first token (pass)": "它的首 token（第几次前向传播）", "its first token (ms)": "它的首 token（ms）",
 })
