@@ -120,7 +120,7 @@ def test_serving_the_real_model_counts_follow_from_the_lengths(lm):
     assert runs["static"].steps == max(lengths[:3]) + max(lengths[3:])
 
 
-def test_what_notebook_07_says_of_the_text_stream():
+def test_what_notebook_10_says_of_the_text_stream():
     """Paging leaves under the vLLM paper's 4% of the memory without tokens, `max` leaves no hole (16,384 is eight
     regions of 2048), swapping and recomputing cost about the same time for Llama-2-13B at best on an H100, and
     blocks of 8, 16 and 32 positions leave under 5% of the final lengths' slots empty."""

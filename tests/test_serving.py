@@ -448,6 +448,8 @@ def test_prefill_is_compute_bound_and_decode_memory_bound_on_a_gpu(chat):
     weights = lib.costs.streamed_weight_bytes(cfg13) / (lib.roofline.DEFAULT_GPU.bandwidth_gbs * 1e9)
     assert weights < p.tpot_seconds < 1.05 * weights  # a decode step reads the weights, little else
     assert p.ttft_seconds > p.tpot_seconds and p.row("x")["prefill bound"] == "compute-bound"
+    assert 1.4 < p.ratio < 1.6  # notebook 10: "only about 1.5 times as long as that read" (26 GB of weights)
+    assert 25e9 < lib.costs.streamed_weight_bytes(cfg13) < 27e9
     m = lib.serving.measure_latency(chat[0], 32, 4, repeats=1)
     assert m.ttft_seconds > 0 and m.tpot_seconds > 0 and m.prompt_len == 32 and "prefill bound" not in m.row("x")
     with pytest.raises(ValueError, match=r"n_new must be an integer >= 2"):
