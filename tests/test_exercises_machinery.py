@@ -59,3 +59,50 @@ def test_a_gather_must_put_the_heads_first_before_laying_blocks_end_to_end():
 
     result = ex.check("paged_gather", blocks_first, quiet=True)
     assert not result.passed and "the right shape but its values are off" in result.message
+
+
+def _step(running, waiting, free, bs, *, lifo=False, preempt=True, boundary=True):
+    """A scheduler step with one of the typical slips switched on."""
+    running, waiting, free = [dict(r) for r in running], list(waiting), list(free)
+    admitted = []
+    while waiting:
+        head = waiting[-1] if lifo else waiting[0]
+        need = -(-(head["length"] + 1) // bs)
+        if need > len(free):
+            break
+        waiting.remove(head)
+        admitted.append({"rid": head["rid"], "length": head["length"] + 1, "blocks": [free.pop(0) for _ in range(need)]})
+    i = 0
+    while i < len(running):
+        r = running[i]
+        if boundary and r["length"] % bs == 0:  # boundary=False: it never notices that its last block is full
+            if not free:
+                if not preempt:
+                    i += 1
+                    continue
+                victim = running.pop()
+                free.extend(victim["blocks"])
+                waiting.insert(0, {"rid": victim["rid"], "length": victim["length"], "blocks": []})
+                if victim is r:
+                    break
+                continue
+            r["blocks"] = r["blocks"] + [free.pop(0)]
+        r["length"] += 1
+        i += 1
+    return running + admitted, waiting, free
+
+
+def test_a_scheduler_step_is_told_which_case_it_gets_wrong_and_not_the_answer():
+    assert ex.check("scheduler_step", _step, quiet=True).passed
+    no_preemption = ex.check("scheduler_step", lambda *a: _step(*a, preempt=False), quiet=True)
+    assert "a preemption: a block is needed and none is free" in no_preemption.message
+    assert "the order of the running requests (rids) has 2 items" in no_preemption.message
+    lifo = ex.check("scheduler_step", lambda *a: _step(*a, lifo=True), quiet=True)
+    assert "admission limited by blocks, first come first served" in lifo.message
+    assert "item 1 of the order of the running requests (rids) is 'E'" in lifo.message
+    boundary = ex.check("scheduler_step", lambda *a: _step(*a, boundary=False), quiet=True)
+    assert "case 2 of 6 (growth across a block boundary" in boundary.message
+    assert "running request A holds 2 blocks for its 9 positions" in boundary.message
+    for result in (no_preemption, lifo, boundary):
+        assert not result.passed and "Hint:" in result.message
+        assert "'C', 'D'" not in result.message and "[('A'" not in result.message  # never the expected lists

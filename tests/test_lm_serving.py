@@ -120,7 +120,7 @@ def test_serving_the_real_model_counts_follow_from_the_lengths(lm):
     assert runs["static"].steps == max(lengths[:3]) + max(lengths[3:])
 
 
-def test_what_notebook_07_says_of_the_text_stream():
+def test_what_notebook_10_says_of_the_text_stream():
     """Paging leaves under the vLLM paper's 4% of the memory without tokens, `max` leaves no hole (16,384 is eight
     regions of 2048), swapping and recomputing cost about the same time for Llama-2-13B at best on an H100, and
     blocks of 8, 16 and 32 positions leave under 5% of the final lengths' slots empty."""
@@ -133,3 +133,23 @@ def test_what_notebook_07_says_of_the_text_stream():
     seconds = {p: preemption_seconds(r, PRESETS["llama-2-13b"])[p] for p, r in runs.items()}
     assert abs(seconds["swap"] / seconds["recompute"] - 1) < 0.1, seconds
     assert all(c.empty_share < 0.05 for c in block_size_tradeoff([r.total_len for r in stream], (8, 16, 32)))
+
+
+def test_chunked_prefill_keeps_the_decodes_pace_beside_a_long_prompt(lm):
+    """A long prompt joins while three requests decode: unchunked, its pass costs llama-2-13b on an H100 far more
+    than a decode step (compute-bound); under a budget of 256 tokens every pass with decodes stays near a decode
+    step's time (the chunks ride on the weights a decode reads anyway), and the tokens are the same."""
+    model, tok = lm
+    short = text_requests(tok, n=4, max_prompt=16, max_new_tokens=12)
+    long_prompt = [tok.bos_id] + list(range(10, 10 + 447))  # 448 tokens
+    mixed = short[:1] + [ServeRequest(50, [tok.bos_id, 5], 2)] + short[1:3] + [ServeRequest(99, long_prompt, 3)]
+    cfg13 = lib.costs.PRESETS["llama-2-13b"]
+    runs = {b: serve(model, mixed, "continuous", max_batch=4, max_num_batched_tokens=b) for b in (None, 256)}
+    assert [r.tokens for r in runs[None].records] == [r.tokens for r in runs[256].records]
+    rows = {b: run.chunking_row(cfg13, rid=99) for b, run in runs.items()}
+    decode = lib.roofline.DEFAULT_GPU.seconds(lib.costs.decode_cost(cfg13, 20, 3)) * 1e3
+    assert rows[None]["longest pass with decodes (ms)"] > 1.4 * decode
+    assert rows[256]["longest pass with decodes (ms)"] < 1.05 * decode
+    assert rows[256]["its first token (pass)"] == rows[None]["its first token (pass)"] + 1  # two chunks
+    with pytest.raises(ValueError, match=r"no request has rid=7"):
+        runs[256].chunking_row(cfg13, rid=7)

@@ -414,3 +414,43 @@ def test_serving_errors(chat, requests):
         serve(model, requests, max_batch=0)
     with pytest.raises(ValueError, match=r"preemption='evict' is not supported; allowed: recompute, swap"):
         serve(model, requests, preemption="evict")
+
+
+# ------------------------------------------------------------------------------------------ chunked prefill
+
+@pytest.mark.parametrize("kw", [dict(), dict(prefix_cache=True, block_size=2), dict(block_size=4, n_blocks=14)])
+def test_chunked_prefill_gives_the_same_tokens_within_its_budget(chat, requests, expected, kw):
+    model, tok = chat
+    res = serve(model, requests, "continuous", max_batch=4, eos_id=tok.eos_id, max_num_batched_tokens=6, **kw)
+    assert [r.tokens for r in res.records] == expected
+    assert max(res.fed_tokens) <= 6 and res.max_num_batched_tokens == 6
+    plain = serve(model, requests, "continuous", max_batch=4, eos_id=tok.eos_id, **kw)
+    assert max(plain.fed_tokens) > 6  # the budget did cut prompts into chunks
+    assert res.prefills == len(requests) + res.preemptions  # a prefill fed in chunks counts once
+    if not kw:
+        assert res.prefill_tokens == plain.prefill_tokens == sum(len(r.prompt) for r in requests)
+    assert sum(sum(fed.values()) for fed in res.passes) == sum(res.batch_rows)
+
+
+def test_chunked_prefill_errors(chat, requests):
+    model, tok = chat
+    with pytest.raises(ValueError, match=r"max_num_batched_tokens must be None \(no limit\) or an integer >= "
+                                         r"max_batch=4: every running decode feeds one token a pass, got 3"):
+        serve(model, requests, max_batch=4, max_num_batched_tokens=3)
+    with pytest.raises(ValueError, match=r"works with preemption='recompute' only"):
+        serve(model, requests, max_batch=4, max_num_batched_tokens=8, preemption="swap")
+
+
+def test_prefill_is_compute_bound_and_decode_memory_bound_on_a_gpu(chat):
+    cfg13 = lib.costs.PRESETS["llama-2-13b"]
+    p = lib.serving.predicted_latency(cfg13, 448, 16)
+    assert (p.ttft_bound, p.tpot_bound) == ("compute-bound", "memory-bound")
+    weights = lib.costs.streamed_weight_bytes(cfg13) / (lib.roofline.DEFAULT_GPU.bandwidth_gbs * 1e9)
+    assert weights < p.tpot_seconds < 1.05 * weights  # a decode step reads the weights, little else
+    assert p.ttft_seconds > p.tpot_seconds and p.row("x")["prefill bound"] == "compute-bound"
+    assert 1.4 < p.ratio < 1.6  # notebook 10: "only about 1.5 times as long as that read" (26 GB of weights)
+    assert 25e9 < lib.costs.streamed_weight_bytes(cfg13) < 27e9
+    m = lib.serving.measure_latency(chat[0], 32, 4, repeats=1)
+    assert m.ttft_seconds > 0 and m.tpot_seconds > 0 and m.prompt_len == 32 and "prefill bound" not in m.row("x")
+    with pytest.raises(ValueError, match=r"n_new must be an integer >= 2"):
+        lib.serving.predicted_latency(cfg13, 448, 1)

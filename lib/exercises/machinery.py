@@ -1,6 +1,6 @@
 """Build-it exercises of the central machinery, on the real model ``lm``: a KV cache of your own plugged into
-your own greedy loop (notebook 03), one speculative round with verification and rollback (06), and a gather
-through a block table (07).
+your own greedy loop (notebook 03), one speculative round with verification and rollback (08), and a gather
+through a block table (09).
 
 Every hidden case comes from lib's tested code: the tokens ``lib.generate`` chooses, the keys a ``KVCache``
 holds after a plain prefill, the tensor ``PagedKVPool.gather`` builds. The cases also watch *how* the answer was
@@ -114,7 +114,7 @@ def _cache_loop_cases():
                    args=(watched, ids, n), expected=want, compare=_cache_loop_compare(watched, len(ids)))
 
 
-# ------------------------------------------------------------------ 06: one speculative round, rolled back
+# ------------------------------------------------------------------ 08: one speculative round, rolled back
 
 def speculative_round_solution(target, cache, pending, drafts):
     """Greedy verification of ``drafts`` in ONE pass of ``target`` over [pending, *drafts]: keep the drafts that
@@ -169,7 +169,7 @@ def _round_cases():
                    compare=_round_compare(cache, model, text, kept))
 
 
-# ------------------------------------------------------------------ 07: gather through a block table
+# ------------------------------------------------------------------ 09: gather through a block table
 
 def paged_gather_solution(pool_k, block_table, n_tokens):
     """pool_k: (n_blocks, n_kv_heads, block_size, head_dim); the sequence's keys (n_kv_heads, n_tokens, head_dim)."""

@@ -1,12 +1,16 @@
-"""Build-it exercises of notebook 09 (the paged KV cache): find a token's slot through a block table, and count
-the blocks a sequence takes. The hidden cases come from ``lib.paged.BlockTable.locate`` and
-``lib.serving.block_size_tradeoff``."""
+"""Build-it exercises of the paged KV cache: find a token's slot through a block table, and count the blocks a
+sequence takes (notebook 09); one step of a continuous-batching scheduler over the block pool (notebook 10). The
+hidden cases come from ``lib.paged.BlockTable.locate``, ``lib.serving.block_size_tradeoff`` and
+``lib.serving.memory.scheduler_step`` (the step ``lib.serving.simulate`` runs, with lib's ``Scheduler``)."""
 from __future__ import annotations
 
+import copy
+
 from ..paged import BlockTable
-from ..serving import block_size_tradeoff
+from ..serving import SchedulerCounts, Scheduler, SimRequest, block_size_tradeoff
+from ..serving.memory import _PagedMemory, _Running, scheduler_step
 from ..widgets.i18n import t
-from . import Case, exercise
+from . import Case, Mismatch, compare, exercise
 
 
 def _locate_solution(block_table, block_size, position):
@@ -56,3 +60,125 @@ def _blocks_cases():
         yield Case(t("{what} ({n} tokens, blocks of {size})", what=t(description), n=n_tokens, size=block_size),
                    args=(n_tokens, block_size),
                    expected=(cost.table_entries, cost.empty_slots))
+
+
+# ------------------------------------------------------------------ 10: one step of the scheduler
+
+def scheduler_step_solution(running, waiting, free, block_size):
+    """One step over the block pool. ``running`` and ``waiting``: lists of {"rid", "length", "blocks"} (running
+    in admission order, waiting in queue order); ``free``: the free block ids. Returns (running, waiting, free)."""
+    running, waiting, free = list(running), list(waiting), list(free)
+    admitted = []
+    while waiting:  # 1. admission, first come first served: the head waits, and nobody behind it jumps ahead
+        need = -(-(waiting[0]["length"] + 1) // block_size)  # its prompt and the first token its prefill makes
+        if need > len(free):
+            break
+        r = waiting.pop(0)
+        admitted.append({"rid": r["rid"], "length": r["length"] + 1, "blocks": [free.pop(0) for _ in range(need)]})
+    i = 0
+    while i < len(running):  # 2. one more token for every request that was running (admission order)
+        r = running[i]
+        if r["length"] % block_size == 0:  # its last block is full: it needs a new one
+            if not free:  # none free: preempt the most recently admitted (recompute: all its blocks back)
+                victim = running.pop()
+                free.extend(victim["blocks"])
+                waiting.insert(0, {"rid": victim["rid"], "length": victim["length"], "blocks": []})
+                if victim is r:
+                    break
+                continue  # try r again, now with a free block
+            r["blocks"] = r["blocks"] + [free.pop(0)]
+        r["length"] += 1
+        i += 1
+    return running + admitted, waiting, free
+
+
+def _step_truth(running, waiting, n_blocks, block_size):
+    """What lib's scheduler does in one step (``scheduler_step``, as ``simulate`` runs it) from this state: the
+    running requests' (rid, length, blocks held) in order, the waiting ones' (rid, length) in queue order, and how
+    many blocks are free after it."""
+    memory = _PagedMemory([], n_blocks * block_size, block_size)
+    big = 10 ** 6
+    live = []
+    for r in running:  # a running request of length L: a prompt of L - 1 and the token it made
+        s = _Running(SimRequest(0, r["length"] - 1, big), generated=1)
+        s.table = BlockTable()
+        memory.alloc.reserve(s.table, s.length)
+        s.table.n_tokens = s.length
+        live.append((r["rid"], s))
+    queued = [(r["rid"], _Running(SimRequest(0, r["length"], big))) for r in waiting]
+    rid = {id(s): name for name, s in live + queued}
+    sched = Scheduler(memory, [s for _, s in queued], big, SchedulerCounts(preemption="recompute"))
+    batch = [s for _, s in live]
+    admitted, _ = scheduler_step(sched, batch, memory)
+    after = [(rid[id(s)], s.length, len(s.table.blocks)) for s in batch + admitted]
+    return after, [(rid[id(s)], s.length) for s in sched.waiting], memory.alloc.n_free
+
+
+def _step_compare(running, waiting, free, block_size):
+    n_blocks = len(free) + sum(len(r["blocks"]) for r in running)
+    want_running, want_waiting, want_free = _step_truth(running, waiting, n_blocks, block_size)
+    before = {r["rid"]: list(r["blocks"]) for r in running}
+
+    def check(got, want):
+        if not isinstance(got, (tuple, list)) or len(got) != 3:
+            raise Mismatch(t("return the three lists (running, waiting, free), got {got}", got=type(got).__name__))
+        g_running, g_waiting, g_free = (list(x) for x in got)
+        for what, xs in ((t("running"), g_running), (t("waiting"), g_waiting)):
+            if any(not isinstance(r, dict) or not {"rid", "length", "blocks"} <= set(r) for r in xs):
+                raise Mismatch(t("every request in {what} must stay a dict with the keys rid, length and blocks",
+                                 what=what))
+        compare([r["rid"] for r in g_running], [r for r, _, _ in want_running],
+                what=t("the order of the running requests (rids)"))
+        compare([r["rid"] for r in g_waiting], [r for r, _ in want_waiting],
+                what=t("the order of the waiting queue (rids)"))
+        for r, (rid, length, n) in zip(g_running, want_running):
+            compare(r["length"], length, what=t("the length of running request {rid}", rid=rid))
+            if len(r["blocks"]) != n:
+                return t("running request {rid} holds {got} blocks for its {length} positions: a block holds "
+                         "block_size positions, and a request takes a new one only when its last is full",
+                         rid=rid, got=len(r["blocks"]), length=length)
+            old = before.get(rid)
+            if old is not None and list(r["blocks"][:len(old)]) != old:
+                return t("running request {rid}'s old blocks changed: a request keeps its blocks and appends new "
+                         "ones at the end", rid=rid)
+        for r, (rid, length) in zip(g_waiting, want_waiting):
+            compare(r["length"], length, what=t("the length of waiting request {rid}", rid=rid))
+            if r["blocks"]:
+                return t("waiting request {rid} still holds blocks: a preempted request (recompute) gives all of "
+                         "them back", rid=rid)
+        held = [b for r in g_running for b in r["blocks"]] + list(g_free)
+        if sorted(held) != list(range(n_blocks)):
+            return t("the blocks do not add up: every block of the pool must be in exactly one running request's "
+                     "table or in the free list (a block lost, or counted twice)")
+        if len(g_free) != want_free:
+            return t("{n} blocks are free after your step, which is not the expected number", n=len(g_free))
+        return None
+    return check
+
+
+@exercise("scheduler_step", title="One step of a continuous-batching scheduler",
+          hint="first admit from the front of the queue while the head's length + 1 positions fit in free blocks "
+               "(stop at the first that does not); then give every request that was running one more position, "
+               "taking a block when length % block_size == 0; when none is free, pop the last running request, "
+               "put its blocks back on the free list and it at the front of the queue, and try again.",
+          solution=scheduler_step_solution)
+def _step_cases():
+    situations = [  # (what, running [(rid, length)], waiting [(rid, length)], free blocks, block size)
+        ("an empty queue: every running request grows", [("A", 5), ("B", 3)], [], 2, 4),
+        ("growth across a block boundary", [("A", 8), ("B", 6)], [], 1, 4),
+        ("admission limited by blocks, first come first served", [("A", 5)], [("C", 6), ("D", 3), ("E", 2)], 3, 4),
+        ("the head of the queue does not fit, a shorter request behind it would", [("A", 2)], [("C", 9), ("D", 1)],
+         2, 4),
+        ("a preemption: a block is needed and none is free", [("A", 8), ("B", 5)], [("C", 7)], 0, 4),
+        ("the request that needs the block is itself the most recently admitted", [("A", 5), ("B", 8)], [], 0, 4),
+    ]
+    for description, running, waiting, n_free, bs in situations:
+        next_block = iter(range(100))
+        run = [{"rid": rid, "length": n, "blocks": [next(next_block) for _ in range(-(-n // bs))]}
+               for rid, n in running]
+        free = [next(next_block) for _ in range(n_free)]
+        queue = [{"rid": rid, "length": n, "blocks": []} for rid, n in waiting]
+        expected = _step_truth(run, queue, len(free) + sum(len(r["blocks"]) for r in run), bs)
+        yield Case(t("{what} (blocks of {size}, {n_free} free)", what=t(description), size=bs, n_free=n_free),
+                   args=(copy.deepcopy(run), copy.deepcopy(queue), list(free), bs), expected=expected,
+                   compare=_step_compare(copy.deepcopy(run), copy.deepcopy(queue), list(free), bs))

@@ -10,6 +10,8 @@ batched decides how busy the model stays.
     batching.py    part 2, real serving on a model (serve): one shared PagedKVPool, one forward_paged pass per
                    iteration, "static" vs "continuous" batching; demo_requests for the toys, text_requests
                    (held-out text) for the real model
+    latency.py     prefill vs decode as a user feels them: time to first token and time per output token,
+                   measured on a real model and predicted by the roofline for a reference GPU
     tradeoffs.py   what the choices trade: the block size (empty slots vs block-table entries), swap vs
                    recompute (bytes over the host link vs prefill FLOPs)
 
@@ -17,13 +19,15 @@ When the paged pool runs out, a running request is preempted, in one of the two 
 (``preemption=``): ``"recompute"`` frees its blocks and prefills its prompt and every token it had made again
 when it comes back (counted: ``recomputed_tokens``); ``"swap"`` copies its blocks to CPU memory and back
 (counted: ``swapped_out_blocks``, ``swapped_in_blocks``, ``peak_cpu_blocks``). vLLM today (the V1 engine)
-recomputes only. Every name is importable from here (``lib.serving.simulate``, ``lib.serving.serve``, ...).
+recomputes only. ``serve(..., max_num_batched_tokens=)`` feeds a long prompt in chunks beside the running
+decodes (chunked prefill). Every name is importable from here (``lib.serving.simulate``, ``lib.serving.serve``, ...).
 """
 from .batching import RequestRecord, ServeRequest, ServeResult, demo_requests, serve, text_requests
 from .memory import (CONTIGUOUS, POLICIES, ContiguousAllocator, SimRequest, SimResult, compare_policies, request_stream,
                      reservation, simulate, text_stream)
 from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts
 from .tradeoffs import HOST_LINK_GBS, BlockSizeCost, block_size_tradeoff, preemption_seconds
+from .latency import Latency, measure_latency, predicted_latency
 
 __all__ = [
     "POLICIES", "CONTIGUOUS", "PREEMPTIONS", "HOST_LINK_GBS", "REQUEST_BYTES",
@@ -32,4 +36,5 @@ __all__ = [
     "compare_policies",
     "ServeRequest", "demo_requests", "text_requests", "RequestRecord", "ServeResult", "serve",
     "BlockSizeCost", "block_size_tradeoff", "preemption_seconds",
+    "Latency", "measure_latency", "predicted_latency",
 ]

@@ -11,6 +11,12 @@ sit idle: padding); ``"continuous"`` (iteration-level, Orca / vLLM) lets finishe
 ones join at every step. Admission and preemption (by recomputation or by swapping to CPU memory) are
 ``scheduler.Scheduler``'s, the same as the memory simulation's. Both report deterministic counts (steps,
 tokens, idle slots, time-to-first-token in passes) and measured wall-clock figures (tokens/s, TTFT in seconds).
+
+*Chunked prefill* (``max_num_batched_tokens=``, vLLM's name for the token budget of a step): a pass feeds at most
+that many tokens; every running decode gets its one token first, then the prefills take what is left of the
+budget, in admission order, a chunk each; a prompt longer than that is fed over several passes, and its first
+token comes with its last chunk. The decodes beside a long prompt keep their pace (``ServeResult.step_seconds``
+prices every pass by the roofline) and every request gets the same tokens.
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ from ..device import synchronize
 from ..model import eval_mode
 from ..paged import PagedKVPool, PoolExhaustedError, forward_paged
 from ..sampling import choose
+from ..text import sig
+from .memory import pass_seconds
 from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts, listed
 
 
@@ -101,7 +109,8 @@ class ServeResult(SchedulerCounts):
     max_batch: int
     records: list
     steps: int = 0  # iterations = forward passes
-    batch_rows: list = field(default_factory=list)  # sequences in each forward pass (each gets one new token)
+    batch_rows: list = field(default_factory=list)  # sequences in each forward pass (each gets one new token, but
+    #                                                 a chunk of a prefill that is not its last)
     fed_tokens: list = field(default_factory=list)  # tokens fed in each pass (prompts of joining requests + 1 per
     #                                                 running one)
     idle_slots: list = field(default_factory=list)  # per pass: batch slots held by finished requests (static) or
@@ -110,6 +119,8 @@ class ServeResult(SchedulerCounts):
     prefix_hit_blocks: int = 0  # blocks taken from the prefix cache instead of being computed
     swap_bytes: int = 0  # swap: bytes of K/V copied, both ways
     seconds: float = 0.0
+    max_num_batched_tokens: int | None = None  # the token budget of a pass (chunked prefill); None: no limit
+    passes: list = field(default_factory=list)  # per pass: {(n_new, context): sequences} it fed
 
     @property
     def tokens(self) -> int:
@@ -142,6 +153,30 @@ class ServeResult(SchedulerCounts):
                 "blocks to CPU": self.swapped_out_blocks, "blocks from CPU": self.swapped_in_blocks,
                 "bytes moved": self.swap_bytes, "most blocks on CPU": self.peak_cpu_blocks}
 
+    def step_seconds(self, model, machine=None, dtype=torch.float16) -> list[float]:
+        """Each pass's time if its lengths were ``model``'s (a config or a model) on ``machine`` (default the H100
+        SXM), priced by the roofline (``lib.serving.memory.pass_seconds``, the same as ``SimResult``'s): a lower
+        bound, every kernel at the roof."""
+        return pass_seconds(self.passes, model, machine, dtype)
+
+    def chunking_row(self, model, machine=None, dtype=torch.float16, rid=None) -> dict:
+        """Figures for a table of chunked prefill, each pass priced for ``model`` on ``machine`` by the roofline
+        (``step_seconds``): the token budget, the passes, the longest pass that carried a decode (what a running
+        request waits for its next token), the whole run, and (``rid`` given) when request ``rid`` got its first
+        token ("its first token": the pass that made it, and the time until then)."""
+        secs = self.step_seconds(model, machine, dtype)
+        decoding = [x for x, fed in zip(secs, self.passes) if any(n_new == 1 for n_new, _ in fed)]
+        row = {"token budget": self.max_num_batched_tokens or "-", "forward passes": self.steps,
+               "longest pass with decodes (ms)": sig(1e3 * max(decoding, default=float("nan"))),
+               "whole run (ms)": sig(1e3 * sum(secs))}
+        if rid is not None:
+            rec = next((r for r in self.records if r.rid == rid), None)
+            if rec is None:
+                raise ValueError(f"no request has rid={rid!r}; the rids are {[r.rid for r in self.records]}")
+            row |= {"its first token (pass)": rec.first_token_step + 1,
+                    "its first token (ms)": sig(1e3 * sum(secs[:rec.first_token_step + 1]))}
+        return row
+
     def timings(self) -> dict:
         """Measured on this machine (vary run to run)."""
         return {"policy": self.policy, "seconds": round(self.seconds, 3),
@@ -150,11 +185,16 @@ class ServeResult(SchedulerCounts):
                 "mean TTFT (ms)": round(1e3 * self.mean_ttft_seconds(), 1),
                 "mean latency (ms)": round(1e3 * _mean([r.finish_seconds for r in self.records]), 1)}
 
-    def _record_pass(self, batch: list, idle: int, blocks_used: int):
+    def _record_pass(self, batch: list, idle: int, blocks_used: int, contexts: list):
         self.batch_rows.append(len(batch))
         self.fed_tokens.append(sum(len(s.feed) for s in batch))
         self.idle_slots.append(idle)
         self.blocks_used.append(blocks_used)
+        fed = {}
+        for s, context in zip(batch, contexts):  # context: what its table held after the pass
+            key = (len(s.feed), context)
+            fed[key] = fed.get(key, 0) + 1
+        self.passes.append(fed)
         self.steps += 1
 
 
@@ -179,6 +219,12 @@ class _Live:
     table: BlockTable
     feed: list = field(default_factory=list)  # the tokens this request feeds in the next forward pass
     swapped: int = 0  # preempted by swapping: its blocks waiting in CPU memory (the scheduler's; the pool has them)
+    prefilling: bool = False  # its prefill (or recomputation) is not all fed yet
+    prefill_fed: int = 0  # tokens of that prefill fed so far (chunked prefill feeds it over several passes)
+
+    @property
+    def ids(self) -> list:
+        return self.req.prompt + self.rec.tokens  # what its cache holds once everything it has is fed
 
     @property
     def made(self) -> int:
@@ -230,7 +276,7 @@ class _PoolMemory:
 @torch.no_grad()
 def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_id: int | None = None,
           block_size: int = 16, n_blocks: int | None = None, prefix_cache: bool = False,
-          preemption: str = "recompute") -> ServeResult:
+          preemption: str = "recompute", max_num_batched_tokens: int | None = None) -> ServeResult:
     """Serve ``requests`` (all arrived at time 0, first come first served) with greedy decoding on one
     shared ``PagedKVPool`` of ``n_blocks`` (default: enough for ``max_batch`` full-length sequences).
 
@@ -243,16 +289,30 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
     ``preemption="recompute"`` (what vLLM does today) feeds it its prompt and the tokens it had made again when
     it is admitted; ``"swap"`` copies its keys and values to CPU memory first and back into new blocks when it
     is admitted, and it continues with its last token. Either way every request gets the tokens it would get
-    with a pool large enough never to preempt (greedy decoding)."""
+    with a pool large enough never to preempt (greedy decoding).
+
+    ``max_num_batched_tokens`` (None: no limit) is the token budget of a pass (chunked prefill, as vLLM's
+    scheduler has it): the running decodes feed their token first, then the prefills feed chunks of what is left,
+    in admission order; a request whose prefill is not all fed makes no token in that pass, and one admitted when
+    the budget is spent waits in its slot for the next pass. It must be at least ``max_batch`` (every decode gets
+    its token) and works with ``preemption="recompute"`` (as vLLM's V1 engine, which recomputes only)."""
     checks.choice(policy, "policy", ("static", "continuous"))
     checks.choice(preemption, "preemption", PREEMPTIONS)
     max_batch, block_size = checks.integer(max_batch, "max_batch", 1), checks.integer(block_size, "block_size", 1)
     prefix_cache = checks.flag(prefix_cache, "prefix_cache")
     eos_id = None if eos_id is None else checks.token_id(eos_id, "eos_id", model.config.vocab_size)
+    if max_num_batched_tokens is not None:
+        max_num_batched_tokens = checks.integer(max_num_batched_tokens, "max_num_batched_tokens", max_batch,
+                                                allowed=f"None (no limit) or an integer >= max_batch={max_batch}: "
+                                                        f"every running decode feeds one token a pass")
+        if preemption != "recompute":
+            raise ValueError(f"chunked prefill (max_num_batched_tokens={max_num_batched_tokens}) works with "
+                             f"preemption='recompute' only (as in vLLM's V1 engine), got preemption={preemption!r}")
     requests = [_checked_request(r, model.config) for r in listed(requests, "requests", ServeRequest,
                                                                      "ServeRequest objects (see demo_requests)")]
     pool = _pool_for(model, requests, max_batch, block_size, n_blocks)
     res = ServeResult(policy=policy, max_batch=max_batch, preemption=preemption,
+                      max_num_batched_tokens=max_num_batched_tokens,
                       records=[RequestRecord(r.rid, len(r.prompt)) for r in requests])
     sched = Scheduler(_PoolMemory(pool, prefix_cache), [_Live(r, rec, pool.new_table(str(r.rid)))
                                                         for r, rec in zip(requests, res.records)], max_batch, res)
@@ -261,28 +321,55 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
     with eval_mode(model):
         while sched.waiting or running:
             for s in running:
-                s.feed = [s.rec.tokens[-1]]  # a running request feeds the token it made last
+                s.feed = s.ids[s.table.n_tokens:]  # the token it made last (or the rest of a chunked prefill)
             joined, resumed = sched.admit(running) if policy == "continuous" or not running else ([], [])
+            for s in joined:
+                s.prefilling, s.prefill_fed = s not in resumed, 0  # it feeds a prompt (its first, or a recomputation)
             batch_size = len(joined) if policy == "static" and joined else batch_size
-            batch = running + joined
+            order = running + joined  # admission order
+            batch = order if max_num_batched_tokens is None else _within_budget(order, max_num_batched_tokens)
+            fed = set(map(id, batch))
             next_ids = _forward(model, pool, sched, batch, res.steps)  # preempted requests leave the batch
-            now, running = time.perf_counter() - t0, []
-            for s, token in zip(batch, next_ids):
-                if s in joined and s not in resumed:  # it fed a prompt (its first, or a recomputation)
-                    sched.prefilled(s, len(s.feed))
+            now, ran = time.perf_counter() - t0, dict(zip(map(id, batch), next_ids))
+            contexts = [s.table.n_tokens for s in batch]  # before a finished request frees its table
+            held = [s for s in order if id(s) not in fed or id(s) in ran]  # the preempted are back in the queue
+            running = []
+            for s in held:
+                if id(s) not in ran:  # admitted with the budget spent, or a prefill with none of it left: it waits
+                    running.append(s)
+                    continue
+                if s.prefilling:
+                    sched.prefilled(s, len(s.feed), first=s.prefill_fed == 0)
+                    s.prefill_fed += len(s.feed)
+                    if s.table.n_tokens < len(s.ids):  # a chunk: the rest of its prompt comes in the next passes
+                        running.append(s)
+                        continue
+                    s.prefilling = False
                     if prefix_cache:
-                        pool.register_prefix(s.table, s.req.prompt + s.rec.tokens)
-                if s.add_token(token, res.steps, now, eos_id):
+                        pool.register_prefix(s.table, s.ids)
+                if s.add_token(ran[id(s)], res.steps, now, eos_id):
                     pool.free(s.table)
                 else:
                     running.append(s)
-            idle = batch_size - len(batch) if policy == "static" else (max_batch - len(batch) if sched.waiting else 0)
-            res._record_pass(batch, idle, pool.allocator.n_used)
+            idle = batch_size - len(held) if policy == "static" else (max_batch - len(held) if sched.waiting else 0)
+            res._record_pass(batch, idle, pool.allocator.n_used, contexts)
     synchronize(model.device)
     res.seconds = time.perf_counter() - t0
     res.prefix_hit_blocks = pool.allocator.n_prefix_hits
     res.swap_bytes = (res.swapped_out_blocks + res.swapped_in_blocks) * pool.block_nbytes
     return res
+
+
+def _within_budget(order: list, budget: int) -> list:
+    """The rows of a pass under a budget of ``budget`` tokens (chunked prefill): every decode its one token, then
+    the prefills, in admission order, a chunk each of what is left (their ``feed`` cut to it). Rows left with
+    nothing to feed sit this pass out."""
+    left = budget - sum(1 for s in order if not s.prefilling)
+    for s in order:
+        if s.prefilling:
+            s.feed = s.feed[:max(0, left)]
+            left -= len(s.feed)
+    return [s for s in order if s.feed]
 
 
 def _pool_for(model, requests: list, max_batch: int, block_size: int, n_blocks) -> PagedKVPool:

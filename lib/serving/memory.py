@@ -318,24 +318,7 @@ class SimResult(SchedulerCounts):
         and after a recomputing preemption every token it had made), timed by the roofline
         (``lib.roofline.Machine.seconds``: max(FLOPs / peak, bytes / bandwidth)), the weights read once per step.
         A lower bound: every kernel at the roof, no scheduling overhead."""
-        from ..roofline import DEFAULT_GPU, Machine  # the one table of reference machines
-        machine = DEFAULT_GPU if machine is None else machine
-        if not isinstance(machine, Machine):
-            raise TypeError(f"machine must be a lib.roofline.Machine (e.g. lib.roofline.REFERENCE_MACHINES"
-                            f"['H100 SXM']), got {type(machine).__name__}")
-        weights = costs.streamed_weight_bytes(model, dtype)
-        per_seq = {}  # (n_new, context) -> (FLOPs, K/V bytes) of one sequence: the costs of lib.costs.step_cost
-        out = []
-        for fed in self.passes:
-            flops = kv = 0
-            for (n_new, context), n in fed.items():
-                if (n_new, context) not in per_seq:
-                    c = costs.step_cost(model, context, n_new, 1, dtype)
-                    per_seq[n_new, context] = (c.flops, c.kv_read_bytes + c.kv_write_bytes)
-                f, b = per_seq[n_new, context]
-                flops, kv = flops + n * f, kv + n * b
-            out.append(max(flops / (machine.peak_gflops * 1e9), (weights + kv) / (machine.bandwidth_gbs * 1e9)))
-        return out
+        return pass_seconds(self.passes, model, machine, dtype)
 
     def seconds(self, model, machine=None, dtype=torch.float16) -> float:
         """The whole run's time on ``machine``: the sum of ``step_seconds`` (prefills and recomputation charged)."""
@@ -397,16 +380,7 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
     sched = Scheduler(memory, [_Running(r) for r in requests], max_running, res, spare)
     running: list[_Running] = []
     while sched.waiting or running:
-        fed = {}  # (n_new, context) -> sequences, this step's forward pass
-        admitted, resumed = sched.admit(running)  # 1. admission, first come first served
-        for s in admitted:
-            if s not in resumed:  # a prefill: the prompt, and after a preemption by recomputation every token made
-                sched.prefilled(s, s.length)
-                _feed(fed, s.length, s.length)
-            else:  # swapped back in: it continues with its newest token
-                _feed(fed, 1, s.length)
-            s.generated += 1  # the prefill's token
-        _decode(running, memory, sched, fed)  # 2. one token for every request that was already running
+        admitted, fed = scheduler_step(sched, running, memory)  # 1. admission, 2. one token for the others
         res.passes.append(fed)
         running.extend(admitted)
         res._record_step(running, len(sched.waiting), memory.held)  # 3. count what the memory holds now
@@ -418,6 +392,52 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
                 memory.free(s)
         running = still
     return res
+
+
+def scheduler_step(sched: Scheduler, running: list, memory) -> tuple[list, dict]:
+    """One step of the scheduler over the memory, as ``simulate`` runs it (and notebook 10's build-it exercise
+    checks against): 1. admission, first come first served (``Scheduler.admit``): each admitted request's prefill
+    writes its prompt (after a recomputing preemption, prompt + the tokens it had made) and makes its first token;
+    2. every request of ``running`` (in admission order) grows by one token (``_decode``): a new block when its
+    last is full, and while none is free the most recently admitted of them is preempted. Returns (admitted,
+    fed): the requests admitted (not yet in ``running``: the caller appends them) and what the step's forward
+    pass fed, {(n_new, context): sequences}."""
+    fed = {}
+    admitted, resumed = sched.admit(running)
+    for s in admitted:
+        if s not in resumed:  # a prefill: the prompt, and after a preemption by recomputation every token made
+            sched.prefilled(s, s.length)
+            _feed(fed, s.length, s.length)
+        else:  # swapped back in: it continues with its newest token
+            _feed(fed, 1, s.length)
+        s.generated += 1  # the prefill's token
+    _decode(running, memory, sched, fed)
+    return admitted, fed
+
+
+def pass_seconds(passes, model, machine=None, dtype=torch.float16) -> list[float]:
+    """Each forward pass's time on ``machine`` (default the H100 SXM) for ``model`` (a config or a model): a pass is
+    {(n_new, context): sequences}, every sequence feeding n_new tokens over context positions; priced by the
+    roofline (max(FLOPs / peak, bytes / bandwidth)) with the weights read once per pass and each sequence's K/V
+    read and written (``lib.costs.step_cost``). The one pricing of ``SimResult`` and ``ServeResult``."""
+    from ..roofline import DEFAULT_GPU, Machine  # the one table of reference machines
+    machine = DEFAULT_GPU if machine is None else machine
+    if not isinstance(machine, Machine):
+        raise TypeError(f"machine must be a lib.roofline.Machine (e.g. lib.roofline.REFERENCE_MACHINES"
+                        f"['H100 SXM']), got {type(machine).__name__}")
+    weights = costs.streamed_weight_bytes(model, dtype)
+    per_seq = {}  # (n_new, context) -> (FLOPs, K/V bytes) of one sequence: the costs of lib.costs.step_cost
+    out = []
+    for fed in passes:
+        flops = kv = 0
+        for (n_new, context), n in fed.items():
+            if (n_new, context) not in per_seq:
+                c = costs.step_cost(model, context, n_new, 1, dtype)
+                per_seq[n_new, context] = (c.flops, c.kv_read_bytes + c.kv_write_bytes)
+            f, b = per_seq[n_new, context]
+            flops, kv = flops + n * f, kv + n * b
+        out.append(max(flops / (machine.peak_gflops * 1e9), (weights + kv) / (machine.bandwidth_gbs * 1e9)))
+    return out
 
 
 def _feed(fed: dict, n_new: int, context: int):

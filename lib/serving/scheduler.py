@@ -104,9 +104,10 @@ class Scheduler:
         self.waiting.appendleft(victim)
         return victim
 
-    def prefilled(self, request, n_tokens: int):
-        """Count a prefill of ``n_tokens`` tokens: a recomputation when the request had made tokens before."""
-        self.counts.prefills += 1
+    def prefilled(self, request, n_tokens: int, first: bool = True):
+        """Count a prefill of ``n_tokens`` tokens: a recomputation when the request had made tokens before.
+        A prefill fed in chunks (``serve(..., max_num_batched_tokens=)``) counts once, at its ``first`` chunk."""
+        self.counts.prefills += first
         self.counts.prefill_tokens += n_tokens
         if request.made:
             self.counts.recomputed_tokens += n_tokens

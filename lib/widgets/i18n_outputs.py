@@ -1062,3 +1062,75 @@ ZH_PRINTED.update({  # -- nb0506 -- lines printed by notebook 05's cells
     "one request of 4,096 tokens needs {0} blocks: vLLM refuses max_model_len=4096":
         "一个 4,096 token 的请求要 {0} 个块：vLLM 拒绝以 max_model_len=4096 启动",
 })
+ZH_OUTPUTS.update({  # -- nb0910 -- notebook 10: the scheduler-step exercise, chunked prefill, TTFT / TPOT
+    "One step of a continuous-batching scheduler": "连续批处理调度器的一步",
+    "first admit from the front of the queue while the head's length + 1 positions fit in free blocks (stop at "
+    "the first that does not); then give every request that was running one more position, taking a block when "
+    "length % block_size == 0; when none is free, pop the last running request, put its blocks back on the free "
+    "list and it at the front of the queue, and try again.":
+        "先从队首接纳：队首请求的 length + 1 个位置放得进空闲块，就接纳它；第一个放不下的请求一出现就停下。"
+        "然后让原先在运行的每个请求多占一个位置：length % block_size == 0 时要取一个新块。"
+        "没有空闲块时，弹出最后一个运行中的请求，把它的块还给空闲列表，把它放回队首，再试一次。",
+    "{what} (blocks of {size}, {n_free} free)": "{what}（块大小 {size}，空闲 {n_free} 块）",
+    "an empty queue: every running request grows": "队列为空：每个运行中的请求都增长一个 token",
+    "growth across a block boundary": "增长跨过块边界",
+    "admission limited by blocks, first come first served": "接纳受块数限制，先来先服务",
+    "the head of the queue does not fit, a shorter request behind it would":
+        "队首请求放不下，排在它后面的短请求本来放得下",
+    "a preemption: a block is needed and none is free": "抢占：需要一个块，却没有空闲块",
+    "the request that needs the block is itself the most recently admitted": "需要新块的请求恰好是最近接纳的那个",
+    "return the three lists (running, waiting, free), got {got}": "应返回三个列表 (running, waiting, free)，得到的是 {got}",
+    "running": "运行中", "waiting": "等待中",
+    "every request in {what} must stay a dict with the keys rid, length and blocks":
+        "{what}中的每个请求都应是含 rid、length、blocks 三个键的 dict",
+    "the order of the running requests (rids)": "运行中请求的顺序（rid）",
+    "the order of the waiting queue (rids)": "等待队列的顺序（rid）",
+    "the length of running request {rid}": "运行中请求 {rid} 的长度",
+    "the length of waiting request {rid}": "等待中请求 {rid} 的长度",
+    "running request {rid} holds {got} blocks for its {length} positions: a block holds block_size positions, and a "
+    "request takes a new one only when its last is full":
+        "运行中的请求 {rid} 用 {got} 个块放 {length} 个位置。一个块放 block_size 个位置，最后一块满了才取新块",
+    "running request {rid}'s old blocks changed: a request keeps its blocks and appends new ones at the end":
+        "运行中的请求 {rid} 原有的块变了。请求保留已有的块，新块只追加在末尾",
+    "waiting request {rid} still holds blocks: a preempted request (recompute) gives all of them back":
+        "等待中的请求 {rid} 还占着块。被抢占的请求（重计算）要把块全部还回去",
+    "the blocks do not add up: every block of the pool must be in exactly one running request's table or in the "
+    "free list (a block lost, or counted twice)":
+        "块数对不上：池中每个块要么恰好在一个运行中请求的块表里，要么在空闲列表里（有块丢了，或被算了两次）",
+    "{n} blocks are free after your step, which is not the expected number": "你的这一步之后有 {n} 个空闲块，与预期的数目不符",
+    # chunked prefill and latency tables
+    "token budget": "token 预算", "longest pass with decodes (ms)": "含解码的最长一次前向传播（ms）",
+    "whole run (ms)": "整次运行（ms）", "TTFT (ms)": "首 token 时间 TTFT（ms）",
+    "TPOT (ms)": "每输出 token 时间 TPOT（ms）", "TTFT / TPOT": "TTFT / TPOT 之比", "prefill bound": "预填充受限于",
+    "decode bound": "解码受限于",
+    "its first token (pass)": "它的首 token（第几次前向传播）", "its first token (ms)": "它的首 token（ms）",
+    # the why of the predictions and questions of notebooks 09 and 10
+    "5 positions need 2 blocks of 4, so 5 of the 8 slots hold tokens; only the last block has empty slots.":
+        "5 个位置要 2 个大小为 4 的块，8 个槽位里有 5 个存着 token；只有最后一块有空槽位。",
+    "the first child computes all 15; each other finds the 3 full blocks (12 tokens) and computes the last 3 again: "
+    "15 + 3 × 3.": "第一个子请求算全部 15 个；其余每个找到 3 个写满的块（12 个 token），再重算最后 3 个：15 + 3 × 3。",
+    "the fork shares all 4 blocks; the 3 full ones stay shared and the half-full one is copied by 3 of its 4 holders "
+    "(the last writes in place).": "分叉共享全部 4 个块；3 个写满的块保持共享，半满的那块由 4 个持有者中的 3 个各复制一份（最后一个原地写入）。",
+    "attention reads the same keys and values either way (the gather even adds work); paging saves memory, so more "
+    "requests fit in a batch.": "两种缓存下注意力读的键和值一样多（收集还多了一点工作）；分页省的是显存，让一个批次放得下更多请求。",
+    "only full blocks are indexed: positions 0-7 fill two blocks; the third block of P holds 2 tokens and could still "
+    "change.": "只有写满的块才建索引：位置 0-7 填满两块；P 的第三块只有 2 个 token，内容还可能变。",
+    "a block's contents are fixed only once it is full; before that the next write would change a block other "
+    "requests rely on.": "块写满后内容才固定；在那之前，下一次写入会改动别的请求依赖的块。",
+    "every request reserves 2048 positions however short its answer: 16,384 / 2048 = 8.":
+        "不管回答多短，每个请求都预留 2048 个位置：16,384 / 2048 = 8。",
+    "a decode step reads all 26 GB of weights for one token; the prefill reads them once for 448 tokens, and their "
+    "FLOPs take only about 1.5 times as long as that read.":
+        "一步解码为一个 token 读一遍全部 26 GB 权重；预填充读一遍权重处理 448 个 token，这些计算的用时只是那次读取的约 1.5 倍。",
+    "the newest request has made the fewest tokens, so recomputing it loses the least, and first come, first served "
+    "stays fair.": "最新的请求生成的 token 最少，重计算它损失最小，先来先服务也保持公平。",
+    "both give the model the same keys and values for the same tokens; they differ only in what bringing them back "
+    "costs.": "两者让模型对同样的 token 拿到同样的键和值；区别只在把它们找回来的代价。",
+    "below the ridge a pass costs the weight read; the chunk's FLOPs fit inside it until the tokens of a step approach "
+    "the ridge intensity.": "在脊点以下，一次前向传播的代价就是读权重的时间；只要一步的 token 数还没接近脊点强度，分块的计算都藏在这次读取里。",
+    "lm, measured here": "lm，在这台机器上实测", "llama-2-13b, H100": "llama-2-13b，在 H100 上", "lm, H100": "lm，在 H100 上",
+})
+
+ZH_PRINTED.update({  # -- nb0910 -- lines printed by notebook 10's new cells
+    "every token budget gives every request the same tokens": "每种 token 预算下，每个请求得到的 token 都相同",
+})
