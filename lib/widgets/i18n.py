@@ -415,3 +415,7 @@ def t(text: str, /, **fields) -> str:
     if CONTEXT in out:  # English with a context (or an untranslated one): the text after the separator
         out = out.split(CONTEXT, 1)[1]
     return out.format(**fields) if fields else out
+
+ZH.update({  # -- nb1113 -- bring your own model: the pickers' entry for a converted checkpoint
+    "your model": "你的模型",
+})
