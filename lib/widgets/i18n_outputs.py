@@ -905,3 +905,29 @@ def translate_printed(text: str, words: dict, whole: bool = False, markdown: boo
         return "|".join(cells)
 
     return "\n".join((row if markdown else line)(s) for s in text.split("\n"))
+
+ZH_OUTPUTS.update({  # -- nb1113 -- the answers (lib.exercises.reveal's why) of notebooks 11, 12 and 13
+    # 13 · the vLLM bridge
+    "A Llama-3-8B token costs a quarter of the bytes (8 KV heads instead of 32); its larger weights leave a little "
+    "less memory, so slightly under 4x.":
+        "Llama-3-8B 的每个 token 只占四分之一的字节（8 个 KV 头而不是 32 个）；它的权重大一些，留下的显存略少，所以略低于 4 倍。",
+    "Memory the cache cannot have costs blocks one for one: 4 GiB / 2 MiB = 2,048. The block size only decides how "
+    "finely the memory is cut; fp8 halves a block, so twice the tokens.":
+        "缓存用不上的显存会一比一地吃掉块：4 GiB / 2 MiB = 2,048。块大小只决定显存切得多细；fp8 让一块减半，所以 token 翻倍。",
+    "The V1 engine preempts by recomputation only; KV offloading, when on, is a second tier of the prefix cache, not "
+    "the paper's swap.":
+        "V1 引擎只用重计算来抢占；KV 卸载即使打开，也只是前缀缓存的第二层，不是论文里的换出。",
+    "It counts requests of the full max_model_len; blocks are handed out as sequences grow, so shorter requests run "
+    "many more at once, up to max_num_seqs.":
+        "它按满长度 max_model_len 的请求来算；块是随序列增长才分出去的，所以短请求能同时跑得多得多，上限是 max_num_seqs。",
+    "One block is 2 × layers × KV heads × head_dim × 16 tokens × 1 byte = {block}; the available memory divided by "
+    "it, rounded down.":
+        "一块是 2 × 层数 × KV 头数 × head_dim × 16 个 token × 1 字节 = {block}；用可用显存除以它，向下取整。",
+    "32 × 8,192 tokens need {kv} of cache beside {w} of weights: {need} of {total} is {frac}, and the next hundredth "
+    "up is the answer.":
+        "32 × 8,192 个 token 需要 {kv} 缓存，另有 {w} 权重：{need} 占 {total} 的 {frac}，往上取到下一个百分位就是答案。",
+    "vLLM counts its {n:,} blocks as requests of {per} blocks ({pos:,} positions for 1,024 tokens): {n:,} / {per} × "
+    "1,024 = {rep:,}, less than {n:,} × 48 = {all:,}.":
+        "vLLM 把 {n:,} 个块按每个请求 {per} 块来算（1,024 个 token 占 {pos:,} 个位置）：{n:,} / {per} × 1,024 = {rep:,}，"
+        "比 {n:,} × 48 = {all:,} 少。",
+})
