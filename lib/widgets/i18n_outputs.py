@@ -931,3 +931,29 @@ ZH_OUTPUTS.update({  # -- nb1113 -- the answers (lib.exercises.reveal's why) of 
         "vLLM 把 {n:,} 个块按每个请求 {per} 块来算（1,024 个 token 占 {pos:,} 个位置）：{n:,} / {per} × 1,024 = {rep:,}，"
         "比 {n:,} × 48 = {all:,} 少。",
 })
+
+ZH_OUTPUTS.update({  # -- nb1113 -- 11 · FlashAttention: the answers of its predictions and questions
+    "S and P hold T × T numbers per head and each crosses twice; Q, K, V and O hold only T × D, and D = 128 is small "
+    "beside T = 4096.":
+        "S 和 P 每个头都有 T × T 个数，各搬两趟；Q、K、V、O 只有 T × D 个数，而 D = 128 比 T = 4096 小得多。",
+    "On real text most of a query's weight goes to the recent positions: the newest chunk holds {share} of the "
+    "softmax, averaged over the heads.":
+        "在真实文本上，查询的权重大多落在最近的位置：按各头平均，最新一段占了 softmax 的 {share}。",
+    "A decode step reads every cached key and value once, flash or not; flash removes the T × T scores, which a "
+    "single query does not have.":
+        "用不用 flash，解码步都要把缓存的每个键和值读一遍；flash 省掉的是 T × T 的分数，而单个查询本来就没有它。",
+    "Each query tile reads every key tile up to the diagonal, so twice the queries per tile means half the re-reads "
+    "of K and V: at 4,096 tokens {b64} with tiles of 64, {b128} with 128.":
+        "每个查询分块都要读到对角线为止的所有键分块，所以一个分块的查询翻倍，K 和 V 的重读就减半：4,096 个 token 时，"
+        "分块 64 搬 {b64}，分块 128 搬 {b128}。",
+    "heads × T × T scores of 2 bytes each: 64 × 8,192 × 8,192 × 2 = {b}, whatever head_dim is.":
+        "头数 × T × T 个分数，每个 2 字节：64 × 8,192 × 8,192 × 2 = {b}，与 head_dim 无关。",
+    "10 × 10 tiles: the 10 on the diagonal and the 45 below it are computed, the 45 above it are skipped.":
+        "共 10 × 10 个分块：对角线上的 10 个和它下方的 45 个要计算，上方的 45 个被跳过。",
+    "ceil(1000 / 64) = 16: 15 full chunks and a last one of 40 positions; any chunk size gives the same output.":
+        "ceil(1000 / 64) = 16：15 个满段，最后一段 40 个位置；段长取多少，输出都一样。",
+})
+
+ZH_PRINTED.update({  # -- nb1113 -- lines that 11's cells print
+    "Q, K, V and O: {0};  S and P, written and read back: {1}": "Q、K、V 和 O：{0}；  S 和 P 写出再读回：{1}",
+})
