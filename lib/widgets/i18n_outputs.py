@@ -957,3 +957,23 @@ ZH_OUTPUTS.update({  # -- nb1113 -- 11 · FlashAttention: the answers of its pre
 ZH_PRINTED.update({  # -- nb1113 -- lines that 11's cells print
     "Q, K, V and O: {0};  S and P, written and read back: {1}": "Q、K、V 和 O：{0}；  S 和 P 写出再读回：{1}",
 })
+
+ZH_OUTPUTS.update({  # -- nb1113 -- 12 · sliding window: the answers of its predictions and questions
+    "Position p goes to slot p mod W: 11 mod 8 = 3, over position 3, which no later query can see.":
+        "位置 p 放进槽位 p mod W：11 mod 8 = 3，覆盖掉位置 3，之后的查询再也看不到它。",
+    "The ring holds W = 8 positions per layer, the full cache all 64: 64 / 8. The ring's bytes are allocated once, "
+    "so it is larger than the full cache for the first 7 tokens.":
+        "环每层保存 W = 8 个位置，完整缓存保存全部 64 个：64 / 8。环的字节一次分配好，所以前 7 个 token 时它反而比完整缓存大。",
+    "One head of the toy gives <s> more than half its weight, ten times an even share; no head of lm gives it more "
+    "than a few hundredths, in either language.":
+        "玩具模型有一个头把一半以上的权重给了 <s>，是平均份额的十倍；lm 在两种语言上都没有哪个头给它超过百分之几。",
+    "Each layer passes on what it saw W − 1 positions back, so 32 layers reach about 32 × 4,095 = {reach:,} "
+    "positions: position 0 arrives indirectly; a sink would let every layer see it directly.":
+        "每一层都把往回 W − 1 个位置看到的东西传下去，所以 32 层大约能覆盖 32 × 4,095 = {reach:,} 个位置："
+        "位置 0 的信息能间接传到；汇点则让每一层都能直接看到它。",
+    "The sinks take {n} of the W = {w} slots: the same memory, {r} slots left for recent text, which is why 4 sinks "
+    "made the English perplexity worse.":
+        "汇点占用 W = {w} 个槽位中的 {n} 个：内存不变，留给最近文本的只剩 {r} 个槽位，所以 4 个汇点让英文困惑度变差了。",
+    "A window of 32 costs {p32} of perplexity, 64 only {p64}: this model reads mostly the last few dozen characters.":
+        "窗口 32 让困惑度变化 {p32}，窗口 64 只有 {p64}：这个模型主要读最近几十个字符。",
+})
