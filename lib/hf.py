@@ -337,7 +337,7 @@ def from_hf(model_or_path, max_seq_len: int | None = None, dtype=None, device=No
 class HFTokenizer:
     """A Hugging Face tokenizer behind the interface lib's widgets use (the same as ``CharTokenizer``):
     ``encode(text)`` -> list of ids, ``decode(ids)``, ``tokens(ids)`` (one readable string per token),
-    ``bos_id``, ``eos_id``, ``pad_id``, ``vocab_size``."""
+    ``bos_id``, ``eos_id``, ``pad_id``, ``vocab_size`` (every token, added ones included), ``base_vocab_size``."""
 
     def __init__(self, hf_tokenizer):
         self.hf = hf_tokenizer
@@ -345,6 +345,9 @@ class HFTokenizer:
         self.eos_id = hf_tokenizer.eos_token_id
         self.pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else self.eos_id
         self.vocab_size = len(hf_tokenizer)
+        # the tokens a model's rows must cover; len() also counts added special tokens (a model's embedding may
+        # be padded past either: Qwen2.5 has 151,936 rows for 151,665 tokens)
+        self.base_vocab_size = hf_tokenizer.vocab_size
 
     def encode(self, text: str) -> list[int]:
         """Text -> ids, with the special tokens the model expects (Llama's BOS; GPT-2 adds none)."""

@@ -400,3 +400,69 @@ def test_attn_impl_sdpa_gives_the_same_numbers_and_bad_values_are_named():
         torch.testing.assert_close(fast(ids), hf(ids).logits, atol=ATOL, rtol=0)
     with pytest.raises(ValueError, match=r"attn_impl='flash' is not supported; allowed: manual, sdpa"):
         from_hf(hf, attn_impl="flash")
+
+
+# ------------------------------------------------- every widget takes your own model (the course's main path)
+
+def test_every_widget_and_figure_factory_takes_a_converted_model(checkpoint):
+    """The widgets that run a model take lib.from_hf's model and its HFTokenizer as they take lm; the explorers
+    that work from shapes alone (memory, cost curves, roofline, vLLM capacity) take the model (or its config)
+    and add it to their picker as "your model"."""
+    from lib.widgets import (YOUR_MODEL, attention, blocks, capacity, cost_curves, memory, player, ring,
+                             roofline, sampling, speculative, tiles, worked)
+
+    folder, _ = checkpoint
+    model, tok = load_hf(folder)
+    text = "the kv cache keeps the keys"
+    ids = torch.tensor([tok.encode(text)])  # (1, T), T < the model's 48 positions
+    assert sampling.SamplingExplorer(model, tok, prompt=text).state.vocab_size == model.config.vocab_size
+    spec = speculative.SpeculativeExplorer(model, model, tok, prompt=text, max_new_tokens=6)
+    assert spec.message == "" and spec.result.sequences.shape[1] == ids.shape[1] + 6
+    assert worked.WorkedExplorer(model, tok, prompt=text, max_new_tokens=4).error is None
+    pool = blocks.BlockPoolWidget(model, tok, prompts=(text, "the keys", "the keys"))
+    assert not pool.error and pool.frames
+    assert len(tiles.TileStepper(model, ids, block_size=4, row=len(ids[0]) - 1).frames) > 1
+    assert len(ring.RingStepper(model, tok, ids[0], window=4, sinks=1).frames) == ids.shape[1]
+    assert attention.AttentionExplorer(model, tok, prompt=text, max_new_tokens=3).error is None
+    assert len(player.GenerationPlayer(model, tok, prompt=text, max_new_tokens=3).frames) == 3
+    for explorer in (memory.MemoryExplorer(model), capacity.CapacityExplorer(model, "H100 SXM"),
+                     roofline.RooflineExplorer(model), cost_curves.CostCurvesExplorer(model, n=16)):
+        picker = {memory.MemoryExplorer: lambda e: e.model_box, capacity.CapacityExplorer: lambda e: e.boxes["model"],
+                  roofline.RooflineExplorer: lambda e: e.controls["model"],
+                  cost_curves.CostCurvesExplorer: lambda e: e.model}[type(explorer)](explorer)
+        assert picker.value == YOUR_MODEL and (YOUR_MODEL, YOUR_MODEL) in picker.options, type(explorer).__name__
+    assert memory.MemoryExplorer(model.config).budget.config == model.config  # a config works as the model does
+    assert capacity.CapacityExplorer(model).capacity.model == YOUR_MODEL
+    assert roofline.RooflineExplorer(model).state["max_seq_len"] == model.config.max_seq_len
+    assert memory.MemoryExplorer(lib.PRESETS["llama-2-7b"]).budget.model == "llama-2-7b"  # a preset keeps its name
+
+
+def test_sampling_labels_a_padded_embedding_and_still_refuses_another_model_s_tokenizer(checkpoint):
+    from lib.widgets.sampling import sampling_bars
+
+    folder, _ = checkpoint
+    tok = load_tokenizer(folder)
+    padded = torch.full((tok.base_vocab_size + 12,), -5.0)  # Qwen2.5-style: rows past the tokenizer
+    padded[tok.base_vocab_size + 3], padded[tok.encode("the")[0]] = 4.0, 3.0
+    bars = sampling_bars(padded, tok, n_bars=2)
+    assert bars.labels[0] == f"#{tok.base_vocab_size + 3}" and bars.labels[1] == "the"
+    with pytest.raises(ValueError, match=r"the logits have 10 entries but the tokenizer's base vocabulary has "
+                                         r"\d+ tokens .*belong to different models"):
+        sampling_bars(torch.zeros(10), tok)
+    chat_tok = lib.load_demo("chat")[1]
+    with pytest.raises(ValueError, match=r"the tokenizer has \d+ tokens: they belong to different models"):
+        sampling_bars(torch.zeros(chat_tok.vocab_size + 1), chat_tok)
+
+
+def test_a_picker_refuses_what_it_cannot_hold():
+    from lib.widgets import picker_models
+    from lib.widgets.memory import MemoryExplorer
+
+    with pytest.raises(ValueError, match=r"unknown model 'gpt-5'; allowed"):
+        picker_models("gpt-5", lib.PRESETS)
+    with pytest.raises(ValueError, match=r"model='chat' is not in the explorer's picker; choose one of: gpt2, .*a "
+                                         r"lib.ModelConfig or a model of your own, lib.from_hf\(...\), joins it"):
+        picker_models("chat", lib.PRESETS)
+    e = MemoryExplorer()
+    with pytest.raises(ValueError, match=r"joins it when the explorer is made: MemoryExplorer\(model\)"):
+        e.set(model=lib.ModelConfig(vocab_size=10, n_layers=1, d_model=8, n_heads=2, max_seq_len=16))

@@ -99,3 +99,41 @@ class FrameStepping:
         if self.slider.value > 0:
             self.slider.value -= 1
         return self.slider.value
+
+
+# -- nb1113 -- bring your own model: a picker of named models that also holds the learner's converted checkpoint
+YOUR_MODEL = "your model"  # the picker's entry for a model given as a lib.MiniTransformer or lib.ModelConfig
+
+
+def picker_models(model, named: dict) -> tuple[dict, str]:
+    """``(models, chosen)`` for an explorer's model picker: ``models`` maps each entry's name to its
+    ``lib.ModelConfig`` (``named`` first, e.g. ``lib.PRESETS``), ``chosen`` is the entry of ``model``. ``model``:
+    a name of ``named``, a ``lib.ModelConfig``, or a ``lib.MiniTransformer`` (a checkpoint converted with
+    ``lib.from_hf`` / ``lib.hf.load_from_env``: its config). A config equal to a named one picks that entry; any
+    other joins the picker as "your model" (``YOUR_MODEL``)."""
+    from ..config import ModelConfig
+    from ..model import MiniTransformer
+
+    models = dict(named)
+    if isinstance(model, MiniTransformer):
+        model = model.config
+    if isinstance(model, ModelConfig):
+        same = next((name for name, c in models.items() if c == model), None)
+        if same is not None:
+            return models, same
+        models[YOUR_MODEL] = model
+        return models, YOUR_MODEL
+    if isinstance(model, str) and model in models:
+        return models, model
+    from ..presets import resolve_model
+    resolve_model(model)  # a name lib does not know, or not a model at all: its own error
+    raise ValueError(f"model={model!r} is not in the explorer's picker; choose one of: {', '.join(models)} (a "
+                     f"lib.ModelConfig or a model of your own, lib.from_hf(...), joins it as {YOUR_MODEL!r})")
+
+
+def picker_options(models: dict) -> list:
+    """A Dropdown's options for ``picker_models``' entries: the names, and "your model" in the notebook's
+    language when it is there."""
+    if YOUR_MODEL not in models:
+        return list(models)
+    return [(t(name) if name == YOUR_MODEL else name, name) for name in models]

@@ -15,6 +15,7 @@ does not request, plus less than one block of remainder.
 """
 from __future__ import annotations
 
+import dataclasses
 import html
 import time
 
@@ -23,7 +24,7 @@ from ..presets import PRESETS
 from ..roofline import REFERENCE_MACHINES
 from ..text import fmt_bytes, sig, text_table
 from ..vllm_bridge import GiB, KV_CACHE_DTYPES, kv_capacity
-from . import check_controls, frame_slider, style
+from . import YOUR_MODEL, check_controls, frame_slider, picker_models, picker_options, style
 from .i18n import t
 
 GPUS = tuple(name for name, m in REFERENCE_MACHINES.items() if m.memory_gib)
@@ -185,7 +186,9 @@ class CapacityExplorer:
 
     Python API (no browser needed): ``set(gpu=, model=, kv_cache_dtype=, block_size=, gpu_memory_utilization=,
     max_model_len=, activation_gib=)`` (bad values raise and change nothing; a new model clamps max_model_len to its
-    window), ``.capacity`` (the ``KVCapacity`` shown), ``.html``, ``.last_update_ms``; ``.widget`` to display."""
+    window), ``.capacity`` (the ``KVCapacity`` shown), ``.html``, ``.last_update_ms``; ``.widget`` to display.
+    ``model``: a ``PRESETS`` name, or a ``lib.ModelConfig`` / ``lib.MiniTransformer`` of your own (``lib.from_hf``),
+    which joins the picker as "your model" (``lib.widgets.picker_models``)."""
 
     CONTROLS = ("gpu", "model", "kv_cache_dtype", "block_size", "gpu_memory_utilization", "max_model_len",
                 "activation_gib")
@@ -195,6 +198,7 @@ class CapacityExplorer:
         import ipywidgets as W
 
         self.values = {}
+        self.models, model = picker_models(model, PRESETS)  # name -> ModelConfig; yours as "your model"
         self.capacity = self._compute(dict(gpu=gpu, model=model, kv_cache_dtype=kv_cache_dtype, block_size=block_size,
                                            gpu_memory_utilization=gpu_memory_utilization,
                                            max_model_len=max_model_len, activation_gib=activation_gib))
@@ -202,7 +206,8 @@ class CapacityExplorer:
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
         self.boxes = {
             "gpu": W.Dropdown(options=list(GPUS), value=v["gpu"], description="GPU", **look),
-            "model": W.Dropdown(options=list(PRESETS), value=v["model"], description=t("model"), **look),
+            "model": W.Dropdown(options=picker_options(self.models),
+                                value=v["model"], description=t("model"), **look),
             "kv_cache_dtype": W.Dropdown(options=list(KV_CACHE_DTYPES), value=v["kv_cache_dtype"],
                                          description=t("KV dtype"), **look),
             "block_size": W.Dropdown(options=list(BLOCK_SIZES), value=v["block_size"], description=t("block size"),
@@ -223,13 +228,12 @@ class CapacityExplorer:
         self.last_update_ms = 0.0
         self._render()
 
-    @staticmethod
-    def _window(model) -> int:
-        return PRESETS[model].max_seq_len
+    def _window(self, model) -> int:
+        return self.models[model].max_seq_len
 
     def _compute(self, v: dict):
         checks.choice(v["gpu"], "gpu", GPUS)
-        checks.choice(v["model"], "model", tuple(PRESETS))
+        checks.choice(v["model"], "model", tuple(self.models))
         checks.choice(v["block_size"], "block_size", BLOCK_SIZES)
         checks.choice(v["activation_gib"], "activation_gib", ACTIVATION_GIB)
         checks.number(v["gpu_memory_utilization"], "gpu_memory_utilization", 0.3, 0.98,
@@ -239,8 +243,11 @@ class CapacityExplorer:
         length = checks.integer(length, "max_model_len", 1, window,
                                 allowed=f"an integer from 1 to {window:,} ({v['model']}'s context window)")
         v = {**v, "gpu_memory_utilization": round(float(v["gpu_memory_utilization"]), 2), "max_model_len": length}
-        cap = kv_capacity(v["model"], v["gpu"], v["gpu_memory_utilization"], v["block_size"], v["kv_cache_dtype"],
+        cap = kv_capacity(self.models[v["model"]], v["gpu"], v["gpu_memory_utilization"], v["block_size"],
+                          v["kv_cache_dtype"],
                           dtype="bf16", activation_peak=v["activation_gib"] * GiB, max_model_len=length)
+        if v["model"] == YOUR_MODEL:  # kv_capacity names an unnamed config "custom"; the picker says "your model"
+            cap = dataclasses.replace(cap, model=t(YOUR_MODEL))
         self.values = v
         return cap
 

@@ -61,7 +61,7 @@ from ..text import fmt_bytes
 from .i18n import t
 from .live import plotly_output, show_plotly
 from ..measure import cumulative, fit_loglog_slope, larger_config
-from . import figure_and_axes
+from . import figure_and_axes, picker_models
 
 MODEL_CHOICES = ("chat", "lm", "larger", *PRESETS)
 MODEL_LABELS = {"chat": "chat (demo model, d_model 64)", "lm": "lm (real small language model, d_model 256)",
@@ -516,15 +516,13 @@ class CostCurvesExplorer:
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
 
-        name, config = resolve(model)
-        if name not in MODEL_CHOICES:
-            raise ValueError(f"the explorer's picker holds named models only; choose one of: "
-                             f"{', '.join(MODEL_CHOICES)}")
+        # name -> config of the picker; a model of your own (lib.ModelConfig, lib.from_hf's model): "your model"
+        self._models, name = picker_models(model, {k: resolve(k)[1] for k in MODEL_CHOICES})
         self._check_choice(show, SHOWS, "show")
         self._check_choice(view, VIEWS, "view")
         self._curves = {}  # model name -> analytic_curves at the slider's maximum n (sliced on redraw)
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
-        self.model = W.Dropdown(options=[(t(MODEL_LABELS.get(k, k)), k) for k in MODEL_CHOICES], value=name,
+        self.model = W.Dropdown(options=[(t(MODEL_LABELS.get(k, k)), k) for k in self._models], value=name,
                                 description=t("model"), **look)
         self.n = W.IntSlider(value=2, min=2, max=self._n_max(name), description="n", continuous_update=True, **look)
         self.n.value = self._check_n_value(n, name)
@@ -571,9 +569,8 @@ class CostCurvesExplorer:
         self._names.append(name)
         self._shown[name] = shown
 
-    @staticmethod
-    def _n_max(name) -> int:
-        return min(resolve(name)[1].max_seq_len, N_MAX)
+    def _n_max(self, name) -> int:
+        return min(self._models[name].max_seq_len, N_MAX)
 
     def _check_n_value(self, n, name) -> int:
         n = checks.integer(n, "n (tokens to generate)", 1)
@@ -585,7 +582,8 @@ class CostCurvesExplorer:
     def _full(self, name) -> tuple[dict, dict]:
         """analytic_curves and memory_curves at the slider's maximum n, computed once per model."""
         if name not in self._curves:
-            self._curves[name] = (analytic_curves(name, self._n_max(name)), memory_curves(name, None))
+            config = self._models[name]
+            self._curves[name] = (analytic_curves(config, self._n_max(name)), memory_curves(config, None))
         return self._curves[name]
 
     def _arrays(self, name) -> dict:
@@ -712,9 +710,10 @@ class CostCurvesExplorer:
         and change nothing."""
         name = self.model.value
         if model is not None:
-            name, _ = resolve(model)
-            if name not in MODEL_CHOICES:
-                raise ValueError(f"the picker holds named models only; choose one of: {', '.join(MODEL_CHOICES)}")
+            models, name = picker_models(model, self._models)
+            if len(models) != len(self._models):
+                raise ValueError(f"the picker holds {', '.join(self._models)}; a model of your own joins it when "
+                                 f"the explorer is made: CostCurvesExplorer(model)")
         n = None if n is None else self._check_n_value(n, name)
         if show is not None:
             self._check_choice(show, SHOWS, "show")

@@ -469,3 +469,6 @@ ZH.update({  # -- nb0506 -- where the KV cache sits in GPU memory while serving 
     "{model} in {dtype}, {context} tokens per request: where the memory goes":
         "{model}（{dtype}），每个请求 {context} 个 token：显存都去了哪里",
 })
+ZH.update({  # -- nb1113 -- bring your own model: the pickers' entry for a converted checkpoint
+    "your model": "你的模型",
+})

@@ -1134,3 +1134,74 @@ ZH_OUTPUTS.update({  # -- nb0910 -- notebook 10: the scheduler-step exercise, ch
 ZH_PRINTED.update({  # -- nb0910 -- lines printed by notebook 10's new cells
     "every token budget gives every request the same tokens": "每种 token 预算下，每个请求得到的 token 都相同",
 })
+ZH_OUTPUTS.update({  # -- nb1113 -- the answers (lib.exercises.reveal's why) of notebooks 11, 12 and 13
+    # 13 · the vLLM bridge
+    "A Llama-3-8B token costs a quarter of the bytes (8 KV heads instead of 32); its larger weights leave a little "
+    "less memory, so slightly under 4x.":
+        "Llama-3-8B 的每个 token 只占四分之一的字节（8 个 KV 头而不是 32 个）；它的权重大一些，留下的显存略少，所以略低于 4 倍。",
+    "Memory the cache cannot have costs blocks one for one: 4 GiB / 2 MiB = 2,048. The block size only decides how "
+    "finely the memory is cut; fp8 halves a block, so twice the tokens.":
+        "缓存用不上的显存会一比一地吃掉块：4 GiB / 2 MiB = 2,048。块大小只决定显存切得多细；fp8 让一块减半，所以 token 翻倍。",
+    "The V1 engine preempts by recomputation only; KV offloading, when on, is a second tier of the prefix cache, not "
+    "the paper's swap.":
+        "V1 引擎只用重计算来抢占；KV 卸载即使打开，也只是前缀缓存的第二层，不是论文里的换出。",
+    "It counts requests of the full max_model_len; blocks are handed out as sequences grow, so shorter requests run "
+    "many more at once, up to max_num_seqs.":
+        "它按满长度 max_model_len 的请求来算；块是随序列增长才分出去的，所以短请求能同时跑得多得多，上限是 max_num_seqs。",
+    "One block is 2 × layers × KV heads × head_dim × 16 tokens × 1 byte = {block}; the available memory divided by "
+    "it, rounded down.":
+        "一块是 2 × 层数 × KV 头数 × head_dim × 16 个 token × 1 字节 = {block}；用可用显存除以它，向下取整。",
+    "32 × 8,192 tokens need {kv} of cache beside {w} of weights: {need} of {total} is {frac}, and the next hundredth "
+    "up is the answer.":
+        "32 × 8,192 个 token 需要 {kv} 缓存，另有 {w} 权重：{need} 占 {total} 的 {frac}，往上取到下一个百分位就是答案。",
+    "vLLM counts its {n:,} blocks as requests of {per} blocks ({pos:,} positions for 1,024 tokens): {n:,} / {per} × "
+    "1,024 = {rep:,}, less than {n:,} × 48 = {all:,}.":
+        "vLLM 把 {n:,} 个块按每个请求 {per} 块来算（1,024 个 token 占 {pos:,} 个位置）：{n:,} / {per} × 1,024 = {rep:,}，"
+        "比 {n:,} × 48 = {all:,} 少。",
+})
+
+ZH_OUTPUTS.update({  # -- nb1113 -- 11 · FlashAttention: the answers of its predictions and questions
+    "S and P hold T × T numbers per head and each crosses twice; Q, K, V and O hold only T × D, and D = 128 is small "
+    "beside T = 4096.":
+        "S 和 P 每个头都有 T × T 个数，各搬两趟；Q、K、V、O 只有 T × D 个数，而 D = 128 比 T = 4096 小得多。",
+    "On real text most of a query's weight goes to the recent positions: the newest chunk holds {share} of the "
+    "softmax, averaged over the heads.":
+        "在真实文本上，查询的权重大多落在最近的位置：按各头平均，最新一段占了 softmax 的 {share}。",
+    "A decode step reads every cached key and value once, flash or not; flash removes the T × T scores, which a "
+    "single query does not have.":
+        "用不用 flash，解码步都要把缓存的每个键和值读一遍；flash 省掉的是 T × T 的分数，而单个查询本来就没有它。",
+    "Each query tile reads every key tile up to the diagonal, so twice the queries per tile means half the re-reads "
+    "of K and V: at 4,096 tokens {b64} with tiles of 64, {b128} with 128.":
+        "每个查询分块都要读到对角线为止的所有键分块，所以一个分块的查询翻倍，K 和 V 的重读就减半：4,096 个 token 时，"
+        "分块 64 搬 {b64}，分块 128 搬 {b128}。",
+    "heads × T × T scores of 2 bytes each: 64 × 8,192 × 8,192 × 2 = {b}, whatever head_dim is.":
+        "头数 × T × T 个分数，每个 2 字节：64 × 8,192 × 8,192 × 2 = {b}，与 head_dim 无关。",
+    "10 × 10 tiles: the 10 on the diagonal and the 45 below it are computed, the 45 above it are skipped.":
+        "共 10 × 10 个分块：对角线上的 10 个和它下方的 45 个要计算，上方的 45 个被跳过。",
+    "ceil(1000 / 64) = 16: 15 full chunks and a last one of 40 positions; any chunk size gives the same output.":
+        "ceil(1000 / 64) = 16：15 个满段，最后一段 40 个位置；段长取多少，输出都一样。",
+})
+
+ZH_PRINTED.update({  # -- nb1113 -- lines that 11's cells print
+    "Q, K, V and O: {0};  S and P, written and read back: {1}": "Q、K、V 和 O：{0}；  S 和 P 写出再读回：{1}",
+})
+
+ZH_OUTPUTS.update({  # -- nb1113 -- 12 · sliding window: the answers of its predictions and questions
+    "Position p goes to slot p mod W: 11 mod 8 = 3, over position 3, which no later query can see.":
+        "位置 p 放进槽位 p mod W：11 mod 8 = 3，覆盖掉位置 3，之后的查询再也看不到它。",
+    "The ring holds W = 8 positions per layer, the full cache all 64: 64 / 8. The ring's bytes are allocated once, "
+    "so it is larger than the full cache for the first 7 tokens.":
+        "环每层保存 W = 8 个位置，完整缓存保存全部 64 个：64 / 8。环的字节一次分配好，所以前 7 个 token 时它反而比完整缓存大。",
+    "One head of the toy gives <s> more than half its weight, ten times an even share; no head of lm gives it more "
+    "than a few hundredths, in either language.":
+        "玩具模型有一个头把一半以上的权重给了 <s>，是平均份额的十倍；lm 在两种语言上都没有哪个头给它超过百分之几。",
+    "Each layer passes on what it saw W − 1 positions back, so 32 layers reach about 32 × 4,095 = {reach:,} "
+    "positions: position 0 arrives indirectly; a sink would let every layer see it directly.":
+        "每一层都把往回 W − 1 个位置看到的东西传下去，所以 32 层大约能覆盖 32 × 4,095 = {reach:,} 个位置："
+        "位置 0 的信息能间接传到；汇点则让每一层都能直接看到它。",
+    "The sinks take {n} of the W = {w} slots: the same memory, {r} slots left for recent text, which is why 4 sinks "
+    "made the English perplexity worse.":
+        "汇点占用 W = {w} 个槽位中的 {n} 个：内存不变，留给最近文本的只剩 {r} 个槽位，所以 4 个汇点让英文困惑度变差了。",
+    "A window of 32 costs {p32} of perplexity, 64 only {p64}: this model reads mostly the last few dozen characters.":
+        "窗口 32 让困惑度变化 {p32}，窗口 64 只有 {p64}：这个模型主要读最近几十个字符。",
+})

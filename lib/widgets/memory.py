@@ -20,6 +20,7 @@ binary sizes, and the published per-token figures (512 KiB for Llama-2-7B) are b
 """
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 import time
@@ -34,7 +35,7 @@ from ..device import DTYPES, dtype_name
 from ..presets import MLA_PRESETS, PRESETS, resolve_model
 from .i18n import t
 from ..text import fmt_bytes, sig, text_table
-from . import frame_slider
+from . import frame_slider, picker_models, picker_options
 
 GPU_GIB = (24, 40, 80, 141)  # e.g. RTX 4090 / L4, A100-40GB, A100/H100-80GB, H200
 KV_DTYPES = tuple(n for n in DTYPES if n != "fp64")  # the explorer's KV-cache formats: fp32 down to int4
@@ -393,12 +394,14 @@ class MemoryExplorer:
                  kv_dtype=None):
         import ipywidgets as W
 
+        self.models, model = picker_models(model, PRESETS)  # name -> ModelConfig; yours as "your model"
         if context is None:  # 4096, or the model's window when it is shorter (as set(model=...) clamps it)
-            context = min(4096, resolve_model(model)[1].max_seq_len)
-        self.budget = self._fits_controls(memory_budget(model, dtype, context, batch, kv_dtype))
+            context = min(4096, self.models[model].max_seq_len)
+        self.budget = self._fits_controls(self._budget(model, dtype, context, batch, kv_dtype))
         b = self.budget
         ctl = dict(style=style.control_style(), layout=style.control_layout())
-        self.model_box = W.Dropdown(options=list(PRESETS), value=b.model, description=t("model"), **ctl)
+        self.model_box = W.Dropdown(options=picker_options(self.models),
+                                    value=b.model, description=t("model"), **ctl)
         self.dtype_box = W.Dropdown(options=list(DTYPES), value=b.dtype, description=t("weights"), **ctl)
         self.kv_dtype_box = W.Dropdown(options=list(KV_DTYPES), value=b.kv_dtype, description=t("KV cache"), **ctl)
         self.context_box = W.BoundedIntText(value=b.context, min=1, max=b.config.max_seq_len, description=t("context"),
@@ -421,9 +424,14 @@ class MemoryExplorer:
         t0 = time.perf_counter()
         b = self.budget
         model = b.model if model is None else model
+        if not (isinstance(model, str) and model in self.models):
+            models, model = picker_models(model, self.models)  # a name it lacks: picker_models says why
+            if len(models) != len(self.models):
+                raise ValueError(f"the picker holds {', '.join(self.models)}; a model of your own joins it when "
+                                 f"the explorer is made: MemoryExplorer(model)")
         if context is None:  # a new model may have a shorter window: clamp the current context to it
-            context = min(b.context, resolve_model(model)[1].max_seq_len)
-        nb = self._fits_controls(memory_budget(model, b.dtype if dtype is None else dtype, context,
+            context = min(b.context, self.models[model].max_seq_len)
+        nb = self._fits_controls(self._budget(model, b.dtype if dtype is None else dtype, context,
                                                b.batch if batch is None else batch,
                                                b.kv_dtype if kv_dtype is None else kv_dtype))
         self.budget = nb
@@ -441,13 +449,18 @@ class MemoryExplorer:
         """``b`` if the controls can show it (a preset of the picker, a batch within the slider), else a
         ValueError: the explorer never shows other numbers than it computed (memory_budget takes any model
         and batch)."""
-        if b.model not in PRESETS:
-            raise ValueError(f"model={b.model!r} is not in the explorer's picker; choose one of: {', '.join(PRESETS)} "
-                             f"(lib.widgets.memory.memory_budget takes any model)")
+        if b.model not in self.models:
+            raise ValueError(f"model={b.model!r} is not in the explorer's picker; choose one of: "
+                             f"{', '.join(self.models)} (lib.widgets.memory.memory_budget takes any model)")
         checks.integer(b.batch, "batch (concurrent requests)", 1, self.BATCH_MAX,
                        allowed=f"an integer from 1 to {self.BATCH_MAX} (the requests slider's range)")
         checks.choice(b.kv_dtype, "kv_dtype (the KV cache's format)", KV_DTYPES)
         return b
+
+    def _budget(self, name, dtype, context, batch, kv_dtype) -> MemoryBudget:
+        """memory_budget of the picker's entry ``name`` (yours is named "your model", not "custom")."""
+        b = memory_budget(self.models[name], dtype, context, batch, kv_dtype)
+        return dataclasses.replace(b, model=name)
 
     def _render(self):
         self.html = budget_html(self.budget)

@@ -25,7 +25,7 @@ from .i18n import t
 from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
 from .live import plotly_output, show_plotly
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
-from . import check_controls, figure_and_axes, frame_slider
+from . import YOUR_MODEL, check_controls, figure_and_axes, frame_slider, picker_models, picker_options
 
 DEFAULT_MODELS = ("chat", "llama-2-7b", "llama-3-8b")  # the demo model, a 7B with MHA and an 8B with GQA
 BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
@@ -574,12 +574,15 @@ class RooflineExplorer:
                 raise TypeError(f"machines must hold lib.roofline.Machine objects (e.g. from measure_machine()), "
                                 f"got {type(m).__name__}")
             self.machines[m.name] = m
-        self._options = {"model": costs.MODEL_NAMES, "dtype": DTYPES, "machine": tuple(self.machines),
+        # name -> config; a model of your own (a lib.ModelConfig or lib.from_hf's model) joins as "your model"
+        self._models, model = picker_models(model, {n: costs.model_config(n) for n in costs.MODEL_NAMES})
+        self._options = {"model": tuple(self._models), "dtype": DTYPES, "machine": tuple(self.machines),
                          "batch": BATCHES, "context": CONTEXTS}
         values = self._check(model=model, dtype=dtype, machine=machine, batch=batch, context=context)
         ctl = dict(style=style.control_style(), layout=style.control_layout())
         self.controls = {
-            "model": W.Dropdown(options=self._options["model"], value=values["model"], description=t("model"), **ctl),
+            "model": W.Dropdown(options=picker_options(self._models),
+                                value=values["model"], description=t("model"), **ctl),
             "dtype": W.Dropdown(options=DTYPES, value=values["dtype"], description="dtype", **ctl),
             "machine": W.Dropdown(options=self._options["machine"], value=values["machine"], description=t("machine"),
                                   **ctl),
@@ -647,7 +650,8 @@ class RooflineExplorer:
 
     def _compute(self) -> dict:
         v = {k: w.value for k, w in self.controls.items()}
-        machine, model, dtype, b, t = self.machines[v["machine"]], v["model"], v["dtype"], v["batch"], v["context"]
+        machine, model, dtype, b, t = (self.machines[v["machine"]], self._models[v["model"]], v["dtype"], v["batch"],
+                                       v["context"])
         cfg = costs.model_config(model)
         pre, dec = costs.prefill_cost(model, t, b, dtype), costs.decode_cost(model, t, b, dtype)
         limit = costs.decode_intensity_limit(model, t, dtype)
@@ -670,7 +674,8 @@ class RooflineExplorer:
                  else t("reaches the ridge from batch {b}", b=s["batch_to_ridge"]))
         lines = [
             t("{model} in {dtype} on {machine}: peak {peak} {unit}, {bw} GB/s, ridge {ridge} FLOP/byte{note}",
-              model=s["model"], dtype=s["dtype"], machine=m.name, peak=fmt(m.peak_gflops / scale), unit=unit,
+              model=t(s["model"]) if s["model"] == YOUR_MODEL else s["model"], dtype=s["dtype"], machine=m.name,
+              peak=fmt(m.peak_gflops / scale), unit=unit,
               bw=fmt(m.bandwidth_gbs), ridge=fmt(s["ridge"]), note=roof_note),
             t("decode, batch {batch}, context {context}: {x} FLOP/byte, {bound}; at least {ms} ms per step, at most "
               "{tps} tokens/s", batch=s["batch"], context=s["context"], x=fmt(s["decode_intensity"]),

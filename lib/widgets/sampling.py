@@ -118,19 +118,38 @@ class Bars:
         return "\n".join([self.summary(), head] + rows)
 
 
+def _check_vocab(tokenizer, n_logits: int) -> None:
+    """The logits and the tokenizer belong to one model. lib's tokenizers label exactly the model's vocabulary. A
+    Hugging Face one (``lib.hf.HFTokenizer``) need only cover its base vocabulary (``base_vocab_size``): real
+    checkpoints pad the embedding past it (Qwen2.5: 151,936 rows for 151,665 tokens) or add special tokens the
+    model has no row for; a padding row is labelled by its id."""
+    base = getattr(tokenizer, "base_vocab_size", None)
+    if base is None and tokenizer.vocab_size != n_logits:
+        raise ValueError(f"the logits have {n_logits} entries but the tokenizer has "
+                         f"{tokenizer.vocab_size} tokens: they belong to different models")
+    if base is not None and not base <= n_logits <= 2 * max(base, tokenizer.vocab_size):
+        raise ValueError(f"the logits have {n_logits} entries but the tokenizer's base vocabulary has {base} "
+                         f"tokens (the model's rows must cover it, padding allowed): they belong to different models")
+
+
+def _labels(tokenizer, ids: list[int]) -> list[str]:
+    """One label per id; an id past the tokenizer (a padding row of the embedding) as #id."""
+    known = [i for i in ids if i < tokenizer.vocab_size]
+    pieces = dict(zip(known, tokenizer.tokens(known)))
+    return [token_label(pieces[i]) if i in pieces else f"#{i}" for i in ids]
+
+
 def sampling_bars(logits, tokenizer, temperature: float = 1.0, top_k: int | None = None,
                   top_p: float | None = None, n_bars: int = 20) -> Bars:
     """The numbers behind every tier: the ``n_bars`` (<= 50) most likely tokens under this sampling rule."""
     n_bars = checks.integer(n_bars, "n_bars", 1, MAX_BARS)
     logits = _as_vector(logits)
-    if tokenizer.vocab_size != logits.shape[0]:
-        raise ValueError(f"the logits have {logits.shape[0]} entries but the tokenizer has "
-                         f"{tokenizer.vocab_size} tokens: they belong to different models")
+    _check_vocab(tokenizer, logits.shape[0])
     before, probs, kept = sampling_views(logits, temperature, top_k, top_p)
     model = torch.softmax(logits, dim=-1)
     n = min(n_bars, logits.shape[0])
     ids = torch.sort(logits, descending=True, stable=True).indices[:n]  # ties keep the lower id first
-    return Bars(ids=ids.tolist(), labels=[token_label(t) for t in tokenizer.tokens(ids.tolist())],
+    return Bars(ids=ids.tolist(), labels=_labels(tokenizer, ids.tolist()),
                 model=model[ids].tolist(), before=before[ids].tolist(), probs=probs[ids].tolist(),
                 kept=kept[ids].tolist(), temperature=float(temperature), top_k=top_k,
                 top_p=None if top_p is None else float(top_p), n_kept=int(kept.sum()),
