@@ -415,3 +415,8 @@ def t(text: str, /, **fields) -> str:
     if CONTEXT in out:  # English with a context (or an untranslated one): the text after the separator
         out = out.split(CONTEXT, 1)[1]
     return out.format(**fields) if fields else out
+
+ZH.update({  # -- nb0708 -- the panel titles of 08's tokens-per-pass figure (plot_tokens_per_pass puts them through t)
+    "greedy, English passages": "贪心，英文段落", "greedy, Chinese poems": "贪心，中文诗",
+    "temperature 1, English passages": "温度 1，英文段落", "temperature 1, Chinese poems": "温度 1，中文诗",
+})

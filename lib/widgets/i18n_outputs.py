@@ -952,4 +952,10 @@ ZH_PRINTED.update({  # -- nb0708 -- values and lines 08 prints
     "separated: every run of {0} is faster ({1} vs {2})": "分得开：{0} 的每次运行都更快（{1} 对 {2}）",
     "not separated after {0} and {1} runs: the ranges overlap ({2} vs {3})":
         "{0} 次和 {1} 次运行后仍分不开：两者的范围重叠（{2} 对 {3}）",
+    "chi-square = {0} with {1} degrees of freedom over {2} samples, p-value {3}":
+        "χ² = {0}，自由度 {1}，共 {2} 个样本，p 值 {3}",
+    "trained draft: {0} runs: {1}/{2} proposals kept ({3}), {4} tokens in {5} target passes; {6}":
+        "训练过的草稿模型：{0} 次运行，{2} 个提议中 {1} 个被接受（{3}），目标模型 {5} 次前向传播得到 {4} 个 token；{6}",
+    "untrained draft: {0} runs: {1}/{2} proposals kept ({3}), {4} tokens in {5} target passes; {6}":
+        "未训练的草稿模型：{0} 次运行，{2} 个提议中 {1} 个被接受（{3}），目标模型 {5} 次前向传播得到 {4} 个 token；{6}",
 })
