@@ -1205,3 +1205,56 @@ ZH_OUTPUTS.update({  # -- nb1113 -- 12 · sliding window: the answers of its pre
     "A window of 32 costs {p32} of perplexity, 64 only {p64}: this model reads mostly the last few dozen characters.":
         "窗口 32 让困惑度变化 {p32}，窗口 64 只有 {p64}：这个模型主要读最近几十个字符。",
 })
+ZH_OUTPUTS.update({  # -- nb0708 -- the answers of 07's and 08's predictions and questions (lib.exercises.reveal)
+    "the KV cache equals the weights at {tokens} cached tokens, {n} requests of 8,192 tokens: the next whole request "
+    "is the first to exceed them (8 KV heads instead of 32 push the crossover out)":
+        "缓存到 {tokens} 个 token 时，KV 缓存与权重相等，即 {n} 个 8,192 token 的请求。再多一个整请求就超过了。"
+        "（只有 8 个 KV 头而不是 32 个，交叉点被推远了。）",
+    "one causal pass gives the logits of every position at once, and they are the cached steps' logits: the "
+    "pass's row i is the prediction after tokens 0 … i, as in step i − 1 of the trace":
+        "一次因果前向传播同时给出每个位置的 logits，它们就是带缓存各步的 logits："
+        "第 i 行是 token 0 … i 之后的预测，对应 trace 的第 i − 1 步。",
+    "the cached keys and values are the old weights' projections of the text; with new weights every one of them "
+    "changes, so the cache must be computed again (it is state of the request, made from weights and text)":
+        "缓存里的键和值是旧权重对文本的投影。权重一变，它们全都会变，缓存只能重算。"
+        "（缓存是请求的状态，由权重和文本算出。）",
+    "the weights shrink by half and each request's cache does not: {fp16} requests in fp16, {int8} with int8 "
+    "weights; quantizing the weights leaves more room, and the KV cache becomes the larger share of it sooner":
+        "权重减半，每个请求的缓存却不变：fp16 时是 {fp16} 个请求，int8 权重时是 {int8} 个。"
+        "量化权重腾出了空间，KV 缓存也更早成为显存的大头。",
+    "round 1 keeps both drafts 度学 and adds the bonus 习; round 2 keeps <eos>, and the text ends: 4 tokens "
+    "in 2 passes, where the target alone needs 4":
+        "第 1 轮保留两个草稿“度学”，再补上额外 token“习”；第 2 轮保留 <eos>，文本结束。"
+        "2 次前向传播得到 4 个 token，只用目标模型要 4 次。",
+    "keep with min(1, p/q) = 0.4 / 0.7; the residual max(0, p − q) = (0.3, 0) holds only token 0, the one "
+    "the draft proposes too rarely":
+        "保留的概率是 min(1, p/q) = 0.4 / 0.7。剩余分布 max(0, p − q) = (0.3, 0) 只剩 token 0，"
+        "也就是草稿模型提得太少的那个。",
+    "every round still ends in the target's own token (here always a correction): never fewer tokens per target "
+    "pass than the target alone, only the draft's passes are wasted":
+        "每轮最后都有目标模型自己的 token（这里总是修正）。所以每次目标前向传播产出的 token 不会少于单用目标模型，"
+        "白费的只是草稿模型的前向传播。",
+    "once a pass is compute-bound, checking k + 1 tokens costs about k + 1 times the arithmetic, so the rejected "
+    "guesses are paid in full; (a) is memory-bound, the best case, and (c) makes c small":
+        "前向传播一旦计算受限，检查 k + 1 个 token 就要约 k + 1 倍的运算，被拒绝的猜测得全额买单。"
+        "（a）访存受限，是最好的情形；（c）让 c 很小。",
+    "the min(1, p/q) rule and the residual give exactly p for any draft q (the chi-square test found no "
+    "difference even with the untrained draft): a worse draft costs passes, never quality":
+        "对任意草稿分布 q，min(1, p/q) 规则加上剩余分布给出的都正好是 p。"
+        "（换成未训练的草稿模型，χ² 检验也找不出差别。）差的草稿模型只多花前向传播，不降低质量。",
+})
+
+ZH_PRINTED.update({  # -- nb0708 -- values and lines 08 prints
+    "English passages": "英文段落", "Chinese poems": "中文诗",
+    "greedy, {0} held-out {1}:": "贪心，留出的{1}，共 {0} 段：",
+    "temperature 1, {0} held-out {1}:": "温度 1，留出的{1}，共 {0} 段：",
+    "separated: every run of {0} is faster ({1} vs {2})": "分得开：{0} 的每次运行都更快（{1} 对 {2}）",
+    "not separated after {0} and {1} runs: the ranges overlap ({2} vs {3})":
+        "{0} 次和 {1} 次运行后仍分不开：两者的范围重叠（{2} 对 {3}）",
+    "chi-square = {0} with {1} degrees of freedom over {2} samples, p-value {3}":
+        "χ² = {0}，自由度 {1}，共 {2} 个样本，p 值 {3}",
+    "trained draft: {0} runs: {1}/{2} proposals kept ({3}), {4} tokens in {5} target passes; {6}":
+        "训练过的草稿模型：{0} 次运行，{2} 个提议中 {1} 个被接受（{3}），目标模型 {5} 次前向传播得到 {4} 个 token；{6}",
+    "untrained draft: {0} runs: {1}/{2} proposals kept ({3}), {4} tokens in {5} target passes; {6}":
+        "未训练的草稿模型：{0} 次运行，{2} 个提议中 {1} 个被接受（{3}），目标模型 {5} 次前向传播得到 {4} 个 token；{6}",
+})
