@@ -258,7 +258,7 @@ ZH: dict[str, str] = {
     "measured, all passes": "实测，全部前向传播", "tokens per target pass: predicted vs measured": "目标模型每次前向传播的 token 数：预测与实测",
     "{title} — round {upto}: {new} new tokens in {passes} target passes (generate: {new})":
         "{title} — 第 {upto} 轮：目标模型 {passes} 次前向传播生成 {new} 个新 token（generate：{new} 次）",
-    "text: <code>{text}</code>": "文本：<code>{text}</code>", "target": "目标", "speculative decoding": "投机解码",
+    "text: <code>{text}</code>": "文本：<code>{text}</code>", "target": "目标", "speculative decoding": "推测解码",
     "draft token kept": "草稿 token 被接受", "draft token rejected": "草稿 token 被拒绝", "dropped after a rejection": "拒绝后丢弃",
     "target's correction": "目标模型的修正", "target's bonus token": "目标模型的额外 token", "target alone": "仅目标模型",
     "after <eos>, unused": "<eos> 之后，未使用",

@@ -18,7 +18,7 @@ ZH_OUTPUTS: dict[str, str] = {
         "写 _write(layer, k, v)：把 k 和 v（形状 (1, n_kv_heads, T, head_dim)）沿第 2 维（torch.cat）接到这一层已有的键和值"
         "后面，并把两者返回；kv(layer) 返回它们。循环：只建一个缓存，先预填充一次 model(prompt, cache=cache)，之后每步取最后"
         "一个位置 logits 的 argmax，单独输入。",
-    "One speculative round: verify, accept, roll back": "一轮投机解码：验证、接受、回滚",
+    "One speculative round: verify, accept, roll back": "一轮推测解码：验证、接受、回滚",
     "feed [pending, *drafts] in one call with the cache; row i of the logits is the target's choice after the i-th "
     "prefix. Keep drafts while they equal those choices, then add the target's choice at the first mismatch (or "
     "after the last draft). Finally crop the cache to its length before the call + 1 + the number kept.":
@@ -292,7 +292,7 @@ ZH_OUTPUTS: dict[str, str] = {
     "positions, p itself included); compare the positions, not the indices.":
         "当 j <= p（因果）且 j > p - window（最近 `window` 个位置，含 p 自己）时，位置 p 的查询看得到位置 j 的键；"
         "比较的是位置，不是下标。",
-    "The acceptance rule of speculative decoding": "投机解码的接受规则",
+    "The acceptance rule of speculative decoding": "推测解码的接受规则",
     "keep x with probability min(1, p[x] / q[x]); after a rejection the target draws from max(0, p - q), divided "
     "by its sum so it adds up to 1 (and if p == q, nothing is left: use p)":
         "以概率 min(1, p[x] / q[x]) 接受 x；被拒绝后，目标模型从 max(0, p - q) 采样，先除以它的和使总和为 1"
@@ -393,7 +393,7 @@ ZH_PRINTED: dict[str, str] = {
     "time on an H100, llama-2-13b: max {0:.1f} s, paged {1:.1f} s ({2:.1f}x less), prefills and recomputation charged":
         "在 H100 上跑 llama-2-13b 的时间：max {0} 秒，分页 {1} 秒（max 用时是分页的 {2} 倍），预填充和重计算都已计入",
     "GQA, {0} sequences share a {1}-token prompt": "GQA，{0} 个序列共用一段 {1} token 的提示词",
-    "GQA, speculative verify of k={0}": "GQA，投机解码验证 k={0}",
+    "GQA, speculative verify of k={0}": "GQA，推测解码验证 k={0}",
     # -- templates of table cells --
     "head {0}": "头 {0}", "layer {0}, head {1}": "第 {0} 层，第 {1} 头", "window {0} only": "仅窗口 {0}",
     "window {0} + {1} sinks": "窗口 {0} + {1} 个汇点", "window {0} + 1 sink": "窗口 {0} + 1 个汇点", "window {0}": "窗口 {0}",
@@ -1163,7 +1163,7 @@ ZH_OUTPUTS.update({  # -- nb1113 -- the answers (lib.exercises.reveal's why) of 
 ZH_OUTPUTS.update({  # -- nb1113 -- 11 · FlashAttention: the answers of its predictions and questions
     "S and P hold T × T numbers per head and each crosses twice; Q, K, V and O hold only T × D, and D = 128 is small "
     "beside T = 4096.":
-        "S 和 P 每个头都有 T × T 个数，各搬两趟；Q、K、V、O 只有 T × D 个数，而 D = 128 比 T = 4096 小得多。",
+        "S 和 P 每个头都有 T × T 个数，各搬两次；Q、K、V、O 只有 T × D 个数，而 D = 128 比 T = 4096 小得多。",
     "On real text most of a query's weight goes to the recent positions: the newest chunk holds {share} of the "
     "softmax, averaged over the heads.":
         "在真实文本上，查询的权重大多落在最近的位置：按各头平均，最新一段占了 softmax 的 {share}。",
