@@ -325,25 +325,6 @@ def test_d_the_chinese_prose_is_chinese(name):
     assert not left, f"English paragraphs left: {left}"
 
 
-# Issue 23's terms (推测解码（投机采样） for speculative decoding, 教师强制 for teacher forcing) in cells whose Chinese is
-# being rewritten on another branch: (notebook, cell id, English term). Each is still checked by the xfail test
-# below; when it passes, drop the entry (and the test, once the set is empty).
-BEING_REWRITTEN = {
-    ("02_autoregressive_generation", "310298b1", "teacher forcing"),
-    ("02_autoregressive_generation", "c459359c", "speculative decoding"),
-    ("02_autoregressive_generation", "7b58ec85", "teacher forcing"),
-    ("07_misconceptions", "d47df77f", "speculative decoding"),
-    ("07_misconceptions", "c1dac99f", "teacher forcing"),
-    ("07_misconceptions", "ceaaf6e3", "teacher forcing"),
-    ("07_misconceptions", "3278e349", "teacher forcing"),
-    ("07_misconceptions", "d45fa55d", "teacher forcing"),
-    ("08_speculative_decoding", "d47df77f", "speculative decoding"),
-    ("08_speculative_decoding", "cb74a330", "speculative decoding"),
-    ("08_speculative_decoding", "af757245", "speculative decoding"),
-    ("08_speculative_decoding", "d5b5c4a6", "speculative decoding"),
-    ("08_speculative_decoding", "cdb3e66c", "speculative decoding"),
-    ("13_vllm_bridge", "8904089a", "speculative decoding"),
-}
 
 
 def _glossary_misses(name):
@@ -357,12 +338,7 @@ def _glossary_misses(name):
 
 @pytest.mark.parametrize("name", TRANSLATED)
 def test_e_the_glossary_terms_are_used(name):
-    misses = [(cid, m) for cid, term, m in _glossary_misses(name) if (name, cid, term) not in BEING_REWRITTEN]
+    misses = [(cid, m) for cid, term, m in _glossary_misses(name)]
     assert not misses, f"English term -> the glossary's Chinese term, not found in the translation: {misses}"
 
 
-@pytest.mark.xfail(reason="being rewritten on another branch", strict=False)
-def test_e_the_cells_being_rewritten_use_the_glossary_terms_too():
-    left = sorted((name, cid, term) for name in {n for n, _, _ in BEING_REWRITTEN}
-                  for cid, term, _ in _glossary_misses(name) if (name, cid, term) in BEING_REWRITTEN)
-    assert not left, left

@@ -30,6 +30,7 @@ END = re.compile(r"[。！？；]")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 # the slips
 SPACED_SINGLE = re.compile(rf"(?<=[{HAN}]) [{HAN}] (?=[{HAN}])")  # 送入 学 的那次
+FORMULA = re.compile(r"\b(?:min|max)\([^()]*\)")  # min(峰值, 强度 × 带宽): a formula's comma is an argument's
 HALF_PUNCT = re.compile(rf"(?<=[{HAN}])[,;?!](?=\s*[{HAN}])|(?<=[{HAN}]):(?=\s*[{HAN}])|(?<=[{HAN}])\((?=[{HAN}])")
 
 
@@ -96,7 +97,7 @@ def measure(path: Path) -> Stats:
             continue
         for m in SPACED_SINGLE.finditer(body):
             st.slips.append((start, "spaces around a single character", body[max(0, m.start() - 8):m.end() + 8]))
-        for m in HALF_PUNCT.finditer(body):
+        for m in HALF_PUNCT.finditer(FORMULA.sub("F", body)):
             st.slips.append((start, "half-width punctuation in Chinese text", body[max(0, m.start() - 8):m.end() + 8]))
         st.ta += body.count("它")
         st.suoyi += body.count("所以")
