@@ -15,9 +15,6 @@ removed):
   探索器), 投机解码 is 推测解码（投机采样）, 组批 is 批处理, 复制 alone is not a fork (分叉), 显存带宽 is not a CPU's;
 - **kernels** (``test_kernels_are_told_apart``): 内核 says which one (GPU 内核 / Jupyter 内核) at its first use
   in a file, and every time in a file that has both.
-
-Findings in a file whose Chinese is being rewritten on another branch are marked xfail (``BEING_REWRITTEN``): the
-test still runs, and the lead drops the marker after the merge.
 """
 import re
 
@@ -52,9 +49,6 @@ KERNEL = re.compile(r"内核")
 GPU_KERNEL = re.compile(r"(?:GPU|CUDA|Triton|融合|注意力|Attention|cascade）)\s*的?\s*内核$")
 JUPYTER_KERNEL = re.compile(r"(?:Jupyter|Python|IPython)\s*内核$")
 
-# (check, file) -> what was found when this test was written, in files other helpers are rewriting (issue 23's
-# prose pass): the lead drops an entry after the merge, when the rewritten file passes.
-BEING_REWRITTEN: dict = {}  # emptied after the merge: every rewritten file passes
 
 
 def prose(text: str) -> str:
@@ -203,36 +197,31 @@ CHECKS = {"english_buttons": english_buttons, "quoted_labels": quoted_labels, "s
           "rivals": rivals, "kernels": kernels}
 
 
-def cases(check: str):
-    return [pytest.param(name, marks=pytest.mark.xfail(reason="being rewritten on another branch", strict=False))
-            if (check, name) in BEING_REWRITTEN else name for name in FILES]
-
-
-@pytest.mark.parametrize("name", cases("english_buttons"))
+@pytest.mark.parametrize("name", FILES)
 def test_no_english_button_names(name):
     found = english_buttons(name)
     assert not found, f"{name}: English names of buttons the Chinese widgets label in Chinese:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("name", cases("quoted_labels"))
+@pytest.mark.parametrize("name", FILES)
 def test_quoted_labels_are_what_the_widgets_show(name):
     found = quoted_labels(name)
     assert not found, f"{name}: the English quotes a label the Chinese does not write as shown:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("name", cases("superseded"))
+@pytest.mark.parametrize("name", FILES)
 def test_no_superseded_names(name):
     found = superseded(name)
     assert not found, f"{name}: names the widgets and figures do not show:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("name", cases("rivals"))
+@pytest.mark.parametrize("name", FILES)
 def test_the_glossary_words_not_their_rivals(name):
     found = rivals(name)
     assert not found, f"{name}: words the glossary replaces:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("name", cases("kernels"))
+@pytest.mark.parametrize("name", FILES)
 def test_kernels_are_told_apart(name):
     found = kernels(name)
     assert not found, f"{name}: 内核 without saying which:\n" + "\n".join(found)
