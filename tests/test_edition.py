@@ -137,6 +137,20 @@ def test_a_hand_edited_markdown_cell_or_a_missing_notebook_is_found(course):
         f"99_fake: {path} is missing: python -m tools.edition build zh 99_fake, then run it"]
 
 
+def test_a_prose_only_change_reaches_the_committed_notebook_with_its_outputs_kept(course):
+    # what tools.pacing --write does: the translation file changes, the notebook is not rerun
+    src = edition.source_path("zh", "99_fake")
+    src.write_text(src.read_text(encoding="utf-8").replace("约 5 分钟", "约 10 分钟"), encoding="utf-8")
+    path = course / "zh" / "99_fake.ipynb"
+    assert len(drift.differences("zh", "99_fake")) == 1
+    outputs = [c.get("outputs") for c in nbformat.read(path, as_version=4).cells]
+    assert edition.refresh_markdown("zh", "99_fake") is True
+    assert drift.findings("zh", "99_fake") == []
+    zh = nbformat.read(path, as_version=4)
+    assert "约 10 分钟" in zh.cells[0].source and [c.get("outputs") for c in zh.cells] == outputs
+    assert edition.refresh_markdown("zh", "99_fake") is False  # nothing left to do
+
+
 def test_outputs_that_differ_in_a_number_or_a_kind_are_found(course):
     run_as_built(course, ["device: cpu   torch 2.13.0   seed 0\n", "p = 0.9979，16,384 字节，5 步\n"])
     assert drift.findings("zh", "99_fake") == []  # the same numbers in another order: a translation may do that

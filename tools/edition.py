@@ -135,6 +135,25 @@ def build(lang: str, name: str) -> Path:
     return out
 
 
+def refresh_markdown(lang: str, name: str) -> bool:
+    """Put the translations' current text into the committed ``notebooks/<lang>/<name>.ipynb``'s markdown cells,
+    keeping its code and outputs (for a change that touches prose only, such as the time estimates). Returns
+    whether anything changed; a notebook whose cells are not the English one's is left for ``build``."""
+    out = edition_dir(lang) / f"{name}.ipynb"
+    if not out.is_file():
+        return False
+    want, have = built(lang, name), nbformat.read(out, as_version=4)
+    if [(c.id, c.cell_type) for c in want.cells] != [(c.id, c.cell_type) for c in have.cells]:
+        return False
+    changed = False
+    for w, h in zip(want.cells, have.cells):
+        if h.cell_type == "markdown" and w.source != h.source:
+            h.source, changed = w.source, True
+    if changed:
+        nbformat.write(have, out)
+    return changed
+
+
 def skeleton(lang: str, name: str) -> Path:
     """Append to the translation file a block, holding the English text to be replaced, for every markdown cell
     that has no translation yet (existing blocks are kept as they are)."""
