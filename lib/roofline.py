@@ -114,6 +114,18 @@ REFERENCE_MACHINES = {k: replace(m, memory_gib=_MEMORY_GIB.get(k)) for k, m in R
 DEFAULT_GPU = REFERENCE_MACHINES["H100 SXM"]  # "a GPU" wherever the course names one
 
 
+def as_machine(machine, *, default: "Machine | None" = None) -> "Machine":
+    """``machine`` checked to be a ``Machine`` (``default`` when it is None and a default is given): the one check
+    of every function that prices work on a machine."""
+    if machine is None and default is not None:
+        return default
+    if not isinstance(machine, Machine):
+        raise TypeError(f"machine must be a lib.roofline.Machine (one of REFERENCE_MACHINES: "
+                        f"{', '.join(repr(k) for k in REFERENCE_MACHINES)}; or measure_machine()), "
+                        f"got {type(machine).__name__}")
+    return machine
+
+
 # ----------------------------------------------------------------------------- per operator group
 
 OPERATOR_GROUPS = {
@@ -151,9 +163,7 @@ def weight_products_ridge_batch(model, machine: "Machine", dtype=torch.float16) 
     """The smallest batch at which a decode step's weight products reach ``machine``'s ridge (compute-bound).
     Their FLOPs grow with the batch (B·F) and their bytes do not (the weights W, read once), so it is
     ceil(ridge · W / F), whatever the context."""
-    if not isinstance(machine, Machine):
-        raise TypeError(f"machine must be a lib.roofline.Machine (REFERENCE_MACHINES, measure_machine), got "
-                        f"{type(machine).__name__}")
+    machine = as_machine(machine)
     one = operator_groups(step_cost(model, 2, 1, 1, dtype))["weight products"]  # batch 1; context is irrelevant
     b = math.ceil(machine.ridge * one.bytes / one.flops)
     while b > 1 and (b - 1) * one.flops >= machine.ridge * one.bytes:  # guard the float rounding of ceil
@@ -207,9 +217,7 @@ def attention_regimes(machine: "Machine", context: int = 4096, batch: int = 64, 
     at ``context`` positions, ``batch`` sequences, ``k`` draft tokens, against ``machine``'s ridge: rows for
     ``lib.text.text_table``."""
     from .presets import MLA_PRESETS
-    if not isinstance(machine, Machine):
-        raise TypeError(f"machine must be a lib.roofline.Machine (REFERENCE_MACHINES, measure_machine), got "
-                        f"{type(machine).__name__}")
+    machine = as_machine(machine)
     cases = [
         ("MHA, one cache per sequence", "llama-2-7b", attention_intensity("llama-2-7b", context, 1, batch, 0, dtype)),
         ("GQA (4 query heads per KV head)", "llama-3-8b",

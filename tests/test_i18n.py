@@ -272,7 +272,7 @@ def test_cost_curves_speak_chinese(zh):
     assert_chinese([d.name for d in fig.data] + [fig.layout.title.text, fig.layout.yaxis.title.text]
                    + [b.label for m in fig.layout.updatemenus for b in m.buttons], "cost curves plotly")
     ex = C.CostCurvesExplorer(n=16, loglog=True)
-    assert_chinese([ex.model.description, ex.show.description, ex.text.value, *ex.drawn["labels"].values(),
+    assert_chinese([ex.model.description, ex.show.description, ex.loglog.description, ex.text.value, *ex.drawn["labels"].values(),
                     *(label for label, _ in ex.show.options), *(label for label, _ in ex.model.options[:2])],
                    "cost curves explorer")
     assert set(ex.drawn["traces"]) >= {"K/V, with cache", "KV cache bytes"}  # the keys stay English
@@ -288,6 +288,9 @@ def test_memory_speaks_chinese(zh):
     ex = M.MemoryExplorer()
     assert_chinese([ex.model_box.description, ex.dtype_box.description, ex.kv_dtype_box.description,
                     ex.context_box.description, ex.batch_box.description, ex.view.value], "memory explorer")
+    from lib.costs import PRESETS
+    yours = M.MemoryExplorer(model=PRESETS["mistral-7b"].replace(n_layers=3))  # a model of the learner's own
+    assert "你的模型" in yours.view.value and "your model" not in yours.view.value
 
 
 def test_roofline_speaks_chinese(zh):

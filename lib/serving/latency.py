@@ -58,12 +58,9 @@ def measure_latency(model, prompt_len: int, n_new: int = 16, repeats: int = 3, t
 def predicted_latency(model, prompt_len: int, n_new: int = 16, machine=None, dtype=torch.float16) -> Latency:
     """TTFT and TPOT of ``model`` (a config, a preset or a model) on ``machine`` (default the H100 SXM) by the
     roofline: the prefill of ``prompt_len`` tokens, and the mean of the ``n_new - 1`` decode steps after it."""
-    from ..roofline import DEFAULT_GPU, Machine
+    from ..roofline import DEFAULT_GPU, as_machine
 
-    machine = DEFAULT_GPU if machine is None else machine
-    if not isinstance(machine, Machine):
-        raise TypeError(f"machine must be a lib.roofline.Machine (lib.roofline.REFERENCE_MACHINES), got "
-                        f"{type(machine).__name__}")
+    machine = as_machine(machine, default=DEFAULT_GPU)
     prompt_len = checks.integer(prompt_len, "prompt_len", 1)
     n_new = checks.integer(n_new, "n_new", 2, allowed="an integer >= 2 (a prefill and at least one decode step)")
     prefill = costs.prefill_cost(model, prompt_len, 1, dtype)

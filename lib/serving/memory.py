@@ -420,11 +420,8 @@ def pass_seconds(passes, model, machine=None, dtype=torch.float16) -> list[float
     {(n_new, context): sequences}, every sequence feeding n_new tokens over context positions; priced by the
     roofline (max(FLOPs / peak, bytes / bandwidth)) with the weights read once per pass and each sequence's K/V
     read and written (``lib.costs.step_cost``). The one pricing of ``SimResult`` and ``ServeResult``."""
-    from ..roofline import DEFAULT_GPU, Machine  # the one table of reference machines
-    machine = DEFAULT_GPU if machine is None else machine
-    if not isinstance(machine, Machine):
-        raise TypeError(f"machine must be a lib.roofline.Machine (e.g. lib.roofline.REFERENCE_MACHINES"
-                        f"['H100 SXM']), got {type(machine).__name__}")
+    from ..roofline import DEFAULT_GPU, as_machine  # the one table of reference machines
+    machine = as_machine(machine, default=DEFAULT_GPU)
     weights = costs.streamed_weight_bytes(model, dtype)
     per_seq = {}  # (n_new, context) -> (FLOPs, K/V bytes) of one sequence: the costs of lib.costs.step_cost
     out = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import checks, costs
-from ..roofline import DEFAULT_GPU, Machine
+from ..roofline import DEFAULT_GPU, Machine, as_machine
 from .memory import SimResult
 from .scheduler import listed
 
@@ -28,10 +28,7 @@ def preemption_seconds(result: SimResult, model, dtype=torch.float16, machine: M
     ``link_gbs`` GB/s each way. A run of one kind has 0 for the other."""
     if not isinstance(result, SimResult):
         raise TypeError(f"preemption_seconds takes a SimResult from simulate, got {type(result).__name__}")
-    machine = DEFAULT_GPU if machine is None else machine
-    if not isinstance(machine, Machine):
-        raise TypeError(f"machine must be a lib.roofline.Machine (e.g. lib.roofline.REFERENCE_MACHINES['H100 SXM']), "
-                        f"got {type(machine).__name__}")
+    machine = as_machine(machine, default=DEFAULT_GPU)
     link_gbs = checks.number(link_gbs, "link_gbs", above=0, maximum=1e6)
     flops = 2 * costs.param_count(model) * result.recomputed_tokens
     return {"recompute": flops / (machine.peak_gflops * 1e9),

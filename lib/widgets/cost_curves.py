@@ -529,7 +529,7 @@ class CostCurvesExplorer:
         self.show = W.ToggleButtons(options=[(t(s), s) for s in SHOWS], value=show, description=t("show"),
                                     style={**style.control_style(), "button_width": "auto"})
         self.view = W.ToggleButtons(options=[(t(v), v) for v in VIEWS], value=view, style={"button_width": "auto"})
-        self.loglog = W.Checkbox(value=checks.flag(loglog, "loglog"), description="log-log", indent=False, **look)
+        self.loglog = W.Checkbox(value=checks.flag(loglog, "loglog"), description=t("log-log"), indent=False, **look)
         self.text = W.HTML(style={"text_color": style.css("ink")})
         self.figure = make_subplots(rows=1, cols=3, horizontal_spacing=0.1)
         self._names = []  # the traces' names in English (the keys of drawn and _series)

@@ -35,7 +35,7 @@ from ..device import DTYPES, dtype_name
 from ..presets import MLA_PRESETS, PRESETS, resolve_model
 from .i18n import t
 from ..text import fmt_bytes, sig, text_table
-from . import frame_slider, picker_models, picker_options
+from . import YOUR_MODEL, frame_slider, picker_models, picker_options
 
 GPU_GIB = (24, 40, 80, 141)  # e.g. RTX 4090 / L4, A100-40GB, A100/H100-80GB, H200
 KV_DTYPES = tuple(n for n in DTYPES if n != "fp64")  # the explorer's KV-cache formats: fp32 down to int4
@@ -346,8 +346,9 @@ def budget_html(b: MemoryBudget) -> str:
             (t("KV cache memory = weight memory at"),
              t("{tokens} tokens = {context} per request at batch {batch}", tokens=f"{b.memory_crossover_tokens:,.0f}",
                context=f"{b.memory_crossover_context:,.0f}", batch=b.batch))]
+    model = t(b.model) if b.model == YOUR_MODEL else b.model  # a preset's name stays; "your model" is translated
     out = [f"<div style='color:{ink};font-size:1em;line-height:1.5'>"
-           + t("<b>{model}</b> in {formats}, {params} parameters", model=html.escape(b.model),
+           + t("<b>{model}</b> in {formats}, {params} parameters", model=html.escape(model),
                formats=html.escape(_formats(b)), params=f"{b.params:,}"),
            "<table style='border-collapse:collapse;margin:4px 0 8px 0'>"
            + "".join(f"<tr><td style='{cell}'>{html.escape(k)}</td><td style='{num}'>{html.escape(v)}</td></tr>"
