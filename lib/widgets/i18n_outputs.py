@@ -521,15 +521,6 @@ ZH_PRINTED: dict[str, str] = {
     "attention: {0}": "注意力：{0}",
     "FFN: {0}": "FFN：{0}",
     "right": "对",
-    "not quite: one weight per (sequence, head, query, key)": "不太对：每个（序列，头，查询，键）一个权重",
-    "not quite: up_proj widens each position from d_model to d_ff": "不太对：up_proj 把每个位置从 d_model 加宽到 d_ff",
-    "fill in both counts, then run this cell again": "填好两个计数，再运行这个单元格",
-    "top-p 0.3: {0}": "top-p 0.3：{0}",
-    "top-p 0.35: {0}": "top-p 0.35：{0}",
-    "not quite — look at the running total before each token": "不太对——看每个 token 之前的累计值",
-    "not quite — 0.2 + 0.133 is just under 0.35": "不太对——0.2 + 0.133 略小于 0.35",
-    "fill in your number, then run this cell again": "填好你的数，再运行这个单元格",
-    "fill in True or False, then run this cell again": "填 True 或 False，再运行这个单元格",
     # -- 02_autoregressive_generation --
     "reserved: {0} positions = 1 (prompt) + 10 (max_new_tokens) - 1, {1:,} bytes (nbytes)":
         "预留：{0} 个位置 = 1（提示词）+ 10（max_new_tokens）- 1，{1} 字节（nbytes）",
@@ -546,8 +537,6 @@ ZH_PRINTED: dict[str, str] = {
     "{0:>7} cache: K/V computed per layer at step 0 (the prompt): {1}, at step 1 (context {2}): {3}":
         "{0}缓存：每层计算的 K/V，第 0 步（提示词）{1} 个，第 1 步（上下文 {2}）{3} 个",
     "with": "有", "without": "无",
-    "a run from <s> to the full context, {0} cache: {1:,} K/V per layer, {2:,} in all {3} layers":
-        "从 <s> 生成到上下文填满，{0}缓存：每层 {1} 个 K/V，全部 {3} 层共 {2} 个",
     "position embeddings: {0} = (max_seq_len, d_model)": "位置嵌入：{0} = (max_seq_len, d_model)",
     "prompt length: {0}": "提示词长度：{0}",
     "max_new_tokens={0}: ok, {1} tokens in all: it stopped after {2} new token(s) because {3}":
@@ -556,8 +545,6 @@ ZH_PRINTED: dict[str, str] = {
     "K/V computed in layer 0 over the {0} steps: {1} with the cache, {2} without": "{0} 步中第 0 层计算的 K/V：有缓存 {1} 个，无缓存 {2} 个",
     "cache off, K/V of each position at step 3: {0} | counts so far: {1} with cache, {2} without":
         "关闭缓存，第 3 步各位置的 K/V：{0} | 目前累计：有缓存 {1} 个，无缓存 {2} 个",
-    "fill in your answer, then run this cell again": "填好你的答案，再运行这个单元格",
-    "fill in both numbers, then run this cell again": "填好两个数，再运行这个单元格",
     # -- 03_kv_cache --
     "without cache: {0}": "无缓存：{0}",
     "with cache:    {0}": "有缓存：{0}",
@@ -596,9 +583,6 @@ ZH_PRINTED: dict[str, str] = {
     "{0:9} ms per step at t = {1} … {2}: {3:.2f} … {4:.2f}, log-log slope {5}": "{0} t = {1} … {2} 时每步毫秒数：{3} … {4}，对数坐标斜率 {5}",
     "one token's K and V in all {0} layers: {1:,} bytes (fp32)": "一个 token 在全部 {0} 层的 K 和 V：{1} 字节（fp32）",
     "without: {0}": "无缓存：{0}", "with: {0}": "有缓存：{0}",
-    "not quite: the prefill feeds 2 tokens, then 3, 4, 5": "不太对：预填充输入 2 个 token，之后是 3、4、5",
-    "not quite: the prefill computes 2, then 1 per step": "不太对：预填充计算 2 个，之后每步 1 个",
-    "fill in a token such as '<s>' or 'E', then run this cell again": "填一个 token（如 '<s>' 或 'E'），再运行这个单元格",
     # -- 04_worked_example --
     "parameters: {0:,} (lib.costs.param_count says {1:,})": "参数：{0} 个（lib.costs.param_count 给出 {1}）",
     "trained on the line(s): {0}": "训练语料：{0}",
@@ -607,7 +591,6 @@ ZH_PRINTED: dict[str, str] = {
     "weights the model used  {0}": "模型用的权重            {0}",
     "Σ w·v, by hand          {0}": "手算 Σ w·v              {0}",
     "weights @ V (captured)  {0}": "权重 @ V（捕获的）      {0}",
-    "bytes of 5 cached positions: {0}": "5 个缓存位置的字节数：{0}",
     "K/V computed per step, layer 0, without cache: {0} total {1}": "第 0 层每步计算的 K/V，无缓存：{0} 共 {1}",
     "K/V computed per step, layer 0, with cache:    {0} total {1}": "第 0 层每步计算的 K/V，有缓存：{0} 共 {1}",
     "layer {0}: {1} positions recomputed, K and V allclose to the cache (atol 1e-6): {2}; logits of every step within "
@@ -619,9 +602,6 @@ ZH_PRINTED: dict[str, str] = {
     "the same step at full H100 bandwidth: {0:.2f} ns -> the measured step is {1:,.0f} times longer":
         "同一步在 H100 满带宽下：{0} ns -> 实测的一步长 {1} 倍",
     "passes: {0}": "前向传播次数：{0}", "rows: {0}": "行数：{0}",
-    " (the prefill feeds both prompt tokens at once)": "（预填充一次输入两个提示词 token）",
-    "fill in a batch size, then run this cell again": "填一个批次大小，再运行这个单元格",
-    "fill in a number, then run this cell again": "填一个数，再运行这个单元格",
     # -- 05_kv_cache_memory --
     "chat: {0} layers, {1} KV heads, head_dim {2}, context window {3}": "chat：{0} 层，{1} 个 KV 头，head_dim {2}，上下文窗口 {3}",
     "{0:,} bytes = {1} for 16 tokens, {2} per token": "{0} 字节 = 16 个 token 共 {1}，每个 token {2}",
@@ -653,7 +633,6 @@ ZH_PRINTED: dict[str, str] = {
     "llama-2-7b on 80 GiB: {0} requests if each reserves 4,096 tokens, {1} if each holds the 600 it uses ({2:.1f}x "
     "more at once)": "llama-2-7b，80 GiB：每个请求预留 4,096 个 token 时放得下 {0} 个，只存实际用到的 600 个时 {1} 个"
                      "（同时多 {2} 倍）",
-    "fill in a number of tokens, then run this cell again": "填一个 token 数，再运行这个单元格",
     "skipped: no model of your own loaded": "已跳过：没有加载你自己的模型",
     "cache after {0} tokens: {1:,} bytes (= kv_cache_bytes)": "{0} 个 token 之后的缓存：{1} 字节（= kv_cache_bytes）",
     # -- 07_misconceptions --
@@ -711,9 +690,6 @@ ZH_PRINTED: dict[str, str] = {
     "cached K == teacher-forced K (allclose, atol 1e-5): {0}": "缓存的 K == 教师强制的 K（allclose，atol 1e-5）：{0}",
     "layer 0, head 0, the stored key of <s> (first 4 of 16 dims) after each step:": "第 0 层第 0 头，每步之后存下的 <s> 的键（16 维中的前 4 维）：",
     "  step {0}: {1}  ({2} keys cached)": "  第 {0} 步：{1}  （已缓存 {2} 个键）",
-    "fill in a probability and a token id, then run this cell again": "填一个概率和一个 token id，再运行这个单元格",
-    "fill in a number of requests, then run this cell again": "填一个请求数，再运行这个单元格",
-    "fill in matches, then run this cell again": "填好 matches，再运行这个单元格",
     # -- 09_paged_cache --
     "llama-2-13b, fp16: 2 x {0} layers x {1} KV heads x {2} x 2 bytes = {3:,} bytes ({4:.0f} KiB) per token":
         "llama-2-13b，fp16：2 × {0} 层 × {1} 个 KV 头 × {2} × 2 字节 = 每个 token {3} 字节（{4} KiB）",
@@ -775,14 +751,8 @@ ZH_PRINTED: dict[str, str] = {
     "tokens: {2:,.0f} tokens apart": "缓存 {0} 个 token 时 KV 缓存显存 = 权重显存；缓存 {1} 个 token 时读取的 KV 字节 = 读取的权重字节：相差 {2} 个 token",
     "{0:>11}, batch 64, context  2048: KV reads are {1:4.1f}% of the bytes": "{0}，批次 64，上下文  2048：KV 读取占字节数的 {1}%",
     "{0:>11}, batch  1, context {1:>5}: KV reads are {2:4.1f}% of the bytes": "{0}，批次  1，上下文 {1}：KV 读取占字节数的 {2}%",
-    "Exercise 1: put your number in `answer` and run the cell again": "练习 1：把你的数填进 `answer`，再运行这个单元格",
     "correct": "正确",
-    "Exercise 2: put your ratio in `answer` and run the cell again": "练习 2：把你的比值填进 `answer`，再运行这个单元格",
-    "Exercise 3: put a preset name in `answer` and run the cell again": "练习 3：把一个预设名填进 `answer`，再运行这个单元格",
-    "Exercise 4: put a context length in `answer` and run the cell again": "练习 4：把一个上下文长度填进 `answer`，再运行这个单元格",
-    "correct; inside the window: {0}": "正确；在窗口内：{0}",
     # -- 11_flash_attention --
-    "Q, K, V and O: {0};  S and P, written and read back: {1} ({2:.1f}% of the traffic)": "Q、K、V 和 O：{0}；  S 和 P 写出再读回：{1}（占流量的 {2}%）",
     "plain / flash: {0:.2f}x the bytes; the score matrix is never written": "普通 / flash：字节数为 {0} 倍；分数矩阵从不写出",
     "softmax(scores) · values = {0:.4f}, the same as the last acc / l": "softmax(scores) · values = {0}，与最后的 acc / l 相同",
     "{0} tokens of held-out text, starting {1} ...": "{0} 个 token 的留出文本，开头是 {1} ...",
@@ -796,11 +766,6 @@ ZH_PRINTED: dict[str, str] = {
     "merged chunks = the model's attention for this step = flash_attention with one query": "合并的各段 = 模型这一步的注意力 = 只有一个查询的 flash_attention",
     "{0} layers: the step reads {1} of cached K and V (lib.costs.decode_cost agrees), flash or not":
         "{0} 层：这一步读取 {1} 的缓存 K 和 V（与 lib.costs.decode_cost 一致），用不用 flash 都一样",
-    "Exercise 2: put your number of bytes in `answer` and run the cell again": "练习 2：把你算的字节数填进 `answer`，再运行这个单元格",
-    "correct: {0}": "正确：{0}",
-    "Exercise 3: fill in `computed` and `skipped` and run the cell again": "练习 3：填好 `computed` 和 `skipped`，再运行这个单元格",
-    "Exercise 4: put the number of chunks in `n_chunks` and run the cell again": "练习 4：把段数填进 `n_chunks`，再运行这个单元格",
-    "correct, and every chunk size gives the same output": "正确，而且每种段大小的输出都相同",
     # -- 12_sliding_window --
     "{0} layers, {1} heads, max_seq_len {2} | sliding_window: {3}": "{0} 层，{1} 个头，max_seq_len {2} | sliding_window：{3}",
     "keys each query sees, causal:   {0}": "每个查询看到的键，因果：     {0}",
@@ -818,8 +783,6 @@ ZH_PRINTED: dict[str, str] = {
     "{0}: {1} windows of {2} tokens; the first begins {3}": "{0}：{1} 个窗口，每个 {2} 个 token；第一个的开头是 {3}",
     "lm, held-out text: the weight on position 0, per head (an even spread would give {0:.3f})": "lm，留出文本：每个头放在位置 0 上的权重（平均分配时为 {0}）",
     "{0} ... (64 tokens)": "{0} ...（64 个 token）",
-    "Exercise 3: put your number of bytes in `answer` and run the cell again": "练习 3：把你算的字节数填进 `answer`，再运行这个单元格",
-    "Exercise 4: put your W in `answer` and run the cell again": "练习 4：把你的 W 填进 `answer`，再运行这个单元格",
     # -- 13_vllm_bridge --
     "read from vLLM {0} ({1} ideas)": "读自 vLLM {0}（{1} 个概念）",
     "no vLLM source on this machine; the map was checked in full against vLLM {0}": "这台机器上没有 vLLM 源码；这份对照表已对照 vLLM {0} 完整检查过",
@@ -832,11 +795,6 @@ ZH_PRINTED: dict[str, str] = {
     "tokens                     {0:>12,}": "token 数                   {0}",
     "full-length requests       {0:>12.2f}   (of {1:,} tokens each)": "满长度请求数               {0}   （每个 {1} 个 token）",
     "skipped: {0}": "已跳过：{0}",
-    "Exercise 1: put your number of blocks in `answer` and run the cell again": "练习 1：把你算的块数填进 `answer`，再运行这个单元格",
-    "Exercise 2: put a utilization in `answer` and run the cell again": "练习 2：把一个利用率填进 `answer`，再运行这个单元格",
-    "Exercise 3: put the reported number of tokens in `answer` and run the cell again": "练习 3：把报告的 token 数填进 `answer`，再运行这个单元格",
-    "correct: {0:,} blocks × 48 = {1:,} positions, but a full request holds {2} blocks for 1,024 tokens":
-        "正确：{0} 个块 × 48 = {1} 个位置，但一个满请求要为 1,024 个 token 占 {2} 个块",
 }
 
 _PLACEHOLDER = re.compile(r"\{(\d+)(?::[^{}]*)?\}")
