@@ -303,6 +303,13 @@ def test_roofline_speaks_chinese(zh):
     ex = R.RooflineExplorer()
     assert_chinese([c.description for k, c in ex.controls.items() if k != "dtype"] + [ex.summary_box.value]
                    + [d.name for d in ex.figure.data], "roofline explorer")
+    import dataclasses
+    from lib.roofline import DEFAULT_GPU
+    mine = dataclasses.replace(DEFAULT_GPU, name="this machine (cpu)")  # as measure_machine names what it measured
+    fig = drawn_without_missing_glyphs(lambda: R.plot_roofline(R.roofline_points(("tiny",), "fp32"), mine))
+    assert any(x.startswith("本机（cpu）") for x in figure_texts(fig))  # the title names it in Chinese
+    ex = R.RooflineExplorer(machines=[mine])
+    assert ("本机（cpu）", "this machine (cpu)") in ex.controls["machine"].options  # shown in Chinese, keyed as named
 
 
 def test_block_pool_speaks_chinese(zh, chat):

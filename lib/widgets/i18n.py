@@ -471,6 +471,7 @@ ZH.update({  # -- nb0506 -- where the KV cache sits in GPU memory while serving 
 })
 ZH.update({  # -- nb1113 -- bring your own model: the pickers' entry for a converted checkpoint
     "your model": "你的模型",
+    "this machine ({device})": "本机（{device}）",
 })
 ZH.update({  # -- nb0708 -- the panel titles of 08's tokens-per-pass figure (plot_tokens_per_pass puts them through t)
     "greedy, English passages": "贪心，英文段落", "greedy, Chinese poems": "贪心，中文诗",

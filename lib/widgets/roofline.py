@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import time
 
 from .. import checks, costs
@@ -41,6 +42,16 @@ ROOF_COLOUR = style.concept("reference").colour
 DIGITS = SIG_DIGITS  # significant digits of every float that goes into a figure or a table (lib.text.sig)
 fmt = fmt_sig  # a number for a table: ints as they are, floats to DIGITS significant digits, no exponent
 
+
+
+_MEASURED = re.compile(r"this machine \((\w+)\)\Z")  # lib.roofline.measure_machine's name for what it measured
+
+
+def machine_label(machine) -> str:
+    """A machine's name as a figure or control shows it: a reference GPU's name stays; "this machine (cpu)",
+    which ``measure_machine`` names what it measured, in the notebook's language."""
+    m = _MEASURED.match(machine.name)
+    return t("this machine ({device})", device=m.group(1)) if m else machine.name
 
 def human_bytes(n: float) -> str:
     """Bytes in decimal units (kB, MB, GB, TB = 10³ ...) with DIGITS significant digits (``lib.text.fmt_bytes``)."""
@@ -278,7 +289,7 @@ def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, b
     ax.set_title(title if title is not None else
                  t("{model} ({kind}, {q} query / {kv} KV heads), decode in {dtype} on {machine}\nweight products "
                    "compute-bound from batch {b}", model=_name(model), kind=c.attention_kind, q=c.n_heads,
-                   kv=c.n_kv_heads, dtype=costs.dtype_name(dtype), machine=machine.name,
+                   kv=c.n_kv_heads, dtype=costs.dtype_name(dtype), machine=machine_label(machine),
                    b=weight_products_ridge_batch(model, machine, dtype)))
     return fig
 
@@ -395,7 +406,7 @@ def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, t
     lengths = sorted({p["context"] for p in points})
     ax.set_title(title if title is not None else
                  t("{machine}: peak {peak} {unit} ({mdtype}), {bw} GB/s; points in {dtype}, prompt = context = "
-                   "{lengths}", machine=machine.name, peak=f"{machine.peak_gflops / scale:.4g}", unit=unit,
+                   "{lengths}", machine=machine_label(machine), peak=f"{machine.peak_gflops / scale:.4g}", unit=unit,
                    mdtype=machine.dtype, bw=f"{machine.bandwidth_gbs:.4g}", dtype=points[0]['cost'].dtype,
                    lengths=", ".join(map(str, lengths))), loc="left")
     return fig
@@ -533,7 +544,8 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
            f'<span style="color:{style.text_colour("prefill")}">■</span> ' + t("prefill (batch 1)"))
 
     def title(b):  # the key in the title's second line: no legend to sit over the title or the points
-        return t("{machine} roofline ({dtype}): decode with batch {b}", machine=machine.name, dtype=dtype, b=b) + \
+        return t("{machine} roofline ({dtype}): decode with batch {b}", machine=machine_label(machine), dtype=dtype,
+                 b=b) + \
             "<br><span style='font-size:" + str(style.PLOTLY_SMALL) + "px'>" + key + "</span>"
 
     fig.frames = [go.Frame(name=str(b), data=[decode_trace(i, m, b, labels(b)) for i, m in enumerate(models)], traces=moving,
@@ -584,7 +596,8 @@ class RooflineExplorer:
             "model": W.Dropdown(options=picker_options(self._models),
                                 value=values["model"], description=t("model"), **ctl),
             "dtype": W.Dropdown(options=DTYPES, value=values["dtype"], description="dtype", **ctl),
-            "machine": W.Dropdown(options=self._options["machine"], value=values["machine"], description=t("machine"),
+            "machine": W.Dropdown(options=[(machine_label(m), k) for k, m in self.machines.items()],
+                                  value=values["machine"], description=t("machine"),
                                   **ctl),
             "batch": W.SelectionSlider(options=BATCHES, value=values["batch"], description=t("batch"), **ctl),
             "context": W.SelectionSlider(options=CONTEXTS, value=values["context"], description=t("context"), **ctl),
@@ -674,7 +687,7 @@ class RooflineExplorer:
                  else t("reaches the ridge from batch {b}", b=s["batch_to_ridge"]))
         lines = [
             t("{model} in {dtype} on {machine}: peak {peak} {unit}, {bw} GB/s, ridge {ridge} FLOP/byte{note}",
-              model=t(s["model"]) if s["model"] == YOUR_MODEL else s["model"], dtype=s["dtype"], machine=m.name,
+              model=t(s["model"]) if s["model"] == YOUR_MODEL else s["model"], dtype=s["dtype"], machine=machine_label(m),
               peak=fmt(m.peak_gflops / scale), unit=unit,
               bw=fmt(m.bandwidth_gbs), ridge=fmt(s["ridge"]), note=roof_note),
             t("decode, batch {batch}, context {context}: {x} FLOP/byte, {bound}; at least {ms} ms per step, at most "
