@@ -488,6 +488,17 @@ ZH_PRINTED: dict[str, str] = {
     "causal": "因果", "sliding window W = {0}": "滑动窗口 W = {0}",
     "lm on held-out text": "lm，留出文本", "chat (toy) on its own run": "chat（玩具模型），它自己生成的文本",
     "{0}, window {1} only": "{0}，仅窗口 {1}", "{0}, window {1} + {2} sinks": "{0}，窗口 {1} + {2} 个汇点",
+    # lines the measure of English-only output lines still found
+    "{0}(B, T, d_model): the residual stream starts here": "{0}(B, T, d_model)：残差流从这里开始",
+    "{0}(B, T, d_model): layer 0's output": "{0}(B, T, d_model)：第 0 层的输出",
+    "{0}(B, H, T query, T key)": "{0}(B, H, T 查询, T 键)",
+    "merged heads{0}": "合并各头    {0}",
+    "KV cache, 32 requests x {0} tokens": "KV 缓存，32 个请求 × {0} 个 token",
+    "(measured: best of {0} fp32 matmuls (peak) and tensor sums (read bandwidth) on {1})":
+        "（实测：{0} 次 fp32 矩阵乘法（峰值）与张量求和（读带宽）中最快的一次，设备 {1}）",
+    "{0} ({1}, n_rep {2}): ceiling at context 2k / 32k / 1M = {3} FLOP/byte  ->  n_rep = {4}":
+        "{0}（{1}，n_rep {2}）：上下文 2k / 32k / 1M 时的上限 = {3} FLOP/字节  ->  n_rep = {4}",
+    "token budget per step": "每步的 token 预算",
     "key tile": "键分块", "query tile": "查询分块", "Q, K, V, O once (the floor)": "Q、K、V、O 各一次（下限）",
     "prompt length T (tokens)": "提示词长度 T（token）", "MiB moved, one layer": "搬运的 MiB，一层",
     "One llama-2-7b attention layer (32 heads × 128, fp16): HBM traffic of one prefill":
