@@ -499,6 +499,20 @@ ZH_PRINTED: dict[str, str] = {
     "{0} ({1}, n_rep {2}): ceiling at context 2k / 32k / 1M = {3} FLOP/byte  ->  n_rep = {4}":
         "{0}（{1}，n_rep {2}）：上下文 2k / 32k / 1M 时的上限 = {3} FLOP/字节  ->  n_rep = {4}",
     "token budget per step": "每步的 token 预算",
+    "requests at KV memory = weight memory": "KV 显存 = 权重显存时的请求数", "bytes per sequence": "每个序列的字节数",
+    # table headers still in English (found by scanning the Chinese notebooks' text tables)
+    "requests to exceed": "超过权重所需的请求数", "their KV cache (GB)": "它们的 KV 缓存（GB）",
+    "old rows": "旧行", "new rows": "新行", "K unchanged": "K 未变", "V unchanged": "V 未变",
+    "weight products FLOP/byte": "权重乘法 FLOP/字节", "attention FLOP/byte": "注意力 FLOP/字节",
+    "whole step FLOP/byte": "整步 FLOP/字节", "KV reads / all bytes": "KV 读取 / 全部字节",
+    "idle slot-steps": "空闲槽位步数", "mean TTFT (passes)": "平均 TTFT（前向传播次数）", "max blocks": "最多块数",
+    "tokens prefilled": "预填充的 token 数",
+    "empty slots": "空槽位", "empty %": "空槽位 %", "table entries": "块表项数", "entries / sequence": "每个序列的表项数",
+    "empty % (simulated)": "空槽位 %（模拟）",
+    "k and v": "k 和 v", "flash = the model's attention (1e-5)": "flash = 模型的注意力（1e-5）",
+    "flash = plain_attention (1e-5)": "flash = plain_attention（1e-5）",
+    "one layer, one step": "一层，一步", "K and V (the cache)": "K 和 V（缓存）", "everything else": "其余全部",
+    "cache share": "缓存占比",
     "key tile": "键分块", "query tile": "查询分块", "Q, K, V, O once (the floor)": "Q、K、V、O 各一次（下限）",
     "prompt length T (tokens)": "提示词长度 T（token）", "MiB moved, one layer": "搬运的 MiB，一层",
     "One llama-2-7b attention layer (32 heads × 128, fp16): HBM traffic of one prefill":
