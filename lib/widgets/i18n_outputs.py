@@ -1108,8 +1108,9 @@ ZH_OUTPUTS.update({  # -- nb0910 -- notebook 10: the scheduler-step exercise, ch
         "5 个位置要 2 个大小为 4 的块，8 个槽位里有 5 个存着 token；只有最后一块有空槽位。",
     "the first child computes all 15; each other finds the 3 full blocks (12 tokens) and computes the last 3 again: "
     "15 + 3 × 3.": "第一个子请求算全部 15 个；其余每个找到 3 个写满的块（12 个 token），再重算最后 3 个：15 + 3 × 3。",
-    "the fork shares all 4 blocks; the 3 full ones stay shared and the half-full one is copied by 3 of its 4 holders "
-    "(the last writes in place).": "分叉共享全部 4 个块；3 个写满的块保持共享，半满的那块由 4 个持有者中的 3 个各复制一份（最后一个原地写入）。",
+    "the fork shares all 4 blocks; the 3 full ones stay shared and the last one (3 of its 4 positions filled) is "
+    "copied by 3 of its 4 holders (the last writes in place).":
+        "分叉共享全部 4 个块；3 个写满的块保持共享，最后一块（4 个位置写了 3 个）由 4 个持有者中的 3 个各复制一份（最后一个原地写入）。",
     "attention reads the same keys and values either way (the gather even adds work); paging saves memory, so more "
     "requests fit in a batch.": "两种缓存下注意力读的键和值一样多（收集还多了一点工作）；分页省的是显存，让一个批次放得下更多请求。",
     "only full blocks are indexed: positions 0-7 fill two blocks; the third block of P holds 2 tokens and could still "
