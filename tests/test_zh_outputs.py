@@ -271,3 +271,13 @@ def test_the_font_has_every_chinese_character_a_cell_can_draw():
     missing = sorted({c for zh in ZH_PRINTED.values() for c in zh if re.match(r"[\u4e00-\u9fff]", c)
                       and ord(c) not in cmap})
     assert missing == [], f"rebuild the font subset (python -m tools.fonts --rebuild): {''.join(missing)}"
+
+
+def test_every_text_of_the_vllm_map_has_a_chinese_entry():
+    """The map's ideas and notes go through ``t`` one by one (``bridge_notes``): a note rewritten in English
+    without its Chinese would print English after 「vLLM 中：」, a line the English-only measure does not count."""
+    from lib import vllm_bridge as vb
+    from lib.widgets.i18n import ZH
+    missing = [f"{m.idea}: {field}" for m in vb.BRIDGE for field in ("idea", "does", "lib_differs")
+               if getattr(m, field) not in ZH]
+    assert not missing, f"vLLM map texts without a Chinese entry in lib.widgets.i18n_outputs: {missing}"

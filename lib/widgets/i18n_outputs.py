@@ -74,6 +74,32 @@ ZH_OUTPUTS: dict[str, str] = {
     # -- the vLLM map (lib/vllm_bridge.py): ideas, what vLLM does, how lib differs --
     "  vLLM: {text}.": "  vLLM 中：{text}。", "  lib:  {text}.": "  lib 中： {text}。",
     "block pool": "块池",
+    "the same order: lib.blocks.BlockAllocator puts a freed block the prefix index does not hold at the front and a "
+    "cached one at the back":
+        "顺序相同：lib.blocks.BlockAllocator 把前缀索引里没有的空闲块放到队首，把缓存着的块放到队尾",
+    "every step the scheduler picks the running and waiting requests that fit a token budget, at most max_num_seqs "
+    "of them; None means a default per GPU (EngineArgs.get_batch_defaults): 1024 on an H100 or H200 (70 GiB or "
+    "more, not an A100), 256 on smaller GPUs":
+        "每一步，调度器挑出放得进 token 预算的运行中和等待中的请求，最多 max_num_seqs 个；None 表示按 GPU 取默认值"
+        "（EngineArgs.get_batch_defaults）：H100 或 H200（70 GiB 及以上，A100 除外）上是 1024，更小的 GPU 上是 256",
+    "the tokens one step may feed, decode tokens first, then (chunks of) prompts; None means a default per GPU and "
+    "entry point: 16384 for vllm.LLM and 8192 for the OpenAI server on an H100 or H200, 8192 / 2048 on smaller GPUs; "
+    "a prompt longer than what is left is cut into chunks (chunked prefill, on by default)":
+        "一步最多能输入的 token 数，先给解码 token，再给提示词（或提示词的分块）；None 表示按 GPU 和入口取默认值："
+        "H100 或 H200 上 vllm.LLM 是 16384、OpenAI 服务是 8192，更小的 GPU 上是 8192 / 2048；"
+        "比剩余预算长的提示词会被切成几段（分块预填充，默认开启）",
+    "token budget per step": "每步的 token 预算",
+    "lib.serving.serve has no token budget: a step prefills every admitted prompt whole":
+        "lib.serving.serve 没有 token 预算：一步把每个接纳的提示词整段预填充",
+    "'auto' stores K and V in the model's dtype; 'fp8' (e4m3) or 'fp8_e5m2' halve a 16-bit cache with one scale per "
+    "layer; 'int8_per_token_head' (and fp8_ / int4_per_token_head) computes one scale per token and KV head as it "
+    "writes":
+        "'auto' 用模型的数据类型存 K 和 V；'fp8'（e4m3）或 'fp8_e5m2' 让 16 位缓存减半，每层一个缩放因子；"
+        "'int8_per_token_head'（以及 fp8_ / int4_per_token_head）在写入时为每个 token、每个 KV 头各算一个缩放因子",
+    "lib.QuantizedKVCache is the int8_per_token_head scheme (absmax / 127 per token and head); lib.costs counts any "
+    "dtype's bytes; kv_capacity takes the 16-bit and fp8 choices":
+        "lib.QuantizedKVCache 就是 int8_per_token_head 方案（每个 token、每个头取 absmax / 127）；lib.costs 能算任何"
+        "数据类型的字节数；kv_capacity 接受 16 位和 fp8 两种选择",
     "all KV blocks of the GPU in one pool: a free queue, reference counts, a hash → block map for prefix caching; "
     "block 0 is a placeholder (null block) no request uses":
         "GPU 上所有 KV 块放在一个池里：一个空闲队列、引用计数、一张供前缀缓存用的哈希 → 块映射；块 0 是占位用的空块（null block），不给任何请求用",
@@ -498,8 +524,8 @@ ZH_PRINTED: dict[str, str] = {
         "（实测：{0} 次 fp32 矩阵乘法（峰值）与张量求和（读带宽）中最快的一次，设备 {1}）",
     "{0} ({1}, n_rep {2}): ceiling at context 2k / 32k / 1M = {3} FLOP/byte  ->  n_rep = {4}":
         "{0}（{1}，n_rep {2}）：上下文 2k / 32k / 1M 时的上限 = {3} FLOP/字节  ->  n_rep = {4}",
-    "token budget per step": "每步的 token 预算",
     "requests at KV memory = weight memory": "KV 显存 = 权重显存时的请求数", "bytes per sequence": "每个序列的字节数",
+    'kv_cache_dtype="fp8", activation peak {0}': 'kv_cache_dtype="fp8"，激活峰值 {0}', "{0} KiB per token": "{0} KiB（每个 token）",
     # table headers still in English (found by scanning the Chinese notebooks' text tables)
     "requests to exceed": "超过权重所需的请求数", "their KV cache (GB)": "它们的 KV 缓存（GB）",
     "old rows": "旧行", "new rows": "新行", "K unchanged": "K 未变", "V unchanged": "V 未变",
