@@ -151,11 +151,12 @@ def plot_rounds(result: SpeculativeResult, tokenizer, ax=None, title: str | None
     return fig
 
 
-def plot_tokens_per_pass(rows: list[dict], ax=None, title: str | None = None):
+def plot_tokens_per_pass(rows: list[dict], ax=None, title: str | None = None, legend: bool = True):
     """Tier 1: tokens per target pass against k, from ``lib.speculative.measure_acceptance`` rows: the
     prediction (1 − α^(k+1)) / (1 − α) at each row's measured α (line), the measured tokens per full round
     (dots) and per pass over the whole runs (open circles, lower: the last round of a text is cut short),
-    between the bounds 1 (every draft rejected) and k + 1 (every draft kept). ``title`` goes through ``t``."""
+    between the bounds 1 (every draft rejected) and k + 1 (every draft kept). ``title`` goes through ``t``;
+    ``legend=False`` leaves the key to the caller (one ``fig.legend`` for a grid of these)."""
     needed = ("k", "α", "tokens/pass", "tokens/full round")
     if not rows or any(any(n not in r for n in needed) for r in rows):
         raise ValueError(f"plot_tokens_per_pass needs the rows of lib.speculative.measure_acceptance (keys "
@@ -180,10 +181,12 @@ def plot_tokens_per_pass(rows: list[dict], ax=None, title: str | None = None):
                     fontsize=style.SMALL_SIZE, xytext=(0, 9), textcoords="offset points", ha="center",
                     color=style.text_colour("cached"))
     ax.set_xticks(ks)
+    ax.set_xlim(min(ks) - 0.5, max(ks) + 0.5)  # room for the first and last α labels inside the axes
     ax.set_xlabel(t("k (draft tokens proposed per round)"))
     ax.set_ylabel(t("tokens per target pass"))
     ax.set_title(t(title if title is not None else "tokens per target pass: predicted vs measured"))
-    ax.legend(loc="upper left")
+    if legend:
+        ax.legend(loc="upper left")
     return fig
 
 
