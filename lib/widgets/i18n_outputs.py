@@ -508,8 +508,6 @@ ZH_PRINTED: dict[str, str] = {
     "top-k=3: the 3 largest logits ({0} kept)": "top-k=3：最大的 3 个 logit（保留 {0} 个）",
     "top-p=0.6: the smallest set reaching 0.6 ({0} kept)": "top-p=0.6：累计概率达到 0.6 的最小集合（保留 {0} 个）",
     "position and token": "位置与 token",
-    "+  K/V computed (first time)": "+  K/V 首次计算", "!  K/V computed again (wasted)": "!  K/V 重复计算（浪费）",
-    "=  K/V read from the cache": "=  K/V 从缓存读取",
     "holds tokens": "存着 token", "reserved, filled later": "已预留，之后填入", "reserved, never filled": "已预留，从未填入",
     "causal": "因果", "sliding window W = {0}": "滑动窗口 W = {0}",
     "lm on held-out text": "lm，留出文本", "chat (toy) on its own run": "chat（玩具模型），它自己生成的文本",

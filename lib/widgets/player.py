@@ -253,8 +253,9 @@ def _draw_cells(ax, texts, fills, y, edge=style.MUTED, dashed=None, hatches=None
                     fontsize=style.FONT_SIZE if len(t) == 1 else style.SMALL_SIZE)
 
 
-def _kv_handles(states=("new", "recomputed", "cached", "none")):
-    """Legend entries of the K/V states: colour, hatch and the concept's words."""
+def kv_handles(states=("new", "recomputed", "cached", "none")):
+    """Legend entries of the K/V states ``states``: colour, hatch, glyph and the concept's words in the notebook's
+    language (the key of every figure that draws K/V states)."""
     from matplotlib.patches import Patch
 
     return [Patch(facecolor=KV_COLORS[k], hatch=KV_HATCH[k] or None, edgecolor=style.MUTED,
@@ -295,7 +296,7 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     ax.set_title(f.caption, loc="left")
     handles = [Patch(facecolor=CHIP_COLORS[k], edgecolor=style.INK if k == "newest" else style.MUTED,
                      linewidth=2.5 if k == "newest" else 1, label=t(f"{k} token")) for k in CHIP_COLORS]
-    handles += _kv_handles(("new", "recomputed", "cached"))
+    handles += kv_handles(("new", "recomputed", "cached"))
     fig.legend(handles=handles, ncol=3, loc="outside lower center")
 
     axb = fig.add_subplot(gs[1, 0])
@@ -356,7 +357,7 @@ def plot_strip(trace, tokenizer, other=None, layer: int = 0, batch: int = 0):
     mode = t("with KV cache") if trace.use_cache else t("without cache")
     ax.set_title(t("{mode}: each row is one forward pass; right: K/V computed so far, cache / no cache "
                    "(per layer)", mode=mode), loc="left")
-    fig.legend(handles=_kv_handles(), ncol=2, loc="outside lower center")  # within the cell's width
+    fig.legend(handles=kv_handles(), ncol=2, loc="outside lower center")  # within the cell's width
     return fig
 
 
