@@ -190,7 +190,7 @@ class Guard:
         page.on("console", lambda m: self.console.append((self.label, f"console.{m.type}: {m.text} "
                                                                       f"@ {m.location.get('url', '')}"))
                 if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.console.append((self.label, f"page error: {e}")))
+        page.on("pageerror", lambda e: self.console.append((self.label, page_error(e))))
         page.on("websocket", lambda ws: None if is_local(ws.url) else self.offsite.append((self.label, ws.url)))
 
     def _route(self, route):
@@ -206,6 +206,13 @@ class Guard:
 
     def offsite_for(self, label: str) -> list[str]:
         return [u for lab, u in self.offsite if lab == label]
+
+
+def page_error(e) -> str:
+    """An uncaught error of the page, with the top of its stack: the message alone ("removeChild ... not a child")
+    does not say which code threw it."""
+    stack = [line.strip() for line in (getattr(e, "stack", "") or "").splitlines()[1:6]]
+    return f"page error: {e}" + "".join(f"\n      {line}" for line in stack)
 
 
 def is_local(url: str) -> bool:

@@ -1,4 +1,4 @@
-"""The browser tests' own plumbing: waiting on a page's promise (kvlab_browser.settle)."""
+"""The browser tests' own plumbing: waiting on a page's promise (kvlab_browser.settle) and what the guard records."""
 from __future__ import annotations
 
 import pytest
@@ -31,3 +31,12 @@ def test_settle_times_out_on_a_promise_that_never_settles(blank):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     with pytest.raises(PlaywrightTimeout):
         kb.settle(blank, "() => new Promise(() => {})", timeout_ms=500)
+
+
+def test_guard_records_a_page_error_with_its_stack(blank, guard):
+    guard.label = "plumbing: a thrown error"
+    blank.evaluate("() => { function deepInside() { throw new Error('boom'); } setTimeout(deepInside, 0); }")
+    blank.wait_for_timeout(300)
+    [text] = guard.errors_for("plumbing: a thrown error")
+    assert text.startswith("page error: boom") and "deepInside" in text, text
+
