@@ -97,8 +97,8 @@ CLOSE_JS = """async (path) => {
 }"""
 
 
-# Two animation frames and a short pause: time for a closed notebook's deferred teardown (widget views, plotly's
-# purge) to run while its label is still the guard's.
+# Two animation frames and a short pause: time for deferred work (a closed notebook's teardown, the splash's
+# 200-ms timer) to run while the guard's label is still the one it belongs to.
 QUIET_JS = """() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 300))))"""
 
 
@@ -197,8 +197,7 @@ def set_theme(page, theme: str):
     if not page.evaluate(THEME_IS_JS, want):
         kb.settle(page, SET_THEME_JS, want, what=f"switching to {want}")
         page.wait_for_function(THEME_IS_JS, arg=want, timeout=60_000)
-        # JupyterLab shows its splash while a theme loads and removes it 200 ms later; a next switch before then
-        # makes the old timer take the new splash away and the new one throw (test_theme_switches_back_and_forth…).
+        # the next switch must not come before JupyterLab's splash is gone (test_theme_switches_back_and_forth…)
         page.wait_for_function("() => !document.getElementById('jupyterlab-splash')", timeout=60_000)
     assert page.evaluate("() => document.body.dataset.jpThemeLight") == str(theme == "light").lower()
 
@@ -211,7 +210,7 @@ def test_theme_switches_back_and_forth_without_errors(lab_page, guard):
     guard.label = "theme switches"
     for theme in ("light", "dark", "light", "dark", "light"):
         set_theme(lab_page, theme)
-    lab_page.wait_for_timeout(500)
+    kb.settle(lab_page, QUIET_JS, what="letting the last switch's timers run")
     assert not guard.errors_for("theme switches"), "\n".join(guard.errors_for("theme switches"))
 
 

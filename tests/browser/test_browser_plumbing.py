@@ -39,4 +39,3 @@ def test_guard_records_a_page_error_with_its_stack(blank, guard):
     blank.wait_for_timeout(300)
     [text] = guard.errors_for("plumbing: a thrown error")
     assert text.startswith("page error: boom") and "deepInside" in text, text
-
