@@ -9,10 +9,11 @@ import pytest
 from tools import lab
 
 
-def test_the_project_settings_turn_news_and_update_checks_off():
+def test_the_project_settings_turn_news_update_checks_and_comm_subshells_off():
     overrides = json.loads((lab.SETTINGS / "overrides.json").read_text())
     assert overrides == {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
-                                                                        "checkForUpdates": False}}
+                                                                        "checkForUpdates": False},
+                         "@jupyterlab/apputils-extension:kernels-settings": {"commsOverSubshells": "disabled"}}
 
 
 def test_options_point_jupyterlab_at_the_project_settings_not_the_users():

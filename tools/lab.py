@@ -1,8 +1,11 @@
 """JupyterLab for the course: ``python -m tools.lab [PATH] [--port N]`` (``make lab``).
 
 The project's own JupyterLab settings live in ``tools/lab_settings/`` (``overrides.json``: JupyterLab's
-defaults for this project): no "Would you like to get notified about official Jupyter news?" prompt and no
-update check. They are handed to JupyterLab as its application settings folder (``--LabApp.app_settings_dir``),
+defaults for this project): no "Would you like to get notified about official Jupyter news?" prompt, no
+update check, and widget messages on the kernel's main shell (``commsOverSubshells: disabled``). JupyterLab 4.4+
+otherwise sends them to a kernel subshell, a second thread of ipykernel 7, where a widget's callback (which re-runs
+the model and redraws matplotlib figures) would run at the same time as the learner's cell on the same objects;
+neither is made for that, and VS Code, Voila and the classroom view run callbacks on the main shell, one at a time. They are handed to JupyterLab as its application settings folder (``--LabApp.app_settings_dir``),
 so nothing in the user's own ``~/.jupyter`` is read for them or written. The browser test starts its server
 with the same ``options()``.
 """

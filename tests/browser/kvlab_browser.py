@@ -182,6 +182,7 @@ class Guard:
         self.label = ""
         self.offsite: list[tuple[str, str]] = []
         self.console: list[tuple[str, str]] = []
+        self.subshells: list[str] = []  # the label of each create_subshell_request the page sent to a kernel
 
     def attach_context(self, context):
         context.route("**/*", self._route)
@@ -191,7 +192,13 @@ class Guard:
                                                                       f"@ {m.location.get('url', '')}"))
                 if m.type == "error" else None)
         page.on("pageerror", lambda e: self.console.append((self.label, page_error(e))))
-        page.on("websocket", lambda ws: None if is_local(ws.url) else self.offsite.append((self.label, ws.url)))
+        page.on("websocket", self._websocket)
+
+    def _websocket(self, ws):
+        if not is_local(ws.url):
+            self.offsite.append((self.label, ws.url))
+        ws.on("framesent", lambda payload: self.subshells.append(self.label)
+              if SUBSHELL_REQUEST in (payload if isinstance(payload, bytes) else payload.encode()) else None)
 
     def _route(self, route):
         url = route.request.url
@@ -206,6 +213,14 @@ class Guard:
 
     def offsite_for(self, label: str) -> list[str]:
         return [u for lab, u in self.offsite if lab == label]
+
+    def subshells_for(self, label: str) -> int:
+        return self.subshells.count(label)
+
+
+# A kernel message asking for a subshell (JupyterLab sends one per comm target when comms go over subshells):
+# the project's settings turn that off (tools/lab_settings/overrides.json), so a page must never send it.
+SUBSHELL_REQUEST = b'"create_subshell_request"'
 
 
 def page_error(e) -> str:

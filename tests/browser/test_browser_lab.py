@@ -298,6 +298,9 @@ def test_notebook_in_jupyterlab(lang, themes, name, lab_page, guard):
     label = guard.label
     assert not guard.errors_for(label), f"{label}: browser console errors:\n" + "\n".join(guard.errors_for(label))
     assert not guard.offsite_for(label), f"{label}: requests off the machine: {guard.offsite_for(label)}"
+    assert not guard.subshells_for(label), \
+        f"{label}: the page asked the kernel for {guard.subshells_for(label)} subshell(s): comms went over " \
+        "subshells, which tools/lab_settings/overrides.json turns off (commsOverSubshells: disabled)"
     print(f"\n{label}: {json.dumps(got)}" + "".join(f"\n    {n}" for n in notes))
     DRIVEN[lang, name] = kinds
 
