@@ -789,8 +789,8 @@ ZH_PRINTED: dict[str, str] = {
     "price of paging here: {0} preemptions, {1:,} tokens recomputed": "这里分页的代价：{0} 次抢占，重算 {1} 个 token",
     "answer lengths: {0}": "回答长度：{0}",
     "both policies give every request the same tokens; answers from {0} to {1} tokens": "两种策略给每个请求的 token 相同；回答长度从 {0} 到 {1} 个 token",
-    "continuous vs static: {0:.2f}x the tokens per second, mean time to first token {1:.2f}x shorter":
-        "连续批处理对比静态批处理：每秒 token 数为 {0} 倍，平均首 token 时间短 {1} 倍",
+    "continuous / static: {0:.2f}x the tokens per second, {1:.2f}x the mean time to first token":
+        "连续批处理 / 静态批处理：每秒 token 数为 {0} 倍，平均首 token 时间为 {1} 倍",
     "for llama-2-13b in fp16 ({0:,} bytes of K/V per position):": "对 llama-2-13b（fp16，每个位置 {0} 字节 K/V）：",
     "  swap moves {0:.1f} GiB between GPU and CPU memory (out and back) and holds up to {1:.2f} GiB in CPU memory at "
     "once": "  换出在 GPU 和 CPU 内存之间搬运 {0} GiB（换出再换回），CPU 内存中同时最多存 {1} GiB",

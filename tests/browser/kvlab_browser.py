@@ -265,9 +265,23 @@ def screenshot(locator, name: str) -> Path:
     """Screenshot of one element into the screenshots folder; returns the file."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    locator.scroll_into_view_if_needed()
-    locator.screenshot(path=str(path), animations="disabled")
+    page, grown = locator.page, None
+    box, view = locator.bounding_box(), page.viewport_size
+    if box and view and box["height"] + TALL_MARGIN_PX > view["height"]:
+        # Taller than what the page's scrolling panel shows (10's request timeline in a 1,000-px window): the shot
+        # would hold the window's bars over a cut-off figure. The window grows for this one shot, then goes back.
+        grown = view
+        page.set_viewport_size({"width": view["width"], "height": int(box["height"]) + TALL_MARGIN_PX})
+    try:
+        locator.scroll_into_view_if_needed()
+        locator.screenshot(path=str(path), animations="disabled")
+    finally:
+        if grown:
+            page.set_viewport_size(grown)
     return path
+
+
+TALL_MARGIN_PX = 200  # room for JupyterLab's menu, tab, toolbar and status bars around an output
 
 
 # -- waiting on the page's promises ------------------------------------------------------------------------
