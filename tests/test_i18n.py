@@ -377,3 +377,43 @@ def test_speaking_sets_the_language_for_a_block_and_restores_it_even_after_an_er
         with i18n.speaking("zh"):
             raise RuntimeError("boom")
     assert i18n.language() == "en"
+
+
+# -- full-width punctuation where a widget glues a Chinese label to its value (i18n.colon / i18n.parens) -----------
+
+HALF_WIDTH_NEXT_TO_CHINESE = re.compile(r"[\u4e00-\u9fff][:(]|\)[\u4e00-\u9fff]|[\u4e00-\u9fff] \(")
+
+
+def half_width_slips(html_text: str) -> list[str]:
+    """Each ": ", "(" or ")" set against a Chinese character in the text of ``html_text`` (tags and attribute values
+    stripped of their quotes), with a few characters around it."""
+    text = re.sub(r"<[^>]*>", " ", html_text.replace('title="', ' ').replace('"', ' '))
+    return [text[max(m.start() - 8, 0):m.end() + 8] for m in HALF_WIDTH_NEXT_TO_CHINESE.finditer(text)]
+
+
+def test_colon_and_parens_follow_the_language():
+    assert (i18n.colon(), i18n.parens("x")) == (": ", " (x)")
+    with i18n.speaking("zh"):
+        assert (i18n.colon(), i18n.parens("位置 1..3")) == ("：", "（位置 1..3）")
+
+
+def test_widgets_join_chinese_labels_with_full_width_punctuation():
+    from lib.corpus import heldout_text
+    from lib.lm import windows
+    from lib.widgets import capacity as cw, ring, tiles
+
+    model, tok = lib.load_demo("lm")
+    ids = windows(tok, heldout_text("en"), model.config.max_seq_len, 4)[1:2, :32]
+    q, k, v, mix = tiles.layer_qkv(model, ids, 1)
+    tile = tiles.tile_frames(q, k, v, head=2, block_size=8, row=20)
+    chunk = tiles.split_k_frames(q, k, v, mix, head=1, chunk_size=8)
+    rings = ring.ring_frames(model, tok, ids[0, :12], window=8, sinks=1)
+    cap = cw.sweep("llama-3-8b", "H100 SXM")[0]
+    with i18n.speaking("zh"):
+        shown = {"ring": ring.ring_html(rings[10]) + ring._ppl_line(rings[10]),
+                 "tiles": tiles.tile_html(tile[9], 32) + tiles.chunk_html(chunk[-1]),
+                 "capacity": cw.capacity_html(cap) + "".join(b.hovertext[0] for b in cw._bar_traces(cap))}
+        assert "累计困惑度（位置 1..10）" in re.sub(r"<[^>]*>", "", shown["ring"])
+        assert "累计困惑度：" in shown["ring"] and "到目前为止的合并输出：" in shown["tiles"]
+    slips = {name: half_width_slips(h) for name, h in shown.items()}
+    assert not any(slips.values()), f"half-width punctuation against Chinese text: {slips}"

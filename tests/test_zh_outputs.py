@@ -8,9 +8,11 @@ stripped, entities unescaped), else its text/markdown, else its text/plain. A te
 image, a plotly figure or a widget is only that object's repr (``<Figure size 900x500 with 3 Axes>``,
 ``GenerationPlayer(...)``): JupyterLab does not show it, so it is not read.
 
-A line is English-only when it holds no CJK character (CJK punctuation and full-width forms count) and, once
-what a Chinese text keeps as it is has been removed, still holds at least two English words (three Latin
-letters or more: ``en`` and ``zh`` are language codes, ``lm`` a model's name). What is removed first:
+A line is English-only when, once what a Chinese text keeps as it is has been removed, it still holds at least two
+English words (three Latin letters or more: ``en`` and ``zh`` are language codes, ``lm`` a model's name) and fewer
+CJK characters outside quotes than English words (CJK punctuation and full-width forms count): an English sentence
+that carries the model's tokens (``step 0: input <s> → 人``, ``after <s>人: 工智能<eos>``) is English, a Chinese
+sentence that names a few English terms is not. What is removed first:
 - quoted text ('...', "...", `...`): token strings, the model's own text, code, quoted English;
 - words that are code: with a digit, an underscore, a dot, brackets or ``=`` in them (``d_model``,
   ``lib.costs.step_cost``, ``max_new_tokens=4``, ``(B, T)``), and words written in CamelCase or ALL CAPS
@@ -90,7 +92,8 @@ def english_words(line: str) -> list[str]:
 
 
 def is_english_only(line: str) -> bool:
-    return not CJK.search(line) and len(english_words(line)) >= 2
+    words = english_words(line)
+    return len(words) >= 2 and len(CJK.findall(QUOTED.sub(" ", line))) < len(words)
 
 
 def notebook_lines(path: Path):
@@ -151,6 +154,11 @@ def test_the_definition_on_examples():
     assert is_english_only("with cache: K/V computed per step, read from the cache")
     assert is_english_only("fill in both shapes, then run this cell again")
     assert not is_english_only("有缓存：每步计算的 K/V")  # Chinese
+    assert is_english_only("step 0: input <s> → 人   (p = 0.1996)")  # English around the model's tokens
+    assert is_english_only("step 0 candidates: [('人', 0.1996), ('深', 0.133)]")
+    assert is_english_only("已跳过：vllm is not installed in this environment (it needs an NVIDIA GPU machine)")
+    assert not is_english_only("第 0 步：输入 <s> → 人   （p = 0.1996）")
+    assert not is_english_only("generate 用种子 0 生成的第一个 token：故 | 第一次抽样：故")
     assert not is_english_only("ids                      (1, 4)           (B, T)")  # a shape
     assert not is_english_only("  0  <s>    -0.0018 -0.0120 +0.0188 -0.0479")  # numbers and a token
     assert not is_english_only("'<s>HAMLET.\\nI will not speak to the court of'")  # quoted model text

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from ..widgets.i18n import language, t
+from ..widgets.i18n import colon, t
 
 __all__ = ["Case", "Result", "exercise", "check", "names", "solution", "compare", "Mismatch", "reveal"]
 
@@ -264,7 +264,7 @@ def reveal(yours, truth, *, rel: float = 0.0, why: str | None = None, what: str 
     if not isinstance(rel, (int, float)) or isinstance(rel, bool) or not 0 <= rel < 1:
         raise ValueError(f"rel must be a relative tolerance in [0, 1), got {rel!r}")
     what = t("the answer") if what is None else what
-    answer = what + ("：" if language() == "zh" else ": ") + _show(truth)
+    answer = what + colon() + _show(truth)
     if yours is None:
         verdict, passed = t("No prediction yet (set it in the cell above and run this one again)."), False
     elif _close(yours, truth, rel):

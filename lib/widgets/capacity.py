@@ -25,7 +25,7 @@ from ..roofline import REFERENCE_MACHINES
 from ..text import fmt_bytes, sig, text_table
 from ..vllm_bridge import GiB, KV_CACHE_DTYPES, kv_capacity
 from . import YOUR_MODEL, check_controls, frame_slider, picker_models, picker_options, style
-from .i18n import t
+from .i18n import colon, t
 
 GPUS = tuple(name for name, m in REFERENCE_MACHINES.items() if m.memory_gib)
 BLOCK_SIZES = (8, 16, 32, 64, 128)
@@ -112,7 +112,7 @@ def _bar_traces(cap) -> list:
                                       pattern=dict(shape=style.plotly_pattern(PART_CONCEPT[part]))),
                           text=[fmt_bytes(parts[part]) if parts[part] >= 0.08 * cap.total_memory else ""],
                           textposition="inside", insidetextanchor="middle", textangle=0,
-                          hovertext=[f"{t(part)}: {fmt_bytes(parts[part])}"], hoverinfo="text"))
+                          hovertext=[t(part) + colon() + fmt_bytes(parts[part])], hoverinfo="text"))
     return out
 
 
@@ -147,7 +147,7 @@ def capacity_html(cap) -> str:
     e = html.escape
     ink, muted = style.css("ink"), style.css("muted")
     parts = memory_parts(cap)
-    bar = "".join(f'<div title="{e(t(p))}: {e(fmt_bytes(parts[p]))}" style="width:{100 * parts[p] / cap.total_memory:.2f}%;'
+    bar = "".join(f'<div title="{e(t(p) + colon() + fmt_bytes(parts[p]))}" style="width:{100 * parts[p] / cap.total_memory:.2f}%;'
                   f'{style.chip_css(PART_CONCEPT[p])};border-width:0 1px 0 0"></div>' for p in PARTS if parts[p] > 0)
     key = " ".join(f'<span style="display:inline-block;width:1.4em;height:0.9em;margin:0 4px 0 10px;vertical-align:middle;'
                    f'{style.chip_css(PART_CONCEPT[p])}"></span>{e(t(p))} {e(fmt_bytes(parts[p]))}' for p in PARTS)

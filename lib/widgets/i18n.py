@@ -417,6 +417,16 @@ def t(text: str, /, **fields) -> str:
     return out.format(**fields) if fields else out
 
 
+def colon() -> str:
+    """What joins a label to its value in the current language: ": " in English, the full-width "：" in Chinese."""
+    return "：" if _current == "zh" else ": "
+
+
+def parens(text: str) -> str:
+    """``text`` in parentheses after a word: " (text)" in English, "（text）" (full-width, no space) in Chinese."""
+    return f"（{text}）" if _current == "zh" else f" ({text})"
+
+
 ZH.update({  # -- nb01 -- the decoder block as a diagram (lib/widgets/decoder_diagram.py)
     "one decoder block (layer ℓ)": "一个解码器块（第 ℓ 层）", "h {shape}": "残差流 h {shape}",
     "causal attention, {h} heads\nsoftmax(QKᵀ/√{d} + mask) · V": "因果注意力，{h} 个头\nsoftmax(QKᵀ/√{d} + 掩码) · V",

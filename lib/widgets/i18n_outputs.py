@@ -574,6 +574,7 @@ ZH_PRINTED: dict[str, str] = {
         "语料共 {0} 行；第一个字符：各行所占比例与模型给出的概率",
     "  {0}  {1}/{2} = {3:.3f}   model {4:.3f}": "  {0}  {1}/{2} = {3}   模型 {4}",
     "{0:<48} equal to lib: {1}   {2:>3} token(s) can be drawn{3}": "{0} 与 lib 相等：{1}   {2} 个 token 可被采样{3}",
+    "{0:<48} equal to lib: {1}   {2:>3} token(s) can be drawn: {3}": "{0} 与 lib 相等：{1}   {2} 个 token 可被采样：{3}",
     "lm: {0} layers, d_model={1}, {2} heads, vocab={3}, context {4}, {5:,} parameters":
         "lm：{0} 层，d_model={1}，{2} 个头，vocab={3}，上下文 {4}，{5} 个参数",
     "after {0}: {1} tokens hold 0.9 of the probability; the six most likely:": "在 {0} 之后：{1} 个 token 占 0.9 的概率；最可能的六个：",
@@ -787,6 +788,18 @@ ZH_PRINTED: dict[str, str] = {
     "requests in the batch:       max {0:.1f}, paged {1:.1f} ({2:.1f}x)": "批次中的请求数：            max {0}，分页 {1}（{2} 倍）",
     "steps to serve all 400:      max {0:,}, paged {1:,}": "服务完全部 400 个所需步数：  max {0}，分页 {1}",
     "price of paging here: {0} preemptions, {1:,} tokens recomputed": "这里分页的代价：{0} 次抢占，重算 {1} 个 token",
+    "stream after": "经过", "|h| at 智": "“智”处的 |h|", "top next-token guesses": "最可能的下一个 token",
+    "seed 0: {0}": "种子为 0：{0}", "again : {0}": "再抽一次：{0}",
+    "generate's first token with seed 0: {0} | first draw: {1}": "generate 用种子 0 生成的第一个 token：{0} | 第一次抽样：{1}",
+    "step {0}: input {1} → {2}   (p = {3})": "第 {0} 步：输入 {1} → {2}   （p = {3}）",
+    "step {0}: source says {1:16} real input {2:14} → {3}": "第 {0} 步：原文写 {1} 实际输入 {2} → {3}",
+    "vllm is not installed in this environment (it needs an NVIDIA GPU machine: pip install vllm)":
+        "本环境没有安装 vllm（要在有 NVIDIA GPU 的机器上安装：pip install vllm）",
+    "no CUDA GPU is visible to torch (vLLM's GPU worker needs one)": "torch 看不到 CUDA GPU（vLLM 的 GPU worker 需要一块）",
+    "result: {0}": "结果：{0}",
+    "'(no such step)'": "'（没有这一步）'",
+    "step 0 candidates: {0}": "第 0 步的候选：{0}",
+    "after <s>{0}: {1}": "<s>{0} 之后：{1}",
     "answer lengths: {0}": "回答长度：{0}",
     "both policies give every request the same tokens; answers from {0} to {1} tokens": "两种策略给每个请求的 token 相同；回答长度从 {0} 到 {1} 个 token",
     "continuous / static: {0:.2f}x the tokens per second, {1:.2f}x the mean time to first token":

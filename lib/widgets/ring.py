@@ -25,7 +25,7 @@ from ..model import ForwardRecord
 from ..sinks import drift_sweep
 from ..text import sig, text_table
 from . import FrameStepping, check_controls, frame_slider, play_buttons, style
-from .i18n import t
+from .i18n import colon, parens, t
 
 MAX_TOKENS = 64  # one frame per token: capped as every animation of the course
 MAX_SINKS = 4
@@ -187,7 +187,7 @@ def ring_caption(f: RingFrame) -> str:
 def _ppl_line(f: RingFrame) -> str:
     if f.perplexity[CACHES[0]] is None:
         return t("running perplexity: from the next token on")
-    return t("running perplexity") + ": " + " · ".join(f"{t(c)} {f.perplexity[c]:.3f}" for c in CACHES)
+    return t("running perplexity") + colon() + " · ".join(f"{t(c)} {f.perplexity[c]:.3f}" for c in CACHES)
 
 
 def ring_figure(frames: list[RingFrame], title: str = ""):
@@ -291,7 +291,7 @@ def ring_html(f: RingFrame) -> str:
             f'{e(t(c))}</span><span style="display:inline-block;vertical-align:middle;height:0.9em;'
             f'width:{round(200 * ppl[c] / top)}px;{style.chip_css(CACHE_CONCEPT[c])}"></span> {ppl[c]:.3f}</div>'
             for c in CACHES)
-        bars = f"<div><b>{e(t('running perplexity'))}</b> ({e(t('positions 1..{p}', p=f.position))})</div>{bars}"
+        bars = f"<div><b>{e(t('running perplexity'))}</b>{e(parens(t('positions 1..{p}', p=f.position)))}</div>{bars}"
     return (f'<div style="font-family:sans-serif;color:{style.css("ink")}"><div style="margin-bottom:4px"><b>'
             f"{e(ring_caption(f))}</b></div><div>{e(ring_setting(f))}</div>"
             f"<div>{e(t('the slots, and the newest query’s weight on each key'))}</div>"

@@ -28,7 +28,7 @@ from .. import checks, flash
 from ..model import ForwardRecord
 from ..text import fmt_bytes, sig, text_table
 from . import FrameStepping, check_controls, frame_slider, play_buttons, style
-from .i18n import t
+from .i18n import colon, t
 
 MAX_TOKENS = 64  # the stepper's window: a 64-token grid stays readable and its frames small (CONTRIBUTING.md)
 BLOCK_SIZES = (4, 8, 16, 32)
@@ -361,8 +361,8 @@ def tile_html(f: TileFrame, n: int) -> str:
         state = (t("<b>row {r}</b> ({where})", r=f.row, where=e(where))
                  + f'<br>m = {f.m:.4f} · l = {f.l:.4f}'
                  + (f' · {e(t("old sums × {x}", x=f"{f.rescale:.4f}"))}' if f.rescale is not None and f.row_here else "")
-                 + "<br>" + e(t("acc / l so far")) + ": " + " ".join(f"{x:+.4f}" for x in f.out)
-                 + "<br>" + e(t("exact output")) + ": " + " ".join(f"{x:+.4f}" for x in f.final))
+                 + "<br>" + e(t("acc / l so far") + colon()) + " ".join(f"{x:+.4f}" for x in f.out)
+                 + "<br>" + e(t("exact output") + colon()) + " ".join(f"{x:+.4f}" for x in f.final))
     hist = "".join(f"<tr><td>{s + 1}</td><td>{m:.4f}</td><td>{l:.4f}</td></tr>" for s, m, l in f.history[-6:])
     hist = (f'<table style="font-size:0.85em;color:{muted}"><tr><td>{e(t("step"))}</td><td>m</td><td>l</td></tr>'
             f"{hist}</table>" if hist else "")
@@ -391,8 +391,8 @@ def chunk_html(f: ChunkFrame) -> str:
             + e(t("FlashDecoding, one decode query: chunk {i} of {n} merged (keys 0..{end})", i=f.step + 1,
                   n=len(f.chunks), end=f.chunks[f.step][1] - 1))
             + f"</b></div><div>{e(t('each chunk: its keys and its weight in the merge, exp(lse_i − lse)'))}</div>"
-            + f"<div>{chips}</div><div style='margin-top:6px'>{e(t('merged output so far'))}: "
-            + " ".join(f"{x:+.4f}" for x in f.out) + f"<br>{e(t('the model’s attention output'))}: "
+            + f"<div>{chips}</div><div style='margin-top:6px'>{e(t('merged output so far') + colon())}"
+            + " ".join(f"{x:+.4f}" for x in f.out) + f"<br>{e(t('the model’s attention output') + colon())}"
             + " ".join(f"{x:+.4f}" for x in f.final)
             + (f" <b>{e(t('= the merge of every chunk'))}</b>" if done else "") + "</div><div style='margin-top:6px'>"
             + _bar(f.bytes, top, "flash bytes", t("split-K so far"), fmt_bytes(f.bytes))
