@@ -11,8 +11,8 @@ image, a plotly figure or a widget is only that object's repr (``<Figure size 90
 A line is English-only when, once what a Chinese text keeps as it is has been removed, it still holds at least two
 English words (three Latin letters or more: ``en`` and ``zh`` are language codes, ``lm`` a model's name) and fewer
 CJK characters outside quotes than English words (CJK punctuation and full-width forms count): an English sentence
-that carries the model's tokens (``step 0: input <s> → 人``, ``after <s>人: 工智能<eos>``) is English, a Chinese
-sentence that names a few English terms is not. What is removed first:
+that carries the model's tokens (``step 0: input <s> → 人``, ``step 0 candidates: [('人', 0.1996)]``) is English,
+a Chinese sentence that names a few English terms is not. What is removed first:
 - quoted text ('...', "...", `...`): token strings, the model's own text, code, quoted English;
 - words that are code: with a digit, an underscore, a dot, brackets or ``=`` in them (``d_model``,
   ``lib.costs.step_cost``, ``max_new_tokens=4``, ``(B, T)``), and words written in CamelCase or ALL CAPS

@@ -261,6 +261,9 @@ def close(context):
         shutil.rmtree(profile, ignore_errors=True)
 
 
+TALL_MARGIN_PX = 200  # room for JupyterLab's menu, tab, toolbar and status bars around an output
+
+
 def screenshot(locator, name: str) -> Path:
     """Screenshot of one element into the screenshots folder; returns the file."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -279,9 +282,6 @@ def screenshot(locator, name: str) -> Path:
         if grown:
             page.set_viewport_size(grown)
     return path
-
-
-TALL_MARGIN_PX = 200  # room for JupyterLab's menu, tab, toolbar and status bars around an output
 
 
 # -- waiting on the page's promises ------------------------------------------------------------------------
