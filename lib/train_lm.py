@@ -31,11 +31,12 @@ import torch.nn.functional as F
 from . import progress
 from .config import ModelConfig
 from .corpus import LANGUAGES, LM_CORPUS, encode_text, lm_vocabulary, read_split
-from .demo import ASSETS, save_checkpoint
+from .demo import ASSETS, load_checkpoint, save_checkpoint
 from .device import cpu_name
+from .heads import copying, induction_share, repeated_random
 from .lm import window_bits
 from .model import MiniTransformer
-from .tokenizer import CharTokenizer
+from .tokenizer import SPECIALS, CharTokenizer
 
 STATE = ASSETS.parent / ".cache" / "train"
 
@@ -52,13 +53,30 @@ class LMSpec:
     repeat_random: float = 0.05  # share of windows with a random string written twice
     seed: int = 0
     eval_every: int = 250
+    # A stage that goes on from another spec's finished weights (None: from a random initialisation).
+    init: str | None = None
+    # (batch, context) shapes taken in turn, one per step; () means ((batch, max_seq_len),) every step
+    shapes: tuple = ()
+    decay_from: float = 0.0  # share of the steps at the full rate before the cosine decay starts
+    repeat_min: int = 16  # a repeated span's length: from repeat_min to a quarter of the window (at most 128)
 
 
 LM_SHAPE = dict(norm="rmsnorm", activation="swiglu", positions="rope", max_seq_len=512)
+LM_CONFIG = dict(n_layers=4, d_model=256, n_heads=4, **LM_SHAPE)
+DRAFT_CONFIG = dict(n_layers=2, d_model=128, n_heads=2, **LM_SHAPE)
+# Reading the context (the second stage): in-context copying appears when the model has seen enough repeats at a
+# small batch x context (the onset of induction heads comes after ~5e5 * sqrt(B * C) training tokens, Aoyama et al.
+# 2025), so every other step is 8 windows of 128 characters, dense with repeats at random offsets and lengths; the
+# steps between are 2 windows of the full 512, so the long context is kept (same tokens per step: B * C = 1024).
+READS_CONTEXT = dict(shapes=((8, 128), (2, 512)), repeat_passage=0.30, repeat_random=0.25, repeat_min=8,
+                     warmup=100, decay_from=0.6)
 SPECS = {
-    "lm": LMSpec(config=dict(n_layers=4, d_model=256, n_heads=4, **LM_SHAPE), steps=6000),
+    # the first stage: language alone (what lm was until the model had to read its context)
+    "lm-base": LMSpec(config=LM_CONFIG, steps=6000),
+    "lm": LMSpec(config=LM_CONFIG, steps=10000, lr=6e-4, init="lm-base", **READS_CONTEXT),
     # the draft for speculative decoding: same corpus, so the same vocabulary (lm_vocabulary is deterministic)
-    "lm-draft": LMSpec(config=dict(n_layers=2, d_model=128, n_heads=2, **LM_SHAPE), steps=3000, lr=3e-3),
+    "lm-draft-base": LMSpec(config=DRAFT_CONFIG, steps=3000, lr=3e-3),
+    "lm-draft": LMSpec(config=DRAFT_CONFIG, steps=6000, lr=1e-3, init="lm-draft-base", **READS_CONTEXT),
 }
 
 
@@ -78,7 +96,7 @@ class Windows:
     def build(cls, tokenizer: CharTokenizer, texts: dict, T: int, spec: LMSpec) -> "Windows":
         tokens = {lang: torch.tensor(encode_text(tokenizer, text)) for lang, text in texts.items()}
         nl = tokenizer.stoi["\n"]
-        starts = {lang: (t[:-T] == nl).nonzero().flatten() + 1 for lang, t in tokens.items()}
+        starts = {lang: (t[:-T] == nl).nonzero().flatten() + 1 for lang, t in tokens.items()}  # room for T
         w = cls(tokens, starts, T, tokenizer.bos_id, tokenizer.vocab_size, spec)
         w.gen.manual_seed(spec.seed)
         return w
@@ -86,31 +104,35 @@ class Windows:
     def _int(self, low: int, high: int) -> int:  # one integer in [low, high)
         return int(torch.randint(low, high, (1,), generator=self.gen))
 
-    def window(self, lang: str) -> torch.Tensor:
+    def window(self, lang: str, T: int | None = None) -> torch.Tensor:
         """(T + 1,) token ids: <s>, then T characters of ``lang`` from a line start (maybe with a repeat)."""
+        T = T or self.T
         s = int(self.starts[lang][self._int(0, len(self.starts[lang]))])
-        x = torch.cat([torch.tensor([self.bos]), self.tokens[lang][s:s + self.T]])
+        x = torch.cat([torch.tensor([self.bos]), self.tokens[lang][s:s + T]])
         r = float(torch.rand(1, generator=self.gen))
         if r < self.spec.repeat_passage + self.spec.repeat_random:
-            n = self._int(16, 129)  # the repeated span's length
-            i = self._int(1, self.T - 2 * n)
-            if r < self.spec.repeat_passage:  # a passage of this window, written again later in it
-                j = self._int(i + n, self.T + 1 - n)
-                x[j:j + n] = x[i:i + n].clone()
-            else:  # random characters (never a special token), twice in a row
-                rnd = torch.randint(4, self.vocab_size, (n,), generator=self.gen)
-                x[i:i + n], x[i + n:i + 2 * n] = rnd, rnd
+            n = self._int(self.spec.repeat_min, min(128, T // 4) + 1)  # the repeated span's length
+            i = self._int(1, T + 2 - 2 * n)  # first copy at i, second at j: any later offset that fits
+            j = self._int(i + n, T + 2 - n)
+            if r >= self.spec.repeat_passage:  # random characters (never a special token) instead of the text
+                x[i:i + n] = torch.randint(self.first_char, self.vocab_size, (n,), generator=self.gen)
+            x[j:j + n] = x[i:i + n].clone()
         return x
 
-    def batch(self, size: int) -> torch.Tensor:
+    @property
+    def first_char(self) -> int:
+        return len(SPECIALS)  # the special tokens come first in the vocabulary
+
+    def batch(self, size: int, T: int | None = None) -> torch.Tensor:
         """(size, T + 1): half the rows English, half Chinese."""
-        return torch.stack([self.window(LANGUAGES[i % len(LANGUAGES)]) for i in range(size)])
+        return torch.stack([self.window(LANGUAGES[i % len(LANGUAGES)], T) for i in range(size)])
 
 
 def lr_at(spec: LMSpec, step: int) -> float:
     """Linear warm-up to ``spec.lr``, then cosine decay to a tenth of it at ``spec.steps``."""
     warm = min(1.0, (step + 1) / spec.warmup)
-    done = min(1.0, step / spec.steps)
+    start = spec.decay_from * spec.steps
+    done = min(1.0, max(0.0, step - start) / (spec.steps - start))
     return spec.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done)))
 
 
@@ -145,9 +167,15 @@ def train_step(model, opt, x: torch.Tensor, lr: float) -> float:
     return loss.item()
 
 
-def evaluate(model, val: dict) -> dict:
+def evaluate(model, val: dict, tokenizer: CharTokenizer) -> dict:
+    """Held-out bits/char per language (fixed windows), and whether the model reads its context: ``copy``, the loss
+    on the second copy of a random string over the first (1: no copying), and ``induction``, the largest share of
+    attention any head gives to the token after the current token's earlier occurrence (lib.heads)."""
     model.eval()
     out = {lang: round(window_bits(model, w), 4) for lang, w in val.items()}
+    with torch.no_grad():
+        out["copy"] = round(copying(model, tokenizer, n=64, seeds=(0, 1))["ratio"], 3)
+        out["induction"] = round(float(induction_share(model, repeated_random(tokenizer, 64), 64).max()), 3)
     model.train()
     return out
 
@@ -158,9 +186,24 @@ def save_state(path: Path, model, opt, windows: Windows, step: int, record: dict
                     record=record), path)
 
 
+def initial_weights(name: str, spec: LMSpec, corpus=None, threads=None, verbose=True, init_weights=None):
+    """The weights a stage starts from: ``init_weights`` (a checkpoint's path) when given, else the finished
+    weights of the stage ``spec.init`` (trained first when they are not under .cache/train/ yet); None for a stage
+    that starts from random weights."""
+    if spec.init is None:
+        return None
+    path = Path(init_weights) if init_weights else STATE / f"{spec.init}-final.safetensors"
+    if not path.is_file():
+        if init_weights:
+            raise FileNotFoundError(f"--init {path} is not a file: give a checkpoint written by save_checkpoint")
+        model, tokenizer, info = train_lm(spec.init, corpus=corpus, threads=threads, verbose=verbose)
+        save_checkpoint(model, tokenizer, path, dtype=torch.float32, **info)
+    return load_checkpoint(path)[0].state_dict()
+
+
 def train_lm(name: str, steps: int | None = None, resume: bool = False, save_every: int = 250,
-             corpus=None, threads: int | None = None, verbose: bool = True):
-    """Train ``name`` ("lm" or "lm-draft") -> (model with written-out attention, tokenizer, training record)."""
+             corpus=None, threads: int | None = None, verbose: bool = True, init_weights=None):
+    """Train ``name`` (a key of SPECS) -> (model with written-out attention, tokenizer, training record)."""
     spec = SPECS[name]
     if steps is not None:
         spec = LMSpec(**{**asdict(spec), "steps": steps})
@@ -172,6 +215,7 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
     shipped = ModelConfig(vocab_size=tokenizer.vocab_size, **spec.config)
     model = MiniTransformer(shipped.replace(attn_impl="sdpa"))  # the same maths, fused: faster to train
     T = shipped.max_seq_len
+    shapes = spec.shapes or ((spec.batch, T),)
     windows = Windows.build(tokenizer, texts, T, spec)
     val = val_windows(tokenizer, {lang: read_split(lang, "val", corpus) for lang in LANGUAGES}, T)
     opt = make_optimizer(model, spec)
@@ -182,12 +226,20 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
         model.load_state_dict(state["model"]), opt.load_state_dict(state["opt"]), windows.gen.set_state(state["gen"])
         start, record = state["step"], state["record"]
         print(f"[{name}] resuming at step {start}")
+    else:
+        init = initial_weights(name, spec, corpus, threads, verbose, init_weights)
+        if init is not None:
+            model.load_state_dict(init)
+            record["init"] = str(init_weights or spec.init)
+            record["val"].append([0, evaluate(model, val, tokenizer)])
+            print(f"[{name}] from {record['init']}: {record['val'][-1][1]}", flush=True)
     model.train()
     run, resumed_with = [], record["seconds"]  # the log's s/step counts this session's steps only
     with progress.bar(total=spec.steps, initial=start, desc=name, unit="step", show=None if verbose else False) as bar:
         for step in range(start, spec.steps):
             t0 = time.perf_counter()
-            run.append(train_step(model, opt, windows.batch(spec.batch), lr_at(spec, step)))
+            B, C = shapes[step % len(shapes)]
+            run.append(train_step(model, opt, windows.batch(B, C), lr_at(spec, step)))
             record["seconds"] += time.perf_counter() - t0
             if len(run) == 25 or step == spec.steps - 1:
                 record["losses"].append([step + 1, round(sum(run) / len(run), 4)])
@@ -196,9 +248,9 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
                     print(f"[{name}] step {step + 1} loss {record['losses'][-1][1]:.4f} "
                           f"({(record['seconds'] - resumed_with) / (step + 1 - start):.2f} s/step)", flush=True)
             if (step + 1) % spec.eval_every == 0 or step == spec.steps - 1:
-                record["val"].append([step + 1, evaluate(model, val)])
+                record["val"].append([step + 1, evaluate(model, val, tokenizer)])
                 latest = record["losses"][-1][1] if record["losses"] else sum(run) / len(run)
-                line = f"[{name}] step {step + 1} loss {latest:.4f} val bits/char {record['val'][-1][1]}"
+                line = f"[{name}] step {step + 1} loss {latest:.4f} val {record['val'][-1][1]}"
                 progress.write(line) if not bar.disable else print(line, flush=True)
             if (step + 1) % save_every == 0 or step == spec.steps - 1:
                 save_state(state_path, model, opt, windows, step + 1, record)
@@ -207,7 +259,8 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
             bar.update()
     info = dict(name=name, command=f"python -m lib.train_lm {name}", spec=asdict(spec), torch=torch.__version__,
                 threads=torch.get_num_threads(), cpu=cpu_name(), seconds=round(record["seconds"], 1),
-                losses=record["losses"], val_bits_per_char=record["val"], parameters=model.num_parameters())
+                init=record.get("init"), losses=record["losses"], val_bits_per_char=record["val"],
+                parameters=model.num_parameters())
     return trained(model, shipped), tokenizer, info
 
 
@@ -227,8 +280,11 @@ def main(argv=None):
     parser.add_argument("--save-every", type=int, default=250)
     parser.add_argument("--corpus", type=Path, default=LM_CORPUS)
     parser.add_argument("--out", type=Path, default=None, help="where the weights go (default assets/NAME.safetensors)")
+    parser.add_argument("--init", type=Path, default=None,
+                        help="start a stage from these weights instead of its first stage's (e.g. a shipped model)")
     args = parser.parse_args(argv)
-    model, tokenizer, info = train_lm(args.name, args.steps, args.resume, args.save_every, args.corpus, args.threads)
+    model, tokenizer, info = train_lm(args.name, args.steps, args.resume, args.save_every, args.corpus, args.threads,
+                                      init_weights=args.init)
     path = save_checkpoint(model, tokenizer, args.out or ASSETS / f"{args.name}.safetensors", dtype=torch.float16, **info)
     print(f"[{args.name}] {info['parameters']:,} parameters, {info['seconds'] / 60:.1f} min; wrote {path} "
           f"({path.stat().st_size:,} bytes)")
