@@ -15,10 +15,15 @@ Greedy: x_i is accepted when it equals the target's argmax, so the text is exact
 would write. Sampling: x_i ~ q is accepted with probability min(1, p(x_i)/q(x_i)); on rejection the target's
 token is drawn from norm(max(0, p - q)) (``accept_or_resample``, the one rule the loop calls). Then every emitted token is distributed exactly as p: a draft changes
 only the speed, never the output distribution (``output_distribution`` shows it on numbers).
+
+The draft need not be a model. ``PromptLookup`` (vLLM's n-gram proposer, "prompt lookup decoding") proposes the
+tokens that followed the last few tokens' earlier occurrence in the text itself: no draft model, no draft cache,
+free proposals, and α as high as the text repeats itself (and the target copies it). Its q is one token for sure,
+so the same acceptance rule keeps x with probability p(x) and the output distribution is still exactly p.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -254,10 +259,39 @@ class SpeculativeResult:
 # ----------------------------------------------------------------------------------------------- the loop
 
 
+@dataclass(frozen=True)
+class PromptLookup:
+    """A draft without a model: vLLM's n-gram proposer (``speculative_config={"method": "ngram",
+    "prompt_lookup_min": min_n, "prompt_lookup_max": max_n}``). It looks for the longest n-gram, max_n down to
+    min_n tokens, that ends the text and occurred before, and proposes the k tokens that followed its earliest
+    occurrence (fewer where the text ends first; none where no n-gram matches)."""
+
+    min_n: int = 1
+    max_n: int = 3
+
+    def __post_init__(self):
+        checks.integer(self.min_n, "min_n", 1)
+        checks.integer(self.max_n, "max_n", self.min_n, allowed=f"an integer >= min_n ({self.min_n})")
+
+    def propose(self, tokens: list[int], k: int) -> list[int]:
+        """Up to ``k`` tokens copied from after the earliest earlier occurrence of the text's longest matching end."""
+        for n in range(min(self.max_n, len(tokens) - 1), self.min_n - 1, -1):
+            end = tokens[-n:]
+            for start in range(len(tokens) - n):  # earliest first, as vLLM; the end itself is not a match
+                if tokens[start:start + n] == end:
+                    return tokens[start + n:start + n + k]
+        return []
+
+
 def _check_run(target, draft, input_ids, max_new_tokens, k, temperature, top_k, top_p, eos_id) -> tuple:
     """speculative_generate's arguments, checked -> (input_ids (1, T) on the target's device, k)."""
     input_ids = checks.generate_args(target, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
     k = checks.integer(k, "k (draft tokens proposed per round)", 1)
+    if isinstance(draft, PromptLookup):
+        if input_ids.shape[0] != 1:
+            raise ValueError(f"speculative_generate handles one sequence at a time (batch size 1), got a batch of "
+                             f"{input_ids.shape[0]}")
+        return input_ids, k
     if not all(hasattr(draft, a) for a in ("config", "device", "dtype")):
         raise TypeError(f"draft must be a model (lib.MiniTransformer or lib.FastDecoder), got {type(draft).__name__}")
     tv, dv = target.config.vocab_size, draft.config.vocab_size
@@ -287,7 +321,7 @@ class _Pair:
     target: object
     draft: object
     t_cache: KVCache  # holds the text minus its last token after every round
-    d_cache: KVCache  # may lag a few tokens: it is fed them at its next proposal
+    d_cache: KVCache | None  # may lag a few tokens: it is fed them at its next proposal (None: PromptLookup)
     temperature: float
     top_k: int | None
     top_p: float | None
@@ -305,7 +339,14 @@ class _Pair:
 
 def propose(s: _Pair, seq: torch.Tensor, k: int, where: str) -> tuple[list, list]:
     """1. The draft proposes up to k tokens, one pass each (fed first: whatever of ``seq`` it has not seen).
-    -> (x1..xk, q1..qk: the draft's distribution (vocab,) each x was drawn from). Stops after an <eos>."""
+    -> (x1..xk, q1..qk: the draft's distribution (vocab,) each x was drawn from). Stops after an <eos>.
+    A ``PromptLookup`` draft copies them from the text instead, each with q = 1 on it and no pass at all."""
+    if isinstance(s.draft, PromptLookup):
+        proposed = s.draft.propose(seq[0].tolist(), k)
+        if s.eos_id in proposed:
+            proposed = proposed[:proposed.index(s.eos_id) + 1]
+        vocab = s.target.config.vocab_size
+        return proposed, [torch.nn.functional.one_hot(torch.tensor(x), vocab).float().to(seq.device) for x in proposed]
     proposed, q_rows = [], []
     fed = seq[:, s.d_cache.seq_len:]  # (1, pending)
     for _ in range(k):
@@ -348,7 +389,8 @@ def roll_back(s: _Pair, n_tokens: int):
     """4. Both caches forget what is not in the text of ``n_tokens`` tokens (the rejected tail); the last
     token stays pending: the next round feeds it."""
     for cache in (s.t_cache, s.d_cache):
-        cache.crop(min(cache.seq_len, n_tokens - 1))
+        if cache is not None:
+            cache.crop(min(cache.seq_len, n_tokens - 1))
 
 
 def _chances(greedy: bool, kept: bool, p: torch.Tensor, q: torch.Tensor, x: int) -> tuple[float, float]:
@@ -371,7 +413,8 @@ def one_round(s: _Pair, res: SpeculativeResult, k: int):
         emitted = emitted[:emitted.index(s.eos_id) + 1]
     res.sequences = torch.cat([seq, torch.tensor([emitted], dtype=seq.dtype, device=seq.device)], dim=1)
     roll_back(s, res.sequences.shape[1])
-    res.draft_forwards, res.target_forwards = res.draft_forwards + len(proposed), res.target_forwards + 1
+    passes = 0 if isinstance(s.draft, PromptLookup) else len(proposed)
+    res.draft_forwards, res.target_forwards = res.draft_forwards + passes, res.target_forwards + 1
     chances = [_chances(s.temperature == 0, i < accepted, p_rows[i], q_rows[i], x)
                for i, x in enumerate(proposed[:accepted + 1])]  # the kept ones and the first rejected one
     res.rounds.append(SpeculativeRound(
@@ -379,7 +422,7 @@ def one_round(s: _Pair, res: SpeculativeResult, k: int):
         q=[round(float(q[x]), 6) for q, x in zip(q_rows, proposed)],
         p=[round(float(p_rows[i, x]), 6) for i, x in enumerate(proposed)],
         accept_prob=[round(a, 6) for a, _ in chances], accepted=accepted, target_token=token, kind=kind,
-        emitted=emitted, draft_passes=len(proposed), alpha=[alpha for _, alpha in chances]))
+        emitted=emitted, draft_passes=passes, alpha=[alpha for _, alpha in chances]))
 
 
 @torch.no_grad()
@@ -389,18 +432,19 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
     """Generate up to ``max_new_tokens`` tokens after ``input_ids`` (one sequence) with draft + target.
 
     Same arguments as ``lib.generate`` (temperature 0 is greedy; top_k / top_p shape both p and q the same
-    way), plus ``draft`` (a model on the same vocabulary) and ``k`` (tokens it proposes per round). Greedy
-    output is identical to ``generate(target, ...)``; sampled output has the same distribution.
+    way), plus ``draft`` (a model on the same vocabulary, or a ``PromptLookup``) and ``k`` (tokens it proposes
+    per round). Greedy output is identical to ``generate(target, ...)``; sampled output has the same distribution.
     """
     input_ids, k = _check_run(target, draft, input_ids, max_new_tokens, k, temperature, top_k, top_p, eos_id)
     need = input_ids.shape[1] + max_new_tokens - 1  # longest sequence either model is ever fed
+    lookup = isinstance(draft, PromptLookup)
     s = _Pair(target, draft, KVCache(target.config, 1, need, device=target.device, dtype=target.dtype),
-              KVCache(draft.config, 1, need, device=target.device, dtype=draft.dtype), temperature, top_k, top_p,
-              make_generator(seed, target.device), eos_id)
+              None if lookup else KVCache(draft.config, 1, need, device=target.device, dtype=draft.dtype),
+              temperature, top_k, top_p, make_generator(seed, target.device), eos_id)
     res = SpeculativeResult(sequences=input_ids, prompt_len=input_ids.shape[1], k=k,
                             sampling=dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
                             target_cache=s.t_cache, draft_cache=s.d_cache)
-    with eval_mode(target), eval_mode(draft):  # both in eval mode for the run, then as they were
+    with eval_mode(target), (nullcontext() if lookup else eval_mode(draft)):  # eval mode for the run, then back
         while res.n_new < max_new_tokens:
             one_round(s, res, min(k, max_new_tokens - res.n_new - 1))  # a round emits at most k + 1 tokens
             if eos_id is not None and res.rounds[-1].emitted[-1] == eos_id:
