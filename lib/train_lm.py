@@ -1,6 +1,7 @@
 """Training the real small language model (``lm``) and its draft (``lm-draft``) on real text in two languages.
 
-    python -m lib.train_lm lm [--steps N] [--resume]       (make train MODEL=lm; about 85 min on 2 cores)
+    python -m lib.train_lm lm [--steps N] [--resume]       (make train MODEL=lm; see SPECS for the stages)
+    python -m lib.train_lm toy-induction                    (does this loop form an induction head? ~2 min)
 
     text    Shakespeare (English) and Tang poems + Song ci (Chinese), prepared by ``python -m tools.corpus``
     tokens  one per character: newline, printable ASCII and the characters covering 99.5% of the text, + <unk>
@@ -55,10 +56,11 @@ class LMSpec:
     eval_every: int = 250
     # A stage that goes on from another spec's finished weights (None: from a random initialisation).
     init: str | None = None
-    # (batch, context) shapes taken in turn, one per step; () means ((batch, max_seq_len),) every step
+    # steps taken in turn: (batch, context) or (batch, context, repeat_passage, repeat_random), the shares of
+    # windows with a repeat at that context (when not given: the spec's); () means ((batch, max_seq_len),)
     shapes: tuple = ()
     decay_from: float = 0.0  # share of the steps at the full rate before the cosine decay starts
-    repeat_min: int = 16  # a repeated span's length: from repeat_min to a quarter of the window (at most 128)
+    repeat_min: int = 16  # a repeated span's length: from repeat_min to a third of the window (at most 128)
 
 
 LM_SHAPE = dict(norm="rmsnorm", activation="swiglu", positions="rope", max_seq_len=512)
@@ -66,10 +68,11 @@ LM_CONFIG = dict(n_layers=4, d_model=256, n_heads=4, **LM_SHAPE)
 DRAFT_CONFIG = dict(n_layers=2, d_model=128, n_heads=2, **LM_SHAPE)
 # Reading the context (the second stage): in-context copying appears when the model has seen enough repeats at a
 # small batch x context (the onset of induction heads comes after ~5e5 * sqrt(B * C) training tokens, Aoyama et al.
-# 2025), so every other step is 8 windows of 128 characters, dense with repeats at random offsets and lengths; the
-# steps between are 2 windows of the full 512, so the long context is kept (same tokens per step: B * C = 1024).
-READS_CONTEXT = dict(shapes=((8, 128), (2, 512)), repeat_passage=0.30, repeat_random=0.25, repeat_min=8,
-                     warmup=100, decay_from=0.6)
+# 2025; sooner when repeats are dense, as the toy check shows), so every other step is 16 windows of 64 characters,
+# nine in ten of them with a repeat (a third a passage of the window's own text, two thirds a random string) at
+# random offsets and lengths; the steps between are 2 windows of the full 512 characters, half of them with a
+# repeat, so the long context is kept (the same tokens per step: B * C = 1024).
+READS_CONTEXT = dict(shapes=((16, 64, 0.3, 0.6), (2, 512, 0.25, 0.25)), repeat_min=8, warmup=100, decay_from=0.6)
 SPECS = {
     # the first stage: language alone (what lm was until the model had to read its context)
     "lm-base": LMSpec(config=LM_CONFIG, steps=6000),
@@ -104,17 +107,22 @@ class Windows:
     def _int(self, low: int, high: int) -> int:  # one integer in [low, high)
         return int(torch.randint(low, high, (1,), generator=self.gen))
 
-    def window(self, lang: str, T: int | None = None) -> torch.Tensor:
-        """(T + 1,) token ids: <s>, then T characters of ``lang`` from a line start (maybe with a repeat)."""
+    def window(self, lang: str, T: int | None = None, passage: float | None = None,
+               random: float | None = None) -> torch.Tensor:
+        """(T + 1,) token ids: <s>, then T characters of ``lang`` from a line start; with chance ``passage`` a
+        span of them written again further on, with chance ``random`` a random string written twice (defaults:
+        the spec's shares)."""
         T = T or self.T
+        passage = self.spec.repeat_passage if passage is None else passage
+        random = self.spec.repeat_random if random is None else random
         s = int(self.starts[lang][self._int(0, len(self.starts[lang]))])
         x = torch.cat([torch.tensor([self.bos]), self.tokens[lang][s:s + T]])
         r = float(torch.rand(1, generator=self.gen))
-        if r < self.spec.repeat_passage + self.spec.repeat_random:
-            n = self._int(self.spec.repeat_min, min(128, T // 4) + 1)  # the repeated span's length
+        if r < passage + random:
+            n = self._int(self.spec.repeat_min, min(128, T // 3) + 1)  # the repeated span's length
             i = self._int(1, T + 2 - 2 * n)  # first copy at i, second at j: any later offset that fits
             j = self._int(i + n, T + 2 - n)
-            if r >= self.spec.repeat_passage:  # random characters (never a special token) instead of the text
+            if r >= passage:  # random characters (never a special token) instead of the text
                 x[i:i + n] = torch.randint(self.first_char, self.vocab_size, (n,), generator=self.gen)
             x[j:j + n] = x[i:i + n].clone()
         return x
@@ -123,9 +131,10 @@ class Windows:
     def first_char(self) -> int:
         return len(SPECIALS)  # the special tokens come first in the vocabulary
 
-    def batch(self, size: int, T: int | None = None) -> torch.Tensor:
+    def batch(self, size: int, T: int | None = None, passage: float | None = None,
+              random: float | None = None) -> torch.Tensor:
         """(size, T + 1): half the rows English, half Chinese."""
-        return torch.stack([self.window(LANGUAGES[i % len(LANGUAGES)], T) for i in range(size)])
+        return torch.stack([self.window(LANGUAGES[i % len(LANGUAGES)], T, passage, random) for i in range(size)])
 
 
 def lr_at(spec: LMSpec, step: int) -> float:
@@ -238,8 +247,8 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
     with progress.bar(total=spec.steps, initial=start, desc=name, unit="step", show=None if verbose else False) as bar:
         for step in range(start, spec.steps):
             t0 = time.perf_counter()
-            B, C = shapes[step % len(shapes)]
-            run.append(train_step(model, opt, windows.batch(B, C), lr_at(spec, step)))
+            shape = shapes[step % len(shapes)]  # (batch, context[, passage share, random share])
+            run.append(train_step(model, opt, windows.batch(*shape), lr_at(spec, step)))
             record["seconds"] += time.perf_counter() - t0
             if len(run) == 25 or step == spec.steps - 1:
                 record["losses"].append([step + 1, round(sum(run) / len(run), 4)])
@@ -264,6 +273,39 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
     return trained(model, shipped), tokenizer, info
 
 
+def toy_induction(batch: int = 16, context: int = 64, vocab: int = 64, lr: float = 1e-3, max_steps: int = 20000,
+                  seed: int = 0, verbose: bool = True) -> dict:
+    """Can this training loop form an induction head at all? The cheap check before training ``lm``: a 2-layer
+    model (d_model 64, 4 heads, the shipped model's kind of block) on random tokens where the first L (8..32,
+    random each step) are written again right after themselves; ``train_step`` as ``lm`` uses it. It stops when
+    the loss on the second copy (positions 2..L of it) falls below 0.3 nats (ln(vocab - 1) ~ 4.1 before the head
+    forms) -> dict with the step, the tokens seen and the seconds it took (None when it never formed)."""
+    torch.manual_seed(seed)
+    config = ModelConfig(vocab_size=vocab, n_layers=2, d_model=64, n_heads=4, max_seq_len=context, bias=False,
+                         norm="rmsnorm", activation="swiglu", positions="rope", attn_impl="sdpa")
+    model = MiniTransformer(config).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
+    gen, t0, second = torch.Generator().manual_seed(seed + 1), time.perf_counter(), float("nan")
+    for step in range(1, max_steps + 1):
+        L = int(torch.randint(8, 33, (1,), generator=gen))
+        x = torch.randint(1, vocab, (batch, context + 1), generator=gen)  # (B, C + 1); id 0 is the first token
+        x[:, 0] = 0
+        x[:, 1 + L:1 + 2 * L] = x[:, 1:1 + L]
+        train_step(model, opt, x, lr)
+        if step % 250 == 0:
+            with torch.no_grad():
+                logits = model(x[:, :-1])  # (B, C, vocab)
+                nll = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten(), reduction="none").view(batch, -1)
+            second = float(nll[:, L + 1:2 * L].mean())  # predicting tokens 2..L of the second copy
+            if verbose:
+                print(f"[toy] step {step} ({step * batch * context / 1e6:.1f} M tokens): second copy {second:.3f} "
+                      f"nats ({time.perf_counter() - t0:.0f} s)", flush=True)
+            if second < 0.3:
+                return dict(step=step, tokens=step * batch * context, seconds=time.perf_counter() - t0,
+                            second_copy=second)
+    return dict(step=None, tokens=max_steps * batch * context, seconds=time.perf_counter() - t0, second_copy=second)
+
+
 def trained(model: MiniTransformer, shipped: ModelConfig) -> MiniTransformer:
     """A copy of ``model`` with the shipped config (attention written out, so its weights can be shown)."""
     out = MiniTransformer(shipped)
@@ -273,7 +315,8 @@ def trained(model: MiniTransformer, shipped: ModelConfig) -> MiniTransformer:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m lib.train_lm", description=__doc__.splitlines()[0])
-    parser.add_argument("name", choices=list(SPECS))
+    parser.add_argument("name", choices=[*SPECS, "toy-induction"],
+                        help="a model to train, or toy-induction: check that the loop forms an induction head")
     parser.add_argument("--steps", type=int, default=None, help="train this many steps instead of the spec's")
     parser.add_argument("--resume", action="store_true", help=f"continue from {STATE}/NAME.pt if it is there")
     parser.add_argument("--threads", type=int, default=None)
@@ -283,6 +326,11 @@ def main(argv=None):
     parser.add_argument("--init", type=Path, default=None,
                         help="start a stage from these weights instead of its first stage's (e.g. a shipped model)")
     args = parser.parse_args(argv)
+    if args.name == "toy-induction":
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        print(toy_induction())
+        return
     model, tokenizer, info = train_lm(args.name, args.steps, args.resume, args.save_every, args.corpus, args.threads,
                                       init_weights=args.init)
     path = save_checkpoint(model, tokenizer, args.out or ASSETS / f"{args.name}.safetensors", dtype=torch.float16, **info)
