@@ -170,11 +170,10 @@ class Scheduler:
     def schedule(self) -> Batch:
         """The step's batch: 1. admission, 2. what each row feeds (under the budget), 3. preemption until the
         rows fit; their memory taken and their prefills counted."""
-        old = list(self.running)
-        admitted = self._admit() if self.continuous or not old else []
+        admitted = self._admit() if self.continuous or not self.running else []
         rows = self._feeds(self.running)
         while not self.memory.fits(rows):
-            victim = next((s for s in reversed(rows) if s in old), None)
+            victim = next((s for s in reversed(rows) if s not in admitted), None)
             if victim is None:
                 raise RuntimeError(f"the scheduler could not fit the requests it admitted ({len(self.waiting)} "
                                    f"waiting); this is a bug in lib.serving")
