@@ -13,6 +13,8 @@ logical order: position p lives in slot p % block_size of block ``table.blocks[p
     allocator.match_prefix(table, ids)      # full blocks computed before from the same tokens, reused
     allocator.register_prefix(table, ids)   # index this table's full blocks for later requests
 
+``blocks_for(n, block_size)`` is the one rounding-up of the course: the blocks that hold n positions.
+
 The free list is allocated from the front. A freed block that holds no cached prefix goes to the front (reused
 first); one the prefix index holds goes to the end, so cached blocks are evicted least recently used first, as
 vLLM does. Nothing here changes unless the whole call succeeds: a pool too small raises ``PoolExhaustedError``
@@ -59,6 +61,12 @@ class BlockTable:
 
     def __repr__(self):
         return f"BlockTable({self.name or ''}: {self.n_tokens} tokens in blocks {self.blocks})"
+
+
+def blocks_for(n_tokens: int, block_size: int) -> int:
+    """Blocks of ``block_size`` positions that hold ``n_tokens`` positions: n_tokens / block_size rounded up (a
+    partly filled last block is still a whole block)."""
+    return -(-n_tokens // block_size)
 
 
 MAX_BLOCKS = 2 ** 20  # a pool of more blocks would take seconds and gigabytes just to keep track of them
@@ -151,9 +159,9 @@ class BlockAllocator:
         bs, need, writers = self.block_size, 0, {}
         for t, k in zip(tables, ns):
             start, end = t.n_tokens, t.n_tokens + checks.integer(k, "the number of positions to add", 0)
-            self.check_held(t, "blocks_needed", t.blocks[start // bs:-(-end // bs)])
-            need += max(0, -(-end // bs) - len(t.blocks))
-            for i in range(start // bs, min(len(t.blocks), -(-end // bs))):
+            self.check_held(t, "blocks_needed", t.blocks[start // bs:blocks_for(end, bs)])
+            need += max(0, blocks_for(end, bs) - len(t.blocks))
+            for i in range(start // bs, min(len(t.blocks), blocks_for(end, bs))):
                 writers[t.blocks[i]] = writers.get(t.blocks[i], 0) + 1
         for block, r in writers.items():  # r writers of a block held r_total times: all but a last sole holder copy
             if self.refcounts[block] > 1:
@@ -172,7 +180,7 @@ class BlockAllocator:
             raise PoolExhaustedError(need, self.n_free, self.n_blocks, bs,
                                      f"sequence {table.name!r}" if table.name else "this sequence")
         copies = []
-        for i in range(start // bs, min(len(table.blocks), -(-end // bs))):
+        for i in range(start // bs, min(len(table.blocks), blocks_for(end, bs))):
             old = table.blocks[i]
             key = self._prefix_of.get(old)
             if key is not None and self.refcounts[old] == 1:  # written in place (after a crop): contents change
@@ -224,7 +232,7 @@ class BlockAllocator:
 
     def _drop_blocks_past(self, table: BlockTable, n_tokens: int):
         """Release the table's blocks that hold no position below ``n_tokens`` (the tail first)."""
-        keep = -(-n_tokens // self.block_size)
+        keep = blocks_for(n_tokens, self.block_size)
         for b in reversed(table.blocks[keep:]):
             self._release(b)
         del table.blocks[keep:]

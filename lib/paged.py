@@ -25,8 +25,8 @@ such requests. Freed blocks that no prefix is cached in are handed out first; ca
 recently used first.
 
 Layers, each on the one below:
-``lib.blocks`` (``BlockAllocator``, ``BlockTable``: bookkeeping only, free list, reference counts, prefix index;
-also importable from here) ->
+``lib.blocks`` (``BlockAllocator``, ``BlockTable``, ``PoolExhaustedError``: bookkeeping only, free list, reference
+counts, prefix index; import them from there) ->
 ``PagedKVPool`` (the K/V tensors, (n_blocks, n_kv_heads, block_size, head_dim) per layer, plus an allocator;
 ``swap_out`` / ``swap_in`` move a table's blocks to CPU memory and back) ->
 ``PagedKVCache`` (B sequences of equal length, the same protocol as ``lib.KVCache``, so
@@ -38,7 +38,7 @@ from __future__ import annotations
 import torch
 
 from . import checks, costs
-from .blocks import MAX_BLOCKS, BlockAllocator, BlockTable, PoolExhaustedError, check_n_blocks  # noqa: F401
+from .blocks import BlockAllocator, BlockTable, PoolExhaustedError, blocks_for, check_n_blocks
 from .cache import CacheBase, Feed, register_cache_kind
 from .config import ModelConfig
 
@@ -134,7 +134,7 @@ class PagedKVPool:
     def table_tensor(self, tables, n_positions: int) -> torch.Tensor:
         """(B, nb) physical block ids covering positions 0 .. n_positions - 1 of each table (0-padded where a
         table is shorter: those positions are masked or sliced away by the reader)."""
-        nb = -(-n_positions // self.block_size)
+        nb = blocks_for(n_positions, self.block_size)
         rows = [t.blocks[:nb] + [0] * (nb - len(t.blocks[:nb])) for t in tables]
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 
@@ -207,7 +207,7 @@ class PagedKVCache(CacheBase):
         super().__init__(config, batch_size, config.max_seq_len if max_len is None else max_len, device, dtype)
         if pool is None:  # a private pool: room for every sequence at full length (``samples`` forks of each)
             block_size = checks.integer(block_size, "block_size", 1)
-            n_blocks = batch_size * checks.integer(samples, "samples", 1) * -(-self.max_len // block_size)
+            n_blocks = batch_size * checks.integer(samples, "samples", 1) * blocks_for(self.max_len, block_size)
             pool = PagedKVPool(config, n_blocks, block_size, self.device, self.dtype)
         elif (config.n_layers, config.n_kv_heads, config.head_dim) != (
                 pool.config.n_layers, pool.config.n_kv_heads, pool.config.head_dim):
@@ -318,7 +318,7 @@ class PagedKVCache(CacheBase):
         """block -> positions filled in it, over this cache's tables (a shared block counted once)."""
         bs, held = self.block_size, {}
         for t in self.tables:
-            n_blocks = -(-t.n_tokens // bs)  # blocks holding at least one of its tokens
+            n_blocks = blocks_for(t.n_tokens, bs)  # blocks holding at least one of its tokens
             for i, b in enumerate(t.blocks[:n_blocks]):
                 held[b] = max(held.get(b, 0), min(bs, t.n_tokens - i * bs))
         return held

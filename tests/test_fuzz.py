@@ -30,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 import lib
 from helpers import time_bound
 from lib import ConcatKVCache, KVCache, PagedKVCache, PagedKVPool, generate
-from lib.paged import BlockAllocator, BlockTable, PoolExhaustedError
+from lib.blocks import BlockAllocator, BlockTable, PoolExhaustedError
 from lib.serving import ServeRequest, SimRequest, serve, simulate
 
 # FUZZ_EXAMPLES=1000 FUZZ_RANDOM=1 pytest tests/test_fuzz.py: a longer hunt, new examples on every run

@@ -17,7 +17,8 @@ import torch
 import lib
 from helpers import make_model, time_bound
 from lib import ConcatKVCache, KVCache, ModelConfig, PagedKVCache, PagedKVPool, generate
-from lib.paged import BlockAllocator, BlockTable, PoolExhaustedError, prefill
+from lib.blocks import BlockAllocator, BlockTable, PoolExhaustedError
+from lib.paged import prefill
 from lib.serving import ServeRequest, SimRequest, request_stream, serve, simulate
 
 BOUND = 30  # seconds: far more than any of these calls needs; a hang fails instead of stalling the suite

@@ -7,8 +7,8 @@ from hypothesis import given, settings, strategies as st
 import lib
 from helpers import ATOL, VARIANTS, make_model
 from lib import KVCache, MiniTransformer, ModelConfig, generate
-from lib.paged import (BlockAllocator, BlockTable, PagedKVCache, PagedKVPool, PoolExhaustedError, decode_step,
-                       forward_paged, prefill)
+from lib.blocks import BlockAllocator, BlockTable, PoolExhaustedError
+from lib.paged import PagedKVCache, PagedKVPool, decode_step, forward_paged, prefill
 
 
 def generate_paged(model, prompt, max_new_tokens, *, n=1, block_size=16, pool=None, **kw):

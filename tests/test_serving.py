@@ -7,7 +7,7 @@ from hypothesis import example, given, settings, strategies as st
 
 import lib
 from lib.corpus import read_corpus
-from lib.paged import BlockAllocator, BlockTable
+from lib.blocks import BlockAllocator, BlockTable
 from lib.serving import (POLICIES, PREEMPTIONS, ContiguousAllocator, ServeRequest, SimRequest, block_size_tradeoff,
                          compare_policies, demo_requests, preemption_seconds, request_stream, reservation, serve,
                          simulate, text_stream)

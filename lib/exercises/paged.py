@@ -1,14 +1,15 @@
 """Build-it exercises of the paged KV cache: find a token's slot through a block table, and count the blocks a
 sequence takes (notebook 09); one step of a continuous-batching scheduler over the block pool (notebook 10). The
-hidden cases come from ``lib.paged.BlockTable.locate``, ``lib.serving.block_size_tradeoff`` and
-``lib.serving.memory.scheduler_step`` (the step ``lib.serving.simulate`` runs, with lib's ``Scheduler``)."""
+hidden cases come from ``lib.blocks.BlockTable.locate``, ``lib.serving.block_size_tradeoff`` and one step of lib's
+``Scheduler`` (``schedule()`` then ``postprocess()`` over the simulation's block memory, as ``lib.serving.simulate``
+runs them)."""
 from __future__ import annotations
 
 import copy
 
-from ..paged import BlockTable
-from ..serving import SchedulerCounts, Scheduler, SimRequest, block_size_tradeoff
-from ..serving.memory import _PagedMemory, _Running, scheduler_step
+from ..blocks import BlockTable, blocks_for
+from ..serving import Scheduler, SchedulerCounts, Sequence, Status, block_size_tradeoff
+from ..serving.memory import _PagedMemory
 from ..widgets.i18n import t
 from . import Case, Mismatch, compare, exercise
 
@@ -40,7 +41,7 @@ def _locate_cases():
 
 
 def _blocks_solution(n_tokens, block_size):
-    blocks = -(-n_tokens // block_size)  # round up: a partly filled last block is still a whole block
+    blocks = blocks_for(n_tokens, block_size)  # round up: a partly filled last block is still a whole block
     return blocks, blocks * block_size - n_tokens
 
 
@@ -70,7 +71,7 @@ def scheduler_step_solution(running, waiting, free, block_size):
     running, waiting, free = list(running), list(waiting), list(free)
     admitted = []
     while waiting:  # 1. admission, first come first served: the head waits, and nobody behind it jumps ahead
-        need = -(-(waiting[0]["length"] + 1) // block_size)  # its prompt and the first token its prefill makes
+        need = blocks_for(waiting[0]["length"] + 1, block_size)  # its prompt and the first token its prefill makes
         if need > len(free):
             break
         r = waiting.pop(0)
@@ -93,25 +94,23 @@ def scheduler_step_solution(running, waiting, free, block_size):
 
 
 def _step_truth(running, waiting, n_blocks, block_size):
-    """What lib's scheduler does in one step (``scheduler_step``, as ``simulate`` runs it) from this state: the
-    running requests' (rid, length, blocks held) in order, the waiting ones' (rid, length) in queue order, and how
-    many blocks are free after it."""
+    """What lib's scheduler does in one step from this state (``Scheduler.schedule`` and ``postprocess`` over the
+    simulation's block memory, as ``simulate`` runs them): the running requests' (rid, length, blocks held) in
+    order, the waiting ones' (rid, length) in queue order, and how many blocks are free after it."""
     memory = _PagedMemory([], n_blocks * block_size, block_size)
-    big = 10 ** 6
-    live = []
-    for r in running:  # a running request of length L: a prompt of L - 1 and the token it made
-        s = _Running(SimRequest(0, r["length"] - 1, big), generated=1)
-        s.table = BlockTable()
-        memory.alloc.reserve(s.table, s.length)
-        s.table.n_tokens = s.length
-        live.append((r["rid"], s))
-    queued = [(r["rid"], _Running(SimRequest(0, r["length"], big))) for r in waiting]
-    rid = {id(s): name for name, s in live + queued}
-    sched = Scheduler(memory, [s for _, s in queued], big, SchedulerCounts(preemption="recompute"))
-    batch = [s for _, s in live]
-    admitted, _ = scheduler_step(sched, batch, memory)
-    after = [(rid[id(s)], s.length, len(s.table.blocks)) for s in batch + admitted]
-    return after, [(rid[id(s)], s.length) for s in sched.waiting], memory.alloc.n_free
+    big = 10 ** 6  # no request finishes, and no limit on the running ones
+    sched = Scheduler(memory, [Sequence(r["rid"], r["length"], big) for r in waiting], big,
+                      SchedulerCounts(preemption="recompute"))
+    for r in running:  # a running request of length L: a prompt of L - 1 and the token it made (not fed yet)
+        s = Sequence(r["rid"], r["length"] - 1, big, tokens=[None], status=Status.RUNNING, is_prefill=False,
+                     num_computed=r["length"] - 1)
+        memory.alloc.reserve(s.table, len(s))  # the simulation holds the slot of the newest token too
+        s.table.n_tokens = len(s)
+        sched.running.append(s)
+    batch = sched.schedule()
+    sched.postprocess(batch, [None] * len(batch))  # lengths only, as the simulation: a token with no id
+    return ([(s.rid, len(s), len(s.table.blocks)) for s in sched.running], [(s.rid, len(s)) for s in sched.waiting],
+            memory.alloc.n_free)
 
 
 def _step_compare(running, waiting, free, block_size):
@@ -174,7 +173,7 @@ def _step_cases():
     ]
     for description, running, waiting, n_free, bs in situations:
         next_block = iter(range(100))
-        run = [{"rid": rid, "length": n, "blocks": [next(next_block) for _ in range(-(-n // bs))]}
+        run = [{"rid": rid, "length": n, "blocks": [next(next_block) for _ in range(blocks_for(n, bs))]}
                for rid, n in running]
         free = [next(next_block) for _ in range(n_free)]
         queue = [{"rid": rid, "length": n, "blocks": []} for rid, n in waiting]

@@ -1,8 +1,11 @@
 """Serving many requests at once: how KV memory is handed out decides how many fit, and how requests are
 batched decides how busy the model stays.
 
-    scheduler.py   one policy for both halves: first come, first served admission; when memory runs out, the
-                   most recently admitted request is preempted, by recompute or by swap (each counted)
+    scheduler.py   one policy for both halves, in nano-vllm's shape: a ``Sequence`` per request in flight;
+                   ``Scheduler.schedule()`` gives a step's batch (first come, first served admission, prefill
+                   chunks and decodes under a token budget; when memory runs out, the most recently admitted
+                   running request is preempted, by recompute or by swap, each counted) and
+                   ``Scheduler.postprocess(batch, new_tokens)`` appends, finishes and frees
     memory.py      part 1, a simulation (lengths only, no model): a seeded stream of requests (or one with the
                    lengths of real text, text_stream) served from a fixed KV budget under four allocation
                    policies ("max", "pow2", "oracle", "paged"), every step's memory counted: tokens, reserved
@@ -11,7 +14,8 @@ batched decides how busy the model stays.
                    iteration, "static" vs "continuous" batching; demo_requests for the toys, text_requests
                    (held-out text) for the real model
     latency.py     prefill vs decode as a user feels them: time to first token and time per output token,
-                   measured on a real model and predicted by the roofline for a reference GPU
+                   measured on a real model and predicted by the roofline for a reference GPU; ``pass_seconds``,
+                   the roofline price of a run's forward passes (the simulation's and serve's)
     tradeoffs.py   what the choices trade: the block size (empty slots vs block-table entries), swap vs
                    recompute (bytes over the host link vs prefill FLOPs)
 
@@ -22,19 +26,19 @@ when it comes back (counted: ``recomputed_tokens``); ``"swap"`` copies its block
 recomputes only. ``serve(..., max_num_batched_tokens=)`` feeds a long prompt in chunks beside the running
 decodes (chunked prefill). Every name is importable from here (``lib.serving.simulate``, ``lib.serving.serve``, ...).
 """
-from .batching import RequestRecord, ServeRequest, ServeResult, demo_requests, serve, text_requests
+from .batching import ServeRequest, ServeResult, demo_requests, serve, text_requests
 from .memory import (CONTIGUOUS, POLICIES, ContiguousAllocator, SimRequest, SimResult, compare_policies, request_stream,
                      reservation, simulate, text_stream)
-from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts
+from .scheduler import PREEMPTIONS, REQUEST_BYTES, Batch, Scheduler, SchedulerCounts, Sequence, Status
 from .tradeoffs import HOST_LINK_GBS, BlockSizeCost, block_size_tradeoff, preemption_seconds
-from .latency import Latency, measure_latency, predicted_latency
+from .latency import Latency, measure_latency, pass_seconds, predicted_latency
 
 __all__ = [
     "POLICIES", "CONTIGUOUS", "PREEMPTIONS", "HOST_LINK_GBS", "REQUEST_BYTES",
-    "Scheduler", "SchedulerCounts",
+    "Scheduler", "SchedulerCounts", "Sequence", "Status", "Batch",
     "SimRequest", "request_stream", "text_stream", "reservation", "ContiguousAllocator", "SimResult", "simulate",
     "compare_policies",
-    "ServeRequest", "demo_requests", "text_requests", "RequestRecord", "ServeResult", "serve",
+    "ServeRequest", "demo_requests", "text_requests", "ServeResult", "serve",
     "BlockSizeCost", "block_size_tradeoff", "preemption_seconds",
-    "Latency", "measure_latency", "predicted_latency",
+    "Latency", "measure_latency", "predicted_latency", "pass_seconds",
 ]

@@ -1,10 +1,12 @@
-"""Real serving on a model (``serve``): one shared ``PagedKVPool``, and every iteration one
-``lib.paged.forward_paged`` pass over the batch (joining requests feed their prompt, running ones one token).
+"""Real serving on a model (``serve``): one shared ``PagedKVPool``, and every step one
+``lib.paged.forward_paged`` pass over the scheduler's batch (joining requests feed their prompt, running ones one
+token).
 
-    every pass:
-        joined = scheduler.admit(running)      # "continuous": at every pass; "static": when the batch is done
-        logits = forward_paged(running + joined)      # pool out of blocks -> scheduler.preempt, try again
-        each row gets its greedy next token; a request at eos or max_new_tokens leaves, its blocks freed
+    while scheduler.waiting or scheduler.running:
+        batch = scheduler.schedule()                 # "continuous": admission at every step; "static": when the
+                                                     #   batch is done; preemption when the pool cannot grow
+        new_tokens = greedy(forward_paged(batch))    # each row's next token
+        scheduler.postprocess(batch, new_tokens)     # appended; at eos or max_new_tokens it leaves, blocks freed
 
 ``"static"`` batching admits a batch and runs it until its longest request is done (rows that finished early
 sit idle: padding); ``"continuous"`` (iteration-level, Orca / vLLM) lets finished requests leave and waiting
@@ -27,14 +29,14 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import checks, costs
-from ..blocks import BlockTable
+from ..blocks import blocks_for
 from ..device import synchronize
 from ..model import eval_mode
-from ..paged import PagedKVPool, PoolExhaustedError, forward_paged
+from ..paged import PagedKVPool, forward_paged
 from ..sampling import choose
 from ..text import sig
-from .memory import pass_seconds
-from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts, listed
+from .latency import pass_seconds
+from .scheduler import PREEMPTIONS, REQUEST_BYTES, Batch, Scheduler, SchedulerCounts, Sequence, listed
 
 
 @dataclass
@@ -88,27 +90,17 @@ def text_requests(tokenizer, n: int = 24, max_prompt: int = 128, max_new_tokens:
 
 
 @dataclass
-class RequestRecord:
-    rid: int
-    prompt_len: int
-    tokens: list = field(default_factory=list)  # generated token ids (eos included when it came)
-    admitted_step: int = -1  # the iteration of its (first) prefill
-    first_token_step: int = -1
-    finish_step: int = -1
-    first_token_seconds: float = float("nan")  # since serve() started; every request arrived at time 0
-    finish_seconds: float = float("nan")
-    preemptions: int = 0
-
-
-@dataclass
 class ServeResult(SchedulerCounts):
     """What ``serve`` did: the scheduler's counts and the passes'. Counts are deterministic; ``seconds`` and the
-    per-request times are measured."""
+    per-request times are measured. ``records``: the requests' ``Sequence`` objects, in request order (``tokens``,
+    ``first_token_step``, ``finish_step``, ``first_token_seconds``, ``finish_seconds``, ``preemptions``);
+    ``steps``: forward passes."""
+
+    STEP_WORDS = ("forward passes", "prefill tokens")
 
     policy: str
     max_batch: int
     records: list
-    steps: int = 0  # iterations = forward passes
     batch_rows: list = field(default_factory=list)  # sequences in each forward pass (each gets one new token, but
     #                                                 a chunk of a prefill that is not its last)
     fed_tokens: list = field(default_factory=list)  # tokens fed in each pass (prompts of joining requests + 1 per
@@ -121,6 +113,7 @@ class ServeResult(SchedulerCounts):
     seconds: float = 0.0
     max_num_batched_tokens: int | None = None  # the token budget of a pass (chunked prefill); None: no limit
     passes: list = field(default_factory=list)  # per pass: {(n_new, context): sequences} it fed
+    _batch_size: int = field(default=0, repr=False)  # static: the size of the batch in flight
 
     @property
     def tokens(self) -> int:
@@ -146,16 +139,13 @@ class ServeResult(SchedulerCounts):
                 "prefill tokens": self.prefill_tokens, "max blocks": max(self.blocks_used, default=0),
                 "preemptions": self.preemptions}
 
-    def preemption_costs(self) -> dict:
-        """What preemption cost in this run, counted (deterministic)."""
-        return {"preemption": self.preemption, "preemptions": self.preemptions, "forward passes": self.steps,
-                "prefill tokens": self.prefill_tokens, "of them recomputed": self.recomputed_tokens,
-                "blocks to CPU": self.swapped_out_blocks, "blocks from CPU": self.swapped_in_blocks,
-                "bytes moved": self.swap_bytes, "most blocks on CPU": self.peak_cpu_blocks}
+    def moved_bytes(self) -> int:
+        """Bytes of K/V that swapping copied, both ways (``preemption_costs``' "bytes moved")."""
+        return self.swap_bytes
 
     def step_seconds(self, model, machine=None, dtype=torch.float16) -> list[float]:
         """Each pass's time if its lengths were ``model``'s (a config or a model) on ``machine`` (default the H100
-        SXM), priced by the roofline (``lib.serving.memory.pass_seconds``, the same as ``SimResult``'s): a lower
+        SXM), priced by the roofline (``lib.serving.latency.pass_seconds``, the same as ``SimResult``'s): a lower
         bound, every kernel at the roof."""
         return pass_seconds(self.passes, model, machine, dtype)
 
@@ -185,17 +175,19 @@ class ServeResult(SchedulerCounts):
                 "mean TTFT (ms)": round(1e3 * self.mean_ttft_seconds(), 1),
                 "mean latency (ms)": round(1e3 * _mean([r.finish_seconds for r in self.records]), 1)}
 
-    def _record_pass(self, batch: list, idle: int, blocks_used: int, contexts: list):
+    def _record_pass(self, batch: Batch, waiting: bool, blocks_used: int):
+        """Count a pass: its rows, tokens fed and idle slots (static: slots of the batch in flight whose request
+        finished; continuous: free slots while requests wait), and the blocks in use after it."""
+        if self.policy == "static":
+            self._batch_size = batch.admitted or self._batch_size
+            idle = self._batch_size - batch.running
+        else:
+            idle = self.max_batch - batch.running if waiting else 0
         self.batch_rows.append(len(batch))
-        self.fed_tokens.append(sum(len(s.feed) for s in batch))
+        self.fed_tokens.append(sum(batch.n_new))
         self.idle_slots.append(idle)
         self.blocks_used.append(blocks_used)
-        fed = {}
-        for s, context in zip(batch, contexts):  # context: what its table held after the pass
-            key = (len(s.feed), context)
-            fed[key] = fed.get(key, 0) + 1
-        self.passes.append(fed)
-        self.steps += 1
+        self.passes.append(batch.fed())
 
 
 def _mean(xs: list) -> float:
@@ -212,64 +204,46 @@ def _checked_request(r: ServeRequest, c) -> ServeRequest:
     return ServeRequest(r.rid, prompt, n)
 
 
-@dataclass(eq=False)
-class _Live:
-    req: ServeRequest
-    rec: RequestRecord
-    table: BlockTable
-    feed: list = field(default_factory=list)  # the tokens this request feeds in the next forward pass
-    swapped: int = 0  # preempted by swapping: its blocks waiting in CPU memory (the scheduler's; the pool has them)
-    prefilling: bool = False  # its prefill (or recomputation) is not all fed yet
-    prefill_fed: int = 0  # tokens of that prefill fed so far (chunked prefill feeds it over several passes)
-
-    @property
-    def ids(self) -> list:
-        return self.req.prompt + self.rec.tokens  # what its cache holds once everything it has is fed
-
-    @property
-    def made(self) -> int:
-        return len(self.rec.tokens)
-
-    def add_token(self, token: int, step: int, now: float, eos_id: int | None) -> bool:
-        """Record the token this pass made for it; True when that finishes it (eos, or max_new_tokens made)."""
-        self.rec.tokens.append(token)
-        if self.rec.first_token_step < 0:
-            self.rec.admitted_step = self.rec.first_token_step = step
-            self.rec.first_token_seconds = now
-        done = len(self.rec.tokens) >= self.req.max_new_tokens or (eos_id is not None and token == eos_id)
-        if done:
-            self.rec.finish_step, self.rec.finish_seconds = step, now
-        return done
-
-
 class _PoolMemory:
     """The scheduler's memory in real serving: one ``PagedKVPool``. Admission checks that the blocks the next
     pass takes fit (the joining request's prompt, or its swapped positions and one more, next to what the
-    batch feeds); the pass itself takes them. With ``prefix_cache`` a joining prompt's cached blocks are reused."""
+    running requests feed); ``grow`` takes the blocks of the step's rows, and the pass writes into them. With
+    ``prefix_cache`` a joining prompt's cached blocks are reused, and a prompt's full blocks are indexed once it
+    is computed."""
 
     def __init__(self, pool: PagedKVPool, prefix_cache: bool):
         self.pool, self.prefix_cache = pool, prefix_cache
 
-    def take(self, s: _Live, batch: list, spare: int) -> bool:
-        ids = s.req.prompt + s.rec.tokens  # after a preemption: prompt + what it had made
+    def take(self, s: Sequence, rows: list, spare: int) -> bool:
         if self.prefix_cache and not s.swapped:
-            self.pool.match_prefix(s.table, ids)
-        s.feed = [ids[-1]] if s.swapped else ids[s.table.n_tokens:]  # swapped: it continues with its last token
-        tables, grow = [x.table for x in batch] + [s.table], [len(x.feed) for x in batch]
-        grow.append(len(ids) - s.table.n_tokens)  # after the pass it holds len(ids) positions (a swapped table is
-        #                                           empty until swap_in)
+            s.num_cached = self.pool.match_prefix(s.table, s.ids)  # after a preemption: prompt + what it had made
+        tables = [x.table for x in rows] + [s.table]
+        grow = [len(x) - x.table.n_tokens for x in rows + [s]]  # a swapped table is empty until swap_in
         if self.pool.allocator.blocks_needed(tables, grow) + spare <= self.pool.allocator.n_free:
             return True
         self.pool.free(s.table)  # give back the prefix blocks it had taken; it waits
+        s.num_cached = 0
         return False
 
-    def free(self, s: _Live):
+    def fits(self, rows: list) -> bool:
+        a = self.pool.allocator
+        return a.blocks_needed([s.table for s in rows], [s.num_scheduled for s in rows]) <= a.n_free
+
+    def grow(self, rows: list):
+        for s in rows:
+            self.pool.reserve(s.table, s.num_scheduled)
+
+    def prefilled(self, s: Sequence):
+        if self.prefix_cache:
+            self.pool.register_prefix(s.table, s.ids)
+
+    def free(self, s: Sequence):
         self.pool.free(s.table)
 
-    def swap_out(self, s: _Live) -> int:
+    def swap_out(self, s: Sequence) -> int:
         return self.pool.swap_out(s.table)
 
-    def swap_in(self, s: _Live):
+    def swap_in(self, s: Sequence):
         self.pool.swap_in(s.table)
 
 
@@ -296,6 +270,35 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
     in admission order; a request whose prefill is not all fed makes no token in that pass, and one admitted when
     the budget is spent waits in its slot for the next pass. It must be at least ``max_batch`` (every decode gets
     its token) and works with ``preemption="recompute"`` (as vLLM's V1 engine, which recomputes only)."""
+    max_batch, block_size, prefix_cache, eos_id, max_num_batched_tokens = _checked_settings(
+        model, policy, max_batch, eos_id, block_size, prefix_cache, preemption, max_num_batched_tokens)
+    requests = [_checked_request(r, model.config) for r in listed(requests, "requests", ServeRequest,
+                                                                     "ServeRequest objects (see demo_requests)")]
+    pool = _pool_for(model, requests, max_batch, block_size, n_blocks)
+    seqs = [Sequence(r.rid, len(r.prompt), r.max_new_tokens, r.prompt, table=pool.new_table(str(r.rid)))
+            for r in requests]
+    res = ServeResult(policy=policy, max_batch=max_batch, preemption=preemption, records=seqs,
+                      max_num_batched_tokens=max_num_batched_tokens)
+    sched = Scheduler(_PoolMemory(pool, prefix_cache), seqs, max_batch, res, 0, max_num_batched_tokens,
+                      continuous=policy == "continuous", eos_id=eos_id)
+    t0 = time.perf_counter()
+    with eval_mode(model):
+        while not sched.is_finished():
+            batch = sched.schedule()  # admission, each row's prefill chunk or token, preemption
+            new_tokens = _forward(model, pool, batch, res.steps)
+            _stamp(batch, time.perf_counter() - t0)
+            sched.postprocess(batch, new_tokens)  # appended; finished requests leave, their blocks freed
+            res._record_pass(batch, bool(sched.waiting), pool.allocator.n_used)
+    synchronize(model.device)
+    res.seconds = time.perf_counter() - t0
+    res.prefix_hit_blocks = pool.allocator.n_prefix_hits
+    res.swap_bytes = (res.swapped_out_blocks + res.swapped_in_blocks) * pool.block_nbytes
+    return res
+
+
+def _checked_settings(model, policy, max_batch, eos_id, block_size, prefix_cache, preemption,
+                      max_num_batched_tokens) -> tuple:
+    """serve's settings checked: (max_batch, block_size, prefix_cache, eos_id, max_num_batched_tokens)."""
     checks.choice(policy, "policy", ("static", "continuous"))
     checks.choice(preemption, "preemption", PREEMPTIONS)
     max_batch, block_size = checks.integer(max_batch, "max_batch", 1), checks.integer(block_size, "block_size", 1)
@@ -308,68 +311,7 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
         if preemption != "recompute":
             raise ValueError(f"chunked prefill (max_num_batched_tokens={max_num_batched_tokens}) works with "
                              f"preemption='recompute' only (as in vLLM's V1 engine), got preemption={preemption!r}")
-    requests = [_checked_request(r, model.config) for r in listed(requests, "requests", ServeRequest,
-                                                                     "ServeRequest objects (see demo_requests)")]
-    pool = _pool_for(model, requests, max_batch, block_size, n_blocks)
-    res = ServeResult(policy=policy, max_batch=max_batch, preemption=preemption,
-                      max_num_batched_tokens=max_num_batched_tokens,
-                      records=[RequestRecord(r.rid, len(r.prompt)) for r in requests])
-    sched = Scheduler(_PoolMemory(pool, prefix_cache), [_Live(r, rec, pool.new_table(str(r.rid)))
-                                                        for r, rec in zip(requests, res.records)], max_batch, res)
-    running, batch_size = [], 0  # static: the size of the batch in flight
-    t0 = time.perf_counter()
-    with eval_mode(model):
-        while sched.waiting or running:
-            for s in running:
-                s.feed = s.ids[s.table.n_tokens:]  # the token it made last (or the rest of a chunked prefill)
-            joined, resumed = sched.admit(running) if policy == "continuous" or not running else ([], [])
-            for s in joined:
-                s.prefilling, s.prefill_fed = s not in resumed, 0  # it feeds a prompt (its first, or a recomputation)
-            batch_size = len(joined) if policy == "static" and joined else batch_size
-            order = running + joined  # admission order
-            batch = order if max_num_batched_tokens is None else _within_budget(order, max_num_batched_tokens)
-            fed = set(map(id, batch))
-            next_ids = _forward(model, pool, sched, batch, res.steps)  # preempted requests leave the batch
-            now, ran = time.perf_counter() - t0, dict(zip(map(id, batch), next_ids))
-            contexts = [s.table.n_tokens for s in batch]  # before a finished request frees its table
-            held = [s for s in order if id(s) not in fed or id(s) in ran]  # the preempted are back in the queue
-            running = []
-            for s in held:
-                if id(s) not in ran:  # admitted with the budget spent, or a prefill with none of it left: it waits
-                    running.append(s)
-                    continue
-                if s.prefilling:
-                    sched.prefilled(s, len(s.feed), first=s.prefill_fed == 0)
-                    s.prefill_fed += len(s.feed)
-                    if s.table.n_tokens < len(s.ids):  # a chunk: the rest of its prompt comes in the next passes
-                        running.append(s)
-                        continue
-                    s.prefilling = False
-                    if prefix_cache:
-                        pool.register_prefix(s.table, s.ids)
-                if s.add_token(ran[id(s)], res.steps, now, eos_id):
-                    pool.free(s.table)
-                else:
-                    running.append(s)
-            idle = batch_size - len(held) if policy == "static" else (max_batch - len(held) if sched.waiting else 0)
-            res._record_pass(batch, idle, pool.allocator.n_used, contexts)
-    synchronize(model.device)
-    res.seconds = time.perf_counter() - t0
-    res.prefix_hit_blocks = pool.allocator.n_prefix_hits
-    res.swap_bytes = (res.swapped_out_blocks + res.swapped_in_blocks) * pool.block_nbytes
-    return res
-
-
-def _within_budget(order: list, budget: int) -> list:
-    """The rows of a pass under a budget of ``budget`` tokens (chunked prefill): every decode its one token, then
-    the prefills, in admission order, a chunk each of what is left (their ``feed`` cut to it). Rows left with
-    nothing to feed sit this pass out."""
-    left = budget - sum(1 for s in order if not s.prefilling)
-    for s in order:
-        if s.prefilling:
-            s.feed = s.feed[:max(0, left)]
-            left -= len(s.feed)
-    return [s for s in order if s.feed]
+    return max_batch, block_size, prefix_cache, eos_id, max_num_batched_tokens
 
 
 def _pool_for(model, requests: list, max_batch: int, block_size: int, n_blocks) -> PagedKVPool:
@@ -377,33 +319,37 @@ def _pool_for(model, requests: list, max_batch: int, block_size: int, n_blocks) 
     checked to hold the largest request alone (so the scheduler can always make progress)."""
     c = model.config
     if n_blocks is None:  # room for max_batch full-length sequences
-        n_blocks = max_batch * -(-c.max_seq_len // block_size)
+        n_blocks = max_batch * blocks_for(c.max_seq_len, block_size)
         checks.fits_in_memory(n_blocks * block_size * costs.kv_bytes_per_token(c, model.dtype), model.device,
                               f"the default pool for max_batch={max_batch} full-length sequences in "
                               f"blocks of block_size={block_size}")
     n_blocks = checks.integer(n_blocks, "n_blocks", 1)
     pool = PagedKVPool.for_model(model, n_blocks, block_size)
-    biggest = max((-(-(len(r.prompt) + r.max_new_tokens - 1) // block_size) for r in requests), default=0)
+    biggest = max((blocks_for(len(r.prompt) + r.max_new_tokens - 1, block_size) for r in requests), default=0)
     if biggest > n_blocks:
         raise ValueError(f"a request may need {biggest} blocks of {block_size} tokens (prompt + max_new_tokens) but "
                          f"the pool has n_blocks={n_blocks}; give n_blocks >= {biggest} or lower max_new_tokens")
     return pool
 
 
-def _forward(model, pool: PagedKVPool, sched: Scheduler, batch: list, step: int) -> list[int]:
-    """One ``forward_paged`` pass over ``batch`` and each row's greedy next token. While the pool runs out of
-    blocks the scheduler preempts the batch's most recently admitted request (taken off ``batch``) and the pass
-    runs again without it (a failed pass changes nothing)."""
-    while batch:
-        try:
-            logits = forward_paged(model, pool, [s.table for s in batch], [s.feed for s in batch])
-        except PoolExhaustedError:
-            victim = sched.preempt(batch)
-            victim.rec.preemptions += 1
-            continue
-        checks.finite_logits(logits, model, f"serve's forward pass {step}")
-        next_ids = choose(logits).tolist()  # greedy
-        synchronize(model.device)
-        return next_ids
-    raise RuntimeError(f"serve could not run any request at pass {step} ({len(sched.waiting)} waiting); "
-                       f"this is a bug in lib.serving")
+def _forward(model, pool: PagedKVPool, batch: Batch, step: int) -> list[int]:
+    """One ``forward_paged`` pass over the batch's rows (each feeds its next ``num_scheduled`` tokens into the
+    blocks the scheduler took) and each row's greedy next token."""
+    if not batch.seqs:  # every request fits alone (checked up front): a step always has a row
+        raise RuntimeError(f"serve could not run any request at pass {step}; this is a bug in lib.serving")
+    feeds = [s.ids[s.num_computed:s.num_computed + s.num_scheduled] for s in batch.seqs]
+    logits = forward_paged(model, pool, [s.table for s in batch.seqs], feeds)  # (B, vocab_size)
+    checks.finite_logits(logits, model, f"serve's forward pass {step}")
+    next_ids = choose(logits).tolist()  # greedy
+    synchronize(model.device)
+    return next_ids
+
+
+def _stamp(batch: Batch, now: float):
+    """Measured times, ``now`` seconds since serve started, for the rows whose first token this step makes (it
+    makes a token for every row but a chunk of a prefill that is not its last) and for those it may finish."""
+    for s in batch.seqs:
+        if s.num_computed + s.num_scheduled >= len(s):
+            if not s.tokens:
+                s.first_token_seconds = now
+            s.finish_seconds = now  # the time of its latest token: its last once it has finished

@@ -11,6 +11,10 @@ reference GPU.
         a decode step one (memory-bound)
 
 A ``Latency`` holds both times, the prompt length, and (predicted) which roof bounds each.
+
+    pass_seconds(passes, model, machine=None, dtype=torch.float16) -> list[float]
+        the one pricing of a serving run's forward passes (``SimResult`` and ``ServeResult.step_seconds``): each
+        pass {(n_new, context): sequences} by the roofline, the weights read once per pass
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import checks, costs
+from ..roofline import DEFAULT_GPU, as_machine
 from ..text import sig
 
 
@@ -58,8 +63,6 @@ def measure_latency(model, prompt_len: int, n_new: int = 16, repeats: int = 3, t
 def predicted_latency(model, prompt_len: int, n_new: int = 16, machine=None, dtype=torch.float16) -> Latency:
     """TTFT and TPOT of ``model`` (a config, a preset or a model) on ``machine`` (default the H100 SXM) by the
     roofline: the prefill of ``prompt_len`` tokens, and the mean of the ``n_new - 1`` decode steps after it."""
-    from ..roofline import DEFAULT_GPU, as_machine
-
     machine = as_machine(machine, default=DEFAULT_GPU)
     prompt_len = checks.integer(prompt_len, "prompt_len", 1)
     n_new = checks.integer(n_new, "n_new", 2, allowed="an integer >= 2 (a prefill and at least one decode step)")
@@ -68,3 +71,24 @@ def predicted_latency(model, prompt_len: int, n_new: int = 16, machine=None, dty
     tpot = statistics.mean(machine.seconds(c) for c in decodes)
     return Latency(prompt_len, machine.seconds(prefill), tpot, machine.bound(prefill.intensity),
                    machine.bound(decodes[-1].intensity))
+
+
+def pass_seconds(passes, model, machine=None, dtype=torch.float16) -> list[float]:
+    """Each forward pass's time on ``machine`` (default the H100 SXM) for ``model`` (a config or a model): a pass is
+    {(n_new, context): sequences}, every sequence feeding n_new tokens over context positions; priced by the
+    roofline (max(FLOPs / peak, bytes / bandwidth)) with the weights read once per pass and each sequence's K/V
+    read and written (``lib.costs.step_cost``). The one pricing of ``SimResult`` and ``ServeResult``."""
+    machine = as_machine(machine, default=DEFAULT_GPU)
+    weights = costs.streamed_weight_bytes(model, dtype)
+    per_seq = {}  # (n_new, context) -> (FLOPs, K/V bytes) of one sequence: the costs of lib.costs.step_cost
+    out = []
+    for fed in passes:
+        flops = kv = 0
+        for (n_new, context), n in fed.items():
+            if (n_new, context) not in per_seq:
+                c = costs.step_cost(model, context, n_new, 1, dtype)
+                per_seq[n_new, context] = (c.flops, c.kv_read_bytes + c.kv_write_bytes)
+            f, b = per_seq[n_new, context]
+            flops, kv = flops + n * f, kv + n * b
+        out.append(max(flops / (machine.peak_gflops * 1e9), (weights + kv) / (machine.bandwidth_gbs * 1e9)))
+    return out

@@ -8,18 +8,17 @@ under four allocation policies, and every step we count what the KV memory holds
 * ``"oracle"``: exactly prompt + output positions ("Orca (Oracle)", knowing every output length in advance).
 * ``"paged"``: blocks of ``block_size`` positions, taken one at a time as the sequence grows (vLLM).
 
-    every step:
-        admitted = scheduler.admit(running)      # prefill: prompt written, first token made
-        for s in running: s grows by one token   # a full last block takes a new one; none free -> preempt
-        running += admitted
-        count tokens / future / never / free      # over the whole budget
-        finished requests free their memory
+    while scheduler.waiting or scheduler.running:
+        batch = scheduler.schedule()       # admitted: prefill, prompt written; running: one token each; a full
+                                           #   last block takes a new one; none free -> preempt
+        count tokens / future / never / free      # over the whole budget, with the tokens this step makes
+        scheduler.postprocess(batch, [None] * len(batch))   # lengths only; finished requests free their memory
 
 Contiguous regions come from a first-fit allocator over the whole budget, so variable-size reservations
 leave holes between them (external fragmentation). Every step each position of the budget is one of:
 holding a token's K/V, reserved for a token the request will produce later, reserved but never to be used
 (internal fragmentation), or free. Admission and preemption are ``scheduler.Scheduler``'s, the same as real
-serving's (``lib.serving.serve``).
+serving's (``lib.serving.serve``); each step is priced by ``latency.pass_seconds``.
 """
 from __future__ import annotations
 
@@ -30,8 +29,9 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import checks, costs
-from ..blocks import MAX_BLOCKS, BlockAllocator, BlockTable
-from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts, listed
+from ..blocks import MAX_BLOCKS, BlockAllocator, blocks_for
+from .latency import pass_seconds
+from .scheduler import PREEMPTIONS, REQUEST_BYTES, Scheduler, SchedulerCounts, Sequence, listed
 
 POLICIES = ("max", "pow2", "oracle", "paged")
 CONTIGUOUS = ("max", "pow2", "oracle")
@@ -95,12 +95,16 @@ def text_stream(n: int = 400, max_len: int = 2048, langs=("en", "zh")) -> list[S
 
 def reservation(request: SimRequest, policy: str, max_len: int = 2048) -> int:
     """Positions a contiguous policy reserves for ``request`` when it is admitted."""
+    return _reserved(request.prompt_len, request.output_len, policy, max_len)
+
+
+def _reserved(prompt_len: int, output_len: int, policy: str, max_len: int) -> int:
     if policy == "max":
         return max_len
     if policy == "pow2":
-        return min(max_len, request.prompt_len + 2 ** math.ceil(math.log2(request.output_len)))
+        return min(max_len, prompt_len + 2 ** math.ceil(math.log2(output_len)))
     if policy == "oracle":
-        return request.total_len
+        return prompt_len + output_len
     raise ValueError(f"reservation is for the contiguous policies {CONTIGUOUS}, got {policy!r}")
 
 
@@ -146,27 +150,11 @@ class ContiguousAllocator:
 
 # ----------------------------------------------------------------------------- the two kinds of memory
 
-@dataclass(eq=False)
-class _Running:
-    req: SimRequest
-    generated: int = 0  # tokens produced so far (the KV memory holds prompt + generated positions)
-    start: int = 0  # contiguous: region start
-    size: int = 0  # contiguous: region size
-    table: BlockTable | None = None  # paged
-    swapped: int = 0  # paged, preempted by swapping: blocks of it that wait in CPU memory (the scheduler's)
-
-    @property
-    def length(self) -> int:
-        return self.req.prompt_len + self.generated
-
-    @property
-    def made(self) -> int:
-        return self.generated
-
-
 class _PagedMemory:
     """The scheduler's memory under ``"paged"``: a ``BlockAllocator`` over kv_tokens // block_size blocks (no
-    tensors); a request's block table covers its prompt and the tokens it made. Swapping only counts blocks."""
+    tensors). A request's block table covers its prompt, the tokens it made and the one the step makes (the
+    simulation counts a token's position as held from the step that makes it: one slot ahead of what the step
+    feeds). Swapping only counts blocks."""
 
     def __init__(self, requests, kv_tokens: int, block_size: int):
         n_blocks = kv_tokens // block_size
@@ -177,73 +165,92 @@ class _PagedMemory:
                              f"more than the {MAX_BLOCKS:,} the simulation keeps track of; lower kv_tokens or raise "
                              f"block_size")
         self.alloc = BlockAllocator(n_blocks, block_size)
-        biggest = max((-(-r.total_len // block_size) for r in requests), default=0)
+        biggest = max((blocks_for(r.total_len, block_size) for r in requests), default=0)
         if biggest > n_blocks:
             raise ValueError(f"a request needs {biggest} blocks but the pool has only {n_blocks}; raise kv_tokens")
 
-    def take(self, s: _Running, batch, spare: int) -> bool:
-        """Blocks for its prompt (+ the tokens it made before a preemption) and its prefill's token."""
-        n = s.length + 1
-        if self.alloc.n_free - -(-n // self.alloc.block_size) < spare:
+    def take(self, s: Sequence, rows, spare: int) -> bool:
+        """Blocks for its prompt (+ the tokens it made before a preemption) and its prefill's token, taken now;
+        False while fewer than ``spare`` blocks would be left (the running requests' growth is not counted)."""
+        n = len(s) + 1
+        if self.alloc.n_free - blocks_for(n, self.alloc.block_size) < spare:
             return False
-        s.table = BlockTable()
         self.alloc.reserve(s.table, n)
         s.table.n_tokens = n
         return True
 
-    def grow(self, s: _Running) -> bool:
-        """One more position for ``s``: a new block when its last one is full; False when none is free."""
-        if s.table.n_tokens % self.alloc.block_size == 0:
-            if self.alloc.n_free == 0:
-                return False
-            self.alloc.reserve(s.table, 1)
-        s.table.n_tokens += 1
-        return True
+    def _short(self, s: Sequence) -> int:
+        """Positions the step's row ``s`` still needs: what it feeds and the slot of the token it makes (none for
+        a row admitted in the step: ``take`` reserved its prompt and that slot)."""
+        return max(0, s.num_computed + s.num_scheduled + 1 - s.table.n_tokens)
 
-    def held(self, s: _Running) -> int:
+    def fits(self, rows) -> bool:
+        bs = self.alloc.block_size
+        need = sum(blocks_for(s.table.n_tokens + self._short(s), bs) - len(s.table.blocks) for s in rows)
+        return need <= self.alloc.n_free
+
+    def grow(self, rows):
+        bs = self.alloc.block_size
+        for s in rows:
+            n = self._short(s)  # a decode's one slot (an admitted request's were taken at admission)
+            if blocks_for(s.table.n_tokens + n, bs) > len(s.table.blocks):  # its last block is full: a new one
+                self.alloc.reserve(s.table, n)
+            s.table.n_tokens += n
+
+    def held(self, s: Sequence) -> int:
         return len(s.table.blocks) * self.alloc.block_size
 
-    def free(self, s: _Running):
+    def prefilled(self, s: Sequence):
+        """Nothing to do: the simulation caches no prefixes."""
+
+    def free(self, s: Sequence):
         self.alloc.free(s.table)
 
-    def swap_out(self, s: _Running) -> int:
+    def swap_out(self, s: Sequence) -> int:
         n = len(s.table.blocks)
         self.alloc.free(s.table)
         return n
 
-    def swap_in(self, s: _Running):
+    def swap_in(self, s: Sequence):
         """Nothing to do: ``take`` gave it its blocks, and the copy back is only counted (by the scheduler)."""
 
 
 class _ContiguousMemory:
     """The scheduler's memory under ``"max"``, ``"pow2"``, ``"oracle"``: one region per request, reserved at
     admission (first fit) for every token it will make, so it never runs out later and never preempts (no
-    swap methods)."""
+    swap methods). ``regions``: each admitted request's (start, size)."""
 
     def __init__(self, requests, policy: str, kv_tokens: int, max_len: int):
         self.alloc, self.policy, self.max_len = ContiguousAllocator(kv_tokens), policy, max_len
+        self.regions: dict[Sequence, tuple[int, int]] = {}
         biggest = max((reservation(r, policy, max_len) for r in requests), default=0)
         if biggest > kv_tokens:
             raise ValueError(f"a request reserves {biggest} positions under {policy!r} but the budget is only "
                              f"kv_tokens={kv_tokens}; raise kv_tokens")
 
-    def take(self, s: _Running, batch, spare: int) -> bool:
+    def take(self, s: Sequence, rows, spare: int) -> bool:
         """A region for the whole request; False while no hole is big enough (the head of the queue waits)."""
-        size = reservation(s.req, self.policy, self.max_len)
+        size = _reserved(s.prompt_len, s.max_tokens, self.policy, self.max_len)
         start = self.alloc.allocate(size)
         if start is None:
             return False
-        s.start, s.size = start, size
+        self.regions[s] = (start, size)
         return True
 
-    def grow(self, s: _Running) -> bool:
-        return True  # its region has room for every token it will make
+    def fits(self, rows) -> bool:
+        return True  # each region has room for every token its request will make
 
-    def held(self, s: _Running) -> int:
-        return s.size
+    def grow(self, rows):
+        """Nothing to do: the regions were reserved whole."""
 
-    def free(self, s: _Running):
-        self.alloc.free(s.start, s.size)
+    def held(self, s: Sequence) -> int:
+        return self.regions[s][1]
+
+    def prefilled(self, s: Sequence):
+        """Nothing to do."""
+
+    def free(self, s: Sequence):
+        self.alloc.free(*self.regions.pop(s))
 
 
 # ------------------------------------------------------------------------------------------ the simulation
@@ -258,7 +265,6 @@ class SimResult(SchedulerCounts):
     block_size: int
     max_len: int
     n_requests: int
-    steps: int = 0
     running: list = field(default_factory=list)  # requests in the batch
     waiting: list = field(default_factory=list)  # requests still queued after admission
     tokens: list = field(default_factory=list)  # positions holding K/V of a token
@@ -268,18 +274,18 @@ class SimResult(SchedulerCounts):
     passes: list = field(default_factory=list)  # per step: {(n_new, context): sequences} the step's forward pass fed
 
     def _record_step(self, running: list, n_waiting: int, held):
-        """Count what the budget holds after a step; ``held(s)``: the positions request s holds."""
+        """Count what the budget holds after a step (with the token it makes); ``held(s)``: the positions request s
+        holds."""
         tokens = future = never = allocated = 0
         for s in running:
-            n = held(s)
+            n, length, total = held(s), len(s) + 1, s.prompt_len + s.max_tokens
             allocated += n
-            tokens += s.length
-            future += min(n, s.req.total_len) - s.length
-            never += n - min(n, s.req.total_len)
+            tokens += length
+            future += min(n, total) - length
+            never += n - min(n, total)
         for name, value in (("running", len(running)), ("waiting", n_waiting), ("tokens", tokens),
                             ("future", future), ("never", never), ("free", self.kv_tokens - allocated)):
             getattr(self, name).append(value)
-        self.steps += 1
 
     def _window(self, saturated: bool):
         idx = [i for i, w in enumerate(self.waiting) if w > 0] if saturated else list(range(self.steps))
@@ -323,13 +329,6 @@ class SimResult(SchedulerCounts):
     def seconds(self, model, machine=None, dtype=torch.float16) -> float:
         """The whole run's time on ``machine``: the sum of ``step_seconds`` (prefills and recomputation charged)."""
         return sum(self.step_seconds(model, machine, dtype))
-
-    def preemption_costs(self) -> dict:
-        """What preemption cost in this run, as counts (for a table)."""
-        return {"preemption": self.preemption, "preemptions": self.preemptions, "steps": self.steps,
-                "tokens prefilled": self.prefill_tokens, "of them recomputed": self.recomputed_tokens,
-                "blocks to CPU": self.swapped_out_blocks, "blocks from CPU": self.swapped_in_blocks,
-                "most blocks on CPU": self.peak_cpu_blocks}
 
     def summary(self) -> dict:
         """Rounded figures for a table: shares of the budget while saturated, concurrency, steps."""
@@ -377,84 +376,13 @@ def simulate(requests, policy: str = "paged", kv_tokens: int = 16384, block_size
         memory, spare = _ContiguousMemory(requests, policy, kv_tokens, max_len), 0
     res = SimResult(policy=policy, kv_tokens=kv_tokens, block_size=block_size, max_len=max_len,
                     n_requests=len(requests), preemption=preemption)
-    sched = Scheduler(memory, [_Running(r) for r in requests], max_running, res, spare)
-    running: list[_Running] = []
-    while sched.waiting or running:
-        admitted, fed = scheduler_step(sched, running, memory)  # 1. admission, 2. one token for the others
-        res.passes.append(fed)
-        running.extend(admitted)
-        res._record_step(running, len(sched.waiting), memory.held)  # 3. count what the memory holds now
-        still = []  # 4. finished requests give their memory back
-        for s in running:
-            if s.generated < s.req.output_len:
-                still.append(s)
-            else:
-                memory.free(s)
-        running = still
+    sched = Scheduler(memory, [Sequence(r.rid, r.prompt_len, r.output_len) for r in requests], max_running, res, spare)
+    while not sched.is_finished():
+        batch = sched.schedule()  # admission, a prefill or a token for every row, preemption
+        res.passes.append(batch.fed())
+        res._record_step(batch.seqs, len(sched.waiting), memory.held)  # what the memory holds after the step
+        sched.postprocess(batch, [None] * len(batch))  # lengths only: a token with no id; finished ones free
     return res
-
-
-def scheduler_step(sched: Scheduler, running: list, memory) -> tuple[list, dict]:
-    """One step of the scheduler over the memory, as ``simulate`` runs it (and notebook 10's build-it exercise
-    checks against): 1. admission, first come first served (``Scheduler.admit``): each admitted request's prefill
-    writes its prompt (after a recomputing preemption, prompt + the tokens it had made) and makes its first token;
-    2. every request of ``running`` (in admission order) grows by one token (``_decode``): a new block when its
-    last is full, and while none is free the most recently admitted of them is preempted. Returns (admitted,
-    fed): the requests admitted (not yet in ``running``: the caller appends them) and what the step's forward
-    pass fed, {(n_new, context): sequences}."""
-    fed = {}
-    admitted, resumed = sched.admit(running)
-    for s in admitted:
-        if s not in resumed:  # a prefill: the prompt, and after a preemption by recomputation every token made
-            sched.prefilled(s, s.length)
-            _feed(fed, s.length, s.length)
-        else:  # swapped back in: it continues with its newest token
-            _feed(fed, 1, s.length)
-        s.generated += 1  # the prefill's token
-    _decode(running, memory, sched, fed)
-    return admitted, fed
-
-
-def pass_seconds(passes, model, machine=None, dtype=torch.float16) -> list[float]:
-    """Each forward pass's time on ``machine`` (default the H100 SXM) for ``model`` (a config or a model): a pass is
-    {(n_new, context): sequences}, every sequence feeding n_new tokens over context positions; priced by the
-    roofline (max(FLOPs / peak, bytes / bandwidth)) with the weights read once per pass and each sequence's K/V
-    read and written (``lib.costs.step_cost``). The one pricing of ``SimResult`` and ``ServeResult``."""
-    from ..roofline import DEFAULT_GPU, as_machine  # the one table of reference machines
-    machine = as_machine(machine, default=DEFAULT_GPU)
-    weights = costs.streamed_weight_bytes(model, dtype)
-    per_seq = {}  # (n_new, context) -> (FLOPs, K/V bytes) of one sequence: the costs of lib.costs.step_cost
-    out = []
-    for fed in passes:
-        flops = kv = 0
-        for (n_new, context), n in fed.items():
-            if (n_new, context) not in per_seq:
-                c = costs.step_cost(model, context, n_new, 1, dtype)
-                per_seq[n_new, context] = (c.flops, c.kv_read_bytes + c.kv_write_bytes)
-            f, b = per_seq[n_new, context]
-            flops, kv = flops + n * f, kv + n * b
-        out.append(max(flops / (machine.peak_gflops * 1e9), (weights + kv) / (machine.bandwidth_gbs * 1e9)))
-    return out
-
-
-def _feed(fed: dict, n_new: int, context: int):
-    fed[n_new, context] = fed.get((n_new, context), 0) + 1
-
-
-def _decode(running: list, memory, sched: Scheduler, fed: dict):
-    """One token for every request of ``running``, in admission order (each a pass of one new token over its
-    ``length`` positions, counted in ``fed``). One whose last block is full takes a new block; while none is
-    free the scheduler preempts the most recently admitted request (the end of ``running``), which may be this
-    one itself."""
-    i = 0
-    while i < len(running):
-        s = running[i]
-        if memory.grow(s):
-            _feed(fed, 1, s.length)
-            s.generated += 1
-            i += 1
-        elif sched.preempt(running) is s:
-            break
 
 
 def compare_policies(requests, kv_tokens: int = 16384, block_size: int = 16, max_len: int = 2048,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import checks, costs
+from ..blocks import blocks_for
 from ..roofline import DEFAULT_GPU, Machine, as_machine
 from .memory import SimResult
 from .scheduler import listed
@@ -88,4 +89,4 @@ def block_size_tradeoff(lengths, block_sizes=range(1, 65)) -> list[BlockSizeCost
     if not sizes:
         raise ValueError("block_size_tradeoff needs at least one block size")
     total = sum(lengths)
-    return [BlockSizeCost(b, len(lengths), total, sum(-(-n // b) for n in lengths)) for b in sizes]
+    return [BlockSizeCost(b, len(lengths), total, sum(blocks_for(n, b) for n in lengths)) for b in sizes]
