@@ -19,7 +19,7 @@ import math
 import re
 import time
 
-from .. import checks, costs
+from .. import costs
 from . import style
 from ..device import DTYPES as _DTYPE_TABLE
 from .i18n import t
