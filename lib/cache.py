@@ -36,6 +36,7 @@ import torch
 
 from . import checks
 from .config import ModelConfig
+from .device import cache_dtype_device
 
 
 CACHE_KINDS: dict = {}  # kind -> cache class, what generate(cache_kind=...) builds; filled by register_cache_kind
@@ -127,7 +128,7 @@ class CacheBase:
             raise ValueError(f"max_len={max_len} is longer than the model's context window "
                              f"(max_seq_len={config.max_seq_len}); a cache can hold at most that many positions")
         self.config, self.batch_size, self.max_len = config, batch_size, max_len
-        self.dtype, self.device = checks.cache_dtype_device(dtype, device)
+        self.dtype, self.device = cache_dtype_device(dtype, device)
         checks.cache_memory(self, 1)  # a cache that cannot hold one position of every row is a typo
         self.seq_len = 0  # positions cached (every sequence holds the same number)
         self._pending = 0  # tokens the pass in progress has written (not yet committed)

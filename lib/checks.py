@@ -109,17 +109,6 @@ def index(value, name: str, n: int, context: str) -> int:
     return v
 
 
-def trace(value, name: str = "trace", *, steps: bool = True):
-    """``value`` if it is a ``lib.Trace`` (``generate(..., trace=True).trace``), else a TypeError; ``steps``: a
-    ValueError too when it recorded no step (nothing to show)."""
-    from .trace import Trace  # (lib.trace checks its own arguments with this module)
-    if not isinstance(value, Trace):
-        raise TypeError(f"{name} must be a lib.Trace (generate(..., trace=True).trace), got {type(value).__name__}")
-    if steps and len(value) == 0:
-        raise ValueError(f"{name} has no steps: generate at least one token with trace=True")
-    return value
-
-
 def trace_at(trace, layer=0, head=0, batch=0) -> tuple[int, int, int]:
     """(layer, head, batch) checked against a ``lib.Trace`` (IndexError naming the one out of range)."""
     return (index(layer, "layer", trace.n_layers, f"the model has {trace.n_layers} layers"),
@@ -321,20 +310,13 @@ def forward_extras(cache, record) -> None:
         raise TypeError(f"record must be a lib.ForwardRecord or None, got {_describe(record)}")
 
 
-def _kv_values_per_token(config) -> int:
-    """Numbers a KV cache holds per position of one sequence: ``lib.costs.kv_values_per_token``, the KV-cache
-    formula's one home (imported here, when needed, because lib.costs checks its arguments with this module)."""
-    from .costs import kv_values_per_token
-    return kv_values_per_token(config)
-
-
 def cache_memory(cache, n_positions: int, copies: int = 1) -> None:
     """Refuse a KV cache (``copies`` of every row of ``cache``) whose K and V for ``n_positions`` positions of
     each row cannot fit in memory."""
     c, rows = cache.config, cache.batch_size * copies
     what = (f"a {type(cache).__name__} of batch_size={rows} x {n_positions} position(s)" if copies == 1 else
             f"fork's {copies} copies of each of the {cache.batch_size} row(s) of a {type(cache).__name__}")
-    fits_in_memory(_kv_values_per_token(c) * rows * n_positions * cache.dtype.itemsize, cache.device, what)
+    fits_in_memory(c.kv_values_per_token * rows * n_positions * cache.dtype.itemsize, cache.device, what)
 
 
 def cache_window(window, sinks, model_window) -> tuple:
@@ -362,7 +344,7 @@ def loop_args(model, input_ids, max_new_tokens, use_cache, cache, trace, trace_l
     """The rest of generate()'s arguments, checked -> (num_samples, the padding id)."""
     n, c = integer(num_samples, "num_samples", 1), model.config
     rows, positions = input_ids.shape[0] * n, input_ids.shape[1] + integer(max_new_tokens, "max_new_tokens", 1)
-    fits_in_memory(rows * (positions * _kv_values_per_token(c) + 2 * c.vocab_size) * 4,
+    fits_in_memory(rows * (positions * c.kv_values_per_token + 2 * c.vocab_size) * 4,
                    model.device, f"num_samples={n} continuations of {input_ids.shape[0]} prompt(s)")
     flag(use_cache, "use_cache")
     kv_cache(cache)
@@ -402,16 +384,6 @@ def generate_args(model, input_ids, max_new_tokens, temperature=0.0, top_k=None,
     if eos_id is not None:
         token_id(eos_id, "eos_id", c.vocab_size)
     return input_ids
-
-
-def cache_dtype_device(dtype, device):
-    """A cache's dtype (floating point; None: torch's default) and device (None: CPU), checked."""
-    dtype = torch.get_default_dtype() if dtype is None else dtype
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"a KV cache needs a floating-point torch dtype (e.g. torch.float32, torch.bfloat16, "
-                         f"torch.float16), got {dtype!r}")
-    from .device import resolve_device
-    return dtype, resolve_device("cpu" if device is None else device)
 
 
 def attention_inputs(q, k, v, causal: bool = True, *, name: str = "attention") -> tuple:

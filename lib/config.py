@@ -85,6 +85,13 @@ class ModelConfig:
         return self.n_heads // self.n_kv_heads
 
     @property
+    def kv_values_per_token(self) -> int:
+        """Numbers a KV cache holds per token of one sequence, all layers together: 2 (K and V) × n_layers ×
+        n_kv_heads × head_dim (GQA / MQA shrink it through n_kv_heads). The KV-cache formula's one home:
+        ``lib.costs`` multiplies it by bytes per value, the caches check their memory with it."""
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim
+
+    @property
     def attention_kind(self) -> str:
         return "MHA" if self.n_kv_heads == self.n_heads else "MQA" if self.n_kv_heads == 1 else "GQA"
 

@@ -46,9 +46,11 @@ import torch
 from . import checks
 from .config import ModelConfig
 from .device import dtype_bytes, dtype_info, dtype_name  # noqa: F401  (dtype_bytes: lib.costs.dtype_bytes)
-# Models by name: the one registry, lib/presets.py (lib.costs.PRESETS, MLA_PRESETS, resolve_model, ... stay here too).
+from .presets import MLAConfig, model_config, resolve_model  # models by name: the one registry, lib/presets.py
 from .text import fmt_bytes, fmt_count
-from .presets import MLA_PRESETS, MODEL_NAMES, PRESETS, MLAConfig, model_config, resolve_model  # noqa: F401
+
+
+GiB = 2 ** 30  # the binary gigabyte every memory size of lib is counted in (GPU memory, a cache, the weights)
 
 
 def _bytes(values: int, dtype) -> int:
@@ -113,11 +115,9 @@ def streamed_weight_bytes(model, dtype=torch.float16) -> int:
 
 def kv_values_per_token(model) -> int:
     """Numbers cached per token of one sequence, all layers together: 2 (K and V) × n_layers × n_kv_heads ×
-    head_dim, or n_layers × (kv_lora_rank + qk_rope_head_dim) for MLA."""
-    c = model_config(model, allow_mla=True)
-    if isinstance(c, MLAConfig):
-        return c.n_layers * c.cached_values_per_layer
-    return 2 * c.n_layers * c.n_kv_heads * c.head_dim
+    head_dim, or n_layers × (kv_lora_rank + qk_rope_head_dim) for MLA (``ModelConfig.kv_values_per_token``,
+    ``MLAConfig.kv_values_per_token``, for a model given by name too)."""
+    return model_config(model, allow_mla=True).kv_values_per_token
 
 
 def kv_bytes_per_token(config, dtype=torch.float16) -> int:

@@ -110,7 +110,8 @@ def load_demo(name: str = "chat", device=None, dtype=None):
 
 @functools.lru_cache(maxsize=None)
 def demo_config(name: str) -> ModelConfig:
-    """The ``ModelConfig`` of a shipped demo model, read from its file's metadata only (no weights loaded), once."""
+    """The ``ModelConfig`` a shipped demo model's file carries, read from its metadata only (no weights loaded),
+    once. ``lib.presets.DEMO_CONFIGS`` holds the same shapes as data, for naming a model without opening a file."""
     path = demo_path(name)
     if not path.is_file():
         raise FileNotFoundError(f"the demo weights {path} are missing; rebuild them with `{train_command(name)}`")

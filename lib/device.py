@@ -117,6 +117,16 @@ def resolve_device(device) -> torch.device:
     return dev
 
 
+def cache_dtype_device(dtype, device) -> tuple:
+    """A KV cache's dtype (floating point; None: torch's default) and device (None: CPU), checked ->
+    (torch dtype, torch.device that exists here)."""
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"a KV cache needs a floating-point torch dtype (e.g. torch.float32, torch.bfloat16, "
+                         f"torch.float16), got {dtype!r}")
+    return dtype, resolve_device("cpu" if device is None else device)
+
+
 def describe_device(device) -> str:
     dev = torch.device(device)
     if dev.type == "cuda":

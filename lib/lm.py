@@ -1,8 +1,8 @@
 """The real small language model in the course: held-out text, bits per character, and generations that hold.
 
     model, tok = lib.load_demo("lm")                      # 4 layers, d_model 256, context 512, trained here
-    bits_per_char(model, tok, heldout_text("en"))         # ~2.2 bits/char on unseen Shakespeare; uniform: ~11.9
-    unigram_entropy(heldout_text("en"))                   # what a model that ignores context would score
+    bits_per_char(model, tok, lib.corpus.heldout_text("en"))  # ~2.2 bits/char on unseen Shakespeare; uniform: ~11.9
+    unigram_entropy(lib.corpus.heldout_text("en"))        # what a model that ignores context would score
     greedy_margins(model, tok, "<s>春", 40)               # per step: top-1 logit minus top-2 (a near-tie is small)
 
 The course has two kinds of model (``lib.demo.DEMOS``): toys that memorised a few lines, for mechanisms that must
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from . import checks
-from .corpus import encode_text, heldout_text  # noqa: F401  (re-exported: the text the course measures on)
+from .corpus import encode_text
 from .generate import generate
 
 MIN_MARGIN = 0.02  # logits: a lead this large cannot flip from float rounding (differences there are ~1e-5)
@@ -109,47 +109,6 @@ def stable(model, tokenizer, prompt: str, max_new_tokens: int, seeds=(0, 1, 2)) 
 # Prompts the course shows the real model on (one home, so a notebook and its test cannot disagree).
 EN_PROMPTS = ("<s>HAMLET.\n", "<s>KING HENRY.\n", "<s>To be, or not to be", "<s>What is")
 FIVE_CHARACTER_PROMPTS = ("<s>春晓\n孟浩然\n春眠不觉晓，", "<s>相思\n王维\n红豆生南国，", "<s>静夜思\n李白\n床前明月光，")
-ZH_PUNCTUATION = "，。？！；"
-
-
-def _samples(model, tokenizer, prompts, n_new: int, seeds, temperature: float) -> list[str]:
-    out = []
-    for prompt in prompts:
-        for seed in seeds:
-            r = generate(model, tokenizer.encode(prompt), n_new, temperature=temperature, seed=seed)
-            out.append(tokenizer.decode(r.new_tokens[0]))
-    return out
-
-
-def english_word_share(texts, reference: str) -> float:
-    """Share of the words in ``texts`` (runs of letters and apostrophes, lower-cased) that occur in ``reference``."""
-    import re
-    known = set(re.findall(r"[a-z']+", reference.lower()))
-    words = [w for t in texts for w in re.findall(r"[a-z']+", t.lower())]
-    return sum(w in known for w in words) / max(1, len(words))
-
-
-def five_character_share(texts) -> float:
-    """Share of verse segments (text between Chinese punctuation, within the first four lines after the prompt)
-    that have exactly five characters: what a five-character poem (五言诗) keeps."""
-    import re
-    segments = []
-    for t in texts:
-        lines = t.split("\n")[:2]  # the prompt's line goes on, then one more line of the poem
-        for line in lines:
-            parts = re.split(f"[{ZH_PUNCTUATION}]", line)
-            segments += [p for p in parts[:-1]]  # the last part has no punctuation after it yet
-    return sum(len(s) == 5 for s in segments) / max(1, len(segments))
-
-
-def language_scores(model, tokenizer, n_new: int = 60, seeds=(0, 1, 2), temperature: float = 0.8) -> dict:
-    """Do samples look like their language? ``en_words``: the share of sampled English words that are words of
-    the held-out play (Julius Caesar and the Sonnets); ``zh_five``: the share of verse segments with five
-    characters after the first line of a five-character poem."""
-    en = _samples(model, tokenizer, EN_PROMPTS, n_new, seeds, temperature)
-    zh = _samples(model, tokenizer, FIVE_CHARACTER_PROMPTS, 24, seeds, temperature)
-    return {"en_words": english_word_share(en, heldout_text("en")), "zh_five": five_character_share(zh),
-            "en_samples": en, "zh_samples": zh}
 
 
 def repeated_lines(text: str) -> tuple[int, int]:

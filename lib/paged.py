@@ -41,6 +41,7 @@ from . import checks, costs
 from .blocks import BlockAllocator, BlockTable, PoolExhaustedError, blocks_for, check_n_blocks
 from .cache import CacheBase, Feed, register_cache_kind
 from .config import ModelConfig
+from .device import cache_dtype_device
 
 
 class PagedKVPool:
@@ -53,7 +54,7 @@ class PagedKVPool:
             raise TypeError(f"a paged KV pool is built from a lib.ModelConfig, got {type(config).__name__}")
         self.config = config
         n_blocks, block_size = check_n_blocks(n_blocks), checks.integer(block_size, "block_size", 1)
-        self.dtype, self.device = checks.cache_dtype_device(dtype, device)
+        self.dtype, self.device = cache_dtype_device(dtype, device)
         self.block_nbytes = block_size * costs.kv_bytes_per_token(config, self.dtype)  # one block: K, V, every layer
         checks.fits_in_memory(n_blocks * self.block_nbytes, self.device,
                               f"a pool of n_blocks={n_blocks} blocks of block_size={block_size} tokens")
@@ -199,7 +200,7 @@ class PagedKVCache(CacheBase):
             config = pool.config if config is None else config
             if dtype is not None and dtype != pool.dtype:
                 raise ValueError(f"dtype mismatch: the pool stores {pool.dtype}, got dtype={dtype!r}")
-            if device is not None and checks.cache_dtype_device(pool.dtype, device)[1] != pool.device:
+            if device is not None and cache_dtype_device(pool.dtype, device)[1] != pool.device:
                 raise ValueError(f"device mismatch: the pool lives on {pool.device}, got device={device!r}")
             device, dtype = pool.device, pool.dtype
         if config is None:

@@ -3,15 +3,15 @@
 or a config into ``(name, config)``.
 
     resolve_model("llama-2-7b")          -> ("llama-2-7b", PRESETS["llama-2-7b"])
-    resolve_model("chat")                -> ("chat", the config in assets/chat.safetensors' metadata)
+    resolve_model("chat")                -> ("chat", DEMO_CONFIGS["chat"])  the shape chat.safetensors carries
     resolve_model(PRESETS["gpt2"])       -> ("gpt2", ...)         a config is named after the model it equals
     resolve_model(ModelConfig(...))      -> ("custom", ...)
     model_config(model)                  -> the config alone (no name looked up)
 
-The flow goes one way: ``lib.costs`` and the widgets read this module; it reads only ``lib.config``. A demo
-model's config lives in its checkpoint, so the resolver asks ``lib.demo.demo_config`` for it (the file's
-metadata, no weights, once) only when a demo is named or a config might be one; nothing here opens a file at
-import, and every real model's shape works without the demo weights on disk.
+The flow goes one way: ``lib.costs``, ``lib.demo`` and the widgets read this module; it reads only ``lib.config``
+(and ``lib.checks``). The demo models' shapes are data here (``DEMO_CONFIGS``, the configs their checkpoints
+carry; a test holds each shipped file to its row), so naming a model opens no file and every name works without
+the demo weights on disk.
 """
 from __future__ import annotations
 
@@ -36,6 +36,18 @@ REAL = {
     "lm-draft": "its draft for speculative decoding: 2 layers, d_model 128, the same vocabulary and text",
 }
 DEMOS = {**TOYS, **REAL}
+
+# Their shapes: the ModelConfig fields that differ from the defaults, as ``python -m lib.train`` and
+# ``python -m lib.train_lm`` built them (vocab_size: the toys' 131 characters, the real corpus's 3,934).
+_LM = dict(vocab_size=3934, max_seq_len=512, norm="rmsnorm", activation="swiglu", positions="rope")
+DEMO_SHAPES: dict[str, dict] = {
+    "chat": dict(vocab_size=131, n_layers=4, d_model=64, n_heads=4, max_seq_len=64),
+    "draft": dict(vocab_size=131, n_layers=1, d_model=32, n_heads=2, max_seq_len=64),
+    "tiny": dict(vocab_size=131, n_layers=2, d_model=4, n_heads=1, d_ff=16, max_seq_len=16, tie_embeddings=False),
+    "chat-gqa": dict(vocab_size=131, n_layers=4, d_model=64, n_heads=4, n_kv_heads=2, max_seq_len=64),
+    "lm": dict(n_layers=4, d_model=256, n_heads=4, **_LM),
+    "lm-draft": dict(n_layers=2, d_model=128, n_heads=2, **_LM),
+}
 
 
 # ------------------------------------------------------------------------------------------ MLA (DeepSeek)
@@ -69,6 +81,12 @@ class MLAConfig:
     def cached_values_per_layer(self) -> int:
         """Values cached per token per layer: kv_lora_rank + qk_rope_head_dim (576 for DeepSeek-V3)."""
         return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def kv_values_per_token(self) -> int:
+        """Values cached per token of one sequence, all layers together: n_layers × cached_values_per_layer
+        (``ModelConfig.kv_values_per_token``'s counterpart)."""
+        return self.n_layers * self.cached_values_per_layer
 
     @property
     def mha_values_per_layer(self) -> int:
@@ -117,35 +135,22 @@ MLA_PRESETS: dict[str, MLAConfig] = {
 
 # ------------------------------------------------------------------------------------------- model names
 
+DEMO_CONFIGS: dict[str, ModelConfig] = {name: ModelConfig(**shape) for name, shape in DEMO_SHAPES.items()}
 MODEL_NAMES = (*DEMOS, *PRESETS)  # the names lib.costs' functions accept instead of a ModelConfig
 _MLA_USES = "kv_bytes_per_token, kv_cache_bytes and describe"
-
-
-def _demo_config(name: str) -> ModelConfig:
-    from .demo import demo_config  # lib.demo reads checkpoints: only when a demo model is asked for
-    return demo_config(name)
 
 
 def _name_of(config, extra: dict) -> str:
     """The name a config is known by (an extra name, a preset, a demo model), else "custom"."""
     if isinstance(config, MLAConfig):
         return next((k for k, v in MLA_PRESETS.items() if v == config), "custom")
-    for k, v in {**extra, **PRESETS}.items():
-        if v == config:
-            return k
-    for k in DEMOS:
-        try:
-            if _demo_config(k) == config:
-                return k
-        except FileNotFoundError:  # a demo's weights not built yet: it cannot be this config's name
-            pass
-    return "custom"
+    return next((k for k, v in {**extra, **PRESETS, **DEMO_CONFIGS}.items() if v == config), "custom")
 
 
 def resolve_model(model, *, allow_mla: bool = False, extra: dict | None = None) -> tuple[str, ModelConfig]:
     """(name, config) of a model given as a ``lib.ModelConfig`` (named after the preset or demo model it equals,
-    else "custom") or by name: a demo model ("chat", "draft", "tiny": its config read from the checkpoint's
-    metadata, no weights loaded) or a ``PRESETS`` key. ``allow_mla``: also an ``MLAConfig`` or an
+    else "custom") or by name: a demo model ("chat", "draft", "tiny", ..., its shape from
+    ``DEMO_CONFIGS``: no file opened) or a ``PRESETS`` key. ``allow_mla``: also an ``MLAConfig`` or an
     ``MLA_PRESETS`` key (for the KV cache only). ``extra``: more {name: ModelConfig} a caller offers
     (the cost-curve widget's "larger")."""
     extra = {} if extra is None else extra
@@ -162,7 +167,7 @@ def resolve_model(model, *, allow_mla: bool = False, extra: dict | None = None) 
         if model in PRESETS:
             return model, PRESETS[model]
         if model in DEMOS:
-            return model, _demo_config(model)
+            return model, DEMO_CONFIGS[model]
         if model in MLA_PRESETS:
             if allow_mla:
                 return model, MLA_PRESETS[model]

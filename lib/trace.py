@@ -147,3 +147,13 @@ class Trace:
             return t("(no steps)")
         cells = [[t(v) if k == "phase" else v for k, v in r.items()] for r in rows]
         return text_table(cells, header=[t(f"trace column\x04{k}") for k in rows[0]])
+
+
+def check_trace(value, name: str = "trace", *, steps: bool = True) -> Trace:
+    """``value`` if it is a ``lib.Trace`` (``generate(..., trace=True).trace``), else a TypeError; ``steps``: a
+    ValueError too when it recorded no step (nothing to show). The check of a Trace lives beside the Trace."""
+    if not isinstance(value, Trace):
+        raise TypeError(f"{name} must be a lib.Trace (generate(..., trace=True).trace), got {type(value).__name__}")
+    if steps and len(value) == 0:
+        raise ValueError(f"{name} has no steps: generate at least one token with trace=True")
+    return value

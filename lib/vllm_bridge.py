@@ -28,7 +28,6 @@ placeholder "null block" (``BlockPool.null_block``), so requests can use ``num_b
 from __future__ import annotations
 
 import ast
-import importlib
 import math
 import re
 import textwrap
@@ -39,7 +38,7 @@ from pathlib import Path
 import torch
 
 from . import checks
-from .costs import kv_cache_bytes, weight_bytes
+from .costs import GiB, kv_cache_bytes, weight_bytes
 from .device import DTYPES, dtype_info, dtype_name
 from .presets import resolve_model
 from .widgets.i18n import language, t
@@ -47,8 +46,6 @@ from .widgets.i18n import language, t
 VLLM_VERSION = "0.33.0"  # the vLLM release BRIDGE and kv_capacity were read from (wheel from the package registry)
 VLLM_COMMIT = "g4ba787ec9"  # its vllm/_version.py commit id
 VLLM_CHECKED = "0.33.0"  # the last version check_against_source passed on in full
-
-GiB = 2 ** 30
 
 
 # ------------------------------------------------------------------------------------------------- the map
@@ -253,23 +250,6 @@ def bridge_notes(width: int = 110) -> str:
     return "\n".join(out)
 
 
-def resolve_lib_name(name: str):
-    """The object a dotted lib name points to (``lib.paged.PagedKVPool.gather``), or an ImportError/AttributeError
-    that names the missing part."""
-    checks.text(name, "name")
-    parts = name.split(".")
-    if parts[0] != "lib":
-        raise ValueError(f"lib names start with 'lib.', got {name!r}")
-    obj, i = importlib.import_module("lib"), 1
-    while i < len(parts):  # a submodule first, else an attribute
-        try:
-            obj = importlib.import_module(".".join(parts[: i + 1]))
-        except ModuleNotFoundError:
-            obj = getattr(obj, parts[i])
-        i += 1
-    return obj
-
-
 # ---------------------------------------------------------------------------------------- capacity
 
 # vLLM's --kv-cache-dtype values modelled here → lib's number format. vLLM names 16-bit formats as torch does
@@ -350,7 +330,7 @@ def kv_capacity(model, gpu="H100 SXM", gpu_memory_utilization: float = 0.92, blo
                 cudagraph: int = 0, max_model_len: int | None = None) -> KVCapacity:
     """How many KV blocks and tokens vLLM gives ``model`` on one GPU, computed as vLLM computes it.
 
-    ``model``: a lib.ModelConfig, a ``lib.costs.PRESETS`` name or a demo model. ``gpu``: a
+    ``model``: a lib.ModelConfig, a ``lib.PRESETS`` name or a demo model. ``gpu``: a
     ``lib.roofline.REFERENCE_MACHINES`` name with a memory size, or the total memory in bytes (what CUDA reports,
     which vLLM multiplies). ``dtype``: the weights' dtype ("bf16", "fp16", "fp32"; vLLM's ``dtype``);
     ``kv_cache_dtype``: vLLM's value ("auto" = the weights' dtype, "float16", "bfloat16", "fp8", "fp8_e4m3",

@@ -13,6 +13,15 @@ def test_defaults_and_attention_kinds():
     assert ModelConfig(vocab_size=10, n_layers=1, d_model=8, n_heads=4, n_kv_heads=1).attention_kind == "MQA"
 
 
+def test_kv_values_per_token_is_the_configs_own():
+    """2 (K and V) x layers x K/V heads x head_dim: the KV-cache formula on the config it reads, shared by
+    lib.costs (which multiplies by bytes per value) and the caches' memory checks."""
+    c = ModelConfig(vocab_size=10, n_layers=3, d_model=8, n_heads=4, n_kv_heads=2)
+    assert c.kv_values_per_token == 2 * 3 * 2 * 2 == 24
+    assert PRESETS["llama-2-7b"].kv_values_per_token * 2 == 512 * 1024  # 512 KiB per token in fp16
+    assert PRESETS["llama-3-8b"].kv_values_per_token == PRESETS["llama-3-8b"].replace(n_kv_heads=32).kv_values_per_token // 4
+
+
 @pytest.mark.parametrize("kw,msg", [
     (dict(d_model=10, n_heads=4), r"d_model=10 is not divisible by n_heads=4"),
     (dict(n_heads=4, n_kv_heads=3), r"n_heads=4 is not a multiple of n_kv_heads=3.*allowed n_kv_heads: \[1, 2, 4\]"),

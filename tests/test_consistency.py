@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from lib import costs
+from lib import costs, presets
 from lib.roofline import DEFAULT_GPU, REFERENCE_MACHINES
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 MODEL = "llama-2-7b"
-MODEL_NAMES = sorted({*costs.PRESETS, *costs.MLA_PRESETS, *costs.MODEL_NAMES}, key=len, reverse=True)
+MODEL_NAMES = sorted({*presets.PRESETS, *presets.MLA_PRESETS, *presets.MODEL_NAMES}, key=len, reverse=True)
 MODEL_RE = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(m) for m in MODEL_NAMES) + r")(?![\w.]|-\d)", re.I)
 MACHINE_RE = re.compile(r"\b(H100|H200)\b")
 UNITS = {"B": 1, "bytes": 1, "kB": 1e3, "KiB": 2 ** 10, "MB": 1e6, "MiB": 2 ** 20, "GB": 1e9, "GiB": 2 ** 30,
@@ -286,7 +286,7 @@ def test_every_amount_near_a_quantity_is_claimed_by_a_label(scanned):
 def test_the_two_crossovers_and_weights_differ_by_the_embedding_table(scanned):
     """The only difference between the memory and the read quantities is the stored-not-read lookup table."""
     q = scanned[0]
-    table = costs.PRESETS[MODEL].vocab_size * costs.PRESETS[MODEL].d_model * 2
+    table = presets.PRESETS[MODEL].vocab_size * presets.PRESETS[MODEL].d_model * 2
     assert q["weights in memory"].value - q["weights read per step"].value == table
     assert q["KV cache memory = weight memory (tokens)"].value - q["KV read = weights read (tokens)"].value == \
         table / costs.kv_bytes_per_token(MODEL) == 500

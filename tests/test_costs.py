@@ -17,14 +17,14 @@ from torch.utils.flop_counter import FlopCounterMode
 import lib
 from lib.config import ModelConfig
 from lib.model import MiniTransformer
-from lib.costs import (FLOP_TERMS, MLA_PRESETS, MODEL_NAMES, OPERATORS, PRESETS, MLAConfig,
-                       crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
+from lib.costs import (FLOP_TERMS, OPERATORS, MLAConfig, crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
                        decode_intensity_limit, describe, dtype_bytes, forward_flops, generation_flops,
                        generation_steps, kv_bytes_per_token, kv_cache_bytes, kv_computations,
                        kv_memory_crossover_tokens, kv_read_crossover_tokens, kv_values_per_token, model_config,
                        param_count, pass_cost, prefill_cost, resolve_model, step_cost, streamed_weight_bytes,
                        total_kv_computations, weight_bytes)
 from lib.demo import DEMOS, demo_config
+from lib.presets import DEMO_CONFIGS, MLA_PRESETS, MODEL_NAMES, PRESETS
 from lib.device import COMPUTE_DTYPES, DTYPES, dtype_info, dtype_name, resolve_dtype
 from lib.roofline import DEFAULT_GPU
 
@@ -593,27 +593,30 @@ def test_resolver_names_and_configs():
 
 
 def test_one_registry_of_names_that_needs_no_demo_weights(monkeypatch, tmp_path):
-    import ast
-    import inspect
-
     import lib.demo
     import lib.presets
-    assert (lib.PRESETS, lib.costs.MLA_PRESETS, lib.costs.MLAConfig, lib.DEMOS, lib.costs.resolve_model) == \
-        (lib.presets.PRESETS, lib.presets.MLA_PRESETS, lib.presets.MLAConfig, lib.presets.DEMOS,
-         lib.presets.resolve_model)
-    for module in (lib.costs, lib.presets):  # neither imports lib.demo (checkpoints) when it is imported
-        top = ast.parse(inspect.getsource(module)).body
-        assert not [n for n in top if isinstance(n, ast.ImportFrom) and (n.module or "").endswith("demo")]
-    monkeypatch.setattr(lib.demo, "ASSETS", tmp_path)  # no demo weights on disk
+    assert (lib.PRESETS, lib.costs.MLAConfig, lib.DEMOS, lib.costs.resolve_model) == \
+        (lib.presets.PRESETS, lib.presets.MLAConfig, lib.presets.DEMOS, lib.presets.resolve_model)
+    for shim in ("PRESETS", "MLA_PRESETS", "MODEL_NAMES"):  # one home for names: lib.presets, not a copy in costs
+        assert not hasattr(lib.costs, shim), shim
+    assert set(lib.presets.DEMO_CONFIGS) == set(DEMOS)
+    monkeypatch.setattr(lib.demo, "ASSETS", tmp_path)  # no demo weights on disk: naming one opens no file
     lib.demo.demo_config.cache_clear()
     try:
         assert resolve_model("llama-2-7b") == ("llama-2-7b", PRESETS["llama-2-7b"])
         assert resolve_model(PRESETS["gpt2"])[0] == "gpt2" and resolve_model(TINY) == ("custom", TINY)
         assert kv_cache_bytes("gpt2", 10) == 10 * 36_864 and model_config(TINY) is TINY
+        assert resolve_model("chat") == ("chat", DEMO_CONFIGS["chat"]) and kv_cache_bytes("chat", 1) == 2 * 4 * 64 * 2
         with pytest.raises(FileNotFoundError, match=r"rebuild them with `python -m lib.train chat`"):
-            resolve_model("chat")
+            lib.demo.demo_config("chat")  # the checkpoint itself is still needed to read it
     finally:
         lib.demo.demo_config.cache_clear()
+
+
+def test_each_shipped_checkpoint_carries_the_shape_presets_names():
+    for name in DEMOS:  # lib.presets' data and the file's metadata are one shape (rebuild or edit one: both)
+        if lib.demo.demo_path(name).is_file():
+            assert demo_config(name) == DEMO_CONFIGS[name], name
 
 
 @pytest.mark.parametrize("call, exc, msg", [

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import lib
-from lib import costs
+from lib.presets import MODEL_NAMES
 from lib.widgets import i18n
 from lib.widgets.fonts import FONT_PATH
 from lib.widgets.i18n import ZH, t
@@ -27,7 +27,7 @@ KEEP = {"KV", "GQA", "MQA", "MHA", "MLA", "FLOP", "FLOPs", "GFLOP", "TFLOP", "Gi
         "kB", "TB", "ms", "FFN", "top", "ASCII", "CPU", "GPU", "lib", "costs", "Trace", "generate", "chat", "larger",
         "draft", "fp", "bf", "int", "max", "seq", "len", "d_model", "max_seq_len", "log", "pos", "cat", "torch",
         "logit", "eos", "pad", "unk", "tokenizer", "chars", "token", "model", "deepseek"}
-KEEP |= {w for name in costs.MODEL_NAMES for w in re.findall(r"[A-Za-z]+", name)}
+KEEP |= {w for name in MODEL_NAMES for w in re.findall(r"[A-Za-z]+", name)}
 KEEP |= {w for name in REFERENCE_MACHINES for w in re.findall(r"[A-Za-z]+", str(name))}
 KEEP |= {w for m in REFERENCE_MACHINES.values() for w in re.findall(r"[A-Za-z]+", m.name)}
 
@@ -288,7 +288,7 @@ def test_memory_speaks_chinese(zh):
     ex = M.MemoryExplorer()
     assert_chinese([ex.model_box.description, ex.dtype_box.description, ex.kv_dtype_box.description,
                     ex.context_box.description, ex.batch_box.description, ex.view.value], "memory explorer")
-    from lib.costs import PRESETS
+    from lib.presets import PRESETS
     yours = M.MemoryExplorer(model=PRESETS["mistral-7b"].replace(n_layers=3))  # a model of the learner's own
     assert "你的模型" in yours.view.value and "your model" not in yours.view.value
 

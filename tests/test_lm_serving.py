@@ -143,7 +143,7 @@ def test_chunked_prefill_keeps_the_decodes_pace_beside_a_long_prompt(lm):
     short = text_requests(tok, n=4, max_prompt=16, max_new_tokens=12)
     long_prompt = [tok.bos_id] + list(range(10, 10 + 447))  # 448 tokens
     mixed = short[:1] + [ServeRequest(50, [tok.bos_id, 5], 2)] + short[1:3] + [ServeRequest(99, long_prompt, 3)]
-    cfg13 = lib.costs.PRESETS["llama-2-13b"]
+    cfg13 = lib.PRESETS["llama-2-13b"]
     runs = {b: serve(model, mixed, "continuous", max_batch=4, max_num_batched_tokens=b) for b in (None, 256)}
     assert [r.tokens for r in runs[None].records] == [r.tokens for r in runs[256].records]
     rows = {b: run.chunking_row(cfg13, rid=99) for b, run in runs.items()}

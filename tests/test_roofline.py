@@ -242,7 +242,7 @@ def test_explorer_is_driven_from_python():
     assert "context 128 is longer than this model's max_seq_len 64" in e.summary
     assert "bf16 peak, not a fp32 one" in e.summary
     assert "<br>" in e.summary_box.value
-    assert e.controls["dtype"].options == tuple(lib.device.DTYPES) and e.controls["model"].options == costs.MODEL_NAMES
+    assert e.controls["dtype"].options == tuple(lib.device.DTYPES) and e.controls["model"].options == lib.presets.MODEL_NAMES
 
 
 def test_explorer_with_a_measured_machine_and_errors():

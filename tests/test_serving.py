@@ -149,7 +149,8 @@ def test_swap_and_recompute_schedule_alike_and_count_their_costs(lengths, block_
 
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
 def test_step_seconds_charge_every_prefill_and_decode_by_the_roofline(preemption):
-    from lib.costs import PRESETS, step_cost, streamed_weight_bytes
+    from lib.costs import step_cost, streamed_weight_bytes
+    from lib.presets import PRESETS
     from lib.roofline import DEFAULT_GPU, Machine
     reqs = [SimRequest(0, 3, 2), SimRequest(1, 1, 3)]  # the schedule of test_paged_with_preemption_by_hand
     r = simulate(reqs, "paged", kv_tokens=8, block_size=2, preemption=preemption)
@@ -178,7 +179,8 @@ def test_a_small_watermark_trades_a_few_steps_for_far_fewer_preemptions():
 
 
 def test_preemption_seconds_by_hand():
-    from lib.costs import PRESETS, kv_bytes_per_token, param_count
+    from lib.costs import kv_bytes_per_token, param_count
+    from lib.presets import PRESETS
     from lib.roofline import DEFAULT_GPU, Machine
     reqs = [SimRequest(0, 3, 2), SimRequest(1, 1, 3)]
     rc, sw = (simulate(reqs, "paged", kv_tokens=8, block_size=2, preemption=p) for p in ("recompute", "swap"))
@@ -442,7 +444,7 @@ def test_chunked_prefill_errors(chat, requests):
 
 
 def test_prefill_is_compute_bound_and_decode_memory_bound_on_a_gpu(chat):
-    cfg13 = lib.costs.PRESETS["llama-2-13b"]
+    cfg13 = lib.PRESETS["llama-2-13b"]
     p = lib.serving.predicted_latency(cfg13, 448, 16)
     assert (p.ttft_bound, p.tpot_bound) == ("compute-bound", "memory-bound")
     weights = lib.costs.streamed_weight_bytes(cfg13) / (lib.roofline.DEFAULT_GPU.bandwidth_gbs * 1e9)

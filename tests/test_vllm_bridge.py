@@ -1,4 +1,5 @@
 """lib.vllm_bridge: kv_capacity against hand-computed cases and lib.costs, the map's entries, the source check."""
+import importlib
 import math
 from collections import defaultdict
 
@@ -70,7 +71,7 @@ def test_weights_larger_than_the_budget_give_no_blocks():
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(model=st.sampled_from(sorted(costs.PRESETS)), gpu=st.sampled_from(["H100 SXM", "H200 SXM"]),
+@given(model=st.sampled_from(sorted(lib.PRESETS)), gpu=st.sampled_from(["H100 SXM", "H200 SXM"]),
        util=st.floats(0.05, 1.0), block_size=st.sampled_from([1, 8, 16, 32, 128]),
        kv=st.sampled_from(sorted(vb.KV_CACHE_DTYPES)), dtype=st.sampled_from(["bf16", "fp16", "fp32"]),
        activation=st.integers(0, 8 * GiB))
@@ -120,15 +121,31 @@ def test_reference_machines_carry_their_memory():
 
 # ------------------------------------------------------------------------------------------------- the map
 
+def resolve_lib_name(name: str):
+    """The object a dotted lib name points to (``lib.paged.PagedKVPool.gather``), or an ImportError/AttributeError
+    that names the missing part."""
+    parts = name.split(".")
+    if parts[0] != "lib":
+        raise ValueError(f"lib names start with 'lib.', got {name!r}")
+    obj, i = importlib.import_module("lib"), 1
+    while i < len(parts):  # a submodule first, else an attribute
+        try:
+            obj = importlib.import_module(".".join(parts[: i + 1]))
+        except ModuleNotFoundError:
+            obj = getattr(obj, parts[i])
+        i += 1
+    return obj
+
+
 def test_every_lib_name_of_the_map_imports():
     for m in vb.BRIDGE:
         assert m.lib_names, m.idea
         for name in m.lib_names:
-            vb.resolve_lib_name(name)  # raises if it does not import
+            resolve_lib_name(name)  # raises if it does not import
     with pytest.raises(AttributeError):
-        vb.resolve_lib_name("lib.paged.NoSuchThing")
+        resolve_lib_name("lib.paged.NoSuchThing")
     with pytest.raises(ValueError, match="lib names start with 'lib.', got 'os.path'"):
-        vb.resolve_lib_name("os.path")
+        resolve_lib_name("os.path")
 
 
 def test_map_entries_are_well_formed():

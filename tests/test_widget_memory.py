@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 import lib
 from lib.text import fmt_bytes
-from lib.costs import (MLA_PRESETS, PRESETS, kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tokens,
-                       kv_read_crossover_tokens, param_count, weight_bytes)
+from lib.costs import (kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tokens, kv_read_crossover_tokens,
+                       param_count, weight_bytes)
+from lib.presets import MLA_PRESETS, PRESETS
 from lib.device import DTYPES
 from lib.widgets import memory as M
 

@@ -147,8 +147,8 @@ def test_data_layer_errors(chat, pair):
     with pytest.raises(ValueError,
                        match=r"different tokens \('<s>人工智能<eos>' vs '<s>深度学习<eos>'\).*other=None"):
         P.player_frames(cached, tok, other)
-    with pytest.raises(ValueError, match=r"layer=4 is not a layer of this trace \(0..3\)"):
-        P.player_frames(cached, tok, layer=4)
+    with pytest.raises(IndexError, match=r"layer must be an integer from 0 to 3 \(the model has 4 layers\), got 4"):
+        P.player_frames(cached, tok, layer=4)  # lib.checks.trace_at: the one check of a layer / head of a Trace
     with pytest.raises(ValueError, match=r"top_k must be an integer from 1 to 10.*got 11"):
         P.player_frames(cached, tok, top_k=11)
     with pytest.raises(TypeError, match=r"trace must be a lib.Trace \(generate\(..., trace=True\).trace\), got list"):

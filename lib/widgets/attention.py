@@ -26,7 +26,7 @@ import torch
 from .. import checks
 from . import style
 from ..text import token_label
-from ..trace import Trace
+from ..trace import Trace, check_trace
 from .i18n import t
 from . import figure_and_axes, frame_slider, play_buttons, prompt_problem
 
@@ -52,7 +52,7 @@ def _check_index(value, name: str, n: int, context: str, allow_all: bool = False
 
 def check_layer_head(trace: Trace, layer, head, batch: int = 0, allow_all: bool = False):
     """Raise a ValueError that says what is allowed unless layer / head / batch index this trace."""
-    checks.trace(trace)
+    check_trace(trace)
     _check_index(layer, "layer", trace.n_layers, f"the model has {trace.n_layers} layers")
     _check_index(head, "head", trace.n_heads, f"the model has {trace.n_heads} query heads",
                  allow_all=allow_all)
@@ -221,7 +221,7 @@ def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, st
     Returns the Figure."""
     import matplotlib.pyplot as plt
 
-    checks.trace(trace)
+    check_trace(trace)
     layers = list(range(trace.n_layers)) if layer is None else [layer]
     for l in layers:
         check_layer_head(trace, l, 0, batch)

@@ -54,9 +54,10 @@ from .. import checks
 from . import style
 from ..checks import new_tokens_fit
 from ..config import ModelConfig
-from ..costs import (PRESETS, generation_steps, kv_cache_bytes, kv_computations,
-                     kv_memory_crossover_tokens, resolve_model, weight_bytes)
+from ..costs import (generation_steps, kv_cache_bytes, kv_computations, kv_memory_crossover_tokens,
+                     resolve_model, weight_bytes)
 from ..device import dtype_name
+from ..presets import PRESETS
 from ..text import fmt_bytes
 from .i18n import t
 from .live import plotly_output, show_plotly

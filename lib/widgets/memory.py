@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from .. import checks
 from . import style
 from ..config import ModelConfig
+from ..costs import GiB as GIB  # lib's one binary gigabyte
 from ..costs import (kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tokens, kv_values_per_token,
                      param_count, weight_bytes)
 from ..device import DTYPES, dtype_name
@@ -39,7 +40,6 @@ from . import YOUR_MODEL, frame_slider, picker_models, picker_options
 
 GPU_GIB = (24, 40, 80, 141)  # e.g. RTX 4090 / L4, A100-40GB, A100/H100-80GB, H200
 KV_DTYPES = tuple(n for n in DTYPES if n != "fp64")  # the explorer's KV-cache formats: fp32 down to int4
-GIB = 2 ** 30
 
 
 # ------------------------------------------------------------------------------------------ the budget

@@ -44,6 +44,7 @@ from ..generate import generate
 from .i18n import t
 from ..text import display_width, pad, token_label
 from ..tokenizer import UnknownCharacterError
+from ..trace import check_trace
 from . import check_controls, frame_slider, play_buttons
 
 # -- colours and words, shared by every tier --------------------------------------------------------------
@@ -152,9 +153,8 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     the other side of the running count. Without it that side comes from ``lib.costs.kv_computations``.
     ``top_k``: how many candidates get a bar (the chosen token always gets one).
     """
-    checks.trace(trace)
-    if checks.as_int(layer) is None or not 0 <= layer < trace.n_layers:
-        raise ValueError(f"layer={layer!r} is not a layer of this trace (0..{trace.n_layers - 1})")
+    check_trace(trace)
+    layer = checks.trace_at(trace, layer)[0]
     recorded = trace.steps[0].sample_top_ids.shape[1]  # candidates per step that generate() kept
     top_k = checks.integer(top_k, "top_k", 1, recorded,
                            allowed=f"an integer from 1 to {recorded} (the candidates the Trace recorded)")
@@ -164,7 +164,7 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     n = len(trace)
     own = trace.kv_computed(layer)
     if other is not None:
-        checks.trace(other, "other")
+        check_trace(other, "other")
         if other.use_cache == trace.use_cache:
             raise ValueError(f"other must be the same run with the cache {'off' if trace.use_cache else 'on'}, "
                              f"but both traces have use_cache={trace.use_cache}")

@@ -19,12 +19,14 @@ import math
 import re
 import time
 
-from .. import checks, costs
+from .. import costs
 from . import style
 from ..device import DTYPES as _DTYPE_TABLE
 from .i18n import t
 from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
+from ..trace import check_trace
 from .live import plotly_output, show_plotly
+from ..presets import MODEL_NAMES
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import YOUR_MODEL, check_controls, figure_and_axes, frame_slider, picker_models, picker_options
 
@@ -108,7 +110,7 @@ def trace_points(trace, model, dtype="fp32", name: str | None = None) -> list[di
     """One point per step of a ``lib.generate(..., trace=True)`` run: each step costed from the tokens it fed
     and the positions its attention layers found already cached (both as the model counted them), so its
     context is the cache length after the step. "label" is "step N"."""
-    checks.trace(trace, steps=False)
+    check_trace(trace, steps=False)
     if not trace.use_cache:
         raise ValueError("trace_points needs a run with the KV cache (generate(..., use_cache=True)): "
                          "without one no step reads or writes a cache, and every step is a full recompute")
@@ -587,7 +589,7 @@ class RooflineExplorer:
                                 f"got {type(m).__name__}")
             self.machines[m.name] = m
         # name -> config; a model of your own (a lib.ModelConfig or lib.from_hf's model) joins as "your model"
-        self._models, model = picker_models(model, {n: costs.model_config(n) for n in costs.MODEL_NAMES})
+        self._models, model = picker_models(model, {n: costs.model_config(n) for n in MODEL_NAMES})
         self._options = {"model": tuple(self._models), "dtype": DTYPES, "machine": tuple(self.machines),
                          "batch": BATCHES, "context": CONTEXTS}
         values = self._check(model=model, dtype=dtype, machine=machine, batch=batch, context=context)
