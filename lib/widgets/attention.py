@@ -29,6 +29,7 @@ from ..text import token_label
 from ..trace import Trace
 from .i18n import t
 from . import figure_and_axes, frame_slider, play_buttons, prompt_problem
+from .live import LiveWidget, show_plotly
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
 DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
@@ -397,10 +398,10 @@ def _template() -> dict:
 _TEMPLATE: dict = {}
 
 
-class AttentionExplorer:
+class AttentionExplorer(LiveWidget):
     """Live heat-map: a prompt box that re-runs the model, layer and head pickers (or all heads), a step
     slider. Drive it from Python with ``set(...)``; ``figure`` is the plotly figure shown now (a plain dict)
-    and ``drawn`` sums it up; display ``.widget``. ``last_update_seconds`` is the Python time of the last
+    and ``drawn`` sums it up; display the explorer itself (``.widget`` is its ipywidgets box). ``last_update_seconds`` is the Python time of the last
     redraw.
 
     The figure lives in an ``ipywidgets.Output`` whose ``outputs`` are replaced on every redraw: that state is
@@ -436,8 +437,8 @@ class AttentionExplorer:
         self.prompt.observe(lambda ch: self._on_prompt(ch["new"]), names="value")
         for w in (self.layer, self.head, self.step):
             w.observe(lambda ch: self.redraw(), names="value")
-        self.widget = style.themed(W.VBox([style.grid(self.prompt, self.layer, self.head, self.step, columns=4),
-                                           self.message, self.output]))
+        self.widget = self.box(style.grid(self.prompt, self.layer, self.head, self.step, columns=4), self.message,
+                               self.output, themed=True)
 
     # -- model runs (only when the prompt changes) ---------------------------------------------------
     def _run(self, text: str, keep_message: bool = False) -> bool:
@@ -553,9 +554,7 @@ class AttentionExplorer:
         shapes = [sh for k in range(len(heads)) for sh in newest_key_outline(
             newest, n, xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")]
         self.figure = {"data": data, "layout": {**base["layout"], "shapes": shapes, "title": dict(text=title)}}
-        bundle = {"application/vnd.plotly.v1+json": {**self.figure, "config": dict(style.PLOTLY_CONFIG)},
-                  "text/plain": t("attention heat-map: {title}", title=html.unescape(title))}
-        self.output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+        show_plotly(self.output, self.figure, t("attention heat-map: {title}", title=html.unescape(title)))
         self.last_update_seconds = time.perf_counter() - t0
 
     @property
@@ -588,8 +587,3 @@ class AttentionExplorer:
         if step is not None:
             self.step.value = _check_step(step, len(self.trace))
         return self
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)

@@ -59,7 +59,7 @@ from ..costs import (PRESETS, generation_steps, kv_cache_bytes, kv_computations,
 from ..device import dtype_name
 from ..text import fmt_bytes
 from .i18n import t
-from .live import plotly_output, show_plotly
+from .live import LiveWidget, plotly_output, show_plotly
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes, picker_models
 
@@ -502,7 +502,7 @@ def plotly_measured(measurements):
 
 # -------------------------------------------------------------------------------- tier 3: ipywidgets
 
-class CostCurvesExplorer:
+class CostCurvesExplorer(LiveWidget):
     """Live cost curves: sequence-length slider, model picker, with / without cache overlay, per step /
     cumulative, log-log toggle. Only analytic numbers (cheap), so every change redraws at once.
 
@@ -551,7 +551,7 @@ class CostCurvesExplorer:
         for w in (self.n, self.show, self.view, self.loglog):
             w.observe(lambda ch: self.redraw(), names="value")
         self.controls = style.grid(self.model, self.n, self.loglog, self.show, self.view, columns=3)
-        self.widget = style.themed(W.VBox([self.controls, self.text, self.output]))
+        self.widget = self.box(self.controls, self.text, self.output, themed=True)
 
     # -- helpers -------------------------------------------------------------------------------------
     @staticmethod
@@ -726,8 +726,3 @@ class CostCurvesExplorer:
             if value is not None:
                 control.value = value
         return self
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)

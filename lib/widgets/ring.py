@@ -24,7 +24,8 @@ from ..cache import KVCache
 from ..model import ForwardRecord
 from ..sinks import drift_sweep
 from ..text import sig, text_table
-from . import FrameStepping, check_controls, frame_slider, play_buttons, style
+from . import check_controls, frame_slider, play_buttons, style
+from .live import FrameStepping
 from .i18n import colon, parens, t
 
 MAX_TOKENS = 64  # one frame per token: capped as every animation of the course
@@ -304,8 +305,8 @@ class RingStepper(FrameStepping):
 
     Python API (no browser needed): ``set(window=, sinks=, layer=, head=)`` (one re-run of the model on the text;
     bad values raise and change nothing), ``.step`` (get / set: the position shown), ``.next()``, ``.back()``,
-    ``.state()`` (settings, the frame as a dict, the HTML), ``.frames``, ``.last_update_ms``. ``.widget`` is the
-    ipywidgets box to display."""
+    ``.state()`` (settings, the frame as a dict, the HTML), ``.frames``, ``.last_update_ms``; ``.widget`` is the
+    ipywidgets box (display the stepper itself)."""
 
     CONTROLS = ("window", "sinks", "layer", "head")
 
@@ -326,20 +327,15 @@ class RingStepper(FrameStepping):
         self.head_box = W.Dropdown(options=list(range(cfg.n_heads)), value=head, description=t("head"), **look)
         self.slider = W.IntSlider(value=0, min=0, max=len(self.frames) - 1, description=t("position"),
                                   style=style.control_style(), layout=W.Layout(width="24em"))
-        self.back_button = W.Button(description=t("◀ Back"), layout=W.Layout(width="auto", min_width="max-content"))
-        self.step_button = W.Button(description=t("Step ▶"), layout=W.Layout(width="auto", min_width="max-content"))
         self.view = W.HTML()
-        self.back_button.on_click(lambda _: self.back())
-        self.step_button.on_click(lambda _: self.next())
         for box, key in ((self.window_box, "window"), (self.sinks_box, "sinks"), (self.layer_box, "layer"),
                          (self.head_box, "head")):
             box.observe(lambda ch, key=key: self._from_widget(key, ch["new"]), names="value")
-        self.slider.observe(lambda _: self._draw(), names="value")
-        self.widget = W.VBox([style.grid(self.window_box, self.sinks_box, self.layer_box, self.head_box, columns=2),
-                              W.HBox([self.back_button, self.step_button, self.slider],
-                                     layout=W.Layout(align_items="center", flex_flow="row wrap")), self.view])
+        self.slider.observe(lambda _: self.redraw(), names="value")
+        self.widget = self.box(style.grid(self.window_box, self.sinks_box, self.layer_box, self.head_box, columns=2),
+                               self.playback(), self.view)
         self.last_update_ms = 0.0
-        self._draw()
+        self.redraw()
 
     def _from_widget(self, key, value):
         if self.values[key] != value:
@@ -360,12 +356,12 @@ class RingStepper(FrameStepping):
                          ("head", self.head_box)):
             if box.value != new[key]:
                 box.value = new[key]
-        self._draw()
+        self.redraw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
 
     def state(self) -> dict:
         return dict(settings=dict(self.values), step=self.slider.value, n_steps=len(self.frames),
                     frame=self.frames[self.slider.value].as_dict(), html=self.view.value)
 
-    def _draw(self):
+    def redraw(self):
         self.view.value = ring_html(self.frames[self.slider.value])

@@ -24,7 +24,7 @@ from . import style
 from ..device import DTYPES as _DTYPE_TABLE
 from .i18n import t
 from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
-from .live import plotly_output, show_plotly
+from .live import LiveWidget, plotly_output, show_plotly
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import YOUR_MODEL, check_controls, figure_and_axes, frame_slider, picker_models, picker_options
 
@@ -314,11 +314,6 @@ def _y_unit(machine) -> tuple[float, str]:
     return (1e3, "TFLOP/s") if machine.peak_gflops >= 1e4 else (1.0, "GFLOP/s")
 
 
-def _text_colour(hex_colour: str) -> str:
-    """A palette colour made readable as text on the white card (``style.text_colour`` of its Okabe–Ito name)."""
-    return style.text_colour({v: k for k, v in style.OKABE_ITO.items()}[hex_colour])
-
-
 def _roof_axes(ax, machine: Machine, intensities, ridge_label: str) -> None:
     """What every matplotlib roofline shares: the roof over ``intensities`` (reference colour, thick), the ridge
     (reference colour, dotted, labelled at the foot), log-log axes with room above the peak, and the axis titles."""
@@ -562,7 +557,7 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
 
 # ------------------------------------------------------------------------------- tier 3: live widgets
 
-class RooflineExplorer:
+class RooflineExplorer(LiveWidget):
     """Tier 3: pick a model, dtype, machine, batch size and context; see where prefill and decode sit.
 
     Drive it from Python with ``set(model=..., dtype=..., machine=..., batch=..., context=...)``, which
@@ -620,12 +615,12 @@ class RooflineExplorer:
         self.summary = ""
         self.last_update_seconds = 0.0
         self._holding = False
-        self.update()
+        self.redraw()
         for w in self.controls.values():
             w.observe(self._on_change, names="value")
         c = self.controls
-        self.widget = style.themed(W.VBox([style.grid(c["model"], c["dtype"], c["machine"], c["batch"], c["context"],
-                                                      columns=3), self.output, self.summary_box]))
+        self.widget = self.box(style.grid(c["model"], c["dtype"], c["machine"], c["batch"], c["context"], columns=3),
+                               self.output, self.summary_box, themed=True)
 
     # -- the Python API ------------------------------------------------------------------------------------
     def _check(self, **values) -> dict:
@@ -648,7 +643,7 @@ class RooflineExplorer:
                 self.controls[key].value = value
         finally:
             self._holding = False
-        self.update()
+        self.redraw()
         return self
 
     @property
@@ -659,7 +654,7 @@ class RooflineExplorer:
     # -- computing and drawing -------------------------------------------------------------------------------
     def _on_change(self, change=None):
         if not self._holding:
-            self.update()
+            self.redraw()
 
     def _compute(self) -> dict:
         v = {k: w.value for k, w in self.controls.items()}
@@ -708,7 +703,7 @@ class RooflineExplorer:
                            "still holds; the model could not run it)", context=s["context"], max=s["max_seq_len"]))
         return "\n".join(lines)
 
-    def update(self) -> None:
+    def redraw(self) -> None:
         """Recompute from the controls and redraw (the observe callbacks call this)."""
         t0 = time.perf_counter()
         s = self._compute()

@@ -27,7 +27,8 @@ import torch
 from .. import checks, flash
 from ..model import ForwardRecord
 from ..text import fmt_bytes, sig, text_table
-from . import FrameStepping, check_controls, frame_slider, play_buttons, style
+from . import check_controls, frame_slider, play_buttons, style
+from .live import FrameStepping
 from .i18n import colon, t
 
 MAX_TOKENS = 64  # the stepper's window: a 64-token grid stays readable and its frames small (CONTRIBUTING.md)
@@ -405,7 +406,8 @@ class TileStepper(FrameStepping):
 
     Python API (no browser needed): ``set(layer=, head=, block_size=, row=, view=)`` (one re-run; bad values raise
     and change nothing), ``.step`` (get / set), ``.next()``, ``.back()``, ``.state()`` (what is drawn: the frame as
-    a dict, the caption, the HTML), ``.frames``, ``.last_update_ms``. ``.widget`` is the ipywidgets box to display.
+    a dict, the caption, the HTML), ``.frames``, ``.last_update_ms``; ``.widget`` is the ipywidgets box (display the
+    stepper itself).
     A change of layer or head runs the model again on the text (``layer_qkv``)."""
 
     CONTROLS = ("layer", "head", "block_size", "row", "view")
@@ -432,19 +434,13 @@ class TileStepper(FrameStepping):
                                    continuous_update=False, **look)
         self.slider = W.IntSlider(value=0, min=0, max=0, description=t("step"), style=style.control_style(),
                                   layout=W.Layout(width="24em"))
-        self.back_button = W.Button(description=t("◀ Back"), layout=W.Layout(width="auto", min_width="max-content"))
-        self.step_button = W.Button(description=t("Step ▶"), layout=W.Layout(width="auto", min_width="max-content"))
         self.view = W.HTML()
-        self.back_button.on_click(lambda _: self.back())
-        self.step_button.on_click(lambda _: self.next())
         for box, key in ((self.layer_box, "layer"), (self.head_box, "head"), (self.block_box, "block_size"),
                          (self.row_box, "row"), (self.view_box, "view")):
             box.observe(lambda ch, key=key: self._from_widget(key, ch["new"]), names="value")
-        self.slider.observe(lambda _: self._draw(), names="value")
-        self.widget = W.VBox([style.grid(self.view_box, self.layer_box, self.head_box, self.block_box, self.row_box,
-                                         columns=3),
-                              W.HBox([self.back_button, self.step_button, self.slider],
-                                     layout=W.Layout(align_items="center", flex_flow="row wrap")), self.view])
+        self.slider.observe(lambda _: self.redraw(), names="value")
+        self.widget = self.box(style.grid(self.view_box, self.layer_box, self.head_box, self.block_box, self.row_box,
+                                          columns=3), self.playback(), self.view)
         self._qkv_key = None
         self.last_update_ms = 0.0
         self._rerun()
@@ -501,9 +497,9 @@ class TileStepper(FrameStepping):
         with self.slider.hold_trait_notifications():
             self.slider.max = len(self.frames) - 1
             self.slider.value = min(self.slider.value, len(self.frames) - 1)
-        self._draw()
+        self.redraw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
 
-    def _draw(self):
+    def redraw(self):
         f = self.frames[min(self.slider.value, len(self.frames) - 1)]
         self.view.value = tile_html(f, len(self.frames)) if isinstance(f, TileFrame) else chunk_html(f)
