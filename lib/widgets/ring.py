@@ -34,12 +34,12 @@ WINDOWS = (4, 8, 12, 16, 24, 32)
 CACHES = ("window only", "window + sinks", "full cache")
 CACHE_CONCEPT = {"window only": "recomputed", "window + sinks": "sink", "full cache": "cached"}
 
-# A slot's look: a concept of lib.widgets.style, a glyph, a word (the legend's)
+# A slot's look (style.Look): a concept of lib.widgets.style, a glyph, a word (the legend's)
 SLOT_LOOK = {
-    "sink": ("sink", "S", "sink: kept for good"),
-    "held": ("held", "", "held (the window)"),
-    "newest": ("newest", "", "the newest token"),
-    "empty": ("free", "", "empty"),
+    "sink": style.Look("sink", "S", "sink: kept for good"),
+    "held": style.Look("held", "", "held (the window)"),
+    "newest": style.Look("newest", "", "the newest token"),
+    "empty": style.Look("free", "", "empty"),
 }
 
 
@@ -140,7 +140,7 @@ def plot_ring(frames: list[RingFrame], every: int = 1, title: str = ""):
     n = len(shown[0].slots)
     fig, (ax, ax_p) = plt.subplots(1, 2, figsize=(style.FIGURE_WIDTH, min(6.0, max(3.2, 0.16 * len(shown) + 1.2))),
                                    gridspec_kw=dict(width_ratios=[1.2, 1]), layout="constrained")
-    fill = {k: to_rgb(style.PAPER if k == "empty" else style.concept(SLOT_LOOK[k][0]).colour) for k in SLOT_LOOK}
+    fill = {k: to_rgb(style.PAPER if k == "empty" else style.concept(SLOT_LOOK[k].concept).colour) for k in SLOT_LOOK}
     ax.imshow(np.array([[fill[k] for k in f.kinds] for f in shown]), aspect="auto", interpolation="nearest",
               extent=(0, n, len(shown), 0))
     for i, f in enumerate(shown):  # the sinks: hatched as well as coloured (the second cue)
@@ -202,7 +202,8 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
     symbol = {"sink": "triangle-up", "held": "square", "newest": "diamond", "empty": "square-open"}
 
     def data(f, first=False):
-        colours = [style.concept(SLOT_LOOK[k][0]).colour if k != "empty" else  # an open symbol: its colour is its edge
+        # an empty slot is an open symbol: its colour is its edge
+        colours = [style.concept(SLOT_LOOK[k].concept).colour if k != "empty" else
                    style.colour("plain bytes") if s == f.next_slot else style.MUTED for s, k in enumerate(f.kinds)]
         edge = [style.colour("plain bytes") if s == f.next_slot else style.INK if k == "newest" else style.MUTED
                 for s, k in enumerate(f.kinds)]
@@ -246,8 +247,10 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
 
 def _chip(kind: str, next_here: bool) -> str:
     edge = style.colour("plain bytes") if next_here else None
-    return (f"display:inline-block;min-width:2.4em;margin:2px;padding:2px 3px;text-align:center;border-radius:3px;"
-            f"{style.chip_css(SLOT_LOOK[kind][0], bold=kind == 'newest' or next_here, dashed=kind == 'empty' or next_here, edge=edge)}")
+    chip = style.chip_css(SLOT_LOOK[kind].concept, bold=kind == "newest" or next_here,
+                          dashed=kind == "empty" or next_here, edge=edge)
+    return ("display:inline-block;min-width:2.4em;margin:2px;padding:2px 3px;text-align:center;border-radius:3px;"
+            + chip)
 
 
 def ring_setting(f: RingFrame) -> str:
@@ -258,7 +261,8 @@ def ring_setting(f: RingFrame) -> str:
 
 
 def ring_legend_html() -> str:
-    items = [(_chip(k, False), SLOT_LOOK[k][1] or "·", t(SLOT_LOOK[k][2])) for k in ("sink", "held", "newest", "empty")]
+    items = [(_chip(k, False), SLOT_LOOK[k].glyph or "·", t(SLOT_LOOK[k].label))
+             for k in ("sink", "held", "newest", "empty")]
     items.append((_chip("held", True), "↻", t("the next token overwrites it")))
     return " · ".join(f'<span style="{css};min-width:1.4em"><span style="background:{style.PAPER};padding:0 2px">'
                       f"{html.escape(g)}</span></span> {html.escape(w)}" for css, g, w in items)
@@ -272,10 +276,10 @@ def ring_html(f: RingFrame) -> str:
     cells = []
     for s, (q, tok, k, w) in enumerate(zip(f.slots, f.tokens, f.kinds, f.weights)):
         nxt = s == f.next_slot
-        glyph = ("↻ " if nxt else "") + (SLOT_LOOK[k][1] + " " if SLOT_LOOK[k][1] else "")
+        glyph = ("↻ " if nxt else "") + (SLOT_LOOK[k].glyph + " " if SLOT_LOOK[k].glyph else "")
         body = "&nbsp;" if q is None else f"{e(glyph)}{q}<br><b>{e(tok)}</b>"
         bar = "" if w is None else (f'<div style="margin:2px auto 0 auto;width:1.2em;height:{round(40 * w) + 1}px;'
-                                    f'{style.chip_css(SLOT_LOOK[k][0])}"></div><div style="font-size:0.8em">'
+                                    f'{style.chip_css(SLOT_LOOK[k].concept)}"></div><div style="font-size:0.8em">'
                                     f'{w:.3f}</div>')
         cells.append(f'<div style="display:inline-block;vertical-align:bottom;text-align:center;margin:0 1px">'
                      f'<div style="font-size:0.75em;color:{muted}">{e(t("slot {s}", s=s))}</div>'
