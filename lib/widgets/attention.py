@@ -29,7 +29,7 @@ from ..text import token_label
 from ..trace import Trace
 from .i18n import t
 from . import figure_and_axes, frame_slider, play_buttons, prompt_problem
-from .live import LiveWidget, show_plotly
+from .live import LiveWidget, problem_html, show_plotly
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
 DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
@@ -453,8 +453,7 @@ class AttentionExplorer(LiveWidget):
             out = generate(self.model, ids, n, eos_id=self.tokenizer.eos_id, trace=True)
         except ValueError as e:  # UnknownCharacterError is a ValueError, and so is an empty prompt
             self.error = prompt_problem(e)
-            self.message.value = (f"<span style='color:{style.css('ink')};border-left:4px solid "
-                                  f"{style.colour('recomputed')};padding-left:6px'>{html.escape(self.error)}</span>")
+            self.message.value = problem_html(self.error)
             return False
         self.error = None
         self.trace = out.trace

@@ -1,6 +1,7 @@
-"""The live tier's drawing surface: a plotly figure inside a core ``ipywidgets.Output``.
+"""The live tier: one skeleton for every live widget, and its drawing surface, a plotly figure inside a core
+``ipywidgets.Output``.
 
-A live widget keeps its figure as a plain ``plotly.graph_objects.Figure`` (changed in place, read back by its
+A live widget that draws a plotly figure keeps its figure as a plain ``plotly.graph_objects.Figure`` (changed in place, read back by its
 ``drawn`` property) and, after every change, puts one freshly rendered copy of it into an ``Output`` widget::
 
     out = plotly_output(height=400)          # an ipywidgets.Output: @jupyter-widgets/output
@@ -29,6 +30,9 @@ live widget are drawn from the same precomputed frames (``ring_frames``, ``tile_
 """
 from __future__ import annotations
 
+import html
+
+from .. import checks
 from . import style
 from .i18n import t
 
@@ -94,9 +98,9 @@ class LiveWidget:
         words (never "◀ B…") unless ``layout`` says otherwise."""
         import ipywidgets as W
 
-        layout = layout or W.Layout(width="auto", min_width="max-content")
-        back, step = W.Button(description=t("◀ Back"), layout=layout), W.Button(description=t("Step ▶"),
-                                                                               layout=layout)
+        layout = layout or dict(width="auto", min_width="max-content")  # a dict: each button gets a Layout of its own
+        back = W.Button(description=t("◀ Back"), layout=layout)
+        step = W.Button(description=t("Step ▶"), layout=layout)
         back.on_click(lambda _: self.back())
         step.on_click(lambda _: self.next())
         return back, step
@@ -111,6 +115,13 @@ class LiveWidget:
         if text is not None:
             bundle["text/plain"] = text
         return bundle
+
+
+def problem_html(text: str) -> str:
+    """A problem said under a live widget's controls (a prompt it cannot use): theme-coloured text edged in the
+    "wasted" colour."""
+    return (f'<span style="color:{style.css("ink")};border-left:4px solid {style.colour("recomputed")};'
+            f'padding-left:6px">{html.escape(text)}</span>')
 
 
 def within(i: int, n: int) -> int:
@@ -132,8 +143,6 @@ class FrameStepping(LiveWidget):
 
     @step.setter
     def step(self, value: int):
-        from .. import checks
-
         if not self.frames:
             raise ValueError(f"nothing to step through: {self.message}")
         self.slider.value = checks.integer(value, "step", 0, len(self.frames) - 1)

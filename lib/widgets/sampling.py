@@ -29,7 +29,7 @@ from .i18n import t
 from ..sampling import draw, filter_logits, make_generator
 from ..text import pad, token_label
 from . import figure_and_axes, frame_slider, try_prompt
-from .live import LiveWidget
+from .live import LiveWidget, problem_html
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
 MAX_BARS = 50  # never more bars than this: past ~50 they stop being readable
@@ -350,9 +350,7 @@ class SamplingExplorer(LiveWidget):
 
     def _show(self):
         self.bars_box.value = bars_html(self.state)
-        self.message_box.value = (f'<span style="color:{style.css("ink")};border-left:4px solid '
-                                  f'{style.colour("recomputed")};padding-left:6px">{html.escape(self.message)}</span>'
-                                  if self.message
+        self.message_box.value = (problem_html(self.message) if self.message
                                   else t("prompt <code>{prompt}</code>: {n} token(s)", prompt=html.escape(self.prompt),
                                          n=len(self.tokenizer.encode(self.prompt))))
 

@@ -27,7 +27,7 @@ from .i18n import t
 from ..model import ForwardRecord, eval_mode
 from ..text import text_table
 from . import frame_slider, prompt_problem
-from .live import LiveWidget
+from .live import LiveWidget, problem_html
 
 TOP = 5  # candidates shown per step
 
@@ -518,8 +518,7 @@ class WorkedExplorer(LiveWidget):
             case = run_worked_case(self.model, self.tokenizer, prompt, self.max_new_tokens)
         except ValueError as e:  # includes UnknownCharacterError
             self.error, self.prompt = prompt_problem(e), prompt
-            self.status.value = (f"<span style='color:{style.css('ink')};border-left:4px solid "
-                                 f"{style.colour('recomputed')};padding-left:6px'>{html.escape(self.error)}</span>")
+            self.status.value = problem_html(self.error)
             self.last_update_ms = (time.perf_counter() - t0) * 1e3
             return
         self.error = None
