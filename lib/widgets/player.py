@@ -23,10 +23,10 @@ Public API (three render tiers over one data layer):
   (every step, one row each) -> matplotlib ``Figure``.
 - Tier 2 (survives export): ``player_figure(...)`` -> plotly ``go.Figure`` with one frame per step, a step
   slider and Play / Pause buttons.
-- Tier 3 (live kernel): ``GenerationPlayer(model, tokenizer, prompt="<s>", ...)``, an ipywidgets box with
-  prompt, temperature, top-k, top-p, seed, cache on/off and max-new-tokens controls, a Play widget linked to
-  the step slider, Step and Back buttons. Drive it from Python with ``.step``, ``.next()``, ``.back()``,
-  ``.set_prompt()``, ``.set()`` and ``.state()``.
+- Tier 3 (live kernel): ``GenerationPlayer(model, tokenizer, prompt="<s>", ...)``, a live widget
+  (``lib.widgets.live.FrameStepping``) whose ipywidgets box holds prompt, temperature, top-k, top-p, seed, cache
+  on/off and max-new-tokens controls, a Play widget linked to the step slider, Step and Back buttons. Drive it
+  from Python with ``.step``, ``.next()``, ``.back()``, ``.set_prompt()``, ``.set()`` and ``.state()``.
 """
 from __future__ import annotations
 
