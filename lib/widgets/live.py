@@ -134,8 +134,8 @@ class FrameStepping(LiveWidget):
     ``step`` (get / set, checked against the frames), ``next()`` (stays on the last frame), ``back()`` (stays on
     0), each returning the step shown; moving the slider redraws (the subclass observes it)."""
 
-    frames: list = []
-    message: str = ""  # why there are no frames, when there are none
+    frames = ()  # what the slider walks (the subclass sets its list)
+    message = ""  # why there are no frames, when there are none
 
     @property
     def step(self) -> int:
