@@ -41,16 +41,18 @@ def code_cells(path: Path) -> list[str]:
 
 def widget_classes() -> dict[str, dict[str, object]]:
     """{module name: {name: callable}} of everything in lib.widgets that builds ipywidgets: each class or function
-    defined in a lib.widgets module that subclasses ``ipywidgets.Widget`` or whose source imports ipywidgets."""
+    defined in a lib.widgets module that subclasses ``ipywidgets.Widget`` or ``lib.widgets.live.LiveWidget``, or
+    whose source imports ipywidgets."""
     import importlib
     import pkgutil
 
     import ipywidgets
 
     import lib.widgets
+    from lib.widgets.live import LiveWidget
 
     def builds_widgets(obj) -> bool:
-        if inspect.isclass(obj) and issubclass(obj, ipywidgets.Widget):
+        if inspect.isclass(obj) and issubclass(obj, (ipywidgets.Widget, LiveWidget)):
             return True
         try:
             return "import ipywidgets" in inspect.getsource(obj)

@@ -1,5 +1,6 @@
 """Widgets and plots that read Traces and ``lib.costs``; each visual comes in three tiers (see CONTRIBUTING.md):
-a static matplotlib figure or table, a plotly step-through that survives export, and a live ipywidgets view."""
+a static matplotlib figure or table, a plotly step-through that survives export, and a live ipywidgets view
+(every live widget stands on ``lib.widgets.live.LiveWidget``: a notebook shows the widget itself)."""
 from .i18n import language, t
 from ..tokenizer import UnknownCharacterError
 
@@ -75,30 +76,6 @@ def try_prompt(widget, text: str, run) -> None:
         widget.message = kept_prompt_message(e, widget.prompt)
     else:
         widget.prompt, widget.message = text, ""
-
-
-class FrameStepping:
-    """``step`` / ``next()`` / ``back()`` of a step-through widget whose ``slider`` indexes its ``frames`` (the tile
-    and ring steppers): ``step`` is checked against the frames, ``next`` stops on the last one, ``back`` on 0."""
-
-    @property
-    def step(self) -> int:
-        return self.slider.value
-
-    @step.setter
-    def step(self, value: int):
-        from .. import checks
-        self.slider.value = checks.integer(value, "step", 0, len(self.frames) - 1)
-
-    def next(self) -> int:
-        if self.slider.value < len(self.frames) - 1:
-            self.slider.value += 1
-        return self.slider.value
-
-    def back(self) -> int:
-        if self.slider.value > 0:
-            self.slider.value -= 1
-        return self.slider.value
 
 
 # -- nb1113 -- bring your own model: a picker of named models that also holds the learner's converted checkpoint

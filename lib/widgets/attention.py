@@ -29,6 +29,7 @@ from ..text import token_label
 from ..trace import Trace, check_trace
 from .i18n import t
 from . import figure_and_axes, frame_slider, play_buttons, prompt_problem
+from .live import LiveWidget, problem_html, show_plotly
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
 DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
@@ -282,7 +283,6 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
     Hovering shows query, key and weight; under the grey cover it shows the later step it belongs to.
     """
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
 
     check_layer_head(trace, layer, head, batch, allow_all=True)
     layers = _picker_layers(trace, layer, layers)
@@ -294,67 +294,86 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
                          f"heat-map (its size grows as layers x heads x keys²); generate fewer tokens, pass "
                          f"max_keys={W} knowingly, or use plot_attention for a static figure")
     heads = list(range(trace.n_heads)) if head == "all" else [head]
+    fig = _heatmap_panels(trace, tokenizer, layer, heads, batch, base, small=head == "all")
+    fig.frames = [go.Frame(name=str(s), layout=dict(shapes=_step_shapes(base, s, len(heads)),
+                                                     title=dict(text=_step_title(base, s)))) for s in range(n)]
+    slider = frame_slider(range(n), active=n - 1, y=0, x=0, len=1.0, pad=dict(t=45),
+                          currentvalue=dict(prefix=t("step "), xanchor="right"))
+    # the right margin holds, top to bottom: the layer / head picker, Play and Pause, the colour bar
+    picker = _layer_head_picker(trace, tokenizer, layers, layer, head, heads, batch)
+    play = play_buttons(700, ("▶", "❚❚"), direction="right", x=1.02, xanchor="left", y=0.84, yanchor="top")
+    plot_h = math.ceil(len(heads) / 4) * 210 if head == "all" else max(200, 28 * n)  # rows of up to 4 panels
+    fig.update_layout(coloraxis=dict(colorscale=_plotly_colorscale(), cmin=0, cmax=1,
+                                     colorbar=dict(title=dict(text=t("weight")), thickness=12, len=0.6, x=1.02,
+                                                   xanchor="left", y=0, yanchor="bottom")),
+                      title=dict(text=_step_title(base, n - 1), xref="paper"),  # fonts and colours: the template
+                      shapes=_step_shapes(base, n - 1, len(heads)), sliders=[slider], updatemenus=[picker, play],
+                      height=int(min(950, 80 + plot_h + 110)),  # no width: the figure takes its cell's
+                      margin=dict(l=100, r=170, t=80, b=110), plot_bgcolor=FUTURE)
+    return fig
+
+
+def _heatmap_panels(trace: Trace, tokenizer, layer: int, heads: list, batch: int, base: AttentionView,
+                    small: bool):
+    """A figure with one heat-map of ``layer`` per head of ``heads`` (up to 4 a row) on category axes, so the
+    hover reads the query and key straight from the axis labels; ``small``: small multiples, token-only tick
+    labels and only when they fit."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    n, W = base.n_steps, base.n_keys
     ncols = min(len(heads), 4)
-    nrows = math.ceil(len(heads) / ncols)
-    fig = make_subplots(rows=nrows, cols=ncols, subplot_titles=[t("head {h}", h=h) for h in heads] if head == "all" else None,
+    fig = make_subplots(rows=math.ceil(len(heads) / ncols), cols=ncols,
+                        subplot_titles=[t("head {h}", h=h) for h in heads] if small else None,
                         horizontal_spacing=0.04, vertical_spacing=0.12)
-    # category axes: the hover reads the query and key straight from the axis labels
     x_labels = [_plotly_safe(base.col_label(j)) for j in range(W)]
     y_labels = [_plotly_safe(base.row_label(s)) for s in range(n)]  # "3 智", as the key columns
     for k, h in enumerate(heads):
         fig.add_trace(go.Heatmap(
             z=heatmap_rows(attention_view(trace, tokenizer, layer, h, batch)), x=x_labels, y=y_labels,
-            coloraxis="coloraxis", hoverongaps=False,  # one colour scale for every panel, defined once below
+            coloraxis="coloraxis", hoverongaps=False,  # one colour scale for every panel, defined by the caller
             hovertemplate=t("query at %{y}<br>key at position %{x}<br>weight %{z:.4f}") + "<extra></extra>",
             name=t("head {h}", h=h)), row=k // ncols + 1, col=k % ncols + 1)
         suffix = "" if k == 0 else str(k + 1)
-        small = head == "all"  # small multiples: token-only tick labels, and only when they fit
         fig.layout["xaxis" + suffix].update(type="category", range=[-0.5, W - 0.5], fixedrange=True, showgrid=False,
                                             showticklabels=not small or W <= 16, tickangle=0 if W <= 16 else -90,
                                             tickvals=x_labels if small else None, tickfont=dict(size=style.PLOTLY_SMALL),
                                             ticktext=x_labels if small else None)
         fig.layout["yaxis" + suffix].update(type="category", range=[n - 0.5, -0.5], fixedrange=True, showgrid=False,
                                             showticklabels=k % ncols == 0)
+    return fig
 
-    def shapes(step):
-        """The grey cover over steps after ``step`` and the box on its newest key, in every panel."""
-        newest, out = base.newest_key[step], []
-        for k in range(len(heads)):
-            ref = dict(xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")
-            out.append(dict(type="rect", **ref, x0=-0.5, x1=W - 0.5, y0=step + 0.5, y1=n - 0.5, layer="above",
-                            fillcolor=FUTURE, line=dict(width=0)))
-            out += newest_key_outline(newest, n, **ref)
-        return out
 
-    def title(step):  # layer and head are not named here: the picker shows them, and it may change them
-        return t("step {step}: query {query} reads {n} cached key(s); outlined = newest key", step=step,
-                 query=_plotly_safe(base.query_tokens[step]), n=base.keys_at(step))
+def _step_shapes(base: AttentionView, step: int, panels: int) -> list:
+    """The grey cover over the steps after ``step`` and the box on its newest key, in each of ``panels``."""
+    n, W = base.n_steps, base.n_keys
+    out = []
+    for k in range(panels):
+        ref = dict(xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")
+        out.append(dict(type="rect", **ref, x0=-0.5, x1=W - 0.5, y0=step + 0.5, y1=n - 0.5, layer="above",
+                        fillcolor=FUTURE, line=dict(width=0)))
+        out += newest_key_outline(base.newest_key[step], n, **ref)
+    return out
 
-    fig.frames = [go.Frame(name=str(s), layout=dict(shapes=shapes(s), title=dict(text=title(s)))) for s in range(n)]
-    slider = frame_slider(range(n), active=n - 1, y=0, x=0, len=1.0, pad=dict(t=45),
-                          currentvalue=dict(prefix=t("step "), xanchor="right"))
-    # one picker option per (layer, head) (per layer for "all"): the z of every panel
+
+def _step_title(base: AttentionView, step: int) -> str:
+    """A step's title (layer and head are not named: the picker shows them, and it may change them)."""
+    return t("step {step}: query {query} reads {n} cached key(s); outlined = newest key", step=step,
+             query=_plotly_safe(base.query_tokens[step]), n=base.keys_at(step))
+
+
+def _layer_head_picker(trace: Trace, tokenizer, layers: list, layer: int, head, heads: list, batch: int) -> dict:
+    """The dropdown that swaps the weights in: one option per (layer, head) of ``layers`` (per layer for "all"),
+    each the z of every panel; it opens on ``layer`` / ``head``."""
     options = ([(l, None) for l in layers] if head == "all"
                else [(l, h) for l in layers for h in range(trace.n_heads)])
     buttons = []
     for l, h in options:
         z = [heatmap_rows(attention_view(trace, tokenizer, l, hh, batch)) for hh in (heads if h is None else [h])]
-        buttons.append(dict(label=t("layer {l}", l=l) + ("" if h is None else " · " + t("head {h}", h=h)), method="restyle",
-                            args=[{"z": z}, list(range(len(heads)))]))
-    # the right margin holds, top to bottom: the layer / head picker, Play and Pause, the colour bar
-    picker = dict(type="dropdown", direction="down", x=1.02, xanchor="left", y=1.0, yanchor="top",
-                  active=options.index((layer, None if head == "all" else head)), buttons=buttons)
-    play = play_buttons(700, ("▶", "❚❚"), direction="right", x=1.02, xanchor="left", y=0.84, yanchor="top")
-    plot_w = ncols * 210 if head == "all" else max(260, 36 * W)
-    plot_h = nrows * 210 if head == "all" else max(200, 28 * n)
-    fig.update_layout(coloraxis=dict(colorscale=_plotly_colorscale(), cmin=0, cmax=1,
-                                     colorbar=dict(title=dict(text=t("weight")), thickness=12, len=0.6, x=1.02,
-                                                   xanchor="left", y=0, yanchor="bottom")),
-                      title=dict(text=title(n - 1), xref="paper"),  # fonts and colours: the kvlab template
-                      shapes=shapes(n - 1), sliders=[slider], updatemenus=[picker, play],
-                      height=int(min(950, 80 + plot_h + 110)),  # no width: the figure takes its cell's
-                      margin=dict(l=100, r=170, t=80, b=110), plot_bgcolor=FUTURE)
-    return fig
+        buttons.append(dict(label=t("layer {l}", l=l) + ("" if h is None else " · " + t("head {h}", h=h)),
+                            method="restyle", args=[{"z": z}, list(range(len(heads)))]))
+    return dict(type="dropdown", direction="down", x=1.02, xanchor="left", y=1.0, yanchor="top",
+                active=options.index((layer, None if head == "all" else head)), buttons=buttons)
 
 
 def _picker_layers(trace: Trace, layer: int, layers) -> list:
@@ -397,10 +416,10 @@ def _template() -> dict:
 _TEMPLATE: dict = {}
 
 
-class AttentionExplorer:
+class AttentionExplorer(LiveWidget):
     """Live heat-map: a prompt box that re-runs the model, layer and head pickers (or all heads), a step
     slider. Drive it from Python with ``set(...)``; ``figure`` is the plotly figure shown now (a plain dict)
-    and ``drawn`` sums it up; display ``.widget``. ``last_update_seconds`` is the Python time of the last
+    and ``drawn`` sums it up; display the explorer itself (``.widget`` is its ipywidgets box). ``last_update_seconds`` is the Python time of the last
     redraw.
 
     The figure lives in an ``ipywidgets.Output`` whose ``outputs`` are replaced on every redraw: that state is
@@ -436,8 +455,8 @@ class AttentionExplorer:
         self.prompt.observe(lambda ch: self._on_prompt(ch["new"]), names="value")
         for w in (self.layer, self.head, self.step):
             w.observe(lambda ch: self.redraw(), names="value")
-        self.widget = style.themed(W.VBox([style.grid(self.prompt, self.layer, self.head, self.step, columns=4),
-                                           self.message, self.output]))
+        self.widget = self.box(style.grid(self.prompt, self.layer, self.head, self.step, columns=4), self.message,
+                               self.output, themed=True)
 
     # -- model runs (only when the prompt changes) ---------------------------------------------------
     def _run(self, text: str, keep_message: bool = False) -> bool:
@@ -452,8 +471,7 @@ class AttentionExplorer:
             out = generate(self.model, ids, n, eos_id=self.tokenizer.eos_id, trace=True)
         except ValueError as e:  # UnknownCharacterError is a ValueError, and so is an empty prompt
             self.error = prompt_problem(e)
-            self.message.value = (f"<span style='color:{style.css('ink')};border-left:4px solid "
-                                  f"{style.colour('recomputed')};padding-left:6px'>{html.escape(self.error)}</span>")
+            self.message.value = problem_html(self.error)
             return False
         self.error = None
         self.trace = out.trace
@@ -521,7 +539,6 @@ class AttentionExplorer:
                     layout.setdefault("annotations", []).append(
                         {"text": f"head {k}", "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
                          "xanchor": "center", "yanchor": "bottom", "showarrow": False})
-            plot_w = ncols * 210 if panels > 1 else max(260, 36 * W_)
             plot_h = nrows * 210 if panels > 1 else max(200, 28 * n)
             layout.update(coloraxis={"colorscale": _plotly_colorscale(), "cmin": 0, "cmax": 1,
                                      "colorbar": {"title": {"text": "weight"}, "thickness": 12}},
@@ -553,9 +570,7 @@ class AttentionExplorer:
         shapes = [sh for k in range(len(heads)) for sh in newest_key_outline(
             newest, n, xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")]
         self.figure = {"data": data, "layout": {**base["layout"], "shapes": shapes, "title": dict(text=title)}}
-        bundle = {"application/vnd.plotly.v1+json": {**self.figure, "config": dict(style.PLOTLY_CONFIG)},
-                  "text/plain": t("attention heat-map: {title}", title=html.unescape(title))}
-        self.output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+        show_plotly(self.output, self.figure, t("attention heat-map: {title}", title=html.unescape(title)))
         self.last_update_seconds = time.perf_counter() - t0
 
     @property
@@ -588,8 +603,3 @@ class AttentionExplorer:
         if step is not None:
             self.step.value = _check_step(step, len(self.trace))
         return self
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)

@@ -37,6 +37,7 @@ from ..model import eval_mode
 from ..sampling import choose, make_generator
 from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
 from . import check_controls, frame_slider, prompt_problem
+from .live import LiveWidget, within
 
 def _tint(hex_colour: str, amount: float = 0.5) -> str:
     """``hex_colour`` mixed with the white paper (``amount`` of the colour): a block's fill, light enough that its
@@ -518,14 +519,15 @@ def first_view(frames) -> int:
     return next((f.index for f in frames if f.n_used), 0)
 
 
-class BlockPoolWidget:
+class BlockPoolWidget(LiveWidget):
     """Live block-pool view: change the prompts, the number of samples, the block size or the pool size and
     the story is recorded again on the model; Back / Step and the slider move through it. It opens (and reopens
     after a change) on the story's first fork (``first_view``), not on the empty pool.
 
-    Python API (no browser needed): ``.step()``, ``.back()``, ``.goto(i)``, ``.set(prompt_a=..., prompt_b=...,
-    prompt_c=..., n_samples=..., block_size=..., n_blocks=...)``, ``.state()``, ``.frame``, ``.html``;
-    ``.last_update_seconds`` is how long the last update took in Python."""
+    Python API (no browser needed): ``.step()`` (or ``.next()``), ``.back()``, ``.goto(i)``, ``.set(prompt_a=...,
+    prompt_b=..., prompt_c=..., n_samples=..., block_size=..., n_blocks=...)``, ``.state()``, ``.frame``, ``.html``;
+    ``.last_update_seconds`` is how long the last update took in Python. Display the widget itself (``.widget`` is
+    its ipywidgets box)."""
 
     BLOCK_SIZES = (1, 2, 4, 8, 16)
     N_SAMPLES, N_BLOCKS = (1, 4), (4, 48)  # the sliders' ranges
@@ -553,20 +555,17 @@ class BlockPoolWidget:
             "n_blocks": W.IntSlider(value=v["n_blocks"], min=self.N_BLOCKS[0], max=self.N_BLOCKS[1],
                                     description=t("pool blocks"), **ctl),
         }
-        self.back_button = W.Button(description=t("◀ Back"), layout=style.control_layout())
-        self.step_button = W.Button(description=t("Step ▶"), layout=style.control_layout())
+        self.back_button, self.step_button = self.step_buttons(layout=style.control_layout())
         self.slider = W.IntSlider(value=0, min=0, max=0, description=t("event"), **ctl)
         self.view = W.HTML()
         self.message = W.HTML()
-        self.back_button.on_click(lambda _: self.back())
-        self.step_button.on_click(lambda _: self.step())
         self.slider.observe(lambda ch: self.goto(ch["new"]), names="value")
         for c in self.controls.values():
             c.observe(lambda _: self._record(), names="value")
-        self.widget = W.VBox([style.grid(*(self.controls[k] for k in ("prompt_a", "prompt_b", "prompt_c", "n_samples",
-                                                                      "block_size", "n_blocks")),
-                                         self.back_button, self.step_button, self.slider, columns=3),
-                              self.message, self.view])
+        self.widget = self.box(style.grid(*(self.controls[k] for k in ("prompt_a", "prompt_b", "prompt_c", "n_samples",
+                                                                        "block_size", "n_blocks")),
+                                          self.back_button, self.step_button, self.slider, columns=3),
+                               self.message, self.view)
         self._record()
 
     def _record(self):
@@ -585,20 +584,28 @@ class BlockPoolWidget:
         self.goto(first_view(frames))
         self.last_update_seconds = time.perf_counter() - t0
 
-    def goto(self, i: int):
-        t0 = time.perf_counter()
-        i = max(0, min(int(i), len(self.frames) - 1))
-        self.index = i
+    def goto(self, i: int) -> int:
+        """Show event ``i`` (moved into the story's events); returns the event shown."""
+        self.index = i = within(i, len(self.frames))
         if self.slider.value != i:
             self.slider.value = i  # (its observer calls goto again, which finds nothing to change)
-        self.view.value = frame_html(self.frames[i], story_colors(self.frames))
+        self.redraw()
+        return i
+
+    def redraw(self):
+        t0 = time.perf_counter()
+        self.view.value = frame_html(self.frames[self.index], story_colors(self.frames))
         self.last_update_seconds = time.perf_counter() - t0
 
-    def step(self):
-        self.goto(self.index + 1)
+    def next(self) -> int:
+        """One event forward (stays on the last one); returns the event shown."""
+        return self.goto(self.index + 1)
 
-    def back(self):
-        self.goto(self.index - 1)
+    step = next  # the widget's own word for it (Step ▶)
+
+    def back(self) -> int:
+        """One event back (stays on the first); returns the event shown."""
+        return self.goto(self.index - 1)
 
     def set(self, **values):
         """Change controls by name (prompt_a, prompt_b, prompt_c, n_samples, block_size, n_blocks): the story is
@@ -631,7 +638,3 @@ class BlockPoolWidget:
         f = self.frame
         return {"index": self.index, "n_frames": len(self.frames), "kind": f.kind, "caption": f.caption,
                 "used": f.n_used, "shared": f.n_shared, "free": f.n_free, "tables": f.tables, "error": self.error}
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)

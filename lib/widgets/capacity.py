@@ -26,6 +26,7 @@ from ..text import fmt_bytes, sig, text_table
 from ..vllm_bridge import GiB, KV_CACHE_DTYPES, kv_capacity
 from . import YOUR_MODEL, check_controls, frame_slider, picker_models, picker_options, style
 from .i18n import colon, t
+from .live import LiveWidget
 
 GPUS = tuple(name for name, m in REFERENCE_MACHINES.items() if m.memory_gib)
 BLOCK_SIZES = (8, 16, 32, 64, 128)
@@ -180,13 +181,14 @@ def capacity_html(cap) -> str:
             f'<table style="border-collapse:collapse;font-size:0.9em">{arith}</table></div>')
 
 
-class CapacityExplorer:
+class CapacityExplorer(LiveWidget):
     """Live: GPU, model, KV dtype, block size, gpu_memory_utilization, max_model_len and the activations reserve ->
     blocks, tokens, full-length requests and the memory bar, from ``lib.kv_capacity``.
 
     Python API (no browser needed): ``set(gpu=, model=, kv_cache_dtype=, block_size=, gpu_memory_utilization=,
     max_model_len=, activation_gib=)`` (bad values raise and change nothing; a new model clamps max_model_len to its
-    window), ``.capacity`` (the ``KVCapacity`` shown), ``.html``, ``.last_update_ms``; ``.widget`` to display.
+    window), ``.capacity`` (the ``KVCapacity`` shown), ``.html``, ``.last_update_ms``; display the explorer itself
+    (``.widget`` is its ipywidgets box).
     ``model``: a ``PRESETS`` name, or a ``lib.ModelConfig`` / ``lib.MiniTransformer`` of your own (``lib.from_hf``),
     which joins the picker as "your model" (``lib.widgets.picker_models``)."""
 
@@ -224,9 +226,9 @@ class CapacityExplorer:
         self.view = W.HTML()
         for key, box in self.boxes.items():
             box.observe(lambda ch, key=key: self._from_widget(key, ch["new"]), names="value")
-        self.widget = W.VBox([style.grid(*self.boxes.values(), columns=3), self.view])
+        self.widget = self.box(style.grid(*self.boxes.values(), columns=3), self.view)
         self.last_update_ms = 0.0
-        self._render()
+        self.redraw()
 
     def _window(self, model) -> int:
         return self.models[model].max_seq_len
@@ -277,7 +279,7 @@ class CapacityExplorer:
             self.boxes["max_model_len"].max = self._window(self.values["model"])
         finally:
             self._quiet = False
-        self._render()
+        self.redraw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
         return self.capacity
 
@@ -285,6 +287,6 @@ class CapacityExplorer:
         return dict(settings=dict(self.values), summary=capacity_summary(self.capacity),
                     parts=memory_parts(self.capacity), html=self.html)
 
-    def _render(self):
+    def redraw(self):
         self.html = capacity_html(self.capacity)
         self.view.value = self.html

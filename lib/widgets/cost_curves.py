@@ -60,7 +60,7 @@ from ..device import dtype_name
 from ..presets import PRESETS
 from ..text import fmt_bytes
 from .i18n import t
-from .live import plotly_output, show_plotly
+from .live import LiveWidget, plotly_output, show_plotly
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes, picker_models
 
@@ -408,28 +408,9 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1, points: i
     c = analytic_curves(model, n, prompt_len)
     mem = memory_curves(model, c["positions"][-1])  # the same tokens as the other panels
     if points is not None:
-        idx = _display_index(n, checks.integer(points, "points", 4))
-        pick = lambda ys: [ys[i] for i in idx]
-        c = {**c, "positions": pick(c["positions"]),
-             **{k: {cache: pick(v) for cache, v in c[k].items()} for k in ("kv", "kv_cumulative")},
-             **{k: {cache: {p: pick(v) for p, v in parts.items()} for cache, parts in c[k].items()}
-                for k in ("flops", "flops_cumulative")}}
-        keep = _display_index(len(mem["positions"]), points)  # memory starts at 1 token, whatever the prompt
-        mem = {**mem, "positions": [mem["positions"][i] for i in keep], "kv_bytes": [mem["kv_bytes"][i] for i in keep]}
+        c, mem = _thinned(c, mem, n, checks.integer(points, "points", 4))
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1)
-    ys = {"per_step": [], "cumulative": []}
-    names = {"per_step": [], "cumulative": []}
-    for cache in CACHES:  # traces 0, 1: K/V
-        for view, src in (("per_step", c["kv"]), ("cumulative", c["kv_cumulative"])):
-            ys[view].append(src[cache])
-            names[view].append(_plotly_name(cache, "total", c["slopes"][view][cache]["kv"], what="K/V"))
-    for cache in CACHES:  # traces 2..5: FLOPs
-        for part in ("linear", "attention"):
-            for view, src in (("per_step", c["flops"]), ("cumulative", c["flops_cumulative"])):
-                ys[view].append(src[cache][part])
-                names[view].append(_plotly_name(cache, part, c["slopes"][view][cache][part]))
-    specs = [(cache, "total", 1) for cache in CACHES] + [(cache, part, 2) for cache in CACHES
-                                                          for part in ("linear", "attention")]
+    specs, ys, names = _view_series(c)
     for k, (cache, part, col) in enumerate(specs):
         # with / without a cache: colour, and a marker on each line (a few); in the K/V panel also the dash and a
         # direct label at the line's end (it moves with the data when the buttons switch view or axes)
@@ -447,8 +428,48 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1, points: i
                              mode="lines+text", text=["", t("weights in memory")], textposition="bottom left",
                              textfont=dict(color=COLORS["weights"]),
                              line=dict(color=COLORS["weights"], dash="longdash")), row=1, col=3)
-    idx = list(range(len(specs)))
-    # from the top: the title, the buttons, the legend (above the plots, as the template places it), the plots
+    _three_panels(fig, mem["dtype"], t("{name}: generating {n} tokens with and without a KV cache "
+                                       "(slopes: log-log fit over the last half)", name=c['name'], n=n))
+    fig.update_layout(updatemenus=_view_and_scale_menus(ys, names, len(specs)))
+    return fig
+
+
+def _thinned(c: dict, mem: dict, n: int, points: int) -> tuple[dict, dict]:
+    """``analytic_curves`` and ``memory_curves`` at about ``points`` of their steps (``_display_index``)."""
+    idx = _display_index(n, points)
+    pick = lambda ys: [ys[i] for i in idx]
+    c = {**c, "positions": pick(c["positions"]),
+         **{k: {cache: pick(v) for cache, v in c[k].items()} for k in ("kv", "kv_cumulative")},
+         **{k: {cache: {p: pick(v) for p, v in parts.items()} for cache, parts in c[k].items()}
+            for k in ("flops", "flops_cumulative")}}
+    keep = _display_index(len(mem["positions"]), points)  # memory starts at 1 token, whatever the prompt
+    return c, {**mem, "positions": [mem["positions"][i] for i in keep],
+               "kv_bytes": [mem["kv_bytes"][i] for i in keep]}
+
+
+def _view_series(c: dict) -> tuple[list, dict, dict]:
+    """``(specs, ys, names)`` of the K/V and FLOPs traces: (cache, part, panel) per trace (0, 1: K/V; 2..5: FLOPs),
+    and per view ("per_step", "cumulative") each trace's y values and legend name (with its fitted slope)."""
+    ys = {"per_step": [], "cumulative": []}
+    names = {"per_step": [], "cumulative": []}
+    for cache in CACHES:
+        for view, src in (("per_step", c["kv"]), ("cumulative", c["kv_cumulative"])):
+            ys[view].append(src[cache])
+            names[view].append(_plotly_name(cache, "total", c["slopes"][view][cache]["kv"], what="K/V"))
+    for cache in CACHES:
+        for part in ("linear", "attention"):
+            for view, src in (("per_step", c["flops"]), ("cumulative", c["flops_cumulative"])):
+                ys[view].append(src[cache][part])
+                names[view].append(_plotly_name(cache, part, c["slopes"][view][cache][part]))
+    specs = [(cache, "total", 1) for cache in CACHES] + [(cache, part, 2) for cache in CACHES
+                                                          for part in ("linear", "attention")]
+    return specs, ys, names
+
+
+def _view_and_scale_menus(ys: dict, names: dict, n_traces: int) -> list:
+    """The two rows of buttons above the legend: per step / cumulative (restyles the first ``n_traces``) and
+    linear / log-log axes. From the top, the figure holds: the title, the buttons, the legend, the plots."""
+    idx = list(range(n_traces))
     view_menu = dict(type="buttons", direction="right", x=0.0, y=1.3, xanchor="left", yanchor="bottom",
                      showactive=True,
                      buttons=[dict(label=t(label), method="restyle", args=[{"y": ys[view], "name": names[view]}, idx])
@@ -460,10 +481,7 @@ def plotly_cost_curves(model="chat", n: int = 64, prompt_len: int = 1, points: i
                                     args=[{**{f"{a}.type": kind for a in axes_names},
                                            **{f"{a}.dtick": 1 if kind == "log" else None for a in axes_names}}])
                                for label, kind in (("linear", "linear"), ("log-log", "log"))])
-    _three_panels(fig, mem["dtype"], t("{name}: generating {n} tokens with and without a KV cache "
-                                       "(slopes: log-log fit over the last half)", name=c['name'], n=n))
-    fig.update_layout(updatemenus=[view_menu, scale_menu])
-    return fig
+    return [view_menu, scale_menu]
 
 
 def plotly_measured(measurements):
@@ -503,7 +521,7 @@ def plotly_measured(measurements):
 
 # -------------------------------------------------------------------------------- tier 3: ipywidgets
 
-class CostCurvesExplorer:
+class CostCurvesExplorer(LiveWidget):
     """Live cost curves: sequence-length slider, model picker, with / without cache overlay, per step /
     cumulative, log-log toggle. Only analytic numbers (cheap), so every change redraws at once.
 
@@ -552,7 +570,7 @@ class CostCurvesExplorer:
         for w in (self.n, self.show, self.view, self.loglog):
             w.observe(lambda ch: self.redraw(), names="value")
         self.controls = style.grid(self.model, self.n, self.loglog, self.show, self.view, columns=3)
-        self.widget = style.themed(W.VBox([self.controls, self.text, self.output]))
+        self.widget = self.box(self.controls, self.text, self.output, themed=True)
 
     # -- helpers -------------------------------------------------------------------------------------
     @staticmethod
@@ -727,8 +745,3 @@ class CostCurvesExplorer:
             if value is not None:
                 control.value = value
         return self
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)

@@ -88,10 +88,23 @@ def decoder_diagram(config: ModelConfig):
     ax.set_xlim(0, 13)
     ax.set_ylim(-0.7, 12.4)
     ax.axis("off")
+    _one_block(ax, p)
+    _whole_model(ax, p)
+    ax.text(0.1, -0.35, t("B: sequences in the batch, T: tokens fed in this pass, S: positions held in the cache"),
+            ha="left", va="center", fontsize=style.SMALL_SIZE, color=style.MUTED)
+    handles = [Patch(facecolor="#E5F5EF", edgecolor=style.graphic_colour("weights"), linestyle="--", lw=1.6,
+                     label=t("learned weights (a matrix product)")),
+               Patch(facecolor="#E0EEF7", edgecolor=style.graphic_colour("cached"), lw=1.6,
+                     label=t("KV cache (notebook 03)"))]
+    ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 0.02), frameon=False,
+              fontsize=style.SMALL_SIZE)
+    return fig
+
+
+def _one_block(ax, p: dict) -> None:
+    """One decoder block in detail (left), top to bottom, with the residual stream beside it."""
     X, W = 3.6, 4.4  # the block's column: centre and box width
     rx = 0.5  # the residual stream's line, left of the boxes
-
-    # -- one block in detail, top to bottom
     ax.text(0.1, 12.15, t("one decoder block (layer ℓ)"), fontsize=style.TITLE_SIZE,
             color=style.INK, ha="left", va="center")
     y_in, y_n1, y_qkv, y_att, y_o, y_add1 = 11.5, 10.7, 9.3, 7.75, 6.45, 5.65
@@ -109,16 +122,7 @@ def decoder_diagram(config: ModelConfig):
     _arrow(ax, (xs[0], y_qkv - 0.375), (xs[0], y_att + (0.6 if p["rope"] else 0.475)))
     ax.text(xs[0] + 0.12, (y_qkv + y_att) / 2 + 0.12, p["q"], ha="left", va="center",
             fontsize=style.SMALL_SIZE, color=style.MUTED)
-    # the KV cache: K and V go in, every K and V so far comes back out
-    cx = X + 3.55
-    _box(ax, cx, y_att, 2.4, 1.2, t("KV cache, layer ℓ") + "\n" + p["cache"].replace(" (", "\n(", 1), kind="cache")
-    for x in xs[1:]:
-        _arrow(ax, (x, y_qkv - 0.375), (cx - 0.4 + (x - xs[1]) * 0.5, y_att + 0.6), colour=style.graphic_colour("cached"))
-    ax.text(cx + 0.15, (y_qkv + y_att) / 2 + 0.25, t("write {kv}", kv=p["kv"]), ha="left", va="center",
-            fontsize=style.SMALL_SIZE, color=style.text_colour("cached"))
-    _arrow(ax, (cx - 1.2, y_att - 0.15), (X + W / 2 - 0.25, y_att - 0.15), colour=style.graphic_colour("cached"))
-    ax.text(cx - 1.2, y_att - 0.85, t("read all S so far"), ha="left", va="center", fontsize=style.SMALL_SIZE,
-            color=style.text_colour("cached"))
+    _cache_beside(ax, p, X + 3.55, X + W / 2, xs, y_qkv, y_att)
     _arrow(ax, (X, y_att - (0.6 if p["rope"] else 0.475)), (X, y_o + 0.3), label=p["mix"])
     _box(ax, X, y_o, W, 0.6, p["o_proj"], kind="weights")
     _arrow(ax, (X, y_o - 0.3), (X, y_add1 + 0.2))
@@ -139,7 +143,23 @@ def decoder_diagram(config: ModelConfig):
     ax.text(rx - 0.05, (y_add1 + y_add2) / 2, t("residual"), rotation=90, ha="right", va="center",
             fontsize=style.SMALL_SIZE, color=style.MUTED)
 
-    # -- the whole model, right
+
+def _cache_beside(ax, p: dict, cx: float, right: float, xs, y_qkv: float, y_att: float) -> None:
+    """The KV cache at ``cx`` beside the attention box (its right edge at ``right``): K and V go in, every K and
+    V so far comes back out."""
+    _box(ax, cx, y_att, 2.4, 1.2, t("KV cache, layer ℓ") + "\n" + p["cache"].replace(" (", "\n(", 1), kind="cache")
+    for x in xs[1:]:
+        _arrow(ax, (x, y_qkv - 0.375), (cx - 0.4 + (x - xs[1]) * 0.5, y_att + 0.6),
+               colour=style.graphic_colour("cached"))
+    ax.text(cx + 0.15, (y_qkv + y_att) / 2 + 0.25, t("write {kv}", kv=p["kv"]), ha="left", va="center",
+            fontsize=style.SMALL_SIZE, color=style.text_colour("cached"))
+    _arrow(ax, (cx - 1.2, y_att - 0.15), (right - 0.25, y_att - 0.15), colour=style.graphic_colour("cached"))
+    ax.text(cx - 1.2, y_att - 0.85, t("read all S so far"), ha="left", va="center", fontsize=style.SMALL_SIZE,
+            color=style.text_colour("cached"))
+
+
+def _whole_model(ax, p: dict) -> None:
+    """The whole model (right): token ids, embedding, the blocks, the final norm, the head, the logits."""
     MX, MW = 11.2, 3.2
     ax.text(MX - MW / 2, 12.15, t("the whole model"), fontsize=style.TITLE_SIZE,
             color=style.INK, ha="left", va="center")
@@ -158,13 +178,3 @@ def decoder_diagram(config: ModelConfig):
     _arrow(ax, (MX, y_head - 0.3), (MX, y_logits + 0.25))
     ax.text(MX, y_logits, t("logits {shape}", shape=p["logits"]), ha="center", va="center",
             fontsize=style.SMALL_SIZE, color=style.INK)
-    ax.text(0.1, -0.35, t("B: sequences in the batch, T: tokens fed in this pass, S: positions held in the cache"),
-            ha="left", va="center", fontsize=style.SMALL_SIZE, color=style.MUTED)
-
-    handles = [Patch(facecolor="#E5F5EF", edgecolor=style.graphic_colour("weights"), linestyle="--", lw=1.6,
-                     label=t("learned weights (a matrix product)")),
-               Patch(facecolor="#E0EEF7", edgecolor=style.graphic_colour("cached"), lw=1.6,
-                     label=t("KV cache (notebook 03)"))]
-    ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 0.02), frameon=False,
-              fontsize=style.SMALL_SIZE)
-    return fig

@@ -1,6 +1,7 @@
-"""The live tier's drawing surface: a plotly figure inside a core ``ipywidgets.Output``.
+"""The live tier: one skeleton for every live widget, and its drawing surface, a plotly figure inside a core
+``ipywidgets.Output``.
 
-A live widget keeps its figure as a plain ``plotly.graph_objects.Figure`` (changed in place, read back by its
+A live widget that draws a plotly figure keeps its figure as a plain ``plotly.graph_objects.Figure`` (changed in place, read back by its
 ``drawn`` property) and, after every change, puts one freshly rendered copy of it into an ``Output`` widget::
 
     out = plotly_output(height=400)          # an ipywidgets.Output: @jupyter-widgets/output
@@ -12,11 +13,30 @@ the course. Only core widget models travel to the browser (``@jupyter-widgets/ba
 ``/output``: what JupyterLab, VS Code and Voilà all bundle): no ``FigureWidget``, which plotly builds on
 anywidget and which VS Code cannot show. The Output's ``outputs`` are the widget's own state, so a view that
 connects late (a second tab, a Voilà page) shows exactly the last drawing.
+
+Every live widget of the course stands on one skeleton, ``LiveWidget``::
+
+    class SomeExplorer(LiveWidget):      # or FrameStepping, for a widget whose slider walks its frames
+        def __init__(self, ...):
+            ...controls, their observe callbacks...
+            self.widget = self.box(controls, view)   # .widget: the ipywidgets container
+            self.redraw()
+        def redraw(self): ...                    # the one entry point that draws the current state
+
+``display(w)``, or ``w`` as a cell's last expression, shows ``w.widget`` (``_repr_mimebundle_``): a notebook
+never needs ``.widget``. The three tiers share their data: the static figure, the plotly step-through and the
+live widget are drawn from the same precomputed frames (``ring_frames``, ``tile_frames``, ``player_frames``,
+``record_story``, ...); the live widget only chooses which frame to draw.
 """
 from __future__ import annotations
 
-PLOTLY_MIME = "application/vnd.plotly.v1+json"
+import html
+
+from .. import checks
 from . import style
+from .i18n import t
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 CONFIG = style.PLOTLY_CONFIG  # the plotly config of every live figure: no toolbar, no logo link off the machine
 
@@ -30,11 +50,13 @@ def plotly_output(height: int):
 
 
 def figure_bundle(figure, text: str) -> dict:
-    """The mime bundle of ``figure`` as the ``plotly_mimetype`` renderer makes it (plain JSON: numpy arrays
-    become lists), with the course's plotly config and ``text`` as its plain-text form."""
+    """The mime bundle of ``figure`` (a plotly ``Figure``, or one written out as a plain ``{"data", "layout"}``
+    dict) as the ``plotly_mimetype`` renderer makes it (plain JSON: numpy arrays become lists), with the course's
+    plotly config and ``text`` as its plain-text form."""
     import plotly.io as pio
 
-    bundle = pio.renderers["plotly_mimetype"].to_mimebundle(figure.to_dict())
+    figure = dict(figure) if isinstance(figure, dict) else figure.to_dict()  # a copy: the renderer adds its config
+    bundle = pio.renderers["plotly_mimetype"].to_mimebundle(figure)
     bundle[PLOTLY_MIME]["config"] = {**CONFIG, **bundle[PLOTLY_MIME].get("config", {})}
     return {**bundle, "text/plain": text}
 
@@ -44,3 +66,102 @@ def show_plotly(output, figure, text: str) -> dict:
     bundle = figure_bundle(figure, text)
     output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
     return bundle
+
+
+# -------------------------------------------------------------------------------- the live widgets' skeleton
+
+WIDGET_TEXT_MAX = 110  # ipywidgets cuts a widget's plain-text form (its repr) here and adds "…"
+
+
+class LiveWidget:
+    """The skeleton of a live widget: ``widget``, the ipywidgets container every control and view sits in;
+    ``redraw()``, the one entry point that draws the current state into it (the controls' callbacks end there);
+    and one way to be shown: ``display(w)`` or ``w`` as a cell's last expression shows ``widget``."""
+
+    widget = None  # the ipywidgets container, built by the subclass (``box``)
+
+    def redraw(self) -> None:
+        """Draw the current state of the controls into the widget (no model run)."""
+        raise NotImplementedError(f"{type(self).__name__} draws nothing: a live widget defines redraw()")
+
+    @staticmethod
+    def box(*children, themed: bool = False):
+        """The container of ``children`` (top to bottom); ``themed``: it follows JupyterLab's dark theme for a
+        plotly figure inside (``style.themed``)."""
+        import ipywidgets as W
+
+        box = W.VBox(list(children))
+        return style.themed(box) if themed else box
+
+    def step_buttons(self, layout=None) -> tuple:
+        """``(back, step)``: "◀ Back" and "Step ▶" buttons that call ``back()`` and ``next()``, as wide as their
+        words (never "◀ B…") unless ``layout`` says otherwise."""
+        import ipywidgets as W
+
+        layout = layout or dict(width="auto", min_width="max-content")  # a dict: each button gets a Layout of its own
+        back = W.Button(description=t("◀ Back"), layout=layout)
+        step = W.Button(description=t("Step ▶"), layout=layout)
+        back.on_click(lambda _: self.back())
+        step.on_click(lambda _: self.next())
+        return back, step
+
+    def plain_text(self) -> str | None:
+        """The widget's plain-text form in a notebook (None: the container's, e.g. "VBox(children=(...")."""
+        return None
+
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs))
+        text = self.plain_text()
+        if text is not None:
+            bundle["text/plain"] = text
+        return bundle
+
+
+def problem_html(text: str) -> str:
+    """A problem said under a live widget's controls (a prompt it cannot use): theme-coloured text edged in the
+    "wasted" colour."""
+    return (f'<span style="color:{style.css("ink")};border-left:4px solid {style.colour("recomputed")};'
+            f'padding-left:6px">{html.escape(text)}</span>')
+
+
+def within(i: int, n: int) -> int:
+    """Frame ``i`` moved into 0..n-1, the frames a step-through has (0 when it has none)."""
+    return max(0, min(int(i), n - 1))
+
+
+class FrameStepping(LiveWidget):
+    """A live widget whose ``slider`` indexes its ``frames`` (the generation player, the tile and ring steppers):
+    ``step`` (get / set, checked against the frames), ``next()`` (stays on the last frame), ``back()`` (stays on
+    0), each returning the step shown; moving the slider redraws (the subclass observes it)."""
+
+    frames = ()  # what the slider walks (the subclass sets its list)
+    message = ""  # why there are no frames, when there are none
+
+    @property
+    def step(self) -> int:
+        return self.slider.value
+
+    @step.setter
+    def step(self, value: int):
+        if not self.frames:
+            raise ValueError(f"nothing to step through: {self.message}")
+        self.slider.value = checks.integer(value, "step", 0, len(self.frames) - 1)
+
+    def next(self) -> int:
+        """One step forward (stays on the last step); returns the step shown."""
+        self.slider.value = within(self.slider.value + 1, len(self.frames))
+        return self.slider.value
+
+    def back(self) -> int:
+        """One step back (stays on step 0); returns the step shown."""
+        self.slider.value = within(self.slider.value - 1, len(self.frames))
+        return self.slider.value
+
+    def playback(self, *before):
+        """The row that steps: ``before`` (e.g. a Play widget), Back, Step and the slider, wrapping on a narrow
+        page; the buttons become ``back_button`` / ``step_button``."""
+        import ipywidgets as W
+
+        self.back_button, self.step_button = self.step_buttons()
+        return W.HBox([*before, self.back_button, self.step_button, self.slider],
+                      layout=W.Layout(align_items="center", flex_flow="row wrap"))

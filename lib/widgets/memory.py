@@ -37,6 +37,7 @@ from ..presets import MLA_PRESETS, PRESETS, resolve_model
 from .i18n import t
 from ..text import fmt_bytes, sig, text_table
 from . import YOUR_MODEL, frame_slider, picker_models, picker_options
+from .live import LiveWidget
 
 GPU_GIB = (24, 40, 80, 141)  # e.g. RTX 4090 / L4, A100-40GB, A100/H100-80GB, H200
 KV_DTYPES = tuple(n for n in DTYPES if n != "fp64")  # the explorer's KV-cache formats: fp32 down to int4
@@ -379,13 +380,13 @@ def budget_html(b: MemoryBudget) -> str:
     return "".join(out)
 
 
-class MemoryExplorer:
+class MemoryExplorer(LiveWidget):
     """Live memory calculator: model, weight dtype, KV-cache dtype, context length and batch size -> weights,
     KV, total, GPUs.
 
     Python API (no browser needed): ``set(model=..., dtype=..., kv_dtype=..., context=..., batch=...)`` (bad
     values raise a clear error and change nothing; ``kv_dtype`` None in the constructor: the weights' dtype), ``.budget`` (a MemoryBudget), ``.html`` (what the view shows),
-    ``.last_update_ms``. ``.widget`` is the ipywidgets box to display. Changing the model clamps the
+    ``.last_update_ms``; display the explorer itself (``.widget`` is its ipywidgets box). Changing the model clamps the
     context to the new model's window; the constructor's ``context`` defaults to 4096 clamped so too. The
     constructor refuses what ``set`` refuses: a model the picker lacks, a batch past the slider (1..256)."""
 
@@ -412,10 +413,10 @@ class MemoryExplorer:
         for box, key in ((self.model_box, "model"), (self.dtype_box, "dtype"), (self.kv_dtype_box, "kv_dtype"),
                          (self.context_box, "context"), (self.batch_box, "batch")):
             box.observe(lambda ch, key=key: self._from_widget(key, ch["new"]), names="value")
-        self.widget = W.VBox([style.grid(self.model_box, self.dtype_box, self.kv_dtype_box, self.context_box,
-                                         self.batch_box, columns=3), self.view])
+        self.widget = self.box(style.grid(self.model_box, self.dtype_box, self.kv_dtype_box, self.context_box,
+                                          self.batch_box, columns=3), self.view)
         self.last_update_ms = 0.0
-        self._render()
+        self.redraw()
 
     def _from_widget(self, key, value):
         if getattr(self.budget, key) != value:
@@ -442,7 +443,7 @@ class MemoryExplorer:
                        (self.context_box, nb.context), (self.batch_box, nb.batch)):
             if box.value != v:
                 box.value = v
-        self._render()
+        self.redraw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
         return nb
 
@@ -463,6 +464,6 @@ class MemoryExplorer:
         b = memory_budget(self.models[name], dtype, context, batch, kv_dtype)
         return dataclasses.replace(b, model=name)
 
-    def _render(self):
+    def redraw(self):
         self.html = budget_html(self.budget)
         self.view.value = self.html

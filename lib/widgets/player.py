@@ -23,10 +23,10 @@ Public API (three render tiers over one data layer):
   (every step, one row each) -> matplotlib ``Figure``.
 - Tier 2 (survives export): ``player_figure(...)`` -> plotly ``go.Figure`` with one frame per step, a step
   slider and Play / Pause buttons.
-- Tier 3 (live kernel): ``GenerationPlayer(model, tokenizer, prompt="<s>", ...)``, an ipywidgets box with
-  prompt, temperature, top-k, top-p, seed, cache on/off and max-new-tokens controls, a Play widget linked to
-  the step slider, Step and Back buttons. Drive it from Python with ``.step``, ``.next()``, ``.back()``,
-  ``.set_prompt()``, ``.set()`` and ``.state()``.
+- Tier 3 (live kernel): ``GenerationPlayer(model, tokenizer, prompt="<s>", ...)``, a live widget
+  (``lib.widgets.live.FrameStepping``) whose ipywidgets box holds prompt, temperature, top-k, top-p, seed, cache
+  on/off and max-new-tokens controls, a Play widget linked to the step slider, Step and Back buttons. Drive it
+  from Python with ``.step``, ``.next()``, ``.back()``, ``.set_prompt()``, ``.set()`` and ``.state()``.
 """
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ from ..text import display_width, pad, token_label
 from ..tokenizer import UnknownCharacterError
 from ..trace import check_trace
 from . import check_controls, frame_slider, play_buttons
+from .live import WIDGET_TEXT_MAX, FrameStepping
 
 # -- colours and words, shared by every tier --------------------------------------------------------------
 
@@ -542,10 +543,11 @@ def message_html(text: str) -> str:
             f'padding:6px;white-space:pre-wrap">{html.escape(text)}</div>')
 
 
-class GenerationPlayer(widgets.VBox):
+class GenerationPlayer(FrameStepping):
     """The live player: change an input and the model runs again (both with and without the cache).
 
-    Python API (what a test or a notebook cell can drive without a browser):
+    Python API (what a test or a notebook cell can drive without a browser; display the player itself, or
+    ``.widget``, its ipywidgets box):
     ``.step`` (get / set), ``.next()``, ``.back()``, ``.play()``, ``.pause()``, ``.set_prompt(text)``,
     ``.set(temperature=..., top_k=..., top_p=..., seed=..., use_cache=..., max_new_tokens=...)``,
     ``.state()`` (what is drawn now: chips, K/V statuses, bars, counts, caption, message),
@@ -585,49 +587,20 @@ class GenerationPlayer(widgets.VBox):
         self.player = w.Play(value=0, min=0, max=0, interval=checks.integer(interval_ms, "interval_ms", 1),
                              show_repeat=False, description=t("play"), style=style.control_style())
         w.jslink((self.player, "value"), (self.slider, "value"))  # the browser moves the slider while playing
-        # buttons as wide as their text: "◀ Back" and "Step ▶" never become "◀ B…"
-        self.back_button = w.Button(description=t("◀ Back"), layout=w.Layout(width="auto", min_width="max-content"))
-        self.step_button = w.Button(description=t("Step ▶"), layout=w.Layout(width="auto", min_width="max-content"))
         self.view = w.HTML()
-        self.back_button.on_click(lambda _: self.back())
-        self.step_button.on_click(lambda _: self.next())
         inputs = (self.prompt_box, self.temperature, self.top_k, self.top_p, self.seed, self.use_cache, self.max_new)
         for control in inputs:
             control.observe(self._on_input, names="value")
         self.slider.observe(self._on_step, names="value")
         self.controls = style.grid(self.prompt_box, self.use_cache, self.seed, self.temperature, self.top_k,
                                    self.top_p, self.max_new, columns=3)
-        playback = w.HBox([self.player, self.back_button, self.step_button, self.slider],
-                          layout=w.Layout(align_items="center", flex_flow="row wrap"))
-        super().__init__(children=[self.controls, playback, self.view])
+        self.widget = self.box(self.controls, self.playback(self.player), self.view)
         self._rerun()
         if self.frames and step is not None:  # (without it: the first view, FIRST_STEP, chosen by _rerun)
             self.step = step
             self.player.value = self.step  # the browser's jslink starts the slider from the Play widget's value
 
-    # -- Python API ------------------------------------------------------------------------------------------
-    @property
-    def step(self) -> int:
-        return self.slider.value
-
-    @step.setter
-    def step(self, value: int):
-        if not self.frames:
-            raise ValueError(f"nothing to step through: {self.message}")
-        self.slider.value = checks.integer(value, "step", 0, len(self.frames) - 1)
-
-    def next(self) -> int:
-        """One step forward (stays on the last step); returns the step shown."""
-        if self.frames and self.slider.value < len(self.frames) - 1:
-            self.slider.value += 1
-        return self.slider.value
-
-    def back(self) -> int:
-        """One step back (stays on step 0); returns the step shown."""
-        if self.slider.value > 0:
-            self.slider.value -= 1
-        return self.slider.value
-
+    # -- Python API (step, next() and back(): FrameStepping) -----------------------------------------------------
     def play(self):
         self.player.playing = True
 
@@ -651,6 +624,12 @@ class GenerationPlayer(widgets.VBox):
             self._quiet = False
         self._rerun()
 
+    def plain_text(self) -> str:
+        """The player's plain-text form in a notebook: its box's, under its own name ("GenerationPlayer(children=
+        (GridBox(...", as when the player was itself the box)."""
+        text = type(self).__name__ + repr(self.widget)[len(type(self.widget).__name__):]
+        return text if len(text) <= WIDGET_TEXT_MAX else text[:WIDGET_TEXT_MAX] + "…"
+
     def settings(self) -> dict:
         """The generation settings now in the controls, as lib.generate takes them."""
         return dict(prompt=self.prompt_box.value, max_new_tokens=self.max_new.value,
@@ -672,7 +651,7 @@ class GenerationPlayer(widgets.VBox):
             self._rerun()
 
     def _on_step(self, change):
-        self._draw()
+        self.redraw()
 
     def _rerun(self):
         """Run the model with the current settings (with and without the cache) and redraw."""
@@ -705,7 +684,7 @@ class GenerationPlayer(widgets.VBox):
             self.player.max = self.slider.max = n - 1
             self.slider.value = step
         self.player.value = step
-        self._draw()
+        self.redraw()
 
     def _fail(self, text: str):
         self.frames, self.traces, self.message = [], (None, None), text
@@ -714,7 +693,7 @@ class GenerationPlayer(widgets.VBox):
         self.player.max = self.slider.max = 0
         self.view.value = message_html(text)
 
-    def _draw(self):
+    def redraw(self):
         """Redraw the current step (no model run): ``last_update_seconds`` times it."""
         if not self.frames:
             return

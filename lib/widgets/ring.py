@@ -24,7 +24,8 @@ from ..cache import KVCache
 from ..model import ForwardRecord
 from ..sinks import drift_sweep
 from ..text import sig, text_table
-from . import FrameStepping, check_controls, frame_slider, play_buttons, style
+from . import check_controls, frame_slider, play_buttons, style
+from .live import FrameStepping
 from .i18n import colon, parens, t
 
 MAX_TOKENS = 64  # one frame per token: capped as every animation of the course
@@ -33,12 +34,12 @@ WINDOWS = (4, 8, 12, 16, 24, 32)
 CACHES = ("window only", "window + sinks", "full cache")
 CACHE_CONCEPT = {"window only": "recomputed", "window + sinks": "sink", "full cache": "cached"}
 
-# A slot's look: a concept of lib.widgets.style, a glyph, a word (the legend's)
+# A slot's look (style.Look): a concept of lib.widgets.style, a glyph, a word (the legend's)
 SLOT_LOOK = {
-    "sink": ("sink", "S", "sink: kept for good"),
-    "held": ("held", "", "held (the window)"),
-    "newest": ("newest", "", "the newest token"),
-    "empty": ("free", "", "empty"),
+    "sink": style.Look("sink", "S", "sink: kept for good"),
+    "held": style.Look("held", "", "held (the window)"),
+    "newest": style.Look("newest", "", "the newest token"),
+    "empty": style.Look("free", "", "empty"),
 }
 
 
@@ -139,7 +140,7 @@ def plot_ring(frames: list[RingFrame], every: int = 1, title: str = ""):
     n = len(shown[0].slots)
     fig, (ax, ax_p) = plt.subplots(1, 2, figsize=(style.FIGURE_WIDTH, min(6.0, max(3.2, 0.16 * len(shown) + 1.2))),
                                    gridspec_kw=dict(width_ratios=[1.2, 1]), layout="constrained")
-    fill = {k: to_rgb(style.PAPER if k == "empty" else style.concept(SLOT_LOOK[k][0]).colour) for k in SLOT_LOOK}
+    fill = {k: to_rgb(style.PAPER if k == "empty" else style.concept(SLOT_LOOK[k].concept).colour) for k in SLOT_LOOK}
     ax.imshow(np.array([[fill[k] for k in f.kinds] for f in shown]), aspect="auto", interpolation="nearest",
               extent=(0, n, len(shown), 0))
     for i, f in enumerate(shown):  # the sinks: hatched as well as coloured (the second cue)
@@ -201,7 +202,8 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
     symbol = {"sink": "triangle-up", "held": "square", "newest": "diamond", "empty": "square-open"}
 
     def data(f, first=False):
-        colours = [style.concept(SLOT_LOOK[k][0]).colour if k != "empty" else  # an open symbol: its colour is its edge
+        # an empty slot is an open symbol: its colour is its edge
+        colours = [style.concept(SLOT_LOOK[k].concept).colour if k != "empty" else
                    style.colour("plain bytes") if s == f.next_slot else style.MUTED for s, k in enumerate(f.kinds)]
         edge = [style.colour("plain bytes") if s == f.next_slot else style.INK if k == "newest" else style.MUTED
                 for s, k in enumerate(f.kinds)]
@@ -245,8 +247,10 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
 
 def _chip(kind: str, next_here: bool) -> str:
     edge = style.colour("plain bytes") if next_here else None
-    return (f"display:inline-block;min-width:2.4em;margin:2px;padding:2px 3px;text-align:center;border-radius:3px;"
-            f"{style.chip_css(SLOT_LOOK[kind][0], bold=kind == 'newest' or next_here, dashed=kind == 'empty' or next_here, edge=edge)}")
+    chip = style.chip_css(SLOT_LOOK[kind].concept, bold=kind == "newest" or next_here,
+                          dashed=kind == "empty" or next_here, edge=edge)
+    return ("display:inline-block;min-width:2.4em;margin:2px;padding:2px 3px;text-align:center;border-radius:3px;"
+            + chip)
 
 
 def ring_setting(f: RingFrame) -> str:
@@ -257,7 +261,8 @@ def ring_setting(f: RingFrame) -> str:
 
 
 def ring_legend_html() -> str:
-    items = [(_chip(k, False), SLOT_LOOK[k][1] or "·", t(SLOT_LOOK[k][2])) for k in ("sink", "held", "newest", "empty")]
+    items = [(_chip(k, False), SLOT_LOOK[k].glyph or "·", t(SLOT_LOOK[k].label))
+             for k in ("sink", "held", "newest", "empty")]
     items.append((_chip("held", True), "↻", t("the next token overwrites it")))
     return " · ".join(f'<span style="{css};min-width:1.4em"><span style="background:{style.PAPER};padding:0 2px">'
                       f"{html.escape(g)}</span></span> {html.escape(w)}" for css, g, w in items)
@@ -271,10 +276,10 @@ def ring_html(f: RingFrame) -> str:
     cells = []
     for s, (q, tok, k, w) in enumerate(zip(f.slots, f.tokens, f.kinds, f.weights)):
         nxt = s == f.next_slot
-        glyph = ("↻ " if nxt else "") + (SLOT_LOOK[k][1] + " " if SLOT_LOOK[k][1] else "")
+        glyph = ("↻ " if nxt else "") + (SLOT_LOOK[k].glyph + " " if SLOT_LOOK[k].glyph else "")
         body = "&nbsp;" if q is None else f"{e(glyph)}{q}<br><b>{e(tok)}</b>"
         bar = "" if w is None else (f'<div style="margin:2px auto 0 auto;width:1.2em;height:{round(40 * w) + 1}px;'
-                                    f'{style.chip_css(SLOT_LOOK[k][0])}"></div><div style="font-size:0.8em">'
+                                    f'{style.chip_css(SLOT_LOOK[k].concept)}"></div><div style="font-size:0.8em">'
                                     f'{w:.3f}</div>')
         cells.append(f'<div style="display:inline-block;vertical-align:bottom;text-align:center;margin:0 1px">'
                      f'<div style="font-size:0.75em;color:{muted}">{e(t("slot {s}", s=s))}</div>'
@@ -304,8 +309,8 @@ class RingStepper(FrameStepping):
 
     Python API (no browser needed): ``set(window=, sinks=, layer=, head=)`` (one re-run of the model on the text;
     bad values raise and change nothing), ``.step`` (get / set: the position shown), ``.next()``, ``.back()``,
-    ``.state()`` (settings, the frame as a dict, the HTML), ``.frames``, ``.last_update_ms``. ``.widget`` is the
-    ipywidgets box to display."""
+    ``.state()`` (settings, the frame as a dict, the HTML), ``.frames``, ``.last_update_ms``; ``.widget`` is the
+    ipywidgets box (display the stepper itself)."""
 
     CONTROLS = ("window", "sinks", "layer", "head")
 
@@ -326,20 +331,15 @@ class RingStepper(FrameStepping):
         self.head_box = W.Dropdown(options=list(range(cfg.n_heads)), value=head, description=t("head"), **look)
         self.slider = W.IntSlider(value=0, min=0, max=len(self.frames) - 1, description=t("position"),
                                   style=style.control_style(), layout=W.Layout(width="24em"))
-        self.back_button = W.Button(description=t("◀ Back"), layout=W.Layout(width="auto", min_width="max-content"))
-        self.step_button = W.Button(description=t("Step ▶"), layout=W.Layout(width="auto", min_width="max-content"))
         self.view = W.HTML()
-        self.back_button.on_click(lambda _: self.back())
-        self.step_button.on_click(lambda _: self.next())
         for box, key in ((self.window_box, "window"), (self.sinks_box, "sinks"), (self.layer_box, "layer"),
                          (self.head_box, "head")):
             box.observe(lambda ch, key=key: self._from_widget(key, ch["new"]), names="value")
-        self.slider.observe(lambda _: self._draw(), names="value")
-        self.widget = W.VBox([style.grid(self.window_box, self.sinks_box, self.layer_box, self.head_box, columns=2),
-                              W.HBox([self.back_button, self.step_button, self.slider],
-                                     layout=W.Layout(align_items="center", flex_flow="row wrap")), self.view])
+        self.slider.observe(lambda _: self.redraw(), names="value")
+        self.widget = self.box(style.grid(self.window_box, self.sinks_box, self.layer_box, self.head_box, columns=2),
+                               self.playback(), self.view)
         self.last_update_ms = 0.0
-        self._draw()
+        self.redraw()
 
     def _from_widget(self, key, value):
         if self.values[key] != value:
@@ -360,12 +360,12 @@ class RingStepper(FrameStepping):
                          ("head", self.head_box)):
             if box.value != new[key]:
                 box.value = new[key]
-        self._draw()
+        self.redraw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
 
     def state(self) -> dict:
         return dict(settings=dict(self.values), step=self.slider.value, n_steps=len(self.frames),
                     frame=self.frames[self.slider.value].as_dict(), html=self.view.value)
 
-    def _draw(self):
+    def redraw(self):
         self.view.value = ring_html(self.frames[self.slider.value])

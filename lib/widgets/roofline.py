@@ -25,7 +25,7 @@ from ..device import DTYPES as _DTYPE_TABLE
 from .i18n import t
 from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
 from ..trace import check_trace
-from .live import plotly_output, show_plotly
+from .live import LiveWidget, plotly_output, show_plotly
 from ..presets import MODEL_NAMES
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import YOUR_MODEL, check_controls, figure_and_axes, frame_slider, picker_models, picker_options
@@ -316,11 +316,6 @@ def _y_unit(machine) -> tuple[float, str]:
     return (1e3, "TFLOP/s") if machine.peak_gflops >= 1e4 else (1.0, "GFLOP/s")
 
 
-def _text_colour(hex_colour: str) -> str:
-    """A palette colour made readable as text on the white card (``style.text_colour`` of its Okabe–Ito name)."""
-    return style.text_colour({v: k for k, v in style.OKABE_ITO.items()}[hex_colour])
-
-
 def _roof_axes(ax, machine: Machine, intensities, ridge_label: str) -> None:
     """What every matplotlib roofline shares: the roof over ``intensities`` (reference colour, thick), the ridge
     (reference colour, dotted, labelled at the foot), log-log axes with room above the peak, and the axis titles."""
@@ -458,17 +453,9 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
 
 # ------------------------------------------------------------------------------------- tier 2: plotly
 
-def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU, dtype="bf16",
-                          contexts=None, batches=BATCHES, start: int = 1):
-    """A plotly roofline with a slider over the batch size: each model's decode steps (one point per
-    context) slide up the bandwidth slope as the batch grows, toward their batch → ∞ limits (open
-    circles); prefill points (batch 1, prompt = the first context) stay put. One frame per batch size.
-    ``contexts``: None (``default_length`` of each model), one list for every model, or {model: list}."""
-    import plotly.graph_objects as go
-
-    models, batches = _models_and_batches(models, batches, "plotly_batch_roofline")
-    if start not in batches:
-        raise ValueError(f"start={start!r} is not one of the batch sizes {batches}")
+def _contexts_per_model(models, contexts) -> dict:
+    """{model: [contexts]} from ``contexts``: None (``default_length`` of each model), one list for every model,
+    or {model: list}; every model needs at least one."""
     if contexts is None:
         ctx = {m: [default_length(m)] for m in models}
     elif isinstance(contexts, dict):
@@ -480,91 +467,121 @@ def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU,
         ctx = {m: list(contexts) for m in models}
     if not all(ctx.values()):
         raise ValueError(f"every model needs at least one context, got {ctx}")
-    scale, unit = _y_unit(machine)
-    y = lambda x: sig(machine.attainable(x) / scale)
+    return ctx
 
-    def labels(b) -> dict:
-        """(model, context) -> the text by that point at batch ``b``: points on one spot (within 0.15 of a decade)
-        share one label, written by the first of them, that names every model and context there."""
-        spots: list = []
-        for m in models:
-            for n in ctx[m]:
-                x = costs.decode_cost(m, n, b, dtype).intensity
-                spot = next((s for s in spots if abs(math.log10(s[0]) - math.log10(x)) < 0.15), None)
-                if spot is None:
-                    spots.append((x, [(m, n)]))
-                else:
-                    spot[1].append((m, n))
-        out = {}
-        for _, members in spots:
-            text = "<br>".join(f"{_name(m)}, " + t("ctx {n}", n=n) for m, n in members)
-            out.update({key: (text if k == 0 else "") for k, key in enumerate(members)})
-        return out
 
-    def decode_trace(i, m, b, named=None):
-        named = labels(b) if named is None else named
-        cs = [costs.decode_cost(m, n, b, dtype) for n in ctx[m]]
-        xs = [sig(c.intensity) for c in cs]
-        return go.Scatter(x=xs, y=[y(x) for x in xs], mode="markers+text", name=t("{model} decode", model=_name(m)),
-                          marker=dict(size=11, color=PHASE_COLOURS["decode"],
-                                      symbol=PLOTLY_PHASE_SYMBOLS["decode"], line=dict(color=style.INK, width=0.8)),
-                          # each spot names its models and contexts once, under and right of it
-                          text=[named[(m, n)] for n in ctx[m]], textposition="bottom right",
-                          hovertext=[t("{model} decode, batch {b}, context {n}: {x} FLOP/B, {bound}, KV reads {share}% "
-                                       "of bytes", model=_name(m), b=b, n=n, x=x, bound=t(machine.bound(x)),
-                                       share=sig(100 * c.kv_read_share, 3))
-                                     for n, x, c in zip(ctx[m], xs, cs)], hoverinfo="text")
+def _y(machine: Machine, x: float) -> float:
+    """The roof's height at intensity ``x`` in the unit of the y axis (``_y_unit``)."""
+    return sig(machine.attainable(x) / _y_unit(machine)[0])
 
+
+def _spot_labels(ctx: dict, b: int, dtype) -> dict:
+    """(model, context) -> the text by that decode point at batch ``b``: points on one spot (within 0.15 of a
+    decade) share one label, written by the first of them, that names every model and context there."""
+    spots: list = []
+    for m, contexts in ctx.items():
+        for n in contexts:
+            x = costs.decode_cost(m, n, b, dtype).intensity
+            spot = next((s for s in spots if abs(math.log10(s[0]) - math.log10(x)) < 0.15), None)
+            if spot is None:
+                spots.append((x, [(m, n)]))
+            else:
+                spot[1].append((m, n))
+    out = {}
+    for _, members in spots:
+        text = "<br>".join(f"{_name(m)}, " + t("ctx {n}", n=n) for m, n in members)
+        out.update({key: (text if k == 0 else "") for k, key in enumerate(members)})
+    return out
+
+
+def _decode_trace(go, m, contexts, b: int, machine: Machine, dtype, named: dict):
+    """Model ``m``'s decode points at batch ``b``, one per context, labelled by ``named`` (``_spot_labels``)."""
+    cs = [costs.decode_cost(m, n, b, dtype) for n in contexts]
+    xs = [sig(c.intensity) for c in cs]
+    return go.Scatter(x=xs, y=[_y(machine, x) for x in xs], mode="markers+text",
+                      name=t("{model} decode", model=_name(m)),
+                      marker=dict(size=11, color=PHASE_COLOURS["decode"],
+                                  symbol=PLOTLY_PHASE_SYMBOLS["decode"], line=dict(color=style.INK, width=0.8)),
+                      # each spot names its models and contexts once, under and right of it
+                      text=[named[(m, n)] for n in contexts], textposition="bottom right",
+                      hovertext=[t("{model} decode, batch {b}, context {n}: {x} FLOP/B, {bound}, KV reads {share}% "
+                                   "of bytes", model=_name(m), b=b, n=n, x=x, bound=t(machine.bound(x)),
+                                   share=sig(100 * c.kv_read_share, 3))
+                                 for n, x, c in zip(contexts, xs, cs)], hoverinfo="text")
+
+
+def _still_traces(go, ctx: dict, machine: Machine, dtype) -> tuple[list, list, list]:
+    """``(limits, prefills, xs)``: each model's batch → ∞ decode points (open circles) and its prefill point
+    (batch 1, prompt = its first context), which no batch moves, and the intensities the x axis must show."""
     limits, prefills, every_x = [], [], []
-    for i, m in enumerate(models):
-        lx = [sig(costs.decode_intensity_limit(m, n, dtype)) for n in ctx[m]]
-        limits.append(go.Scatter(x=lx, y=[y(x) for x in lx], mode="markers",
+    for m, contexts in ctx.items():
+        lx = [sig(costs.decode_intensity_limit(m, n, dtype)) for n in contexts]
+        limits.append(go.Scatter(x=lx, y=[_y(machine, x) for x in lx], mode="markers",
                                  name=t("{model} batch→∞", model=_name(m)),
                                  marker=dict(size=11, symbol="circle-open", color=PHASE_COLOURS["decode"],
                                              line=dict(width=2)), hoverinfo="text",
                                  hovertext=[t("{model} decode at context {n}, batch → ∞: {x} FLOP/B", model=_name(m),
-                                              n=n, x=x) for n, x in zip(ctx[m], lx)]))
-        p = costs.prefill_cost(m, ctx[m][0], 1, dtype)
-        px = sig(p.intensity)
-        prefills.append(go.Scatter(x=[px], y=[y(px)], mode="markers", name=t("{model} prefill", model=_name(m)),
+                                              n=n, x=x) for n, x in zip(contexts, lx)]))
+        px = sig(costs.prefill_cost(m, contexts[0], 1, dtype).intensity)
+        prefills.append(go.Scatter(x=[px], y=[_y(machine, px)], mode="markers",
+                                   name=t("{model} prefill", model=_name(m)),
                                    marker=dict(size=12, symbol=PLOTLY_PHASE_SYMBOLS["prefill"],
                                                color=PHASE_COLOURS["prefill"], line=dict(color=style.INK, width=0.8)),
                                    hoverinfo="text",
                                    hovertext=[t("{model} prefill of {n} tokens: {x} FLOP/B, {bound}", model=_name(m),
-                                                n=ctx[m][0], x=px, bound=t(machine.bound(px)))]))
-        every_x += lx + [px, costs.decode_cost(m, ctx[m][-1], 1, dtype).intensity]
+                                                n=contexts[0], x=px, bound=t(machine.bound(px)))]))
+        every_x += lx + [px, costs.decode_cost(m, contexts[-1], 1, dtype).intensity]
+    return limits, prefills, every_x
+
+
+def _batch_title(machine: Machine, dtype, b: int) -> str:
+    """The title at batch ``b``, with the key in its second line: no legend to sit over the title or the points."""
+    key = (f'<span style="color:{style.text_colour("decode")}">●</span> ' + t("decode") + "   "
+           f'<span style="color:{style.text_colour("decode")}">○</span> ' + t("decode, batch → ∞") + "   "
+           f'<span style="color:{style.text_colour("prefill")}">■</span> ' + t("prefill (batch 1)"))
+    return t("{machine} roofline ({dtype}): decode with batch {b}", machine=machine_label(machine), dtype=dtype,
+             b=b) + "<br><span style='font-size:" + str(style.PLOTLY_SMALL) + "px'>" + key + "</span>"
+
+
+def plotly_batch_roofline(models=DEFAULT_MODELS, machine: Machine = DEFAULT_GPU, dtype="bf16",
+                          contexts=None, batches=BATCHES, start: int = 1):
+    """A plotly roofline with a slider over the batch size: each model's decode steps (one point per
+    context) slide up the bandwidth slope as the batch grows, toward their batch → ∞ limits (open
+    circles); prefill points (batch 1, prompt = the first context) stay put. One frame per batch size.
+    ``contexts``: None (``default_length`` of each model), one list for every model, or {model: list}."""
+    import plotly.graph_objects as go
+
+    models, batches = _models_and_batches(models, batches, "plotly_batch_roofline")
+    if start not in batches:
+        raise ValueError(f"start={start!r} is not one of the batch sizes {batches}")
+    ctx = _contexts_per_model(models, contexts)
+    scale, unit = _y_unit(machine)
+    limits, prefills, every_x = _still_traces(go, ctx, machine, dtype)
     x_lo, x_hi = _x_range(every_x, machine)
     rx, ry = roof_line(machine, x_lo, x_hi)
     roof = go.Scatter(x=[sig(x) for x in rx], y=[sig(v / scale) for v in ry], mode="lines", name=t("roof"),
                       line=dict(color=ROOF_COLOUR, width=3), hoverinfo="skip")
-    first = [decode_trace(i, m, start, labels(start)) for i, m in enumerate(models)]
-    moving = list(range(len(first)))
-    fig = go.Figure(data=[*first, roof, *limits, *prefills])
 
-    key = (f'<span style="color:{style.text_colour("decode")}">●</span> ' + t("decode") + "   "
-           f'<span style="color:{style.text_colour("decode")}">○</span> ' + t("decode, batch → ∞") + "   "
-           f'<span style="color:{style.text_colour("prefill")}">■</span> ' + t("prefill (batch 1)"))
+    def decode(b):  # the traces a batch size moves: every model's decode points
+        named = _spot_labels(ctx, b, dtype)
+        return [_decode_trace(go, m, ctx[m], b, machine, dtype, named) for m in models]
 
-    def title(b):  # the key in the title's second line: no legend to sit over the title or the points
-        return t("{machine} roofline ({dtype}): decode with batch {b}", machine=machine_label(machine), dtype=dtype,
-                 b=b) + \
-            "<br><span style='font-size:" + str(style.PLOTLY_SMALL) + "px'>" + key + "</span>"
-
-    fig.frames = [go.Frame(name=str(b), data=[decode_trace(i, m, b, labels(b)) for i, m in enumerate(models)], traces=moving,
-                           layout=dict(title_text=title(b))) for b in batches]
+    fig = go.Figure(data=[*decode(start), roof, *limits, *prefills])
+    fig.frames = [go.Frame(name=str(b), data=decode(b), traces=list(range(len(models))),
+                           layout=dict(title_text=_batch_title(machine, dtype, b))) for b in batches]
     fig.add_vline(x=sig(machine.ridge), line=dict(color=ROOF_COLOUR, dash="dot", width=1))
     fig.update_layout(
-        title_text=title(start), height=540, showlegend=False, margin=dict(t=100),
+        title_text=_batch_title(machine, dtype, start), height=540, showlegend=False, margin=dict(t=100),
         xaxis=style.plotly_log_axis(title=t("arithmetic intensity (FLOP / byte)"), range=[_log10(x_lo), _log10(x_hi)]),
         yaxis=style.plotly_log_axis(title=t("attainable {unit}", unit=unit),
-                   range=[_log10(y(x_lo) / 2), _log10(machine.peak_gflops / scale * 3)]),
+                                    range=[_log10(_y(machine, x_lo) / 2), _log10(machine.peak_gflops / scale * 3)]),
         sliders=[frame_slider(batches, t("batch: "), batches.index(start), pad=dict(t=40))])
     return fig
 
 
 # ------------------------------------------------------------------------------- tier 3: live widgets
 
-class RooflineExplorer:
+class RooflineExplorer(LiveWidget):
     """Tier 3: pick a model, dtype, machine, batch size and context; see where prefill and decode sit.
 
     Drive it from Python with ``set(model=..., dtype=..., machine=..., batch=..., context=...)``, which
@@ -622,12 +639,12 @@ class RooflineExplorer:
         self.summary = ""
         self.last_update_seconds = 0.0
         self._holding = False
-        self.update()
+        self.redraw()
         for w in self.controls.values():
             w.observe(self._on_change, names="value")
         c = self.controls
-        self.widget = style.themed(W.VBox([style.grid(c["model"], c["dtype"], c["machine"], c["batch"], c["context"],
-                                                      columns=3), self.output, self.summary_box]))
+        self.widget = self.box(style.grid(c["model"], c["dtype"], c["machine"], c["batch"], c["context"], columns=3),
+                               self.output, self.summary_box, themed=True)
 
     # -- the Python API ------------------------------------------------------------------------------------
     def _check(self, **values) -> dict:
@@ -650,7 +667,7 @@ class RooflineExplorer:
                 self.controls[key].value = value
         finally:
             self._holding = False
-        self.update()
+        self.redraw()
         return self
 
     @property
@@ -661,7 +678,7 @@ class RooflineExplorer:
     # -- computing and drawing -------------------------------------------------------------------------------
     def _on_change(self, change=None):
         if not self._holding:
-            self.update()
+            self.redraw()
 
     def _compute(self) -> dict:
         v = {k: w.value for k, w in self.controls.items()}
@@ -710,7 +727,7 @@ class RooflineExplorer:
                            "still holds; the model could not run it)", context=s["context"], max=s["max_seq_len"]))
         return "\n".join(lines)
 
-    def update(self) -> None:
+    def redraw(self) -> None:
         """Recompute from the controls and redraw (the observe callbacks call this)."""
         t0 = time.perf_counter()
         s = self._compute()

@@ -29,6 +29,7 @@ from .i18n import t
 from ..sampling import draw, filter_logits, make_generator
 from ..text import pad, token_label
 from . import figure_and_axes, frame_slider, try_prompt
+from .live import LiveWidget, problem_html
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # the plotly slider's discrete steps
 MAX_BARS = 50  # never more bars than this: past ~50 they stop being readable
@@ -89,11 +90,6 @@ class Bars:
     def greyed(self) -> list:
         """Ids of the shown tokens that top-k / top-p (or greedy) removed."""
         return [i for i, k in zip(self.ids, self.kept) if not k]
-
-    @property
-    def shown_mass(self) -> float:
-        """How much of the sampling distribution the shown bars hold."""
-        return sum(self.probs)
 
     def rule(self) -> str:
         """The setting in words, e.g. 'T=0.7, top-k=5, top-p=0.9' or 'greedy (T=0)'."""
@@ -289,7 +285,7 @@ def bars_html(bars: Bars, width_px: int = 260) -> str:
             f'</div>')
 
 
-class SamplingExplorer:
+class SamplingExplorer(LiveWidget):
     """Tier 3: prompt box, temperature / top-k / top-p sliders and seeded draws, on a live model.
 
     Changing the prompt re-runs the model once (unknown characters: a readable message, the last good
@@ -322,15 +318,14 @@ class SamplingExplorer:
         self.message_box = W.HTML()
         self.bars_box = W.HTML()
         self.samples_box = W.HTML()
-        self.state = self._compute()
-        self._render()
+        self.redraw()
         self.prompt_box.observe(self._on_prompt, names="value")
         for w in (self.temperature, self.top_k, self.top_p):
             w.observe(self._on_setting, names="value")
         self.draw_button.on_click(lambda _: self.sample())
         self.controls = style.grid(self.prompt_box, self.seed, self.draw_button, self.temperature, self.top_k,
                                    self.top_p, columns=3)
-        self.widget = W.VBox([self.controls, self.message_box, self.bars_box, self.samples_box])
+        self.widget = self.box(self.controls, self.message_box, self.bars_box, self.samples_box)
 
     # -- the settings, as the sampling functions take them -----------------------------------------------------
     TOP_P_MIN = 0.05  # the top-p slider's range is 0.05..1
@@ -353,29 +348,28 @@ class SamplingExplorer:
     def _compute(self) -> Bars:
         return sampling_bars(self.logits, self.tokenizer, n_bars=self.n_bars, **self.settings())
 
-    def _render(self):
+    def _show(self):
         self.bars_box.value = bars_html(self.state)
-        self.message_box.value = (f'<span style="color:{style.css("ink")};border-left:4px solid '
-                                  f'{style.colour("recomputed")};padding-left:6px">{html.escape(self.message)}</span>'
-                                  if self.message
+        self.message_box.value = (problem_html(self.message) if self.message
                                   else t("prompt <code>{prompt}</code>: {n} token(s)", prompt=html.escape(self.prompt),
                                          n=len(self.tokenizer.encode(self.prompt))))
 
-    def _update(self):
+    def redraw(self):
+        """Filter the logits with the sliders' settings and draw the bars (no model run)."""
         t0 = time.perf_counter()
         self.state = self._compute()
-        self._render()
+        self._show()
         self.last_update_seconds = time.perf_counter() - t0
 
     # -- callbacks ----------------------------------------------------------------------------------------------
     def _on_setting(self, change=None):
-        self._update()
+        self.redraw()
 
     def _on_prompt(self, change):
         t0 = time.perf_counter()
         try_prompt(self, change["new"], lambda text: setattr(self, "logits",
                                                               next_token_logits(self.model, self.tokenizer, text)))
-        self._update()
+        self.redraw()
         self.last_update_seconds = time.perf_counter() - t0  # this time including the forward pass
 
     # -- the Python API ---------------------------------------------------------------------------------------
@@ -410,9 +404,6 @@ class SamplingExplorer:
         return (f"SamplingExplorer(prompt={self.prompt!r}, {self.state.summary()}; live widget: needs a running "
                 f"kernel)")
 
-    def _repr_mimebundle_(self, **kwargs):
-        bundle = self.widget._repr_mimebundle_(**kwargs)
-        data = bundle[0] if isinstance(bundle, tuple) else bundle
-        data = dict(data)
-        data["text/plain"] = repr(self)
-        return data
+    def plain_text(self) -> str:
+        """The explorer's plain-text form in a notebook: its repr (what a saved page without a kernel reads)."""
+        return repr(self)

@@ -23,6 +23,7 @@ from .i18n import t
 from ..speculative import SpeculativeResult, expected_tokens_per_pass, speculative_generate
 from ..text import token_label
 from . import figure_and_axes, frame_slider, play_buttons, try_prompt
+from .live import LiveWidget
 
 # Each state: a concept of lib.widgets.style (its colour) and a second cue (a hatch in matplotlib, a marker symbol in plotly,
 # a text decoration in the HTML chips), so the grid reads without colour too. The target's own tokens (correction,
@@ -288,11 +289,12 @@ def _chip_style(status: str, key: bool = False) -> str:
     return f"{size}border-radius:3px;background:{COLORS[status]};color:{style.INK};{cue}"
 
 
-class SpeculativeExplorer:
+class SpeculativeExplorer(LiveWidget):
     """Tier 3: prompt box, k slider, temperature steps and seed; each change re-runs draft + target once.
 
     Drive it from Python with ``set(prompt=..., k=..., temperature=..., seed=...)``; ``result`` is the last
-    run, ``html`` what is shown, ``message`` the error text for a bad prompt (the last good run stays)."""
+    run, ``html`` what is shown, ``message`` the error text for a bad prompt (the last good run stays). Display the
+    explorer itself (``.widget`` is its ipywidgets box)."""
 
     def __init__(self, target, draft, tokenizer, prompt: str = "<s>the", k: int = 4, temperature: float = 0.0,
                  seed: int = 0, max_new_tokens: int = 24):
@@ -313,11 +315,11 @@ class SpeculativeExplorer:
         self.last_update_seconds = 0.0
         self.result = self._run(prompt)  # the first prompt must be valid: a bad one raises here
         self.prompt = prompt
-        self._render()
+        self.redraw()
         for w in (self.prompt_box, self.k_slider, self.temperature, self.seed):
             w.observe(self._on_change, names="value")
-        self.widget = W.VBox([style.grid(self.prompt_box, self.seed, self.k_slider, self.temperature, columns=2),
-                              self.view])
+        self.widget = self.box(style.grid(self.prompt_box, self.seed, self.k_slider, self.temperature, columns=2),
+                               self.view)
 
     @staticmethod
     def _check(k, temperature, seed) -> tuple:
@@ -334,7 +336,7 @@ class SpeculativeExplorer:
                                     temperature=float(self.temperature.value), eos_id=self.tokenizer.eos_id,
                                     seed=int(self.seed.value))
 
-    def _render(self):
+    def redraw(self):
         error = (f'<div style="color:{style.text_colour("rejected")}">{html.escape(self.message)}</div>'
                  if self.message else "")
         self.view.value = error + rounds_html(self.result, self.tokenizer)
@@ -342,7 +344,7 @@ class SpeculativeExplorer:
     def _on_change(self, change=None):
         t0 = time.perf_counter()
         try_prompt(self, self.prompt_box.value, lambda text: setattr(self, "result", self._run(text)))
-        self._render()
+        self.redraw()
         self.last_update_seconds = time.perf_counter() - t0
 
     @property

@@ -23,6 +23,7 @@ template, and nothing global for ipywidgets (widgets call ``control_style`` / ``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["OKABE_ITO", "Concept", "CONCEPTS", "CATEGORICAL", "PAPER", "INK", "MUTED", "GRID", "FREE",
            "SEQUENTIAL", "DIVERGING", "FONT_SIZE", "SMALL_SIZE", "TITLE_SIZE", "FIGURE_WIDTH", "concept",
@@ -161,6 +162,16 @@ def kv_state(name: str) -> KVState:
     if name not in KV_STATES:
         raise ValueError(f"unknown K/V state {name!r}; the states are: {', '.join(KV_STATES)}")
     return KV_STATES[name]
+
+
+# ------------------------------------------------------------------ a widget's own states
+class Look(NamedTuple):
+    """How a widget draws one state of its own picture (a ring slot, a FlashAttention tile): the concept of
+    CONCEPTS whose colour and hatch it takes, the glyph written in its cell ("" for none) and the legend's words
+    (pass through i18n.t)."""
+    concept: str
+    glyph: str
+    label: str
 
 
 # ------------------------------------------------------------------ categories that are not concepts

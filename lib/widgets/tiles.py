@@ -27,7 +27,8 @@ import torch
 from .. import checks, flash
 from ..model import ForwardRecord
 from ..text import fmt_bytes, sig, text_table
-from . import FrameStepping, check_controls, frame_slider, play_buttons, style
+from . import check_controls, frame_slider, play_buttons, style
+from .live import FrameStepping
 from .i18n import colon, t
 
 MAX_TOKENS = 64  # the stepper's window: a 64-token grid stays readable and its frames small (CONTRIBUTING.md)
@@ -35,13 +36,13 @@ BLOCK_SIZES = (4, 8, 16, 32)
 VIEWS = ("FlashAttention tiles", "FlashDecoding split-K")
 SHOWN_DIMS = 4  # the output's first few dimensions shown for the query row
 
-# A tile's look: a concept of lib.widgets.style, a glyph, a word (the legend's).
+# A tile's look (style.Look): a concept of lib.widgets.style, a glyph, a word (the legend's).
 TILE_LOOK = {
-    "full": ("tile computed", "F", "computed (all keys visible)"),
-    "mask": ("tile computed", "M", "computed with the causal mask"),
-    "skip": ("tile skipped", "·", "skipped (above the diagonal)"),
-    "loading": ("tile loading", "▶", "loaded now"),
-    "pending": ("free", "", "not reached yet"),
+    "full": style.Look("tile computed", "F", "computed (all keys visible)"),
+    "mask": style.Look("tile computed", "M", "computed with the causal mask"),
+    "skip": style.Look("tile skipped", "·", "skipped (above the diagonal)"),
+    "loading": style.Look("tile loading", "▶", "loaded now"),
+    "pending": style.Look("free", "", "not reached yet"),
 }
 
 
@@ -136,7 +137,7 @@ def tile_caption(f: TileFrame, n: int) -> str:
 def tile_table(frames: list[TileFrame]) -> str:
     """The walk as text: per tile its kind, the row's running m and l (where its tile is being worked), and the
     bytes moved so far against plain attention."""
-    rows = [[f.step + 1, f"{f.q_tile} × {f.k_tile}", t(TILE_LOOK[f.kind][2]),
+    rows = [[f.step + 1, f"{f.q_tile} × {f.k_tile}", t(TILE_LOOK[f.kind].label),
              "" if not f.row_here or f.m is None else f"{f.m:.4f}", "" if not f.row_here or f.l is None else f"{f.l:.4f}",
              fmt_bytes(f.flash_bytes)] for f in frames]
     head = [t("step"), t("tile (query × key)"), t("what the loop does"), t("m of row {r}", r=frames[0].row),
@@ -148,7 +149,7 @@ def tile_table(frames: list[TileFrame]) -> str:
 
 
 def _concept(state: str) -> str:
-    return TILE_LOOK[state][0]
+    return TILE_LOOK[state].concept
 
 
 def plot_tiles(frames: list[TileFrame], title: str = ""):
@@ -166,7 +167,7 @@ def plot_tiles(frames: list[TileFrame], title: str = ""):
             c = style.concept(_concept(kind))
             ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=c.colour, edgecolor=style.MUTED, hatch=c.hatch or None
                                        if kind != "mask" else "xx"))
-            mark = TILE_LOOK[kind][1] if kind == "skip" else f"{TILE_LOOK[kind][1]}{order[i, j]}"
+            mark = TILE_LOOK[kind].glyph if kind == "skip" else f"{TILE_LOOK[kind].glyph}{order[i, j]}"
             ax.text(j + 0.5, i + 0.5, mark, ha="center", va="center", color=style.INK,
                     fontsize=16 if kind == "skip" else style.SMALL_SIZE,
                     bbox=dict(boxstyle="square,pad=0.05", facecolor=c.colour, edgecolor="none"))
@@ -272,8 +273,8 @@ def tile_figure(frames: list[TileFrame], title: str = ""):
         states = [f.grid[i][j] for i, j in cells]
         grid = go.Scatter(
             x=[j for _, j in cells], y=[i for i, _ in cells], mode="markers+text",
-            text=[TILE_LOOK[s][1] for s in states], textfont=dict(color=style.INK, size=14),
-            hovertext=[t(TILE_LOOK[s][2]) for s in states], hoverinfo="text",
+            text=[TILE_LOOK[s].glyph for s in states], textfont=dict(color=style.INK, size=14),
+            hovertext=[t(TILE_LOOK[s].label) for s in states], hoverinfo="text",
             marker=dict(symbol=[symbol[s] for s in states], size=min(34, 300 // max(n_q, n_k)),
                         color=[style.concept(_concept(s)).colour if s not in ("pending", "skip") else style.MUTED
                                for s in states],
@@ -323,13 +324,13 @@ def _cell(state: str, bold: bool = False) -> str:
 
 
 def _glyph(state: str) -> str:
-    g = TILE_LOOK[state][1]
+    g = TILE_LOOK[state].glyph
     return f'<span style="background:{style.PAPER};padding:0 2px">{html.escape(g)}</span>' if g else "&nbsp;"
 
 
 def tile_legend_html() -> str:
     return " · ".join(f'<span style="{_cell(s, s == "loading")};width:1.4em;height:1.4em;line-height:1.4em">'
-                      f'{_glyph(s)}</span> {html.escape(t(TILE_LOOK[s][2]))}'
+                      f'{_glyph(s)}</span> {html.escape(t(TILE_LOOK[s].label))}'
                       for s in ("loading", "full", "mask", "skip", "pending"))
 
 
@@ -405,7 +406,8 @@ class TileStepper(FrameStepping):
 
     Python API (no browser needed): ``set(layer=, head=, block_size=, row=, view=)`` (one re-run; bad values raise
     and change nothing), ``.step`` (get / set), ``.next()``, ``.back()``, ``.state()`` (what is drawn: the frame as
-    a dict, the caption, the HTML), ``.frames``, ``.last_update_ms``. ``.widget`` is the ipywidgets box to display.
+    a dict, the caption, the HTML), ``.frames``, ``.last_update_ms``; ``.widget`` is the ipywidgets box (display the
+    stepper itself).
     A change of layer or head runs the model again on the text (``layer_qkv``)."""
 
     CONTROLS = ("layer", "head", "block_size", "row", "view")
@@ -432,19 +434,13 @@ class TileStepper(FrameStepping):
                                    continuous_update=False, **look)
         self.slider = W.IntSlider(value=0, min=0, max=0, description=t("step"), style=style.control_style(),
                                   layout=W.Layout(width="24em"))
-        self.back_button = W.Button(description=t("◀ Back"), layout=W.Layout(width="auto", min_width="max-content"))
-        self.step_button = W.Button(description=t("Step ▶"), layout=W.Layout(width="auto", min_width="max-content"))
         self.view = W.HTML()
-        self.back_button.on_click(lambda _: self.back())
-        self.step_button.on_click(lambda _: self.next())
         for box, key in ((self.layer_box, "layer"), (self.head_box, "head"), (self.block_box, "block_size"),
                          (self.row_box, "row"), (self.view_box, "view")):
             box.observe(lambda ch, key=key: self._from_widget(key, ch["new"]), names="value")
-        self.slider.observe(lambda _: self._draw(), names="value")
-        self.widget = W.VBox([style.grid(self.view_box, self.layer_box, self.head_box, self.block_box, self.row_box,
-                                         columns=3),
-                              W.HBox([self.back_button, self.step_button, self.slider],
-                                     layout=W.Layout(align_items="center", flex_flow="row wrap")), self.view])
+        self.slider.observe(lambda _: self.redraw(), names="value")
+        self.widget = self.box(style.grid(self.view_box, self.layer_box, self.head_box, self.block_box, self.row_box,
+                                          columns=3), self.playback(), self.view)
         self._qkv_key = None
         self.last_update_ms = 0.0
         self._rerun()
@@ -501,9 +497,9 @@ class TileStepper(FrameStepping):
         with self.slider.hold_trait_notifications():
             self.slider.max = len(self.frames) - 1
             self.slider.value = min(self.slider.value, len(self.frames) - 1)
-        self._draw()
+        self.redraw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
 
-    def _draw(self):
+    def redraw(self):
         f = self.frames[min(self.slider.value, len(self.frames) - 1)]
         self.view.value = tile_html(f, len(self.frames)) if isinstance(f, TileFrame) else chunk_html(f)

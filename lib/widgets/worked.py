@@ -27,6 +27,7 @@ from .i18n import t
 from ..model import ForwardRecord, eval_mode
 from ..text import text_table
 from . import frame_slider, prompt_problem
+from .live import LiveWidget, problem_html
 
 TOP = 5  # candidates shown per step
 
@@ -476,12 +477,12 @@ def step_html(case: WorkedCase, step: int) -> str:
             f"<div>{''.join(cache)}</div></div></div>")
 
 
-class WorkedExplorer:
+class WorkedExplorer(LiveWidget):
     """Live worked case: a prompt box (re-runs the model) and a step slider.
 
     Python API (no browser needed): ``set_prompt(text)``, ``set_step(i)``, ``.case``, ``.step``, ``.html``
     (what the view shows), ``.error`` (the last bad prompt's message, shown instead of the tables) and
-    ``.last_update_ms``. ``.widget`` is the ipywidgets box to display."""
+    ``.last_update_ms``; display the explorer itself (``.widget`` is its ipywidgets box)."""
 
     def __init__(self, model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 8):
         import ipywidgets as W
@@ -500,8 +501,8 @@ class WorkedExplorer:
         self.prompt_box.observe(lambda ch: ch["new"] != self.prompt and self.set_prompt(ch["new"]), names="value")
         self.slider.observe(lambda ch: ch["new"] != self.step and self.set_step(ch["new"]), names="value")
         self.controls = style.grid(self.prompt_box, self.slider, columns=2)
-        self.widget = W.VBox([self.controls, self.status, self.view])
-        self._render()
+        self.widget = self.box(self.controls, self.status, self.view)
+        self.redraw()
 
     FIRST_STEP = 1  # the view opens on the first decode step: one K/V row appended, the prompt's read back
 
@@ -517,8 +518,7 @@ class WorkedExplorer:
             case = run_worked_case(self.model, self.tokenizer, prompt, self.max_new_tokens)
         except ValueError as e:  # includes UnknownCharacterError
             self.error, self.prompt = prompt_problem(e), prompt
-            self.status.value = (f"<span style='color:{style.css('ink')};border-left:4px solid "
-                                 f"{style.colour('recomputed')};padding-left:6px'>{html.escape(self.error)}</span>")
+            self.status.value = problem_html(self.error)
             self.last_update_ms = (time.perf_counter() - t0) * 1e3
             return
         self.error = None
@@ -528,7 +528,7 @@ class WorkedExplorer:
         with self.slider.hold_trait_notifications():
             self.slider.max = len(case) - 1
             self.slider.value = self.step
-        self._render()
+        self.redraw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
 
     def set_step(self, step: int) -> None:
@@ -537,10 +537,10 @@ class WorkedExplorer:
         self.step = step = int(step)
         if self.slider.value != step:
             self.slider.value = step
-        self._render()
+        self.redraw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
 
-    def _render(self):
+    def redraw(self):
         self.status.value = (t("generated: {text} ({n} forward passes)", text=html.escape(self.case.generated),
                                n=len(self.case))
                              if self.error is None else self.status.value)
