@@ -35,7 +35,8 @@ from . import style
 from .i18n import CONTEXT, t
 from ..model import eval_mode
 from ..sampling import choose, make_generator
-from ..paged import PagedKVPool, PoolExhaustedError, decode_step, prefill
+from ..blocks import PoolExhaustedError
+from ..paged import PagedKVPool, decode_step, prefill
 from . import check_controls, frame_slider, prompt_problem
 from .live import LiveWidget, within
 

@@ -5,7 +5,7 @@ only) holding its batch slot after it finished, until the whole batch is done.
     segments = timeline_segments(run)     # per request: [(state, first pass, last pass), ...]  (a ServeResult)
     fig = timeline_figure({"static": static_run, "continuous": continuous_run})
 
-The segments come from the run's own records (``RequestRecord.admitted_step`` / ``finish_step``), so the idle
+The segments come from the run's own records (``Sequence.admitted_step`` / ``finish_step``), so the idle
 slot-passes the figure draws add up to the run's ``idle_slots`` counter (tests/test_widget_timeline.py).
 """
 from __future__ import annotations
