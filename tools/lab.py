@@ -2,6 +2,7 @@
 
     python -m tools.lab [notebooks/00_index.ipynb | notebooks/zh/00_index.ipynb] [--port N]   (make lab, make lab-zh)
     python -m tools.lab --fresh NAME [--edition zh]                                           (make fresh NB=NAME)
+    python -m tools.lab --prepare                 only the working copy (Binder's postBuild, the devcontainer)
 
 **The working copy.** The committed notebooks (``notebooks/``, ``notebooks/zh/``) stay as they are: nbval, the site
 and ``git pull`` read them. JupyterLab opens a copy in ``workspace/`` (git-ignored): the first run copies every
@@ -254,8 +255,15 @@ def main(argv=None) -> int:
     parser.add_argument("--fresh", metavar="NAME", help="put the course's version of one notebook back into "
                                                         "workspace/ (yours moves to workspace/.old/), then exit")
     parser.add_argument("--edition", choices=sorted(EDITIONS), default="en", help="with --fresh: which edition")
+    parser.add_argument("--prepare", action="store_true", help="only copy the course into workspace/, then exit "
+                                                               "(Binder's postBuild, the devcontainer)")
     args = parser.parse_args(argv)
     try:
+        if args.prepare:
+            done = prepare_workspace()
+            print(f"kv-cache-lab: workspace/ ready ({len(done['copied'])} copied, {len(done['updated'])} brought "
+                  f"up to date, {len(done['kept'])} of yours kept)")
+            return 0
         if args.fresh:
             old = fresh(args.fresh, args.edition)
             print(f"kv-cache-lab: a fresh copy of {args.fresh} is in workspace/"
