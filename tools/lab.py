@@ -36,6 +36,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -234,6 +235,7 @@ def serve(target: Path | str, port: int, open_browser: bool) -> int:
     env = server_env()
     env["JUPYTER_TOKEN"] = token  # not on the command line, where other users of the machine could read it
     proc = subprocess.Popen(command(target, free, open_browser), cwd=WORKSPACE, env=env)
+    signal.signal(signal.SIGTERM, lambda *_: proc.terminate())  # a stopped make lab stops its server too
     try:
         if wait_ready(proc, free, token):
             print(f"\nkv-cache-lab: the course map is open at\n\n    {map_url(free, token, edition)}\n\n"
