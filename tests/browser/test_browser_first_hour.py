@@ -111,7 +111,7 @@ def test_make_lab_opens_the_map_on_the_course_kernel_and_git_stays_clean(tmp_pat
         status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True, text=True,
                                 check=True).stdout
         assert status == "", f"running the course changed the clone (git status --porcelain):\n{status}"
+        noise = [line for line in log.read_text(errors="replace").splitlines() if NOISE_RE.search(line)]
+        assert not noise, "make lab's log is not quiet:\n" + "\n".join(noise)
     finally:
         stop(proc)
-    noise = [line for line in log.read_text(errors="replace").splitlines() if NOISE_RE.search(line)]
-    assert not noise, "make lab's log is not quiet:\n" + "\n".join(noise)
