@@ -16,7 +16,9 @@ Chinese edition), also on a remote or headless machine. Jupyter's own log is kep
 
 **One kernel.** ``tools/lab_settings/kernels/kv-cache-lab`` is the course's kernel, "Python (KV Cache Lab)": the
 server's own Python (the checkout's ``.venv``), found through ``JUPYTER_PATH``, the only kernel offered and the
-default; every notebook names it in its metadata. The copies in ``workspace/`` are signed as trusted in
+default; every notebook names it in its metadata. It logs errors only: ipykernel 7 warns at every start that its
+messages go over TCP unencrypted (they stay on 127.0.0.1; local sockets are no way out: their paths are limited to
+107 characters, which a deep runtime folder exceeds). The copies in ``workspace/`` are signed as trusted in
 ``workspace/.trust/`` (no "notebook is not trusted" warning; nothing is written to ``~/.local``).
 
 **Settings.** ``tools/lab_settings/overrides.json`` is handed to JupyterLab as its application settings folder
@@ -205,8 +207,6 @@ def command(target: Path | str = NOTEBOOKS / "00_index.ipynb", port: int = DEFAU
     # jupyter_server's default pong timeout (90 s) is longer than its ping interval (30 s), which tornado 6.5 warns
     # about at every kernel connection; equal is what tornado allows.
     argv.append('--ServerApp.tornado_settings={"ws_ping_timeout": 30000}')
-    if os.name == "posix":  # kernel messages over local sockets, not unencrypted TCP (ipykernel 7 warns of that)
-        argv.append("--KernelManager.transport=ipc")
     argv.append("--ServerApp.open_browser=True" if open_browser else "--no-browser")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         argv.append("--allow-root")
