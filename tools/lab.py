@@ -204,9 +204,6 @@ def command(target: Path | str = NOTEBOOKS / "00_index.ipynb", port: int = DEFAU
             # deprecation warning of jupyter_server's start-up ("ServerApp.token config is deprecated").
             "--ServerApp.jpserver_extensions=voila.server_extension=False",
             *options(), *kernel_options(), *notary_options(workspace)]
-    # jupyter_server's default pong timeout (90 s) is longer than its ping interval (30 s), which tornado 6.5 warns
-    # about at every kernel connection; equal is what tornado allows.
-    argv.append('--ServerApp.tornado_settings={"ws_ping_timeout": 30000}')
     argv.append("--ServerApp.open_browser=True" if open_browser else "--no-browser")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         argv.append("--allow-root")

@@ -24,6 +24,10 @@ import kvlab_browser as kb
 MAP = "00_index.ipynb"
 URL_RE = re.compile(r"http://127\.0\.0\.1:(\d+)/lab/tree/00_index\.ipynb\?token=([0-9a-f]+)")
 NOISE_RE = re.compile(r"\[[WEC] |Traceback|Error|Warning|warn|not trusted", re.I)
+# Not the project's: jupyter_server 2.21's websocket keep-alive (its own pings every 30 s, a pong timeout of 90 s)
+# read by tornado 6.5 as its settings, once per kernel connection. Making the timeout equal to the interval, as
+# tornado asks, makes jupyter_server close connections whose pong is a little late (tried: it did, under load).
+UPSTREAM = ("The websocket_ping_timeout (90000) cannot be longer than the websocket_ping_interval (30000)",)
 START_TIMEOUT_S = 300
 
 RUN_MAP_JS = """async () => {
@@ -111,7 +115,8 @@ def test_make_lab_opens_the_map_on_the_course_kernel_and_git_stays_clean(tmp_pat
         status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True, text=True,
                                 check=True).stdout
         assert status == "", f"running the course changed the clone (git status --porcelain):\n{status}"
-        noise = [line for line in log.read_text(errors="replace").splitlines() if NOISE_RE.search(line)]
+        noise = [line for line in log.read_text(errors="replace").splitlines()
+                 if NOISE_RE.search(line) and not any(known in line for known in UPSTREAM)]
         assert not noise, "make lab's log is not quiet:\n" + "\n".join(noise)
     finally:
         stop(proc)
