@@ -95,6 +95,7 @@ def test_fresh_puts_the_courses_notebook_back_and_keeps_the_learners(tmp_path):
     assert old.parent == work / ".old" / "zh" and old.read_text() == "mine"
     assert (work / "zh/03_kv_cache.ipynb").read_bytes() == (source / "zh/03_kv_cache.ipynb").read_bytes()
     assert lab.prepare_workspace(source, work)["kept"] == []  # the fresh copy counts as the course's again
+    assert lab.fresh("03_kv_cache", "zh", source, work) is None  # the course's own copy: nothing to keep
     with pytest.raises(FileNotFoundError, match=r"no notebook 99_x\.ipynb in the course; the notebooks are: 00_index, "):
         lab.fresh("99_x", "en", source, work)
     with pytest.raises(ValueError, match=r"edition must be one of en, zh, not 'fr'"):

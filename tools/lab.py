@@ -138,7 +138,8 @@ def prepare_workspace(source: Path = NOTEBOOKS, target: Path = WORKSPACE) -> dic
 
 def fresh(name: str, edition: str = "en", source: Path = NOTEBOOKS, target: Path = WORKSPACE) -> Path | None:
     """Put the course's version of notebook ``name`` (``03_kv_cache`` or ``03_kv_cache.ipynb``) back into the
-    working copy; the learner's version moves to ``target/.old/`` (returned), or None when there was none."""
+    working copy; the learner's version moves to ``target/.old/`` (returned), or None when there was none or it was
+    the course's own."""
     if edition not in EDITIONS:
         raise ValueError(f"edition must be one of {', '.join(EDITIONS)}, not {edition!r}")
     file = Path(name).name if name.endswith(".ipynb") else f"{name}.ipynb"
@@ -147,7 +148,7 @@ def fresh(name: str, edition: str = "en", source: Path = NOTEBOOKS, target: Path
         known = ", ".join(Path(n).stem for n in course_files(source) if n.endswith(".ipynb") and "/" not in n)
         raise FileNotFoundError(f"no notebook {rel} in the course; the notebooks are: {known}")
     old = None
-    if (target / rel).exists():
+    if (target / rel).exists() and _sha(target / rel) != _sha(source / rel):  # nothing to keep if it is the course's
         old = target / ".old" / f"{rel[:-6]}-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
         old.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(target / rel, old)
