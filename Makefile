@@ -16,7 +16,7 @@ EDITION ?= en
 MAP_en := notebooks/00_index.ipynb
 MAP_zh := notebooks/zh/00_index.ipynb
 
-.PHONY: corpus bench setup lab lab-zh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean \
+.PHONY: corpus bench setup lab lab-zh fresh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean \
 	hub hub-deps test-hub lint-workflow gpu-check
 
 setup: $(STAMP)
@@ -31,8 +31,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -c "import lib, torch; print('kv-cache-lab ready: torch', torch.__version__, '| devices:', lib.device.available_devices())"
 	touch $(STAMP)
 
-# Command 1: set everything up and open JupyterLab on the notebook map, with the project's own JupyterLab
-# settings (tools/lab_settings/: no news prompt, no update check; the user's ~/.jupyter is not touched).
+# Command 1: set everything up and open JupyterLab on the notebook map of the learner's working copy, workspace/
+# (git-ignored: copied from notebooks/ on the first run, kept on later ones), printing the map's own URL, with the
+# course's kernel as the only one and the project's own JupyterLab settings (tools/lab_settings/: no news prompt,
+# no update check; the user's ~/.jupyter is not touched). The kernel is also registered for VS Code (--user).
 # `make lab EDITION=zh` (or `make lab-zh`) opens the Chinese edition's map instead.
 lab: setup
 	@if [ -z "$(MAP_$(EDITION))" ]; then echo "EDITION must be en or zh, not '$(EDITION)'" >&2; exit 2; fi
@@ -42,6 +44,13 @@ lab: setup
 
 lab-zh:
 	@$(MAKE) --no-print-directory lab EDITION=zh
+
+# The course's version of one notebook back in workspace/ (yours moves to workspace/.old/):
+# make fresh NB=03_kv_cache [EDITION=zh]
+fresh: setup
+	@if [ "$(origin NB)" != "command line" ]; then \
+		echo "say which notebook: make fresh NB=03_kv_cache (EDITION=zh for its Chinese twin)" >&2; exit 2; fi
+	@$(PY) -m tools.lab --fresh $(NB) --edition $(EDITION)
 
 # Command 2: set everything up and run the whole test suite (unit tests, strict nbval over every notebook of both
 # editions, notebooks/ and notebooks/zh/, then every notebook in a real browser: JupyterLab, the classroom view and

@@ -1,5 +1,5 @@
-"""README's "Without `make`" section, kept true: its install lines are the Makefile's setup and lab steps, its
-test lines are the Makefile's test recipes, and the install lines, run as written (the Linux variant) in a
+"""README's "Without `make`" section, kept true: its install lines are the Makefile's setup and lab steps, the
+test lines of docs/testing.md are the Makefile's test recipes, and the install lines, run as written (the Linux variant) in a
 fresh virtual environment on a copy of the repository, give a working ``lib``, JupyterLab and a registered
 kernel.
 
@@ -32,12 +32,15 @@ MAKEFILE = ROOT / "Makefile"
 INSTALL_TIMEOUT_S = 1800
 
 
+BLOCKS = {"install": README, "tests": ROOT / "docs" / "testing.md"}  # the learner's lines; the contributor's
+
+
 def readme_block(name: str) -> list[str]:
     """The command lines of the ```bash block between ``<!-- name:begin -->`` and ``<!-- name:end -->`` in
-    README.md (blank lines and comments dropped)."""
-    text = README.read_text(encoding="utf-8")
+    README.md (install) or docs/testing.md (tests) (blank lines and comments dropped)."""
+    text = BLOCKS[name].read_text(encoding="utf-8")
     m = re.search(rf"<!-- {name}:begin -->\s*```bash\n(.*?)```\s*<!-- {name}:end -->", text, re.S)
-    assert m, f"README.md has no ```bash block between <!-- {name}:begin --> and <!-- {name}:end -->"
+    assert m, f"{BLOCKS[name].name} has no ```bash block between <!-- {name}:begin --> and <!-- {name}:end -->"
     lines = [line.split(" #")[0].strip() for line in m.group(1).splitlines()]
     return [line for line in lines if line and not line.startswith("#")]
 

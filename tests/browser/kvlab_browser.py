@@ -144,15 +144,18 @@ def _write_json(path: Path, data: dict):
 
 def start_lab(root: Path, home: Path) -> Server:
     """JupyterLab on 127.0.0.1 (free port, no token) serving ``root``, the app exposed as window.jupyterapp, with the
-    project's JupyterLab settings (the same ``tools.lab.options()`` as ``make lab``)."""
+    project's JupyterLab settings and only the course's kernel (``tools.lab.options()``, ``kernel_options()`` and
+    ``server_env()``, as ``make lab``)."""
     port = free_port()
     argv = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.root_dir={root}",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
             "--IdentityProvider.token=", "--ServerApp.password=", "--LabApp.expose_app_in_browser=True",
-            *course_lab.options(), "--LabApp.extension_manager=readonly", "--ServerApp.open_browser=False",
+            *course_lab.options(), *course_lab.kernel_options(), "--LabApp.extension_manager=readonly",
+            "--ServerApp.open_browser=False",
             "--allow-root",
             "--ServerApp.terminals_enabled=False"]
-    return Server(argv, port, ARTIFACTS / "logs" / "jupyterlab.log", env=isolated_env(home), cwd=root,
+    return Server(argv, port, ARTIFACTS / "logs" / "jupyterlab.log", env=course_lab.server_env(isolated_env(home)),
+                  cwd=root,
                   ready_path="/api/status").wait_ready()
 
 
