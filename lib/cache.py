@@ -92,10 +92,11 @@ class Feed:
     def mask(self, window: int | None = None) -> torch.Tensor | None:
         """(B or 1, 1, T, S) bool, True where a query may see a key: the key at position j is visible from
         position p when j <= p and, with a sliding window W (the model's ``window`` or the cache's, the
-        smaller), when j > p - W (the last W positions, p itself included) or j < sinks. None when the
-        sequences are in step and nothing is windowed (attention then masks causally itself)."""
+        smaller), when j > p - W (the last W positions, p itself included) or j < sinks. None when every key
+        is visible: one query per sequence, in step, after every key, nothing windowed (a decode step). Built
+        once per pass; every layer uses it."""
         windows = [w for w in (window, self.window) if w is not None]
-        if self.lengths is None and not windows:
+        if self.lengths is None and not windows and self.positions.shape[1] == 1:
             return None
         keys = self.key_positions
         if keys is None:
