@@ -75,7 +75,7 @@ class LogitsCheck:
     def note(self, step: int, logits: torch.Tensor):
         ok = torch.isfinite(logits).all()  # () bool, on the device
         if self.clean is None:
-            self.clean, self.step, self.logits = ok, torch.tensor(step, device=logits.device), logits
+            self.clean, self.step, self.logits = ok, logits.new_full((), step, dtype=torch.long), logits
             return
         first = self.clean & ~ok  # this step is the first that failed
         self.step = torch.where(first, step, self.step)

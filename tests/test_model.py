@@ -137,3 +137,21 @@ def test_checked_skips_only_the_ids_read():
     torch.testing.assert_close(m(ids, checked=True), m(ids))
     with pytest.raises(ValueError, match=r"positions 0..6 were asked for, but this model has max_seq_len=6"):
         m(torch.ones(1, 7, dtype=torch.long), checked=True)
+
+
+def test_in_step_the_causal_mask_goes_by_order_not_by_reported_positions():
+    """Sequences in step, nothing windowed: query i of T sees the first S - T + i + 1 keys, whatever positions
+    the cache reports (notebook 03's ShiftedCache shifts them all by +10: RoPE then gives the same logits)."""
+    from helpers import ATOL, randomized_model
+    from lib import KVCache
+    model = randomized_model(positions="rope")
+
+    class Shifted(KVCache):
+        def begin(self, *args, **kwargs):
+            feed = super().begin(*args, **kwargs)
+            feed.positions = feed.positions + 10
+            return feed
+    ids = torch.randint(0, 50, (1, 6))
+    for cache in (KVCache(model.config, 1, 8), Shifted(model.config, 1, 8)):
+        model(ids[:, :4], cache=cache)
+        torch.testing.assert_close(model(ids[:, 4:], cache=cache), model(ids)[:, 4:], atol=ATOL, rtol=0)
