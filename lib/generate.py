@@ -14,17 +14,18 @@ With ``use_cache=False`` every step feeds the whole sequence again and recompute
 the same tokens.
 
 A decode step reads nothing back from the device (no host sync; gpt-fast's loop has none either): the
-tokens it feeds are ones the model chose, so the pass skips ``check_input``; whether the logits are finite
-is kept on the device and read once after the loop (``LogitsCheck``). What still reads: the prefill's
-check (once per call), ``eos_id`` (whether every row has stopped, one read per step: the loop must know
-when to stop), ``trace`` (the Trace copies each step to the CPU) and sampling at a temperature below 1 on
-mps (``lib.sampling.divide``).
+prompt's ids are checked once, and the tokens fed later are ones the model chose, so every pass runs with
+``checked=True`` (it does not read the ids back); whether the logits are finite is kept on the device and
+read once after the loop (``LogitsCheck``). What still reads: the prompt's and the first pass's checks
+(once per call), ``eos_id`` (whether every row has stopped, one read per step: the loop must know when to
+stop), ``trace`` (the Trace copies each step to the CPU) and sampling at a temperature below 1 on mps
+(``lib.sampling.divide``).
 
 This is the lab's loop for a batch of prompts kept in step: the worked example, the widgets, ``lib.lm``,
-``lib.measure`` and the paged cache's lessons call ``generate``, and ``lib.FastDecoder`` is a faster model
-that it runs. Two lessons loop on their own because their step is another one: ``lib.speculative`` (a
-draft proposes k tokens, the target checks them in one pass) and ``lib.serving`` (requests of any length
-join and leave a running batch).
+``lib.measure`` and parallel sampling on the paged cache call ``generate``, and ``lib.FastDecoder`` is a
+faster model that it runs. Two lessons loop on their own because their step is another one:
+``lib.speculative`` (a draft proposes k tokens, the target checks them in one pass) and ``lib.serving``
+(requests of any length join and leave a running batch).
 """
 from __future__ import annotations
 
