@@ -93,11 +93,17 @@ class Feed:
     def mask(self, window: int | None = None) -> torch.Tensor | None:
         """(B or 1, 1, T, S) bool, True where a query may see a key: the key at position j is visible from
         position p when j <= p and, with a sliding window W (the model's ``window`` or the cache's, the
-        smaller), when j > p - W (the last W positions, p itself included) or j < sinks. None when the
-        sequences are in step and nothing is windowed (attention then masks causally itself)."""
+        smaller), when j > p - W (the last W positions, p itself included) or j < sinks. Sequences in step with
+        nothing windowed: the i-th of T queries sees the first S - T + i + 1 keys (causal by order, whatever
+        positions a cache reports), and a single query every key (None: a decode step needs no mask). Built
+        once per pass; every layer uses it."""
         windows = [w for w in (window, self.window) if w is not None]
         if self.lengths is None and not windows:
-            return None
+            T, S = self.positions.shape[1], self.n_keys
+            if T == 1:
+                return None
+            causal = torch.ones(T, S, dtype=torch.bool, device=self.positions.device).tril(diagonal=S - T)  # (T, S)
+            return causal[None, None]  # (1, 1, T, S)
         keys = self.key_positions
         if keys is None:
             keys = torch.arange(self.n_keys, device=self.positions.device)  # (S,)

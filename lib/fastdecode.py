@@ -154,8 +154,8 @@ class PackedLayer:
 class FastDecoder:
     """``model`` with a packed, split copy of its weights (see the module docstring). Acts like the model for
     ``lib.generate``: ``config``, ``device``, ``dtype``, ``eval()``, and ``__call__(input_ids, cache=None,
-    record=None, last_only=False, lengths=None)`` -> logits, which is the model's own forward pass with
-    ``packed=self``: the same blocks, norms, attention and cache, only the matrix products swapped.
+    record=None, last_only=False, lengths=None, checked=False)`` -> logits, which is the model's own forward
+    pass with ``packed=self``: the same blocks, norms, attention and cache, only the matrix products swapped.
 
     shards: how many slices every weight is cut into; ``None`` means ``torch.get_num_threads()`` at the time
     of packing (one slice per core that will run the product)."""
@@ -219,7 +219,7 @@ class FastDecoder:
                                     "(a training step, load_state_dict, .to(...)); build a new FastDecoder(model)")
 
     def __call__(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False,
-                 lengths=None):
+                 lengths=None, checked: bool = False):
         """Logits (B, T, vocab_size), or (B, 1, vocab_size) with ``last_only``, as the model returns them. A
         pass that records (``record``) or a model in training mode runs on the model's own weights; every
         other pass, the prefill included, on the packed ones. Whether the weights are still the packed
@@ -229,6 +229,6 @@ class FastDecoder:
             self.check_fresh()
         m = self.model
         if record is not None or m.training:
-            return m(input_ids, cache=cache, record=record, last_only=last_only, lengths=lengths)
+            return m(input_ids, cache=cache, record=record, last_only=last_only, lengths=lengths, checked=checked)
         with torch.no_grad():
-            return m(input_ids, cache=cache, last_only=last_only, lengths=lengths, packed=self)
+            return m(input_ids, cache=cache, last_only=last_only, lengths=lengths, packed=self, checked=checked)

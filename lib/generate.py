@@ -1,22 +1,36 @@
 """The autoregressive loop: feed tokens, take the last position's distribution, choose a token, repeat.
 
+    check every argument once                     # the prompt's ids, the settings, the room in the window
     cache = make_cache(...)                       # or the one you pass: KVCache, ConcatKVCache, PagedKVCache
     logits = prefill(prompt, cache)               # the whole prompt in one pass
     cache = fork_for_samples(cache, n)            # num_samples=n: n rows per prompt share that one prefill
-    loop:                                         # decode_loop
+    loop:                                         # decode_loop, over a token buffer allocated once
         next = choose(logits)                     # lib.sampling: greedy, temperature, top-k, top-p
-        stop at <eos>; record the step (Trace)
+        write it into the buffer; stop at <eos>; record the step (Trace)
         logits = decode_one(next, cache)          # only the newest token; older K/V come from the cache
     a call that fails rolls the cache back to what it held (Undo)
 
 With ``use_cache=False`` every step feeds the whole sequence again and recomputes every K and V. Both give
-the same tokens. This is the only generation loop of the lab: the paged cache, the worked example and the
-widgets all call ``generate``.
+the same tokens.
+
+A decode step reads nothing back from the device (no host sync; gpt-fast's loop has none either): the
+prompt's ids are checked once, and the tokens fed later are ones the model chose, so every pass runs with
+``checked=True`` (it does not read the ids back); whether the logits are finite is kept on the device and
+read once after the loop (``LogitsCheck``). What still reads: the prompt's and the first pass's checks
+(once per call), ``eos_id`` (whether every row has stopped, one read per step: the loop must know when to
+stop), ``trace`` (the Trace copies each step to the CPU) and sampling at a temperature below 1 on mps
+(``lib.sampling.divide``).
+
+This is the lab's loop for a batch of prompts kept in step: the worked example, the widgets, ``lib.lm``,
+``lib.measure`` and parallel sampling on the paged cache call ``generate``, and ``lib.FastDecoder`` is a
+faster model that it runs. Two lessons loop on their own because their step is another one:
+``lib.speculative`` (a draft proposes k tokens, the target checks them in one pass) and ``lib.serving``
+(requests of any length join and leave a running batch).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -24,8 +38,8 @@ from . import checks
 from .cache import CACHE_KINDS
 from .device import synchronize
 from .model import ForwardRecord, eval_mode
-from .sampling import choose, make_generator, sampling_probs
-from .trace import Trace
+from .sampling import make_generator, next_token, probs
+from .trace import Trace, TraceStep
 
 TRACE_LEVELS = (False, True, "full")
 
@@ -51,10 +65,33 @@ def make_cache(model, kind: str, batch_size: int, max_len: int, copies: int = 1)
     return CACHE_KINDS[kind](model.config, batch_size, max_len, device=model.device, dtype=model.dtype, **more)
 
 
+class LogitsCheck:
+    """Whether every decode step's logits were finite, kept on the device so that a step reads nothing back (a
+    read waits for the device): a flag, and the first failing step and its logits. ``raise_if_bad`` reads them
+    once, after the loop, and raises the error the pass itself would have raised (``checks.finite_logits``)."""
+
+    def __init__(self):
+        self.clean = self.step = self.logits = None  # () bool, () long, (B, vocab): set by the first step
+
+    def note(self, step: int, logits: torch.Tensor):
+        ok = torch.isfinite(logits).all()  # () bool, on the device
+        if self.clean is None:
+            self.clean, self.step, self.logits = ok, logits.new_full((), step, dtype=torch.long), logits
+            return
+        first = self.clean & ~ok  # this step is the first that failed
+        self.step = torch.where(first, step, self.step)
+        self.logits = torch.where(first, logits, self.logits)  # (B, vocab)
+        self.clean = self.clean & ok
+
+    def raise_if_bad(self, model):
+        if self.clean is not None and not bool(self.clean):  # one host read per call
+            checks.finite_logits(self.logits, model, f"step {int(self.step)} (decode)")
+
+
 @dataclass
 class Run:
-    """What every step of one ``generate`` call uses: the model, how to choose a token (``lib.sampling``),
-    when a sequence stops, and the Trace to record into (None: none)."""
+    """What every step of one ``generate`` call uses: the model, how to choose a token (``lib.sampling``,
+    settings checked once), when a sequence stops, and the Trace to record into (None: none)."""
 
     model: object
     temperature: float
@@ -66,12 +103,14 @@ class Run:
     trace: Trace | None
     capture: bool  # trace="full": every layer's tensors and the cache after each step too
     trace_top_k: int
+    logits_check: LogitsCheck = field(default_factory=LogitsCheck)
 
 
 @dataclass
 class Pass:
     """One forward pass of the loop, as the next steps need it."""
 
+    step: int  # 0: the first pass (the prefill with a cache)
     fed: torch.Tensor  # (B, n_fed): the tokens fed
     pos0: int  # the position of the first of them
     record: ForwardRecord | None  # what the attention layers reported (when tracing)
@@ -80,13 +119,18 @@ class Pass:
 
 
 def forward(run: Run, fed: torch.Tensor, cache, step: int) -> Pass:
-    """Feed ``fed`` (B, T) through the model (the cache appends their K/V) and keep the last position's logits."""
+    """Feed ``fed`` (B, T) through the model (the cache appends their K/V) and keep the last position's logits.
+    Its token ids were checked once, in ``generate`` (``checked=True``: later ones are the model's own
+    choices). The first pass's logits are checked at once; a decode step's on the device (``LogitsCheck``),
+    read after the loop."""
     t0, pos0 = time.perf_counter(), 0 if cache is None else cache.seq_len
     rec = ForwardRecord(capture=run.capture) if run.trace is not None else None
-    logits = run.model(fed, cache=cache, record=rec, last_only=True)[:, -1, :].float()  # (B, vocab)
-    phase = "prefill" if step == 0 and cache is not None else "decode"
-    checks.finite_logits(logits, run.model, f"step {step} ({phase})")
-    return Pass(fed, pos0, rec, logits, t0)
+    logits = run.model(fed, cache=cache, record=rec, last_only=True, checked=True)[:, -1, :].float()  # (B, vocab)
+    if step == 0:
+        checks.finite_logits(logits, run.model, "step 0 (prefill)" if cache is not None else "step 0 (decode)")
+    else:
+        run.logits_check.note(step, logits)
+    return Pass(step, fed, pos0, rec, logits, t0)
 
 
 def prefill(run: Run, prompt: torch.Tensor, cache) -> Pass:
@@ -94,43 +138,53 @@ def prefill(run: Run, prompt: torch.Tensor, cache) -> Pass:
     return forward(run, prompt, cache, 0)
 
 
-def decode_one(run: Run, seq: torch.Tensor, cache, step: int) -> Pass:
-    """A later step: only the newest token (B, 1), every older K and V comes from the cache. Without a cache
-    the whole sequence again, every K and V computed again."""
-    return forward(run, seq if cache is None else seq[:, -1:], cache, step)
+def decode_one(run: Run, tokens: torch.Tensor, n: int, cache, step: int) -> Pass:
+    """A later step: only the newest token, ``tokens[:, n - 1]`` (B, 1); every older K and V comes from the
+    cache. Without a cache the whole sequence again, ``tokens[:, :n]``, every K and V computed again."""
+    return forward(run, tokens[:, :n] if cache is None else tokens[:, n - 1:n], cache, step)
 
 
 def choose_next(run: Run, logits: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
-    """(B,) the next token of every row (``lib.sampling.choose``); a row that has stopped gets padding."""
-    next_ids = choose(logits, run.temperature, run.top_k, run.top_p, run.generator)  # (B,)
+    """(B,) the next token of every row (``lib.sampling.next_token``); a row that has stopped gets padding."""
+    if run.temperature != 0:  # logits that are not finite fail the run after the loop; until then draw from 0s
+        logits = logits.nan_to_num(0.0, posinf=0.0, neginf=0.0)  # (a no-op on finite logits)
+    next_ids = next_token(logits, run.temperature, run.top_k, run.top_p, run.generator)  # (B,)
     if run.eos_id is not None:
         next_ids = torch.where(finished, torch.full_like(next_ids, run.pad), next_ids)
     return next_ids
 
 
-def record_step(run: Run, step: int, p: Pass, next_ids: torch.Tensor, finished: torch.Tensor, cache):
-    """Add step ``step`` to the Trace: what the pass reported, the distributions, the token, the cache's sizes."""
+def record_step(run: Run, p: Pass, next_ids: torch.Tensor, finished: torch.Tensor, cache):
+    """Add the pass's step to the Trace (``TraceStep.of_pass``): what the pass reported, the distributions,
+    the token, the cache's sizes."""
     synchronize(next_ids.device)  # so that the step's time is its work, not its launch
-    run.trace.add(step, p.fed, p.pos0, p.record, p.logits, sampling_probs(p.logits, run.temperature, run.top_k,
-                  run.top_p), next_ids, finished, cache, run.trace_top_k, time.perf_counter() - p.t0)
+    seconds = time.perf_counter() - p.t0
+    run.trace.add(TraceStep.of_pass(p, chosen=next_ids, finished=finished, cache=cache, top_k=run.trace_top_k,
+                                    sample_probs=probs(p.logits, run.temperature, run.top_k, run.top_p),
+                                    seconds=seconds))
 
 
 def decode_loop(run: Run, seq: torch.Tensor, first: Pass, cache, max_new_tokens: int) -> torch.Tensor:
-    """Choose a token from the last pass's logits, append it, record the step; stop when every row has met
-    <eos> or after ``max_new_tokens``, else decode one more step. -> (B, T + generated)"""
-    p, finished = first, torch.zeros(seq.shape[0], dtype=torch.bool, device=seq.device)  # (B,)
+    """Choose a token from the last pass's logits, write it into the token buffer, record the step; stop when
+    every row has met <eos> or after ``max_new_tokens``, else decode one more step. -> (B, T + generated)"""
+    B, T = seq.shape
+    tokens = seq.new_empty(B, T + max_new_tokens)  # (B, T + max_new_tokens): allocated once, filled in place
+    tokens[:, :T] = seq
+    p, finished, n = first, torch.zeros(B, dtype=torch.bool, device=seq.device), T  # (B,); n tokens so far
     for step in range(max_new_tokens):
         if step > 0:
-            p = decode_one(run, seq, cache, step)
+            p = decode_one(run, tokens, n, cache, step)
         next_ids = choose_next(run, p.logits, finished)  # (B,)
-        seq = torch.cat([seq, next_ids[:, None]], dim=1)  # (B, T + step + 1)
+        tokens[:, n] = next_ids  # no copy of what came before (torch.cat would copy all of it: O(n²))
+        n += 1
         if run.trace is not None:
-            record_step(run, step, p, next_ids, finished, cache)
+            record_step(run, p, next_ids, finished, cache)
         if run.eos_id is not None:
             finished = finished | (next_ids == run.eos_id)
-            if bool(finished.all()):
+            if bool(finished.all()):  # a host read per step, only with eos_id: the loop must know when to stop
                 break
-    return seq
+    run.logits_check.raise_if_bad(run.model)
+    return tokens if n == tokens.shape[1] else tokens[:, :n].contiguous()
 
 
 class Undo:
@@ -197,7 +251,8 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
     ``trace=True`` records a ``Trace``; ``trace="full"`` also every layer's tensors and the cache after each
     step (``TraceStep.tensors``), for the worked example.
     """
-    input_ids = checks.generate_args(model, input_ids, max_new_tokens, temperature, top_k, top_p, eos_id)
+    input_ids = checks.generate_args(model, input_ids, max_new_tokens, eos_id=eos_id)  # every input checked once
+    chooser = checks.sampling(temperature, top_k, top_p)  # (temperature, top_k, top_p) as float, int, float
     num_samples, pad = checks.loop_args(model, input_ids, max_new_tokens, use_cache, cache, trace, TRACE_LEVELS,
                                         num_samples, pad_id, eos_id, trace_top_k)
     B, prompt_len = input_ids.shape
@@ -205,8 +260,7 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
         cache = make_cache(model, cache_kind, B, prompt_len + max_new_tokens - 1, num_samples)
     tr = Trace.start(model.config, input_ids.repeat_interleave(num_samples, dim=0), cache,
                      dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)) if trace else None
-    run = Run(model, temperature, top_k, top_p, make_generator(seed, model.device), eos_id, pad, tr,
-              trace == "full", trace_top_k)
+    run = Run(model, *chooser, make_generator(seed, model.device), eos_id, pad, tr, trace == "full", trace_top_k)
     with eval_mode(model), Undo(cache) as undo:  # a call that fails leaves the cache as it was
         first = prefill(run, input_ids, cache)
         seq, decode_cache = input_ids, cache  # what the loop decodes on: the prompts and their cache, or forks

@@ -11,6 +11,8 @@ One forward pass, for input tokens x of shape (B, T):
 The KV cache is *not* part of the model: it is an object passed into ``forward`` (see ``lib.cache``), so
 ``state_dict()`` and ``parameters()`` hold weights only. Passing a ``ForwardRecord`` makes every attention
 layer report what it really computed (how many K/V vectors, how many it read from the cache, its weights).
+The causal mask (and a sliding window's) is built once per pass, from the positions the cache reports, and
+handed to every layer.
 """
 from __future__ import annotations
 
@@ -33,7 +35,12 @@ class ForwardRecord:
     kv_computed[layer] / kv_read[layer]: positions whose K/V this layer computed / took from the cache (per
     sequence); attention[layer]: the newest query's weights (B, n_heads, n_keys). ``capture=True`` also keeps
     every intermediate tensor per layer in ``tensors[layer]`` (q, k, v after rotary, attention weights, mix,
-    attention output, FFN output, hidden state) and ``tensors["embedding"]``."""
+    attention output, FFN output, hidden state) and ``tensors["embedding"]``.
+
+    A recorded pass always runs attention written out (scores, mask, softmax, weighted sum), because the
+    weights it reports exist only there: a model configured with ``attn_impl="sdpa"`` (the fused kernel, which
+    never forms them) switches to the written-out path while it records. Same maths, so its logits equal an
+    unrecorded pass's within float rounding (``tests/test_model.py`` checks it)."""
 
     capture: bool = False
     kv_computed: dict = field(default_factory=dict)
@@ -137,15 +144,12 @@ class Attention(nn.Module):
         if rep > 1:
             keys = keys.repeat_interleave(rep, dim=1)  # (B, n_heads, S, head_dim)
             values = values.repeat_interleave(rep, dim=1)
-        S = keys.shape[2]
-        if mask is None and T > 1:  # sequences in step: query i sits at position S - T + i, sees keys 0..that
-            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
-        if self.impl == "sdpa" and record is None:
+        # 4. mask: (B or 1, 1, T, S), built once per pass (a query sees only keys at its position or before;
+        #    with a sliding window only the last W); None when every key is visible (one query at the end)
+        if self.impl == "sdpa" and record is None:  # the fused kernel: same maths, the weights never formed
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             weights = None
-        else:
-            # 4. written out: scores, mask (a query sees only keys at its position or before; with a sliding
-            #    window only the last W), softmax, weighted sum
+        else:  # written out: scores, mask, softmax, weighted sum (always when recording: it reports the weights)
             scores = (q @ keys.transpose(-2, -1)) / math.sqrt(hd)  # (B, n_heads, T, S)
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
@@ -250,11 +254,14 @@ class MiniTransformer(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def check_input(self, input_ids, cache=None, lengths=None, record=None):
+    def check_input(self, input_ids, cache=None, lengths=None, record=None, *, ids: bool = True):
         """Raise a clear error unless ``input_ids`` (B, T) can be fed (with ``cache`` and ``record``; ``lengths``:
-        real tokens per row of a right-padded ragged batch). The lengths as a list, or None when every row feeds T."""
+        real tokens per row of a right-padded ragged batch). The lengths as a list, or None when every row feeds T.
+        Checking the ids reads their range from the device (a host sync); ``ids=False`` skips it, for a caller
+        that checked them already (``lib.generate``: the prompt once; every later token is the model's choice)."""
         c = self.config
-        checks.token_tensor(input_ids, c.vocab_size, self.device)
+        if ids:
+            checks.token_tensor(input_ids, c.vocab_size, self.device)
         checks.forward_extras(cache, record)
         B, T = input_ids.shape
         lengths = None if lengths is None else checks.ragged_lengths(lengths, B, T)
@@ -268,15 +275,17 @@ class MiniTransformer(nn.Module):
         return lengths
 
     def forward(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False,
-                lengths=None, packed=None):
+                lengths=None, packed=None, checked: bool = False):
         """Logits for every fed position, (B, T, vocab_size); with ``last_only=True`` only each sequence's
         last one, (B, 1, vocab_size), which is all that generation needs (lm_head then runs on one position).
 
         With a cache, positions continue from what it holds and the new K/V are appended to it; a pass that
         fails leaves the cache as it was. ``lengths``: a ragged batch, right-padded to T, where row b feeds
         ``lengths[b]`` real tokens (its padding is never attended to; a ``PagedKVCache`` stores only the real
-        ones). ``packed``: packed copies of the weights to multiply with (``lib.FastDecoder``'s)."""
-        lengths = self.check_input(input_ids, cache, lengths, record)
+        ones). ``packed``: packed copies of the weights to multiply with (``lib.FastDecoder``'s). ``checked=True``:
+        the caller has checked ``input_ids`` already (ids of this model, on its device), so the pass does not
+        read them back from the device; it still checks what changes from pass to pass (the positions)."""
+        lengths = self.check_input(input_ids, cache, lengths, record, ids=not checked)
         B, T = input_ids.shape
         if cache is None:
             feed = Feed.ragged([0] * B, lengths or [T] * B, input_ids.device)
@@ -291,7 +300,7 @@ class MiniTransformer(nn.Module):
                 rope = rope_tables(self.config.head_dim, feed.positions, self.config.rope_theta)
             if record is not None and record.capture:
                 record.tensors["embedding"] = h.detach()
-            mask = feed.mask(self.config.sliding_window)  # (B or 1, 1, T, S) or None
+            mask = feed.mask(self.config.sliding_window)  # (B or 1, 1, T, S) or None: once, for every layer
             for block in self.blocks:
                 h = block(h, rope, mask, cache, record, packed)
         except BaseException:

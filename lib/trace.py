@@ -41,6 +41,34 @@ class TraceStep:
     tensors: dict | None = None  # trace="full" only: "embedding", "layers" (per layer q, k, v, attn_weights,
     #   mix, attn_out, ffn_out, hidden; batch first) and "cache_k" / "cache_v" (per layer, after the step)
 
+    @classmethod
+    def of_pass(cls, p, *, chosen, finished, sample_probs, cache, top_k: int, seconds: float) -> "TraceStep":
+        """One step from what its pass reported: ``p`` (``lib.generate.Pass``: ``step``, ``fed``, ``pos0``,
+        ``record``, the attention layers' counts and weights, and ``logits``), the distribution the token was
+        drawn from, the ``chosen`` tokens, the rows already ``finished``, and the cache's real sizes."""
+        rec, use_cache = p.record, cache is not None
+        n_layers, k = len(rec.kv_computed), min(top_k, p.logits.shape[-1])
+        top, stop = torch.topk(torch.softmax(p.logits, dim=-1), k, dim=-1), torch.topk(sample_probs, k, dim=-1)
+        tensors = None
+        if rec.capture:  # everything the layers computed, and the cache as it stands after the step
+            tensors = {"embedding": rec.tensors["embedding"].cpu(),
+                       "layers": [{name: t.cpu() for name, t in rec.tensors[l].items()} for l in range(n_layers)]}
+            if use_cache:
+                tensors["cache_k"] = [cache.keys(l).cpu().clone() for l in range(n_layers)]
+                tensors["cache_v"] = [cache.values(l).cpu().clone() for l in range(n_layers)]
+        return cls(
+            step=p.step, phase=("prefill" if p.step == 0 else "decode") if use_cache else "recompute",
+            input_ids=p.fed.to("cpu", copy=True),  # a copy: what was fed may be a view of generate's token buffer
+            positions=list(range(p.pos0, p.pos0 + p.fed.shape[1])),
+            kv_computed=[rec.kv_computed[l] for l in range(n_layers)],
+            kv_read=[rec.kv_read[l] for l in range(n_layers)],
+            attention=torch.stack([rec.attention[l] for l in range(n_layers)]).float().cpu(),
+            logits=p.logits.cpu(), top_ids=top.indices.cpu(), top_probs=top.values.cpu(),
+            sample_top_ids=stop.indices.cpu(), sample_top_probs=stop.values.cpu(), chosen=chosen.cpu(),
+            chosen_prob=sample_probs.gather(1, chosen[:, None]).squeeze(1).cpu(), finished=finished.cpu(),
+            cache_bytes=cache.nbytes if use_cache else 0, cache_len=cache.seq_len if use_cache else 0,
+            bytes_copied=getattr(cache, "bytes_copied", 0) if use_cache else 0, seconds=seconds, tensors=tensors)
+
     @property
     def n_fed(self) -> int:
         return self.input_ids.shape[1]
@@ -69,29 +97,12 @@ class Trace:
                    n_layers=config.n_layers, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
                    sampling=sampling, prompt_ids=prompt_ids.cpu())
 
-    def add(self, step, fed, pos0, rec, logits, sample_probs, chosen, finished, cache, top_k, seconds):
-        """Record one step from what the pass reported (``rec``: counts from the attention layers) and the
-        cache's real sizes."""
-        n_layers, use_cache = len(rec.kv_computed), cache is not None
-        k = min(top_k, logits.shape[-1])
-        top, stop = torch.topk(torch.softmax(logits, dim=-1), k, dim=-1), torch.topk(sample_probs, k, dim=-1)
-        tensors = None
-        if rec.capture:  # everything the layers computed, and the cache as it stands after the step
-            tensors = {"embedding": rec.tensors["embedding"].cpu(),
-                       "layers": [{name: t.cpu() for name, t in rec.tensors[l].items()} for l in range(n_layers)]}
-            if use_cache:
-                tensors["cache_k"] = [cache.keys(l).cpu().clone() for l in range(n_layers)]
-                tensors["cache_v"] = [cache.values(l).cpu().clone() for l in range(n_layers)]
-        self.steps.append(TraceStep(
-            step=step, phase=("prefill" if step == 0 else "decode") if use_cache else "recompute",
-            input_ids=fed.cpu(), positions=list(range(pos0, pos0 + fed.shape[1])),
-            kv_computed=[rec.kv_computed[l] for l in range(n_layers)], kv_read=[rec.kv_read[l] for l in range(n_layers)],
-            attention=torch.stack([rec.attention[l] for l in range(n_layers)]).float().cpu(),
-            logits=logits.cpu(), top_ids=top.indices.cpu(), top_probs=top.values.cpu(),
-            sample_top_ids=stop.indices.cpu(), sample_top_probs=stop.values.cpu(), chosen=chosen.cpu(),
-            chosen_prob=sample_probs.gather(1, chosen[:, None]).squeeze(1).cpu(), finished=finished.cpu(),
-            cache_bytes=cache.nbytes if use_cache else 0, cache_len=cache.seq_len if use_cache else 0,
-            bytes_copied=getattr(cache, "bytes_copied", 0) if use_cache else 0, seconds=seconds, tensors=tensors))
+    def add(self, step: TraceStep) -> TraceStep:
+        """Append one step (``TraceStep.of_pass`` makes it from what a pass reported)."""
+        if not isinstance(step, TraceStep):
+            raise TypeError(f"Trace.add takes a TraceStep (made by TraceStep.of_pass), got {type(step).__name__}")
+        self.steps.append(step)
+        return step
 
     def __len__(self):
         return len(self.steps)

@@ -142,3 +142,93 @@ def test_generate_on_each_device_and_dtype(device):
         u = generate(m, torch.tensor([[1, 2]], device=device), 8, use_cache=False)
         # low precision: the two paths round differently, but agree on these few greedy steps at least at first
         assert torch.equal(r.sequences[:, :3], u.sequences[:, :3])
+
+
+# ---------------------------------------------------------------------- the hot path: what a decode step reads back
+
+READS = ("item", "__bool__", "__int__", "__float__", "__index__", "tolist")  # a read of a tensor's value by Python
+
+
+def reads_of(monkeypatch, run) -> int:
+    """How many times ``run()`` reads a tensor's value back into Python (on a GPU each read is a host sync)."""
+    count = [0]
+    for name in READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            count[0] += 1
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    try:
+        run()
+    finally:
+        monkeypatch.undo()
+    return count[0]
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(use_cache=False), dict(temperature=0.8, top_k=5, seed=0),
+                                dict(temperature=1.3, top_p=0.9, seed=0), dict(cache_kind="concat")])
+def test_a_decode_step_reads_nothing_back(model, monkeypatch, kw):
+    """The prompt's ids and the first logits are checked once, the decode steps' logits once after the loop:
+    a call reads the same few values whether it makes 2 tokens or 12 (0 reads per decode step)."""
+    prompt = torch.randint(0, CFG.vocab_size, (2, 3))
+    short = reads_of(monkeypatch, lambda: generate(model, prompt, 2, **kw))
+    long = reads_of(monkeypatch, lambda: generate(model, prompt, 12, **kw))
+    assert long == short <= 4
+
+
+def test_with_eos_a_decode_step_reads_one_flag(model, monkeypatch):
+    """eos_id: every step reads whether every row has stopped (the loop must know when to stop), and nothing else."""
+    prompt = torch.randint(0, CFG.vocab_size, (1, 3))
+    chosen = set(generate(model, prompt, 12).new_tokens[0].tolist())
+    never = next(i for i in range(CFG.vocab_size) if i not in chosen)  # an id greedy does not pick: no early stop
+    short = reads_of(monkeypatch, lambda: generate(model, prompt, 2, eos_id=never))
+    long = reads_of(monkeypatch, lambda: generate(model, prompt, 12, eos_id=never))
+    assert long - short == 10
+
+
+def test_the_token_buffer_gives_what_concatenation_gave(model):
+    """The loop writes each token into a buffer allocated once; the sequences are the prompt and the chosen
+    tokens (as the trace saw them), contiguous, also when every row stopped early."""
+    prompt = torch.randint(0, CFG.vocab_size, (3, 4))
+    for kw in (dict(), dict(use_cache=False), dict(eos_id=int(generate(model, prompt, 3).sequences[0, 5]))):
+        out = generate(model, prompt, 8, trace=True, **kw)
+        chosen = torch.stack([s.chosen for s in out.trace], dim=1)  # (3, generated)
+        assert torch.equal(out.sequences, torch.cat([prompt, chosen], dim=1)) and out.sequences.is_contiguous()
+        fed = [s.input_ids for s in out.trace]  # the trace keeps copies, not views of the buffer
+        out.sequences.fill_(0)
+        assert all(f.abs().sum() > 0 for f in fed[1:])
+
+
+class NaNAtStep:
+    """A model whose pass number ``at`` (0: the prefill) returns NaN logits: a decode step gone wrong."""
+
+    def __init__(self, model, at):
+        self.model, self.at, self.calls = model, at, 0
+        self.config, self.device, self.dtype, self.training = model.config, model.device, model.dtype, False
+
+    def eval(self):
+        return self
+
+    def train(self, mode=True):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        logits = self.model(*args, **kwargs)
+        self.calls += 1
+        return logits.fill_(float("nan")) if self.calls - 1 == self.at else logits
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(temperature=0.7, top_p=0.8, seed=1), dict(eos_id=3)])
+def test_logits_that_go_bad_at_a_decode_step_fail_the_call_as_before(model, kw):
+    """The decode steps' logits are checked on the device and read after the loop: the error names the first
+    step that failed, as the pass itself did, and a cache passed in holds what it held before."""
+    from lib import KVCache
+    cache = KVCache(CFG, 1, 20)
+    model(torch.tensor([[1, 2]]), cache=cache)
+    with pytest.raises(ValueError, match=r"the logits at step 3 \(decode\) hold NaN or inf, so no next token can be "
+                                         r"chosen: the model's weights are finite"):
+        generate(NaNAtStep(model, 3), torch.tensor([[4]]), 9, cache=cache, **kw)
+    assert cache.seq_len == 2
+    with pytest.raises(ValueError, match=r"the logits at step 0 \(prefill\) hold NaN"):
+        generate(NaNAtStep(model, 0), torch.tensor([[4]]), 9, **kw)

@@ -84,3 +84,74 @@ def test_last_only_returns_the_last_positions_logits():
     last = model(ids, last_only=True)
     assert last.shape == (2, 1, 50)
     torch.testing.assert_close(last, full[:, -1:], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("config", [dict(), dict(attn_impl="sdpa"), dict(sliding_window=4), dict(n_kv_heads=2)])
+def test_the_mask_is_built_once_per_pass_and_handed_to_every_layer(config):
+    """One mask per pass, the same object in every layer; a decode step (one query after every key) needs none."""
+    from helpers import randomized_model
+    from lib import KVCache
+    model = randomized_model(n_layers=3, **config)
+    seen = []
+    hooks = [b.attn.register_forward_pre_hook(lambda mod, args: seen.append(args[2])) for b in model.blocks]
+    cache = KVCache(model.config, 2, 12)
+    model(torch.randint(0, 50, (2, 6)), cache=cache)  # a prefill: 6 queries
+    assert len(seen) == 3 and seen[0] is not None and all(m is seen[0] for m in seen)
+    assert seen[0].shape[-2:] == (6, 6)
+    seen.clear()
+    model(torch.randint(0, 50, (2, 1)), cache=cache)  # a decode step
+    assert len(seen) == 3 and all(m is seen[0] for m in seen)
+    assert (seen[0] is None) == ("sliding_window" not in config)  # a window still hides the oldest keys
+    for h in hooks:
+        h.remove()
+
+
+def test_a_recorded_pass_of_an_sdpa_model_runs_written_out_with_the_same_numbers():
+    """A record needs the attention weights, which the fused kernel never forms: an sdpa model records on the
+    written-out path (ForwardRecord says so), and its logits, cached or not, traced or not, agree."""
+    from helpers import ATOL, randomized_model
+    from lib import KVCache, generate
+    fused = randomized_model(n_kv_heads=2, positions="rope", attn_impl="sdpa")
+    ids = torch.randint(0, 50, (2, 9))
+    rec = ForwardRecord()
+    recorded, plain = fused(ids, record=rec), fused(ids)
+    torch.testing.assert_close(recorded, plain, atol=ATOL, rtol=0)
+    assert rec.attention[0].shape == (2, 4, 9)  # weights of the written-out path
+    cache = KVCache(fused.config, 2, 9)
+    steps = [fused(ids[:, :5], cache=cache)] + [fused(ids[:, i:i + 1], cache=cache) for i in range(5, 9)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), plain, atol=ATOL, rtol=0)
+    traced, untraced = generate(fused, ids[:, :3], 8, trace=True), generate(fused, ids[:, :3], 8)
+    assert torch.equal(traced.sequences, untraced.sequences)
+    manual = randomized_model(n_kv_heads=2, positions="rope")  # the same weights, written out, no record
+    torch.testing.assert_close(manual(ids), plain, atol=ATOL, rtol=0)
+    for step, row in zip(traced.trace, torch.stack([manual(traced.sequences[:, :n])[:, -1] for n in
+                                                    range(3, 11)])):
+        torch.testing.assert_close(step.logits, row, atol=ATOL, rtol=0)
+
+
+def test_checked_skips_only_the_ids_read():
+    """``checked=True`` (what generate passes after checking the prompt) skips reading the ids back from the
+    device; the positions are still checked at every pass."""
+    m = MiniTransformer(ModelConfig(vocab_size=20, n_layers=1, d_model=8, n_heads=2, max_seq_len=6)).eval()
+    ids = torch.tensor([[1, 2, 3]])
+    torch.testing.assert_close(m(ids, checked=True), m(ids))
+    with pytest.raises(ValueError, match=r"positions 0..6 were asked for, but this model has max_seq_len=6"):
+        m(torch.ones(1, 7, dtype=torch.long), checked=True)
+
+
+def test_in_step_the_causal_mask_goes_by_order_not_by_reported_positions():
+    """Sequences in step, nothing windowed: query i of T sees the first S - T + i + 1 keys, whatever positions
+    the cache reports (notebook 03's ShiftedCache shifts them all by +10: RoPE then gives the same logits)."""
+    from helpers import ATOL, randomized_model
+    from lib import KVCache
+    model = randomized_model(positions="rope")
+
+    class Shifted(KVCache):
+        def begin(self, *args, **kwargs):
+            feed = super().begin(*args, **kwargs)
+            feed.positions = feed.positions + 10
+            return feed
+    ids = torch.randint(0, 50, (1, 6))
+    for cache in (KVCache(model.config, 1, 8), Shifted(model.config, 1, 8)):
+        model(ids[:, :4], cache=cache)
+        torch.testing.assert_close(model(ids[:, 4:], cache=cache), model(ids)[:, 4:], atol=ATOL, rtol=0)

@@ -72,3 +72,21 @@ def test_bad_seeds_say_what_is_allowed():
     for bad in (-1, 2 ** 70, 1.5, "7", True):
         with pytest.raises(ValueError, match=r"seed must be None or an integer from 0 to 2\*\*63 - 1, got"):
             make_generator(bad, "cpu")
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 4.6e-166, 1e-40, 0.5, 1.0, 3.0])
+def test_the_unchecked_chooser_is_the_checked_one(temperature):
+    """``next_token`` and ``probs`` (generate's loop: settings checked once, no read back from the device) give
+    exactly what ``choose`` and ``sampling_probs`` give, the overflow of a tiny temperature included: there the
+    logits are shifted by their maximum and divided in float64 (chosen on the device, by ``torch.where``)."""
+    from lib.sampling import divide, next_token, probs
+    logits = torch.tensor([[0.1, 2.0, -1.0, 1.9], [3.0, 0.0, 0.0, 2.5]]) * 100
+    for top_k, top_p in ((None, None), (2, None), (None, 0.9)):
+        assert torch.equal(probs(logits, temperature, top_k, top_p), sampling_probs(logits, temperature, top_k, top_p))
+        g1, g2 = make_generator(3, "cpu"), make_generator(3, "cpu")
+        assert torch.equal(next_token(logits, temperature, top_k, top_p, g1),
+                           choose(logits, temperature, top_k, top_p, g2))
+    safe = ((logits - logits.max(-1, keepdim=True).values).double() / temperature).float()
+    overflows = not torch.isfinite(logits / temperature).all()
+    assert torch.equal(divide(logits, temperature), safe if overflows else logits / temperature)
+    assert overflows == (temperature < 1e-30)

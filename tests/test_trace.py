@@ -61,3 +61,14 @@ def test_full_trace_keeps_every_tensor_and_the_cache_after_each_step(model):
     assert r.trace[0].tensors is not None and generate(model, ids, 2, trace=True).trace[0].tensors is None
     with pytest.raises(ValueError, match=r"trace='all' is not supported; allowed: False, True, full"):
         generate(model, ids, 2, trace="all")
+
+
+def test_add_takes_a_step(model):
+    """Trace.add appends a TraceStep (``TraceStep.of_pass`` builds it from what a pass reported), nothing else."""
+    from lib import TraceStep
+    tr = generate(model, torch.randint(0, 30, (1, 3)), 2, trace=True).trace
+    again = type(tr)(**{k: getattr(tr, k) for k in ("prompt_len", "use_cache", "cache_kind", "n_layers", "n_heads",
+                                                    "n_kv_heads", "sampling", "prompt_ids")})
+    assert again.add(tr[1]) is tr[1] and len(again) == 1 and isinstance(tr[1], TraceStep)
+    with pytest.raises(TypeError, match=r"Trace.add takes a TraceStep \(made by TraceStep.of_pass\), got tuple"):
+        again.add((1, 2))

@@ -57,17 +57,19 @@ def test_the_config_field_is_validated_and_serialized():
 @given(T=st.integers(1, 6), start=st.integers(0, 12), window=st.none() | st.integers(1, 9),
        cache_window=st.none() | st.integers(1, 9), sinks=st.integers(0, 4), drop=st.integers(0, 8))
 def test_the_mask_is_the_rule_written_out(T, start, window, cache_window, sinks, drop):
-    """Key j is visible from position p iff j <= p and (j > p - W + sinks or j < sinks), W the smaller window."""
+    """Key j is visible from position p iff j <= p and (j > p - W + sinks or j < sinks), W the smaller window.
+    Without a window one query sees every key (no mask); several get the causal mask, built once per pass."""
     sinks = 0 if cache_window is None else min(sinks, cache_window - 1)
     keys = [j for j in range(start + T) if j < sinks or j >= drop]  # some positions evicted, in order
     feed = Feed(torch.arange(start, start + T)[None], len(keys), key_positions=torch.tensor(keys),
                 window=cache_window, sinks=sinks)
     mask = feed.mask(window)
     ws = [w for w in (window, cache_window) if w is not None]
-    if not ws:
+    if not ws and T == 1:
         assert mask is None
         return
-    want = [[j <= p and (j > p - min(ws) + sinks or j < sinks) for j in keys] for p in range(start, start + T)]
+    want = [[j <= p and (not ws or j > p - min(ws) + sinks or j < sinks) for j in keys]
+            for p in range(start, start + T)]
     assert mask.shape == (1, 1, T, len(keys)) and mask[0, 0].tolist() == want
 
 

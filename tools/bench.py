@@ -435,12 +435,14 @@ def matvec_gbs(weight: torch.Tensor, repeats: int = 20, shards: int | None = Non
 @torch.no_grad()
 def _decode_loop(step, model, ids, new_tokens: int):
     """Greedy generation with a preallocated cache: the prefill eagerly, then ``step(token, cache)`` (the model
-    itself, or its compiled version) per new token. Same tokens as ``lib.generate``."""
+    itself, or its compiled version) per new token, with ``checked=True`` as ``lib.generate`` passes it (the
+    tokens are the model's own choices: nothing is read back from the device, so nothing breaks the compiled
+    graph). Same tokens as ``lib.generate``."""
     cache = KVCache(model.config, 1, ids.shape[1] + new_tokens - 1, device=model.device, dtype=model.dtype)
     token = model(ids, cache=cache, last_only=True)[:, -1].argmax(-1, keepdim=True)  # (1, 1)
     out = [token]
     for _ in range(new_tokens - 1):
-        token = step(token, cache=cache, last_only=True)[:, -1].argmax(-1, keepdim=True)
+        token = step(token, cache=cache, last_only=True, checked=True)[:, -1].argmax(-1, keepdim=True)  # (1, 1)
         out.append(token)
     return torch.cat([ids] + out, dim=1)
 
