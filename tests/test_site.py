@@ -75,6 +75,10 @@ def test_live_widget_note_in_both_languages_and_language_restored():
     assert "交互控件（<code>GenerationPlayer</code>）" in zh
     assert "<code>make classroom NB=02_autoregressive_generation EDITION=zh</code>" in zh
     assert i18n.language() == "en"
+    fallback = "▶ Live widget (RingStepper): run this cell to use it (a saved notebook keeps no widget)."
+    assert "Live widget (<code>RingStepper</code>)" in site.live_widget_note(fallback, "12_sliding_window")
+    zh_fallback = "▶ 交互控件（RingStepper）：运行这个单元格即可使用（保存的笔记本里不存控件）。"
+    assert "交互控件（<code>RingStepper</code>）" in site.live_widget_note(zh_fallback, "12_sliding_window", "zh")
 
 
 def test_page_href_and_switch():

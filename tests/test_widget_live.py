@@ -79,22 +79,21 @@ def test_a_notebook_shows_the_widget_itself(name, target_and_draft):
     assert isinstance(w.widget, ipywidgets.VBox)
     data, _ = DisplayFormatter().format(w)  # what display(w), or w as a cell's last expression, sends
     assert data[WIDGET_VIEW]["model_id"] == w.widget.model_id  # the browser draws the widget's own box
-    box_text = w.widget._repr_mimebundle_()["text/plain"]
-    if type(w).plain_text is LiveWidget.plain_text:  # the box's text, as when a notebook showed `.widget`
-        assert data["text/plain"] == box_text
-    else:  # its own words: the sampling explorer's summary, the player's name in front of its box's
-        assert data["text/plain"] == w.plain_text() != box_text
+    # a page without a kernel shows the plain text: a short fallback that names the widget, never the box's repr
+    assert data["text/plain"] == w.plain_text() == (f"▶ Live widget ({type(w).__name__}): run this cell to use "
+                                                    f"it (a saved notebook keeps no widget).")
+    assert type(w).plain_text is LiveWidget.plain_text  # one fallback for every live widget
     w.redraw()  # the one entry point draws again without a change
 
 
-def test_the_player_keeps_its_name_in_its_text(chat):
+def test_the_fallback_speaks_the_notebooks_language(chat):
+    from lib.widgets import i18n
     from lib.widgets.player import GenerationPlayer
 
     p = GenerationPlayer(*chat, max_new_tokens=4)
-    box = repr(p.widget)
-    text = p.plain_text()
-    assert box.startswith("VBox(children=(GridBox(") and text.startswith("GenerationPlayer(children=(GridBox(")
-    assert text == ("GenerationPlayer" + box[len("VBox"):])[:live.WIDGET_TEXT_MAX] + "…"
+    with i18n.speaking("zh"):
+        assert p.plain_text() == "▶ 交互控件（GenerationPlayer）：运行这个单元格即可使用（保存的笔记本里不存控件）。"
+    assert "VBox(" not in p.plain_text() and "GenerationPlayer" in p.plain_text()
 
 
 def test_stepping_stays_within_the_frames(chat):

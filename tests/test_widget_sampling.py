@@ -293,8 +293,8 @@ def test_seeded_draws_in_the_widget(explorer, start_logits):
 def test_explorer_displays_as_a_widget_with_a_plain_text_fallback(explorer):
     bundle = explorer._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert bundle["text/plain"] == ("SamplingExplorer(prompt='<s>', T=1: 131 of 131 tokens can be drawn; "
-                                    "live widget: needs a running kernel)")
+    assert bundle["text/plain"] == ("▶ Live widget (SamplingExplorer): run this cell to use it (a saved notebook "
+                                    "keeps no widget).")
 
 
 def test_a_trace_steps_logits_work_too(chat, start_logits):

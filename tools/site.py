@@ -154,7 +154,10 @@ def plotly_html(figure: dict, div_id: str) -> str:
 
 def live_widget_note(text_repr: str, name: str, lang: str = "en") -> str:
     """Where a live widget was: what it is and how to open it with a kernel, in the page's language."""
-    match = re.match(r"\s*([A-Za-z_]\w*)\(", text_repr or "")
+    # the widget's name: from its fallback text ("▶ Live widget (AttentionExplorer): ...", "交互控件（...）") or, in
+    # an older notebook, from the front of its repr ("GenerationPlayer(children=...")
+    match = (re.search(r"[(（]([A-Za-z_]\w*)[)）]", text_repr or "")
+             or re.match(r"\s*([A-Za-z_]\w*)\(", text_repr or ""))
     lab, room = (f"<code>{html.escape(c)}</code>" for c in make_commands(name, lang))
     with speaking(lang):
         what = t(" ({widget})", widget=f"<code>{html.escape(match.group(1))}</code>") if match else ""

@@ -37,6 +37,8 @@ ZH: dict[str, str] = {
     # -- controls shared by several widgets --
     "prompt": "提示词", "layer": "层", "head": "头", "step": "步", "step ": "步 ", "all": "全部",
     "temperature": "温度", "temperature: ": "温度：", "seed": "随机种子", "model": "模型", "show": "显示",
+    "▶ Live widget ({name}): run this cell to use it (a saved notebook keeps no widget).":
+        "▶ 交互控件（{name}）：运行这个单元格即可使用（保存的笔记本里不存控件）。",
     "◀ Back": "◀ 后退", "Step ▶": "前进 ▶", "▶ Play": "▶ 播放", "❚❚ Pause": "❚❚ 暂停", "play": "播放",
     "event": "事件", "event ": "事件 ", "batch": "批次", "batch: ": "批次：", "machine": "硬件", "context": "上下文",
     "requests": "请求数", "weights": "权重", "KV cache": "KV 缓存", "max new tokens": "最多生成 token 数",

@@ -70,9 +70,6 @@ def show_plotly(output, figure, text: str) -> dict:
 
 # -------------------------------------------------------------------------------- the live widgets' skeleton
 
-WIDGET_TEXT_MAX = 110  # ipywidgets cuts a widget's plain-text form (its repr) here and adds "…"
-
-
 class LiveWidget:
     """The skeleton of a live widget: ``widget``, the ipywidgets container every control and view sits in;
     ``redraw()``, the one entry point that draws the current state into it (the controls' callbacks end there);
@@ -105,16 +102,15 @@ class LiveWidget:
         step.on_click(lambda _: self.next())
         return back, step
 
-    def plain_text(self) -> str | None:
-        """The widget's plain-text form in a notebook (None: the container's, e.g. "VBox(children=(...")."""
-        return None
+    def plain_text(self) -> str:
+        """The widget's plain-text form in a notebook: what a page without a running kernel shows in its place
+        (JupyterLab before the cell has run, GitHub, the static site; a saved notebook keeps no widget state).
+        A short fallback that says how to get the widget, not the container's repr ("VBox(children=(...")."""
+        return t("▶ Live widget ({name}): run this cell to use it (a saved notebook keeps no widget).",
+                 name=type(self).__name__)
 
     def _repr_mimebundle_(self, **kwargs) -> dict:
-        bundle = dict(self.widget._repr_mimebundle_(**kwargs))
-        text = self.plain_text()
-        if text is not None:
-            bundle["text/plain"] = text
-        return bundle
+        return {**self.widget._repr_mimebundle_(**kwargs), "text/plain": self.plain_text()}
 
 
 def problem_html(text: str) -> str:

@@ -46,7 +46,7 @@ from ..text import display_width, pad, token_label
 from ..tokenizer import UnknownCharacterError
 from ..trace import check_trace
 from . import check_controls, frame_slider, play_buttons
-from .live import WIDGET_TEXT_MAX, FrameStepping
+from .live import FrameStepping
 
 # -- colours and words, shared by every tier --------------------------------------------------------------
 
@@ -623,12 +623,6 @@ class GenerationPlayer(FrameStepping):
         finally:
             self._quiet = False
         self._rerun()
-
-    def plain_text(self) -> str:
-        """The player's plain-text form in a notebook: its box's, under its own name ("GenerationPlayer(children=
-        (GridBox(...", as when the player was itself the box)."""
-        text = type(self).__name__ + repr(self.widget)[len(type(self.widget).__name__):]
-        return text if len(text) <= WIDGET_TEXT_MAX else text[:WIDGET_TEXT_MAX] + "…"
 
     def settings(self) -> dict:
         """The generation settings now in the controls, as lib.generate takes them."""

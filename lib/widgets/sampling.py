@@ -404,6 +404,3 @@ class SamplingExplorer(LiveWidget):
         return (f"SamplingExplorer(prompt={self.prompt!r}, {self.state.summary()}; live widget: needs a running "
                 f"kernel)")
 
-    def plain_text(self) -> str:
-        """The explorer's plain-text form in a notebook: its repr (what a saved page without a kernel reads)."""
-        return repr(self)
