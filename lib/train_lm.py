@@ -7,9 +7,13 @@
     tokens  one per character: newline, printable ASCII and the characters covering 99.5% of the text, + <unk>
     window  <s> at position 0, then 511 characters from a random line start of one language (half the batch
             English, half Chinese): the same first token in every window, as a real model's BOS
-    mix     10% of windows carry a passage of their own text written a second time further on, 5% a string of
-            random characters written twice: repeated passages are what in-context copying learns from, and a
-            corpus this small has few of them (assets/README.md and the training record say what each did)
+    stages  lm-base: language alone (6000 steps of 8 windows x 512; the lm of the course until now), then lm:
+            reading the context, from lm-base's weights (READS_CONTEXT: steps of 16 windows of 64 characters,
+            nine in ten with a repeated span, between steps of 2 full windows, half with one); the same for the
+            draft (lm-draft-base, lm-draft). ``--init`` starts a stage from given weights instead
+    mix     (lm-base) 10% of windows carry a passage of their own text written a second time further on, 5% a
+            string of random characters written twice: repeated passages are what in-context copying learns
+            from, and a corpus this small has few of them (assets/README.md says what each stage did)
     step    next-token loss on all 512 positions at once (teacher forcing), AdamW (weight decay 0.1 on the
             matrices), warm-up then cosine decay, gradient clipping at 1.0; attention through PyTorch's fused
             ``scaled_dot_product_attention`` (same maths; the shipped config writes attention out again)
@@ -211,8 +215,10 @@ def initial_weights(name: str, spec: LMSpec, corpus=None, threads=None, verbose=
 
 
 def train_lm(name: str, steps: int | None = None, resume: bool = False, save_every: int = 250,
-             corpus=None, threads: int | None = None, verbose: bool = True, init_weights=None):
-    """Train ``name`` (a key of SPECS) -> (model with written-out attention, tokenizer, training record)."""
+             corpus=None, threads: int | None = None, verbose: bool = True, init_weights=None, resume_from=None):
+    """Train ``name`` (a key of SPECS) -> (model with written-out attention, tokenizer, training record).
+    ``resume``: go on from the state under .cache/train/; ``resume_from``: from a state file elsewhere (one a
+    run left in the repository for the next machine, ``assets/training/``)."""
     spec = SPECS[name]
     if steps is not None:
         spec = LMSpec(**{**asdict(spec), "steps": steps})
@@ -230,11 +236,14 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
     opt = make_optimizer(model, spec)
     record = dict(losses=[], val=[], seconds=0.0)
     state_path, start = STATE / f"{name}.pt", 0
-    if resume and state_path.is_file():
-        state = torch.load(state_path, weights_only=False)
+    load_from = Path(resume_from) if resume_from else state_path if resume and state_path.is_file() else None
+    if load_from is not None:
+        if not load_from.is_file():
+            raise FileNotFoundError(f"--resume-from {load_from} is not a file: give a state a run saved (NAME.pt)")
+        state = torch.load(load_from, weights_only=True)  # tensors, numbers, strings: no pickled code runs
         model.load_state_dict(state["model"]), opt.load_state_dict(state["opt"]), windows.gen.set_state(state["gen"])
         start, record = state["step"], state["record"]
-        print(f"[{name}] resuming at step {start}")
+        print(f"[{name}] resuming at step {start} from {load_from}")
     else:
         init = initial_weights(name, spec, corpus, threads, verbose, init_weights)
         if init is not None:
@@ -323,6 +332,8 @@ def main(argv=None):
     parser.add_argument("--save-every", type=int, default=250)
     parser.add_argument("--corpus", type=Path, default=LM_CORPUS)
     parser.add_argument("--out", type=Path, default=None, help="where the weights go (default assets/NAME.safetensors)")
+    parser.add_argument("--resume-from", type=Path, default=None,
+                        help="continue from this state file (e.g. assets/training/lm.pt, a run left for the next machine)")
     parser.add_argument("--init", type=Path, default=None,
                         help="start a stage from these weights instead of its first stage's (e.g. a shipped model)")
     args = parser.parse_args(argv)
@@ -332,7 +343,7 @@ def main(argv=None):
         print(toy_induction())
         return
     model, tokenizer, info = train_lm(args.name, args.steps, args.resume, args.save_every, args.corpus, args.threads,
-                                      init_weights=args.init)
+                                      init_weights=args.init, resume_from=args.resume_from)
     path = save_checkpoint(model, tokenizer, args.out or ASSETS / f"{args.name}.safetensors", dtype=torch.float16, **info)
     print(f"[{args.name}] {info['parameters']:,} parameters, {info['seconds'] / 60:.1f} min; wrote {path} "
           f"({path.stat().st_size:,} bytes)")
