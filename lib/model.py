@@ -145,7 +145,11 @@ class Attention(nn.Module):
             keys = keys.repeat_interleave(rep, dim=1)  # (B, n_heads, S, head_dim)
             values = values.repeat_interleave(rep, dim=1)
         # 4. mask: (B or 1, 1, T, S), built once per pass (a query sees only keys at its position or before;
-        #    with a sliding window only the last W); None when every key is visible (one query at the end)
+        #    with a sliding window only the last W); None when every key is visible (one query at the end).
+        #    A block called on its own (no pass, no mask) with several queries is still causal:
+        S = keys.shape[2]
+        if mask is None and T > 1:
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
         if self.impl == "sdpa" and record is None:  # the fused kernel: same maths, the weights never formed
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             weights = None

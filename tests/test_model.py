@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+import lib
 from lib import ForwardRecord, MiniTransformer, ModelConfig, pick_device, resolve_device
 from lib.costs import param_count
 from lib.device import resolve_dtype
@@ -155,3 +156,17 @@ def test_in_step_the_causal_mask_goes_by_order_not_by_reported_positions():
     for cache in (KVCache(model.config, 1, 8), Shifted(model.config, 1, 8)):
         model(ids[:, :4], cache=cache)
         torch.testing.assert_close(model(ids[:, 4:], cache=cache), model(ids)[:, 4:], atol=ATOL, rtol=0)
+
+
+def test_a_block_called_on_its_own_is_causal_as_in_the_pass():
+    """Notebook 01 runs ``model.blocks[0](h0)`` by hand: with no pass to build the mask, the block still masks the
+    future (the mask is built once per pass for the layers of a pass, and here by the block itself)."""
+    model, tok = lib.load_demo("chat")
+    ids = torch.tensor([tok.encode("<s>人工智能")])
+    rec = lib.ForwardRecord(capture=True)
+    model(ids, record=rec)
+    alone = model.blocks[0](rec.tensors["embedding"])
+    assert torch.allclose(alone, rec.tensors[0]["hidden"], atol=1e-5)
+    changed = rec.tensors["embedding"].clone()
+    changed[:, -1] += 1.0  # the last position changes: no earlier position may notice
+    assert torch.allclose(model.blocks[0](changed)[:, :-1], alone[:, :-1], atol=1e-6)
