@@ -57,8 +57,8 @@ def repeated_random(tokenizer, n: int, seed: int = 0, alphabet: str | None = Non
     return [tokenizer.bos_id] + rnd + rnd
 
 
-# Common characters: what a random string "of common characters" is drawn from (lower-case letters; the 26 most
-# frequent characters of Chinese verse in the training text would do as well: the test draws both).
+# Common characters: what a random string "of common characters" is drawn from (``copying(..., alphabet=LETTERS)``;
+# the default draws from the whole vocabulary, mostly rare Chinese characters).
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 

@@ -11,8 +11,9 @@ One forward pass, for input tokens x of shape (B, T):
 The KV cache is *not* part of the model: it is an object passed into ``forward`` (see ``lib.cache``), so
 ``state_dict()`` and ``parameters()`` hold weights only. Passing a ``ForwardRecord`` makes every attention
 layer report what it really computed (how many K/V vectors, how many it read from the cache, its weights).
-The causal mask (and a sliding window's) is built once per pass, from the positions the cache reports, and
-handed to every layer.
+The causal mask (and a sliding window's) is built once per pass (``Feed.mask``: by order for sequences in step,
+from the positions the cache reports otherwise) and handed to every layer; a block called on its own builds the
+causal one itself.
 """
 from __future__ import annotations
 
