@@ -65,6 +65,9 @@ class LMSpec:
     shapes: tuple = ()
     decay_from: float = 0.0  # share of the steps at the full rate before the cosine decay starts
     repeat_min: int = 16  # a repeated span's length: from repeat_min to a third of the window (at most 128)
+    # share of windows that are random characters alone, the first L (8..32) written again right after them
+    # (the toy check's data: what kindles an induction head soonest; a shape's fifth entry overrides it)
+    kindle: float = 0.0
 
 
 LM_SHAPE = dict(norm="rmsnorm", activation="swiglu", positions="rope", max_seq_len=512)
@@ -80,6 +83,10 @@ READS_CONTEXT = dict(shapes=((16, 64, 0.3, 0.6), (2, 512, 0.25, 0.25)), repeat_m
 SPECS = {
     # the first stage: language alone (what lm was until the model had to read its context)
     "lm-base": LMSpec(config=LM_CONFIG, steps=6000),
+    # kindling: from lm-base, mostly the toy check's windows (random characters, a span written again right after
+    # it) at 16 x 64, lr 1e-3 held, no weight decay, as the toy forms its head; a fifth of the windows stay text
+    "lm-kindle": LMSpec(config=LM_CONFIG, steps=4000, lr=1e-3, weight_decay=0.0, warmup=100, decay_from=0.9,
+                        init="lm-base", shapes=((16, 64, 0.0, 0.0, 0.8),), eval_every=250),
     "lm": LMSpec(config=LM_CONFIG, steps=10000, lr=6e-4, init="lm-base", **READS_CONTEXT),
     # the draft for speculative decoding: same corpus, so the same vocabulary (lm_vocabulary is deterministic)
     "lm-draft-base": LMSpec(config=DRAFT_CONFIG, steps=3000, lr=3e-3),
@@ -112,13 +119,21 @@ class Windows:
         return int(torch.randint(low, high, (1,), generator=self.gen))
 
     def window(self, lang: str, T: int | None = None, passage: float | None = None,
-               random: float | None = None) -> torch.Tensor:
+               random: float | None = None, kindle: float | None = None) -> torch.Tensor:
         """(T + 1,) token ids: <s>, then T characters of ``lang`` from a line start; with chance ``passage`` a
-        span of them written again further on, with chance ``random`` a random string written twice (defaults:
-        the spec's shares)."""
+        span of them written again further on, with chance ``random`` a random string written twice; with chance
+        ``kindle`` no text at all: T random characters whose first L (8..32) come again right after themselves
+        (defaults: the spec's shares)."""
         T = T or self.T
         passage = self.spec.repeat_passage if passage is None else passage
         random = self.spec.repeat_random if random is None else random
+        kindle = self.spec.kindle if kindle is None else kindle
+        if kindle and float(torch.rand(1, generator=self.gen)) < kindle:
+            x = torch.randint(self.first_char, self.vocab_size, (T + 1,), generator=self.gen)
+            x[0] = self.bos
+            L = self._int(8, min(32, T // 2) + 1)
+            x[1 + L:1 + 2 * L] = x[1:1 + L]
+            return x
         s = int(self.starts[lang][self._int(0, len(self.starts[lang]))])
         x = torch.cat([torch.tensor([self.bos]), self.tokens[lang][s:s + T]])
         r = float(torch.rand(1, generator=self.gen))
@@ -136,9 +151,10 @@ class Windows:
         return len(SPECIALS)  # the special tokens come first in the vocabulary
 
     def batch(self, size: int, T: int | None = None, passage: float | None = None,
-              random: float | None = None) -> torch.Tensor:
+              random: float | None = None, kindle: float | None = None) -> torch.Tensor:
         """(size, T + 1): half the rows English, half Chinese."""
-        return torch.stack([self.window(LANGUAGES[i % len(LANGUAGES)], T, passage, random) for i in range(size)])
+        return torch.stack([self.window(LANGUAGES[i % len(LANGUAGES)], T, passage, random, kindle)
+                            for i in range(size)])
 
 
 def lr_at(spec: LMSpec, step: int) -> float:
@@ -256,7 +272,7 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
     with progress.bar(total=spec.steps, initial=start, desc=name, unit="step", show=None if verbose else False) as bar:
         for step in range(start, spec.steps):
             t0 = time.perf_counter()
-            shape = shapes[step % len(shapes)]  # (batch, context[, passage share, random share])
+            shape = shapes[step % len(shapes)]  # (batch, context[, passage, random, kindle shares])
             run.append(train_step(model, opt, windows.batch(*shape), lr_at(spec, step)))
             record["seconds"] += time.perf_counter() - t0
             if len(run) == 25 or step == spec.steps - 1:
