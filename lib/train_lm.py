@@ -7,10 +7,13 @@
     tokens  one per character: newline, printable ASCII and the characters covering 99.5% of the text, + <unk>
     window  <s> at position 0, then 511 characters from a random line start of one language (half the batch
             English, half Chinese): the same first token in every window, as a real model's BOS
-    stages  lm-base: language alone (6000 steps of 8 windows x 512; the lm of the course until now), then lm:
-            reading the context, from lm-base's weights (READS_CONTEXT: steps of 16 windows of 64 characters,
-            nine in ten with a repeated span, between steps of 2 full windows, half with one); the same for the
-            draft (lm-draft-base, lm-draft). ``--init`` starts a stage from given weights instead
+    stages  lm-base: language alone (6000 steps of 8 windows x 512; the lm of the course until now); lm-kindle,
+            from lm-base: 1500 steps of 16 windows of 64, four in five of them random characters whose first
+            L (8..32) come again right after (the toy check's data: an induction head forms at ~1.3 M tokens);
+            lm, from lm-kindle: language again at the full context with repeats at random offsets and lengths
+            (a span of the text, or random characters, half of them drawn as the text uses its characters) and
+            a few kindling windows. The draft: lm-draft-base, lm-draft (READS_CONTEXT). ``--init`` starts a
+            stage from given weights instead of its first stage's
     mix     (lm-base) 10% of windows carry a passage of their own text written a second time further on, 5% a
             string of random characters written twice: repeated passages are what in-context copying learns
             from, and a corpus this small has few of them (assets/README.md says what each stage did)
@@ -68,26 +71,30 @@ class LMSpec:
     # share of windows that are random characters alone, the first L (8..32) written again right after them
     # (the toy check's data: what kindles an induction head soonest; a shape's fifth entry overrides it)
     kindle: float = 0.0
+    text_random: float = 0.0  # share of random strings drawn as often as the text uses its characters
 
 
 LM_SHAPE = dict(norm="rmsnorm", activation="swiglu", positions="rope", max_seq_len=512)
 LM_CONFIG = dict(n_layers=4, d_model=256, n_heads=4, **LM_SHAPE)
 DRAFT_CONFIG = dict(n_layers=2, d_model=128, n_heads=2, **LM_SHAPE)
-# Reading the context (the second stage): in-context copying appears when the model has seen enough repeats at a
-# small batch x context (the onset of induction heads comes after ~5e5 * sqrt(B * C) training tokens, Aoyama et al.
-# 2025; sooner when repeats are dense, as the toy check shows), so every other step is 16 windows of 64 characters,
-# nine in ten of them with a repeat (a third a passage of the window's own text, two thirds a random string) at
-# random offsets and lengths; the steps between are 2 windows of the full 512 characters, half of them with a
-# repeat, so the long context is kept (the same tokens per step: B * C = 1024).
+# Reading the context (the draft's second stage): every other step is 16 windows of 64 characters, nine in ten of
+# them with a repeat (a third a passage of the window's own text, two thirds a random string) at random offsets and
+# lengths; the steps between are 2 windows of the full 512 characters, half of them with a repeat (B * C = 1024 each).
+# The onset of induction heads comes after ~5e5 * sqrt(B * C) training tokens (Aoyama et al. 2025), sooner when
+# repeats are dense; lm mixed this way from lm-base showed no copying through 4.35 M tokens, so lm is kindled first.
 READS_CONTEXT = dict(shapes=((16, 64, 0.3, 0.6), (2, 512, 0.25, 0.25)), repeat_min=8, warmup=100, decay_from=0.6)
 SPECS = {
     # the first stage: language alone (what lm was until the model had to read its context)
     "lm-base": LMSpec(config=LM_CONFIG, steps=6000),
     # kindling: from lm-base, mostly the toy check's windows (random characters, a span written again right after
     # it) at 16 x 64, lr 1e-3 held, no weight decay, as the toy forms its head; a fifth of the windows stay text
-    "lm-kindle": LMSpec(config=LM_CONFIG, steps=4000, lr=1e-3, weight_decay=0.0, warmup=100, decay_from=0.9,
+    "lm-kindle": LMSpec(config=LM_CONFIG, steps=1500, lr=1e-3, weight_decay=0.0, warmup=100, decay_from=1.0,
                         init="lm-base", shapes=((16, 64, 0.0, 0.0, 0.8),), eval_every=250),
-    "lm": LMSpec(config=LM_CONFIG, steps=10000, lr=6e-4, init="lm-base", **READS_CONTEXT),
+    # then language again at the full context, with repeats at random offsets and lengths in a third to a half of
+    # the windows (and a few kindling windows at 64, so the head keeps its work while the text comes back)
+    "lm": LMSpec(config=LM_CONFIG, steps=6000, lr=6e-4, init="lm-kindle", repeat_min=8, warmup=100, decay_from=0.3,
+                 text_random=0.5, shapes=((16, 64, 0.25, 0.25, 0.2), (2, 512, 0.25, 0.25, 0.0),
+                                          (2, 512, 0.15, 0.15, 0.0))),
     # the draft for speculative decoding: same corpus, so the same vocabulary (lm_vocabulary is deterministic)
     "lm-draft-base": LMSpec(config=DRAFT_CONFIG, steps=3000, lr=3e-3),
     "lm-draft": LMSpec(config=DRAFT_CONFIG, steps=6000, lr=1e-3, init="lm-draft-base", **READS_CONTEXT),
@@ -129,7 +136,7 @@ class Windows:
         random = self.spec.repeat_random if random is None else random
         kindle = self.spec.kindle if kindle is None else kindle
         if kindle and float(torch.rand(1, generator=self.gen)) < kindle:
-            x = torch.randint(self.first_char, self.vocab_size, (T + 1,), generator=self.gen)
+            x = self.random_chars(lang, T + 1)
             x[0] = self.bos
             L = self._int(8, min(32, T // 2) + 1)
             x[1 + L:1 + 2 * L] = x[1:1 + L]
@@ -142,9 +149,18 @@ class Windows:
             i = self._int(1, T + 2 - 2 * n)  # first copy at i, second at j: any later offset that fits
             j = self._int(i + n, T + 2 - n)
             if r >= passage:  # random characters (never a special token) instead of the text
-                x[i:i + n] = torch.randint(self.first_char, self.vocab_size, (n,), generator=self.gen)
+                x[i:i + n] = self.random_chars(lang, n)
             x[j:j + n] = x[i:i + n].clone()
         return x
+
+    def random_chars(self, lang: str, n: int) -> torch.Tensor:
+        """(n,) random characters, never a special token: with ``spec.text_random`` chance drawn as often as
+        ``lang``'s text uses them (common letters, common hanzi: what a learner types), else uniformly over the
+        whole vocabulary (mostly rare hanzi, whose only clue is the earlier copy)."""
+        if self.spec.text_random and float(torch.rand(1, generator=self.gen)) < self.spec.text_random:
+            text = self.tokens[lang]
+            return text[torch.randint(0, len(text), (n,), generator=self.gen)]
+        return torch.randint(self.first_char, self.vocab_size, (n,), generator=self.gen)
 
     @property
     def first_char(self) -> int:
@@ -161,7 +177,7 @@ def lr_at(spec: LMSpec, step: int) -> float:
     """Linear warm-up to ``spec.lr``, then cosine decay to a tenth of it at ``spec.steps``."""
     warm = min(1.0, (step + 1) / spec.warmup)
     start = spec.decay_from * spec.steps
-    done = min(1.0, max(0.0, step - start) / (spec.steps - start))
+    done = min(1.0, max(0.0, step - start) / (spec.steps - start)) if start < spec.steps else 0.0  # 1.0: held
     return spec.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done)))
 
 
