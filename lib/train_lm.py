@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from .config import ModelConfig
 from .corpus import LANGUAGES, LM_CORPUS, encode_text, lm_vocabulary, read_split
 from .demo import ASSETS, load_checkpoint, save_checkpoint
 from .device import cpu_name
-from .heads import copying, induction_share, repeated_random
+from .heads import LETTERS, copying, induction_share, repeated_random
 from .lm import window_bits
 from .model import MiniTransformer
 from .tokenizer import SPECIALS, CharTokenizer
@@ -71,7 +72,12 @@ class LMSpec:
     # share of windows that are random characters alone, the first L (8..32) written again right after them
     # (the toy check's data: what kindles an induction head soonest; a shape's fifth entry overrides it)
     kindle: float = 0.0
-    text_random: float = 0.0  # share of random strings drawn as often as the text uses its characters
+    # what random characters are drawn from (uniformly): "vocab", the whole vocabulary but the special tokens
+    # (mostly rare hanzi); "common", the ``alphabet_size`` most common characters of both texts; "language", each
+    # window's own language: the characters English text uses at least 50 times (letters, digits, punctuation),
+    # the ``alphabet_size`` most common Chinese characters. A head kindled on one kind copies that kind only.
+    alphabet: str = "vocab"
+    alphabet_size: int = 300
 
 
 LM_SHAPE = dict(norm="rmsnorm", activation="swiglu", positions="rope", max_seq_len=512)
@@ -92,9 +98,17 @@ SPECS = {
                         init="lm-base", shapes=((16, 64, 0.0, 0.0, 0.8),), eval_every=250),
     # then language again at the full context, with repeats at random offsets and lengths in a third to a half of
     # the windows (and a few kindling windows at 64, so the head keeps its work while the text comes back)
-    "lm": LMSpec(config=LM_CONFIG, steps=6000, lr=6e-4, init="lm-kindle", repeat_min=8, warmup=100, decay_from=0.3,
-                 text_random=0.5, shapes=((16, 64, 0.25, 0.25, 0.2), (2, 512, 0.25, 0.25, 0.0),
-                                          (2, 512, 0.15, 0.15, 0.0))),
+    # the head copies what it was kindled on (rare hanzi), so it is kindled again on common characters: the 300
+    # most common of both texts, then each language's own alphabet (English letters, common hanzi)
+    "lm-kindle-common": LMSpec(config=LM_CONFIG, steps=250, lr=1e-3, weight_decay=0.0, warmup=50, decay_from=1.0,
+                               init="lm-kindle", alphabet="common", shapes=((16, 64, 0.0, 0.0, 0.8),)),
+    "lm-kindle-letters": LMSpec(config=LM_CONFIG, steps=500, lr=1e-3, weight_decay=0.0, warmup=50, decay_from=1.0,
+                                init="lm-kindle-common", alphabet="language", shapes=((16, 64, 0.0, 0.0, 0.8),)),
+    # then language again at the full context with repeats at random offsets and lengths in a third to a half of
+    # the windows (and a few kindling windows at 64, so the head keeps its work while the text comes back)
+    "lm": LMSpec(config=LM_CONFIG, steps=4000, lr=6e-4, init="lm-kindle-letters", repeat_min=8, warmup=100,
+                 decay_from=0.0, alphabet="language", shapes=((16, 64, 0.25, 0.25, 0.2), (2, 512, 0.25, 0.25, 0.0),
+                                                               (2, 512, 0.15, 0.15, 0.0))),
     # the draft for speculative decoding: same corpus, so the same vocabulary (lm_vocabulary is deterministic)
     "lm-draft-base": LMSpec(config=DRAFT_CONFIG, steps=3000, lr=3e-3),
     "lm-draft": LMSpec(config=DRAFT_CONFIG, steps=6000, lr=1e-3, init="lm-draft-base", **READS_CONTEXT),
@@ -119,6 +133,7 @@ class Windows:
         nl = tokenizer.stoi["\n"]
         starts = {lang: (t[:-T] == nl).nonzero().flatten() + 1 for lang, t in tokens.items()}  # room for T
         w = cls(tokens, starts, T, tokenizer.bos_id, tokenizer.vocab_size, spec)
+        w.alphabets = alphabets(tokenizer, tokens, spec)
         w.gen.manual_seed(spec.seed)
         return w
 
@@ -154,13 +169,9 @@ class Windows:
         return x
 
     def random_chars(self, lang: str, n: int) -> torch.Tensor:
-        """(n,) random characters, never a special token: with ``spec.text_random`` chance drawn as often as
-        ``lang``'s text uses them (common letters, common hanzi: what a learner types), else uniformly over the
-        whole vocabulary (mostly rare hanzi, whose only clue is the earlier copy)."""
-        if self.spec.text_random and float(torch.rand(1, generator=self.gen)) < self.spec.text_random:
-            text = self.tokens[lang]
-            return text[torch.randint(0, len(text), (n,), generator=self.gen)]
-        return torch.randint(self.first_char, self.vocab_size, (n,), generator=self.gen)
+        """(n,) random characters of the spec's ``alphabet``, never a special token."""
+        pool = self.alphabets[lang]
+        return pool[torch.randint(0, len(pool), (n,), generator=self.gen)]
 
     @property
     def first_char(self) -> int:
@@ -171,6 +182,28 @@ class Windows:
         """(size, T + 1): half the rows English, half Chinese."""
         return torch.stack([self.window(LANGUAGES[i % len(LANGUAGES)], T, passage, random, kindle)
                             for i in range(size)])
+
+
+def alphabets(tokenizer: CharTokenizer, tokens: dict, spec: LMSpec) -> dict:
+    """lang -> 1-D LongTensor of the ids random characters are drawn from (``LMSpec.alphabet``)."""
+    first = len(SPECIALS)  # the special tokens come first in the vocabulary
+    if spec.alphabet == "vocab":
+        every = torch.arange(first, tokenizer.vocab_size)
+        return {lang: every for lang in tokens}
+    if spec.alphabet == "common":
+        counts = Counter()
+        for t in tokens.values():
+            counts.update(t.tolist())
+        common = torch.tensor([i for i, _ in counts.most_common() if i >= first][:spec.alphabet_size])
+        return {lang: common for lang in tokens}
+    if spec.alphabet == "language":
+        out = {}
+        for lang, t in tokens.items():
+            counts = Counter(t.tolist())
+            ids = [i for i, _ in counts.most_common() if i >= first and tokenizer.itos[i] != "\n"]
+            out[lang] = torch.tensor(ids[:spec.alphabet_size] if lang == "zh" else [i for i in ids if counts[i] >= 50])
+        return out
+    raise ValueError(f"alphabet={spec.alphabet!r}; allowed: 'vocab', 'common', 'language'")
 
 
 def lr_at(spec: LMSpec, step: int) -> float:
@@ -220,6 +253,7 @@ def evaluate(model, val: dict, tokenizer: CharTokenizer) -> dict:
     out = {lang: round(window_bits(model, w), 4) for lang, w in val.items()}
     with torch.no_grad():
         out["copy"] = round(copying(model, tokenizer, n=64, seeds=(0, 1))["ratio"], 3)
+        out["letters"] = round(copying(model, tokenizer, n=64, seeds=(0, 1), alphabet=LETTERS)["ratio"], 3)
         out["induction"] = round(float(induction_share(model, repeated_random(tokenizer, 64), 64).max()), 3)
     model.train()
     return out
