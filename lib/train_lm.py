@@ -78,6 +78,7 @@ class LMSpec:
     # the ``alphabet_size`` most common Chinese characters. A head kindled on one kind copies that kind only.
     alphabet: str = "vocab"
     alphabet_size: int = 300
+    stop_at: int | None = None  # run only this many steps of the schedule (a stage stopped early, on purpose)
 
 
 LM_SHAPE = dict(norm="rmsnorm", activation="swiglu", positions="rope", max_seq_len=512)
@@ -96,19 +97,19 @@ SPECS = {
     # it) at 16 x 64, lr 1e-3 held, no weight decay, as the toy forms its head; a fifth of the windows stay text
     "lm-kindle": LMSpec(config=LM_CONFIG, steps=1500, lr=1e-3, weight_decay=0.0, warmup=100, decay_from=1.0,
                         init="lm-base", shapes=((16, 64, 0.0, 0.0, 0.8),), eval_every=250),
-    # then language again at the full context, with repeats at random offsets and lengths in a third to a half of
-    # the windows (and a few kindling windows at 64, so the head keeps its work while the text comes back)
-    # the head copies what it was kindled on (rare hanzi), so it is kindled again on common characters: the 300
-    # most common of both texts, then each language's own alphabet (English letters, common hanzi)
-    "lm-kindle-common": LMSpec(config=LM_CONFIG, steps=250, lr=1e-3, weight_decay=0.0, warmup=50, decay_from=1.0,
-                               init="lm-kindle", alphabet="common", shapes=((16, 64, 0.0, 0.0, 0.8),)),
-    "lm-kindle-letters": LMSpec(config=LM_CONFIG, steps=500, lr=1e-3, weight_decay=0.0, warmup=50, decay_from=1.0,
-                                init="lm-kindle-common", alphabet="language", shapes=((16, 64, 0.0, 0.0, 0.8),)),
-    # then language again at the full context with repeats at random offsets and lengths in a third to a half of
-    # the windows (and a few kindling windows at 64, so the head keeps its work while the text comes back)
-    "lm": LMSpec(config=LM_CONFIG, steps=4000, lr=6e-4, init="lm-kindle-letters", repeat_min=8, warmup=100,
-                 decay_from=0.0, alphabet="language", shapes=((16, 64, 0.25, 0.25, 0.2), (2, 512, 0.25, 0.25, 0.0),
-                                                               (2, 512, 0.15, 0.15, 0.0))),
+    # then language again at the full context with repeats at random offsets and lengths in half the windows (and
+    # a few kindling windows at 64, so the head keeps its work while the text comes back); stopped at 1,750 steps
+    # when the head copied random letters 100 apart (ratio 0.35) but gave real text none of its attention (0.02)
+    "lm-read": LMSpec(config=LM_CONFIG, steps=4000, stop_at=1750, lr=6e-4, init="lm-kindle-letters", repeat_min=8,
+                      warmup=100, decay_from=0.0, alphabet="language",
+                      shapes=((16, 64, 0.25, 0.25, 0.2), (2, 512, 0.25, 0.25, 0.0), (2, 512, 0.15, 0.15, 0.0))),
+    # so it is kindled once more on text: a passage whose first L characters come again right after them
+    "lm-kindle-passages": LMSpec(config=LM_CONFIG, steps=750, lr=1e-3, weight_decay=0.0, warmup=50, decay_from=1.0,
+                                 init="lm-read", alphabet="text", shapes=((16, 64, 0.0, 0.0, 0.8),)),
+    # and reads at the full context: passages and letters repeated at random offsets, a few kindling windows
+    "lm": LMSpec(config=LM_CONFIG, steps=2500, lr=6e-4, init="lm-kindle-passages", repeat_min=8, warmup=100,
+                 decay_from=0.0, alphabet="language",
+                 shapes=((16, 64, 0.3, 0.2, 0.2), (2, 512, 0.35, 0.15, 0.0), (2, 512, 0.2, 0.1, 0.0))),
     # the draft for speculative decoding: same corpus, so the same vocabulary (lm_vocabulary is deterministic)
     "lm-draft-base": LMSpec(config=DRAFT_CONFIG, steps=3000, lr=3e-3),
     "lm-draft": LMSpec(config=DRAFT_CONFIG, steps=6000, lr=1e-3, init="lm-draft-base", **READS_CONTEXT),
@@ -169,7 +170,11 @@ class Windows:
         return x
 
     def random_chars(self, lang: str, n: int) -> torch.Tensor:
-        """(n,) random characters of the spec's ``alphabet``, never a special token."""
+        """(n,) random characters of the spec's ``alphabet``, never a special token ("text": n characters of
+        ``lang``'s text from a random line start, a passage instead of a random string)."""
+        if self.spec.alphabet == "text":
+            s = int(self.starts[lang][self._int(0, len(self.starts[lang]))])
+            return self.tokens[lang][s:s + n].clone()
         pool = self.alphabets[lang]
         return pool[torch.randint(0, len(pool), (n,), generator=self.gen)]
 
@@ -187,6 +192,8 @@ class Windows:
 def alphabets(tokenizer: CharTokenizer, tokens: dict, spec: LMSpec) -> dict:
     """lang -> 1-D LongTensor of the ids random characters are drawn from (``LMSpec.alphabet``)."""
     first = len(SPECIALS)  # the special tokens come first in the vocabulary
+    if spec.alphabet == "text":
+        return {}
     if spec.alphabet == "vocab":
         every = torch.arange(first, tokenizer.vocab_size)
         return {lang: every for lang in tokens}
@@ -203,7 +210,7 @@ def alphabets(tokenizer: CharTokenizer, tokens: dict, spec: LMSpec) -> dict:
             ids = [i for i, _ in counts.most_common() if i >= first and tokenizer.itos[i] != "\n"]
             out[lang] = torch.tensor(ids[:spec.alphabet_size] if lang == "zh" else [i for i in ids if counts[i] >= 50])
         return out
-    raise ValueError(f"alphabet={spec.alphabet!r}; allowed: 'vocab', 'common', 'language'")
+    raise ValueError(f"alphabet={spec.alphabet!r}; allowed: 'vocab', 'common', 'language', 'text'")
 
 
 def lr_at(spec: LMSpec, step: int) -> float:
@@ -319,24 +326,25 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
             print(f"[{name}] from {record['init']}: {record['val'][-1][1]}", flush=True)
     model.train()
     run, resumed_with = [], record["seconds"]  # the log's s/step counts this session's steps only
-    with progress.bar(total=spec.steps, initial=start, desc=name, unit="step", show=None if verbose else False) as bar:
-        for step in range(start, spec.steps):
+    end = spec.stop_at or spec.steps  # a stage may take only the first steps of its schedule
+    with progress.bar(total=end, initial=start, desc=name, unit="step", show=None if verbose else False) as bar:
+        for step in range(start, end):
             t0 = time.perf_counter()
             shape = shapes[step % len(shapes)]  # (batch, context[, passage, random, kindle shares])
             run.append(train_step(model, opt, windows.batch(*shape), lr_at(spec, step)))
             record["seconds"] += time.perf_counter() - t0
-            if len(run) == 25 or step == spec.steps - 1:
+            if len(run) == 25 or step == end - 1:
                 record["losses"].append([step + 1, round(sum(run) / len(run), 4)])
                 run = []
                 if bar.disable and (step + 1) % 50 == 0:  # a log line now and then where no bar is drawn
                     print(f"[{name}] step {step + 1} loss {record['losses'][-1][1]:.4f} "
                           f"({(record['seconds'] - resumed_with) / (step + 1 - start):.2f} s/step)", flush=True)
-            if (step + 1) % spec.eval_every == 0 or step == spec.steps - 1:
+            if (step + 1) % spec.eval_every == 0 or step == end - 1:
                 record["val"].append([step + 1, evaluate(model, val, tokenizer)])
                 latest = record["losses"][-1][1] if record["losses"] else sum(run) / len(run)
                 line = f"[{name}] step {step + 1} loss {latest:.4f} val {record['val'][-1][1]}"
                 progress.write(line) if not bar.disable else print(line, flush=True)
-            if (step + 1) % save_every == 0 or step == spec.steps - 1:
+            if (step + 1) % save_every == 0 or step == end - 1:
                 save_state(state_path, model, opt, windows, step + 1, record)
                 save_checkpoint(trained(model, shipped), tokenizer, STATE / f"{name}-{step + 1}.safetensors",
                                 dtype=torch.float16)
