@@ -7,13 +7,15 @@
     tokens  one per character: newline, printable ASCII and the characters covering 99.5% of the text, + <unk>
     window  <s> at position 0, then 511 characters from a random line start of one language (half the batch
             English, half Chinese): the same first token in every window, as a real model's BOS
-    stages  lm-base: language alone (6000 steps of 8 windows x 512; the lm of the course until now); lm-kindle,
-            from lm-base: 1500 steps of 16 windows of 64, four in five of them random characters whose first
-            L (8..32) come again right after (the toy check's data: an induction head forms at ~1.3 M tokens);
-            lm, from lm-kindle: language again at the full context with repeats at random offsets and lengths
-            (a span of the text, or random characters, half of them drawn as the text uses its characters) and
-            a few kindling windows. The draft: lm-draft-base, lm-draft (READS_CONTEXT). ``--init`` starts a
-            stage from given weights instead of its first stage's
+    stages  lm-base: language alone (6000 steps of 8 windows x 512; the lm of the course until now). Then a
+            head that reads the context is kindled and put to work, each stage from the one before:
+            lm-kindle (1500 steps of 16 x 64, four windows in five random characters whose first L (8..32)
+            come again right after: the toy check's data, over the whole vocabulary), lm-kindle-common (the
+            300 most common characters), lm-kindle-letters (each language's own alphabet), lm-read (the full
+            context with repeats at random offsets and lengths, stopped at 1750), lm-kindle-passages (text
+            passages written twice), lm (the full context again). A head kindled on one kind of string copies
+            that kind only, hence the curriculum (assets/README.md has each stage's figures). The draft:
+            lm-draft-base, lm-draft (READS_CONTEXT). ``--init`` starts a stage from given weights instead
     mix     (lm-base) 10% of windows carry a passage of their own text written a second time further on, 5% a
             string of random characters written twice: repeated passages are what in-context copying learns
             from, and a corpus this small has few of them (assets/README.md says what each stage did)
