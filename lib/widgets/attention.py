@@ -797,26 +797,35 @@ class AttentionExplorer(LiveWidget):
 
 # ------------------------------------------------------------- the induction head: why the cache keeps every key
 
+def _written_twice(tokenizer, lang: str, n: int, count: int) -> list[list[int]]:
+    """``count`` sequences <s> + x + x of ``n`` tokens each: held-out passages of ``lang`` ("en", "zh":
+    ``lib.heads.passages_twice``), or random strings of the whole vocabulary ("random": ``lib.heads.repeated_random``,
+    seeds 0, 1, ..., the toy check a model copies first)."""
+    from ..heads import passages_twice, repeated_random
+
+    if lang == "random":
+        return [repeated_random(tokenizer, n, seed=i) for i in range(checks.integer(count, "count", 1))]
+    return passages_twice(tokenizer, lang, n, count)
+
+
 def induction_prompt(tokenizer, lang: str = "en", n: int = 40, which: int = 0) -> str:
-    """A held-out passage of ``lang`` (``lib.heads.passages_twice``: its first ``n`` characters) written once and
-    then begun again, half of it: ``<s> + p + p[:n // 2]``. Generating on, a model with an induction head
+    """A held-out passage of ``lang`` (its first ``n`` characters; ``lang="random"``: a random string) written once
+    and then begun again, half of it: ``<s> + p + p[:n // 2]``. Generating on, a model with an induction head
     continues the second copy, each new query attending to the token after its own earlier occurrence, ``n - 1``
     positions back: the picture of why a cache keeps every key, however old."""
-    from ..heads import passages_twice
-
     n = checks.integer(n, "n", 4)
-    ids = passages_twice(tokenizer, lang, n, count=which + 1)[which]  # <s> + p + p
+    ids = _written_twice(tokenizer, lang, n, which + 1)[which]  # <s> + p + p
     return tokenizer.decode(ids[:1 + n + n // 2])
 
 
 def induction_head(model, tokenizer, lang: str = "en", n: int = 40, count: int = 4) -> tuple[int, int, float]:
     """(layer, head, share) of the head that measures as the model's induction head: the largest mean weight, over
-    ``count`` held-out passages written twice, on the token after the query's earlier occurrence
+    ``count`` sequences written twice (``_written_twice``), on the token after the query's earlier occurrence
     (``lib.heads.induction_share``, ``lib.heads.strongest``), measured, never assumed."""
-    from ..heads import induction_share, passages_twice, strongest
+    from ..heads import induction_share, strongest
 
-    shares = [induction_share(model, torch.tensor(ids), n) for ids in passages_twice(tokenizer, lang, n, count)]
-    return strongest(torch.stack(shares).mean(0))  # (n_layers, n_heads) averaged over the passages
+    shares = [induction_share(model, torch.tensor(ids), n) for ids in _written_twice(tokenizer, lang, n, count)]
+    return strongest(torch.stack(shares).mean(0))  # (n_layers, n_heads) averaged over the sequences
 
 
 def induction_explorer(model, tokenizer, lang: str = "en", n: int = 40, max_new_tokens: int | None = None):
