@@ -97,11 +97,11 @@ def test_gqa_and_uncached_traces_give_the_same_heatmap():
 
 def test_key_axis_brackets_set_the_prompt_apart_from_decode_appends():
     v = A.attention_view(gqa_trace(True), None, 0, 0)
-    assert A._spans(v) == [(0, 2, "prefill: the prompt's 3 keys, one pass"),
+    assert A._spans(v) == [(0, 2, "prefill: 3 prompt key(s), one pass"),
                            (3, 7, "decode: one key appended per step")]
     one = A.AttentionView(0, 0, 0, torch.tensor([[0.5, 0.5]]), [1], ["b"], ["a", "b"], prompt_len=2,
                           kv=(("new", "new", "none"),))  # a hand-built prefill only: no decode bracket
-    assert A._spans(one) == [(0, 1, "prefill: the prompt's 2 keys, one pass")] and one.chips(0) == ["new", "new"]
+    assert A._spans(one) == [(0, 1, "prefill: 2 prompt key(s), one pass")] and one.chips(0) == ["new", "new"]
     assert A.AttentionView(0, 0, 0, torch.tensor([[1.0]]), [0], ["a"], ["a"]).appended(0) == (0, 0)  # no kv: own key
 
 
@@ -191,7 +191,7 @@ def test_static_heatmap_draws_the_grid_up_to_the_step_and_boxes_the_newest_key(r
     words = [t.get_text() for t in ax.texts]
     # the player's K/V chips of step 4: keys 0..4 read from the cache, 5 computed now, 6 (the chosen token) none yet
     assert words[-9:-2] == ["=", "=", "=", "=", "=", "+", "."]
-    assert words[-2:] == ["prefill: the prompt's 2 keys, one pass", "decode: one key appended per step"]
+    assert words[-2:] == ["prefill: 2 prompt key(s), one pass", "decode: one key appended per step"]
     plt.close(fig)
 
 
@@ -291,7 +291,7 @@ def test_plotly_frames_slider_and_fixed_axes(run, chat):
     # no fixed width, and fonts and colours left to the installed template (kvlab after lib.notebook.setup)
     assert fig.layout.width is None and fig.layout.font.size is None and fig.layout.paper_bgcolor is None
     assert "red" not in fig.layout.title.text and "outlined = the K/V it appended" in fig.layout.title.text
-    assert [a.text for a in fig.layout.annotations] == ["prefill: the prompt's 2 keys, one pass",
+    assert [a.text for a in fig.layout.annotations] == ["prefill: 2 prompt key(s), one pass",
                                                         "decode: one key appended per step"]
 
 

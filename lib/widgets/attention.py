@@ -43,7 +43,7 @@ from ..trace import Trace, check_trace
 from .i18n import t
 from . import figure_and_axes, frame_slider, play_buttons, prompt_problem
 from .live import LiveWidget, problem_html, show_plotly
-from .player import _draw_cells, KV_COLORS, KV_HATCH, KV_MARKS, kv_chip_look, kv_chip_size, kv_status
+from .player import _draw_cells, KV_COLORS, KV_GLYPH_SIZE, KV_HATCH, KV_MARKS, kv_chip_look, kv_status
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
 DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
@@ -200,7 +200,7 @@ def _spans(view: AttentionView) -> list[tuple[int, int, str]]:
     """The key axis's brackets: (first key, last key, words) for the prompt's keys (the prefill, one pass) and,
     when there are any in the grid, the decode appends (one per step)."""
     P, W = min(view.prompt_len, view.n_keys), view.n_keys
-    out = [(0, P - 1, t("prefill: the prompt's {n} keys, one pass", n=P))] if P else []
+    out = [(0, P - 1, t("prefill: {n} prompt key(s), one pass", n=P))] if P else []
     return out + ([(P, W - 1, t("decode: one key appended per step"))] if W > P else [])
 
 
@@ -269,14 +269,15 @@ def _draw_key_axis(ax, view: AttentionView, step: int):
     under the prompt's keys and one under the decode appends, their words on two lines."""
     n = view.n_steps
     states = [k for k in view.chips(step) if k]
-    _draw_cells(ax, [KV_MARKS[k] for k in states], [KV_COLORS[k] for k in states], n + 0.25,
-                dashed=[k == "none" for k in states], hatches=[KV_HATCH[k] for k in states])
-    for i, (a, b, words) in enumerate(_spans(view)):
+    glyphs = [KV_MARKS[k] if view.n_keys <= 24 else "" for k in states]  # narrow chips: fill and hatch alone
+    _draw_cells(ax, glyphs, [KV_COLORS[k] for k in states], n + 0.25, dashed=[k == "none" for k in states],
+                hatches=[KV_HATCH[k] for k in states])
+    for i, (a, b, words) in enumerate(_spans(view)):  # prefill's words from its left end, decode's to its right
         y = n + 0.95
         ax.plot([a - 0.42, a - 0.42, b + 0.42, b + 0.42], [y - 0.2, y, y, y - 0.2], color=style.INK, lw=1.2,
                 clip_on=False)
-        ax.text(a - 0.42, y + 0.12 + 0.5 * i, words, ha="left", va="top", fontsize=style.SMALL_SIZE,
-                color=style.INK)
+        ax.text(b + 0.42 if i else a - 0.42, y + 0.12 + 0.5 * i, words, ha="right" if i else "left", va="top",
+                fontsize=style.SMALL_SIZE, color=style.INK, in_layout=False)  # within the axes' width: no squeeze
     ax.set_ylim(n + 2.1, -0.5)
     ax.set_xlim(-0.5, view.n_keys - 0.5)
 
@@ -299,7 +300,7 @@ def plot_attention(trace: Trace, tokenizer=None, layer: int = 0, head: int = 0, 
     axis each position's K/V state and the prefill / decode brackets. Returns the Figure."""
     view = attention_view(trace, tokenizer, layer, head, batch)
     step = _check_step(step, view.n_steps)
-    fig, ax = figure_and_axes(ax, (min(2.5 + 0.45 * view.n_keys, style.FIGURE_WIDTH),
+    fig, ax = figure_and_axes(ax, (min(max(5.6, 2.5 + 0.45 * view.n_keys), style.FIGURE_WIDTH),  # bracket words fit
                                    min(2.7 + 0.32 * view.n_steps, 10)))
     im = _draw(ax, view, step)
     fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label=t("attention weight"))
@@ -434,9 +435,11 @@ def _key_strip_layout(view: AttentionView, plot_h: int, y_axis: str = "yaxis2") 
 
 
 def _key_strip_notes(view: AttentionView, yref: str = "y2") -> list:
-    """The brackets' words, under each bracket (prefill on the upper line, decode on the lower)."""
-    return [dict(text=words, x=a - 0.45, y=-1.15 - 0.6 * i, xref="x", yref=yref, xanchor="left", yanchor="top",
-                 showarrow=False, font=dict(size=style.PLOTLY_SMALL)) for i, (a, _, words) in enumerate(_spans(view))]
+    """The brackets' words: prefill's on the upper line from its bracket's left end, decode's on the lower line
+    to its bracket's right end."""
+    return [dict(text=words, x=b + 0.45 if i else a - 0.45, y=-1.15 - 0.6 * i, xref="x", yref=yref,
+                 xanchor="right" if i else "left", yanchor="top", showarrow=False, font=dict(size=style.PLOTLY_SMALL))
+            for i, (a, b, words) in enumerate(_spans(view))]
 
 
 def _add_key_strip(fig, view: AttentionView, xs: list):
@@ -454,12 +457,12 @@ def _chip_trace(view: AttentionView, step: int, xs: list, yaxis: str = "y2") -> 
     in the sequence yet are invisible; the glyph is written in the chip where the columns are wide enough."""
     states = [k for k in view.chips(step) if k]
     look = kv_chip_look(states, view.n_keys - len(states))
-    size = max(8, min(22, 640 // max(view.n_keys, 1)))
-    glyph = size >= style.PLOTLY_SMALL + 4  # else the hover and the fill (square / open square) carry the state
+    size = max(8, min(24, 700 // max(view.n_keys, 1)))  # px: a chip per key column, as the columns allow
+    glyph = size >= 22  # the player's bold glyph (large text on every K/V colour); else fill, shape and hover
     return dict(type="scatter", x=xs, y=[0] * view.n_keys, xaxis="x", yaxis=yaxis, mode="markers+text",
                 text=look["text"] if glyph else [""] * view.n_keys, hovertext=look["hovertext"], hoverinfo="text",
                 marker=dict(look["marker"], size=size), showlegend=False, cliponaxis=False,
-                textfont=dict(size=max(style.PLOTLY_SMALL, min(size - 6, 19)), color=style.INK))
+                textfont=dict(size=KV_GLYPH_SIZE, color=style.INK))
 
 
 def _heatmap_panels(trace: Trace, tokenizer, layer: int, heads: list, batch: int, base: AttentionView,

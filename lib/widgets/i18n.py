@@ -104,7 +104,7 @@ ZH: dict[str, str] = {
         "所有头，第 {step} 步：查询 {query} 作用于 {n} 个键（描边：本步追加的 K/V）",
     "step {step}: query {query} reads {n} cached key(s); outlined = the K/V it appended":
         "第 {step} 步：查询 {query} 读取 {n} 个缓存的键；描边 = 本步追加的 K/V",
-    "prefill: the prompt's {n} keys, one pass": "预填充：提示词的 {n} 个键，一次前向传播",
+    "prefill: {n} prompt key(s), one pass": "预填充：提示词的 {n} 个键，一次前向传播",
     "decode: one key appended per step": "解码：每步追加一个键",
     "{name} of layer {layer}": "第 {layer} 层的 {name}",
     "each (B, n_kv_heads, T, head_dim) = {shape}: {filled} of {T} positions written; one position is {bytes:,} "
