@@ -108,7 +108,7 @@ class AttentionView:
 
     grid[s, j] is the weight step s's newest query gave key position j; NaN where key j did not exist yet.
     Every row sums to 1 over the keys that existed at that step. ``kv[s]`` is the K/V state of every position
-    after step s, as the player draws it (``lib.widgets.player.kv_status``); the first ``prompt_len`` keys are
+    after step s, as the player draws it (``player.kv_status``); the first ``prompt_len`` keys are
     the prompt's, written by the first pass (the prefill), the others were appended one per decode step.
     """
 
@@ -437,7 +437,7 @@ def _key_strip_layout(view: AttentionView, plot_h: int, y_axis: str = "yaxis2") 
 def _key_strip_notes(view: AttentionView, yref: str = "y2") -> list:
     """The brackets' words: prefill's on the upper line from its bracket's left end, decode's on the lower line
     to its bracket's right end."""
-    return [dict(text=words, x=b + 0.45 if i else a - 0.45, y=-1.15 - 0.6 * i, xref="x", yref=yref,
+    return [dict(text=words, x=b + 0.45 if i else a - 0.45, y=-1.05 - 0.45 * i, xref="x", yref=yref,
                  xanchor="right" if i else "left", yanchor="top", showarrow=False, font=dict(size=style.PLOTLY_SMALL))
             for i, (a, b, words) in enumerate(_spans(view))]
 
@@ -517,7 +517,7 @@ def _step_shapes(view: AttentionView, step: int, panels: int, strip: bool = Fals
         out += appended_outline(a, b, step, **ref)
     if strip:
         out += [dict(type="line", xref="x", yref=f"y{panels + 1}", name="bracket", x0=p - 0.42, x1=q + 0.42, y0=-0.9,
-                     y1=-0.9, line=dict(color=style.INK, width=2)) for p, q, _ in _spans(view)]
+                     y1=-0.9, line=dict(color=style.MUTED, width=2)) for p, q, _ in _spans(view)]  # themed
     return out
 
 
