@@ -89,6 +89,44 @@ def test_gqa_and_uncached_traces_give_the_same_heatmap():
         b = A.attention_view(uncached, None, 1, head)
         assert a.newest_key == b.newest_key == [2, 3, 4, 5, 6, 7]
         assert torch.allclose(torch.nan_to_num(a.grid, -1.0), torch.nan_to_num(b.grid, -1.0), atol=1e-5)
+        # the same keys, told apart under the key axis: read from the cache vs computed again at every step
+        assert a.chips(3) == ["cached"] * 5 + ["new", "none", ""] and a.appended(3) == b.appended(3) == (5, 5)
+        assert b.chips(3) == ["recomputed"] * 5 + ["new", "none", ""]  # "": not in the sequence yet
+        assert a.appended(0) == b.appended(0) == (0, 2) and a.prompt_len == b.prompt_len == 3  # the prefill
+
+
+def test_key_axis_brackets_set_the_prompt_apart_from_decode_appends():
+    v = A.attention_view(gqa_trace(True), None, 0, 0)
+    assert A._spans(v) == [(0, 2, "prefill: 3 prompt key(s), one pass"),
+                           (3, 7, "decode: one key appended per step")]
+    one = A.AttentionView(0, 0, 0, torch.tensor([[0.5, 0.5]]), [1], ["b"], ["a", "b"], prompt_len=2,
+                          kv=(("new", "new", "none"),))  # a hand-built prefill only: no decode bracket
+    assert A._spans(one) == [(0, 1, "prefill: 2 prompt key(s), one pass")] and one.chips(0) == ["new", "new"]
+    assert A.AttentionView(0, 0, 0, torch.tensor([[1.0]]), [0], ["a"], ["a"]).appended(0) == (0, 0)  # no kv: own key
+
+
+def test_future_cells_are_quiet_in_plotly_on_either_card():
+    r, g, b, alpha = (float(x) for x in A.FUTURE_PLOTLY[5:-1].split(","))
+    assert round(255 - alpha * (255 - r)) == int(style.FREE[1:3], 16)  # on the white card: style.FREE exactly
+    dark = 0x11 + alpha * (r - 0x11)  # on a dark theme's #111111 card: a dark grey, far below the viridis cells
+    assert dark < 0x20 and (r, g) == (g, b)
+    assert 'shapelayer path[style*="fill: rgb(255, 255, 255)"]' in style.themed_plotly_css()  # veils follow the theme
+
+
+def test_induction_prompt_and_head_are_measured(chat):
+    """On any model: the prompt is a held-out passage and its first half again; the head is the one the measure
+    picks (the real model's picture is checked against its checkpoint, not here)."""
+    from lib import heads
+    model, tok = chat
+    ids = heads.passages_twice(tok, "zh", 12, 1)[0]
+    assert tok.encode(A.induction_prompt(tok, "zh", 12)) == ids[:1 + 12 + 6]
+    share = torch.stack([heads.induction_share(model, torch.tensor(i), 12)
+                         for i in heads.passages_twice(tok, "zh", 12, 2)]).mean(0)
+    assert A.induction_head(model, tok, "zh", 12, count=2) == heads.strongest(share)
+    ex = A.induction_explorer(model, tok, "zh", 12, max_new_tokens=3)
+    assert ex.induction == A.induction_head(model, tok, "zh", 12)  # measured over 4 passages by default
+    assert (ex.layer.value, ex.head.value) == ex.induction[:2]
+    assert ex.prompt.value == A.induction_prompt(tok, "zh", 12)
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -130,9 +168,13 @@ def test_static_heatmap_draws_the_grid_up_to_the_step_and_boxes_the_newest_key(r
     assert img.shape == tuple(expected.shape)
     assert (img.mask == torch.isnan(expected).numpy()).all()
     assert torch.allclose(torch.tensor(img.filled(-1.0)).double(), torch.nan_to_num(expected, -1.0).double())
-    boxes = [p for p in ax.patches if isinstance(p, mpatches.Rectangle)]
-    # the newest key is outlined, not told by hue alone: a dark halo under a line in the "newest" colour
-    assert len(boxes) == 2 and all(b.get_x() == 5 - 0.5 and b.get_width() == 1 for b in boxes)  # step 4 wrote key 5
+    row, *boxes = [p for p in ax.patches if isinstance(p, mpatches.Rectangle)][:3]
+    # this step's row, thinly outlined over the 6 keys it read; earlier rows faded, the current row at full strength
+    assert (row.get_x(), row.get_y(), row.get_width(), row.get_height()) == (-0.5, 3.5, 6, 1)
+    alpha = ax.get_images()[0].get_alpha()
+    assert (alpha[4] == 1).all() and (alpha[:4][~torch.isnan(expected[:4]).numpy()] == A.PAST_ALPHA).all()
+    # only the K/V step 4 appended is outlined, one cell, not a column: a dark halo under a line in the "newest" colour
+    assert all((b.get_x(), b.get_y(), b.get_width(), b.get_height()) == (5 - 0.5, 4 - 0.5, 1, 1) for b in boxes)
     assert [mcolors.to_hex(b.get_edgecolor()).upper() for b in boxes] == [style.INK, style.colour("newest")]
     assert not any(b.get_fill() for b in boxes) and boxes[0].get_linewidth() > boxes[1].get_linewidth()
     assert ax.get_images()[0].get_cmap().name.startswith(style.SEQUENTIAL)
@@ -143,7 +185,24 @@ def test_static_heatmap_draws_the_grid_up_to_the_step_and_boxes_the_newest_key(r
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0 <s>", "1 模", "2 型", "3 逐", "4 字", "5 生", "6 成",
                                                             "7 文", "8 本"]
     assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["1 模", "2 型"]  # step 0's query sits at position 1
-    assert "step 4's query 生 over 6 cached keys\n(outlined: the newest key)" in ax.get_title(loc="left")
+    assert [t.get_text() for t in ax.get_yticklabels()][-1] == "K/V"  # the chips' row under the key axis
+    assert "step 4's query 生 over 6 cached keys\n(bright: this step's row; outlined: the K/V it appended)" in \
+        ax.get_title(loc="left")
+    words = [t.get_text() for t in ax.texts]
+    # the player's K/V chips of step 4: keys 0..4 read from the cache, 5 computed now, 6 (the chosen token) none yet
+    assert words[-9:-2] == ["=", "=", "=", "=", "=", "+", "."]
+    assert words[-2:] == ["prefill: 2 prompt key(s), one pass", "decode: one key appended per step"]
+    plt.close(fig)
+
+
+def test_the_prefill_outlines_the_prompt_s_keys_and_future_cells_stay_quiet(run, chat):
+    _, tok = chat
+    fig = A.plot_attention(run.trace, tok, 0, 0, step=0)
+    ax = fig.axes[0]
+    row, halo, box = [p for p in ax.patches if isinstance(p, mpatches.Rectangle)][:3]
+    assert (box.get_x(), box.get_width()) == (-0.5, 2)  # the prefill wrote both prompt keys in one pass
+    assert ax.get_images()[0].get_cmap().get_bad()[:3] == pytest.approx(mcolors.to_rgb(style.FREE))
+    assert style.relative_luminance(style.FREE) < style.relative_luminance(style.PAPER)  # quieter than the card
     plt.close(fig)
 
 
@@ -194,8 +253,8 @@ def test_plotly_frames_slider_and_fixed_axes(run, chat):
     fig = A.attention_figure(tr, tok, 1, 2)
     n, W = 8, 9
     view = A.attention_view(tr, tok, 1, 2)
-    assert len(fig.data) == 1 and fig.data[0].type == "heatmap"
-    heat = fig.data[0]
+    assert [d.type for d in fig.data] == ["heatmap", "scatter"]  # the heat-map and the K/V chips under it
+    heat, chips = fig.data
     assert [list(r) for r in heat.z] == rows(view.grid)  # row s: step s's weights over its keys
     assert [len(r) for r in heat.z] == [2, 3, 4, 5, 6, 7, 8, 9]  # grows one key per step
     assert list(heat.x) == ["0 &lt;s&gt;", "1 模", "2 型", "3 逐", "4 字", "5 生", "6 成", "7 文", "8 本"]
@@ -205,21 +264,35 @@ def test_plotly_frames_slider_and_fixed_axes(run, chat):
     assert [f.name for f in fig.frames] == [str(s) for s in range(n)]
     assert [s.label for s in fig.layout.sliders[0].steps] == [str(s) for s in range(n)]
     assert fig.layout.sliders[0].active == n - 1  # opens on the last step
+    assert chips.yaxis == "y2" and fig.layout.xaxis.anchor == "y2"  # chips under the grid, key labels under both
     for s, frame in enumerate(fig.frames):
-        assert not frame.data  # a frame moves shapes only: the axes and the data never change
-        cover, halo, box = frame.layout.shapes
+        (chip_frame,) = frame.data  # a frame moves shapes and the chips only: the axes and weights never change
+        assert list(frame.traces) == [1]
+        assert list(chip_frame.hovertext[:s + 3]) == [f"position {p}: " + ("K/V read from the cache, not computed" if p <= s and s
+                                                      else "K/V computed for the first time in this step" if p <= s + 1
+                                                      else "no K/V yet: the newest token is fed in the next step")
+                                                      for p in range(min(s + 3, W))]  # the last chosen: no column
+        veil, cover, quiet, row, halo, box, prefill, decode = frame.layout.shapes
+        assert (veil.y0, veil.y1, veil.fillcolor, veil.opacity) == (-0.5, s - 0.5, style.PAPER, 1 - A.PAST_ALPHA)
         assert (cover.y0, cover.y1, cover.x0, cover.x1) == (s + 0.5, n - 0.5, -0.5, W - 0.5)  # steps to come
-        assert cover.fillcolor == style.FREE
+        assert (quiet.y0, quiet.y1) == (s + 0.5, n - 0.5) and cover.fillcolor == style.PAPER
+        assert quiet.fillcolor == A.FUTURE_PLOTLY == fig.layout.plot_bgcolor
+        assert (row.x0, row.x1, row.y0, row.y1) == (-0.5, view.keys_at(s) - 0.5, s - 0.5, s + 0.5)
+        first = 0 if s == 0 else view.newest_key[s]  # the prefill appended both prompt keys, a decode step one
         for b in (halo, box):
-            assert (b.x0, b.x1) == (view.newest_key[s] - 0.5, view.newest_key[s] + 0.5)  # the newest key
+            assert (b.x0, b.x1, b.y0, b.y1) == (first - 0.5, view.newest_key[s] + 0.5, s - 0.5, s + 0.5)  # a cell
         assert (halo.line.color, box.line.color) == (style.INK, style.colour("newest"))
         assert halo.line.width > box.line.width
+        assert (prefill.x0, prefill.x1, decode.x0, decode.x1) == (-0.42, 1.42, 1.58, W - 1 + 0.42)  # set apart
+        assert prefill.yref == decode.yref == "y2"
         assert f"step {s}: query {view.query_tokens[s]} reads {view.keys_at(s)} cached key(s)" in frame.layout.title.text
     assert tuple(fig.layout.xaxis.range) == (-0.5, W - 0.5) and tuple(fig.layout.yaxis.range) == (n - 0.5, -0.5)
     assert fig.layout.shapes == fig.frames[-1].layout.shapes
     # no fixed width, and fonts and colours left to the installed template (kvlab after lib.notebook.setup)
     assert fig.layout.width is None and fig.layout.font.size is None and fig.layout.paper_bgcolor is None
-    assert "red" not in fig.layout.title.text and "outlined = newest key" in fig.layout.title.text
+    assert "red" not in fig.layout.title.text and "outlined = the K/V it appended" in fig.layout.title.text
+    assert [a.text for a in fig.layout.annotations] == ["prefill: 2 prompt key(s), one pass",
+                                                        "decode: one key appended per step"]
 
 
 def test_plotly_picker_swaps_in_each_layer_and_heads_weights(run, chat):
@@ -242,7 +315,8 @@ def test_plotly_all_heads_small_multiples(run, chat):
     for h in range(4):
         assert [list(r) for r in fig.data[h].z] == rows(run.trace.attention_grid(2, h))
     assert [a.text for a in fig.layout.annotations] == ["head 0", "head 1", "head 2", "head 3"]
-    assert len(fig.frames[0].layout.shapes) == 12  # a cover and a newest-key outline (halo + line) per panel
+    assert len(fig.frames[0].layout.shapes) == 24  # veil, cover, quiet fill, row, appended K/V (halo + line) each
+    assert not fig.frames[0].data  # small multiples: no chips, the frames move shapes only
     assert {sh.xref for sh in fig.frames[0].layout.shapes} == {"x", "x2", "x3", "x4"}
     picker = fig.layout.updatemenus[0]
     assert [b.label for b in picker.buttons] == ["layer 0", "layer 1", "layer 2", "layer 3"] and picker.active == 2
@@ -270,7 +344,13 @@ def test_explorer_draws_the_chosen_layer_head_and_step(explorer):
     expected = A.attention_view(tr, ex.tokenizer, 2, 1).grid_at(2)
     assert [list(r) for r in d["z"][0]] == [[None if math.isnan(w) else round(w, 4) for w in row]
                                             for row in expected.tolist()]
-    assert d["highlight"] == 2 and "step 2: query 工 reads 3 cached key(s)" in d["title"]
+    assert d["highlight"] == 2 and d["appended"] == (2, 2) and "step 2: query 工 reads 3 cached key(s)" in d["title"]
+    assert d["chips"][:4] == ["position 0: K/V read from the cache, not computed",
+                              "position 1: K/V read from the cache, not computed",
+                              "position 2: K/V computed for the first time in this step",
+                              "position 3: no K/V yet: the newest token is fed in the next step"] and d["chips"][4] == ""
+    assert [sh["name"] for sh in ex.figure["layout"]["shapes"]][-2:] == ["bracket", "bracket"]
+    assert ex.figure["layout"]["plot_bgcolor"] == A.FUTURE_PLOTLY
     assert d["key_labels"] == ["0 &lt;s&gt;", "1 人", "2 工", "3 智", "4 能"]
     assert d["hover"][2][1].startswith("step 2: query 工 (pos 2) -> key 人 (pos 1): weight ")
     assert d["hover"][1][3] == ""  # no hover where the key did not exist yet
@@ -290,7 +370,8 @@ def test_explorer_all_heads(explorer):
         grid = A.attention_view(ex.trace, ex.tokenizer, 1, h).grid_at(3)
         assert [list(r) for r in d["z"][h]] == [[None if math.isnan(w) else round(w, 4) for w in row]
                                                 for row in grid.tolist()]
-    assert len(ex.figure["layout"]["shapes"]) == 8 and ex.figure["layout"]["xaxis4"]["ticktext"][0] == "0 &lt;s&gt;"
+    assert len(ex.figure["layout"]["shapes"]) == 24 and ex.figure["layout"]["xaxis4"]["ticktext"][0] == "0 &lt;s&gt;"
+    assert d["chips"] is None  # small multiples: no chips
     scale = ex.figure["layout"]["coloraxis"]["colorscale"]  # spelled out: dark for 0, light for 1, as in tier 2
     assert scale == [list(c) for c in A.attention_figure(ex.trace, ex.tokenizer).layout.coloraxis.colorscale]
     assert scale[0] == [0.0, "#440154"] and scale[-1] == [1.0, "#fde725"]  # viridis, as style.SEQUENTIAL
@@ -298,6 +379,17 @@ def test_explorer_all_heads(explorer):
     assert ex.figure["layout"]["template"]["layout"]["paper_bgcolor"] == style.PAPER  # kvlab, written out
     ex.set(head=0)
     assert ex.drawn["figure"] == "one head" and len(ex.drawn["z"]) == 1
+
+
+def test_explorer_draws_the_cache_tensor_beside_the_heatmap(explorer):
+    """The slab follows the step: <s> -> 人工智能<eos> reserves 11 positions (1 + 10 new tokens)."""
+    ex = explorer
+    ex.set(layer=1, head=0, step=0)
+    assert ex.slab.value.count("title=") == 2 * 4 * 11  # K and V, 4 KV heads, 11 positions each
+    assert "K of layer 1" in ex.slab.value and "(1, 4, 11, 16)" in ex.slab.value and "1 of 11 positions" in ex.slab.value
+    ex.set(step=3)
+    assert "4 of 11 positions" in ex.slab.value
+    assert ex.slab.value.count("3px solid") == 2 * 4  # the appended position, in K and in V of every head
 
 
 def test_explorer_output_holds_exactly_the_figure(explorer):

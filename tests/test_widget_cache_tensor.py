@@ -6,7 +6,7 @@ import torch
 import lib
 from helpers import drawn_without_missing_glyphs
 from lib.widgets import i18n
-from lib.widgets.cache_tensor import _states, cache_layout, cache_tensor_figure
+from lib.widgets.cache_tensor import _states, cache_layout, cache_tensor_figure, cache_tensor_html, layout_for
 
 
 def _cache(chat, prompt="<s>人工", decode="智", max_len=12, dtype=None):
@@ -54,3 +54,21 @@ def test_errors_say_what_is_allowed(chat):
         cache_layout(lib.KVCache(chat[0].config, 1, 16, window=4))
     with pytest.raises(ValueError, match="batch must be a sequence of the cache, 0..0"):
         cache_tensor_figure(_cache(chat), batch=1)
+
+
+def test_the_layout_from_sizes_alone_is_the_cache_s(chat):
+    cache = _cache(chat)
+    assert layout_for(chat[0].config, 12, 4, dtype=torch.float32) == cache_layout(cache)
+
+
+def test_the_html_slab_draws_each_position_in_its_state(chat):
+    c = chat[0].config
+    lay = layout_for(c, 6, 3)
+    states = ["cached", "cached", "new", "none", "none", "none"]
+    page = cache_tensor_html(lay, states, layer=2)
+    assert page.count("title=") == 2 * c.n_kv_heads * 6 and "K of layer 2" in page and "V of layer 2" in page
+    assert page.count("3px solid") == 2 * c.n_kv_heads  # the appended position: a heavy edge, in K and in V
+    assert page.count("dashed") == 2 * c.n_kv_heads * 3  # reserved, not written yet
+    assert f"{lay.shape}" in page and "3 of 6 positions written" in page
+    with pytest.raises(ValueError, match="one K/V state per position of the cache \\(6\\), got 2"):
+        cache_tensor_html(lay, states[:2])

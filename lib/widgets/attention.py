@@ -1,10 +1,23 @@
-"""Attention heat-map over cached keys: which earlier tokens the newest query looks at, step by step.
+"""Attention heat-map over cached keys: which earlier tokens the newest query looks at, step by step, drawn as a cache.
 
 Row s is decode step s (the newest query of that step), column j is key position j in the cache. The grid
 has a fixed size (every step and every key of the run) and keys that did not exist yet at a step are NaN,
-so the picture grows one row per step without ever re-laying out. The newest key (the one the step just
-wrote, at the query's own position) is highlighted. Everything is read from a ``Trace``
-(``Trace.attention_grid``); only the live explorer runs the model, and only when its prompt changes.
+so the picture grows one row per step without ever re-laying out. At step s:
+
+- row s, the query of this step, is the bright one; the rows above it are faded: they were computed at earlier
+  steps and are never computed again (the cache keeps K and V, not the rows);
+- the cells of keys that do not exist yet (right of the row, and the rows still to come) are a quiet neutral,
+  never the brightest thing on a light or a dark card;
+- only the K/V this step appended is outlined as new (one cell at a decode step, the prompt's keys at the
+  prefill), not a whole column;
+- under the key axis, each position's K/V state as the player draws it (``lib.widgets.player.kv_status``:
+  computed / computed again / read from the cache / none yet), and a bracket that sets the prompt's keys
+  (written by the prefill in one pass) apart from the decode appends (one per step).
+
+Everything is read from a ``Trace`` (``Trace.attention_grid``); only the live explorer runs the model, and only
+when its prompt changes. The explorer draws the cache tensor of one layer beside the heat-map
+(``lib.widgets.cache_tensor.cache_tensor_html``), following the step; ``induction_explorer`` opens it on a
+passage written twice, at the head that measures as the model's induction head (``lib.heads``).
 
 Three tiers (CONTRIBUTING.md):
 
@@ -30,14 +43,26 @@ from ..trace import Trace, check_trace
 from .i18n import t
 from . import figure_and_axes, frame_slider, play_buttons, prompt_problem
 from .live import LiveWidget, problem_html, show_plotly
+from .player import _draw_cells, KV_COLORS, KV_GLYPH_SIZE, KV_HATCH, KV_MARKS, kv_chip_look, kv_status
 
 MAX_ANIMATED_KEYS = 64  # plotly payload grows as layers x heads x keys^2: cap the animated length
 DECIMALS = 4  # weights going into plotly figures are rounded so stored outputs are identical run to run
 COLORSCALE = style.SEQUENTIAL  # uniform and colour-blind safe: dark for 0, light for 1
-# The newest key column: an outline, not a hue alone: the "newest" concept's colour drawn over a dark halo, so
+# The K/V a step appended: an outline, not a hue alone: the "newest" concept's colour drawn over a dark halo, so
 # it stands out on the dark and on the light end of the colour scale alike.
 HIGHLIGHT, HALO = style.colour("newest"), style.INK
-FUTURE = style.FREE  # keys and steps that do not exist yet
+FUTURE = style.FREE  # keys and steps that do not exist yet (static figures: on the white card)
+PAST_ALPHA = 0.35  # earlier steps' rows, faded: computed then and never again (the cache keeps K/V, not rows)
+
+
+def _quiet(fill: str = style.FREE, ink: str = style.MUTED) -> str:
+    """The grey ``fill`` written as the grey ``ink`` made translucent: on the white card it is ``fill`` itself, on a
+    dark theme's card a dark grey just above it, so the cells still to come stay quiet in both themes (plotly)."""
+    f, i = int(fill[1:3], 16), int(ink[1:3], 16)
+    return f"rgba({i}, {i}, {i}, {(255 - f) / (255 - i):.3f})"
+
+
+FUTURE_PLOTLY = _quiet()  # FUTURE in plotly figures, which a dark JupyterLab shows on its own dark card
 
 
 # ------------------------------------------------------------------------------------------- checks
@@ -73,6 +98,8 @@ def _token_strings(ids, tokenizer) -> list[str]:
     return [token_label(t) for t in tokenizer.tokens(ids)]
 
 
+
+
 # --------------------------------------------------------------------------------------------- data
 
 @dataclass(frozen=True)
@@ -80,7 +107,9 @@ class AttentionView:
     """What a heat-map of one layer and head draws, all read from a Trace.
 
     grid[s, j] is the weight step s's newest query gave key position j; NaN where key j did not exist yet.
-    Every row sums to 1 over the keys that existed at that step.
+    Every row sums to 1 over the keys that existed at that step. ``kv[s]`` is the K/V state of every position
+    after step s, as the player draws it (``player.kv_status``); the first ``prompt_len`` keys are
+    the prompt's, written by the first pass (the prefill), the others were appended one per decode step.
     """
 
     layer: int
@@ -90,6 +119,8 @@ class AttentionView:
     query_positions: list  # per step: position of the newest query (= the newest key, written this step)
     query_tokens: list  # per step: that query's token
     key_tokens: list  # per key position: its token
+    prompt_len: int = 0  # keys 0..prompt_len-1 came with the prompt
+    kv: tuple = ()  # per step: "new" / "recomputed" / "cached" / "none" for positions 0..query + 1
 
     @property
     def n_steps(self) -> int:
@@ -101,12 +132,25 @@ class AttentionView:
 
     @property
     def newest_key(self) -> list:
-        """Per step, the column to highlight: the key the step has just written into the cache."""
+        """Per step, the key the step has just written into the cache at the query's own position."""
         return list(self.query_positions)
 
     def keys_at(self, step: int) -> int:
         """How many keys existed at this step (the query's own key included)."""
         return self.query_positions[_check_step(step, self.n_steps)] + 1
+
+    def appended(self, step: int) -> tuple[int, int]:
+        """(first, last) key whose K/V this step computed for the first time, the cells outlined as new: the query's
+        own key at a decode step, every key of the prompt at the prefill."""
+        step = _check_step(step, self.n_steps)
+        new = [j for j, k in enumerate(self.kv[step]) if k == "new"] if self.kv else []
+        return (new[0], new[-1]) if new else (self.query_positions[step],) * 2
+
+    def chips(self, step: int) -> list[str]:
+        """The K/V state of each key column after ``step`` (the player's chips, drawn under the key axis); ""
+        where the position is not in the sequence yet."""
+        states = list(self.kv[_check_step(step, self.n_steps)][:self.n_keys]) if self.kv else []
+        return states + [""] * (self.n_keys - len(states))
 
     def row_label(self, step: int) -> str:
         """A query row's label: its position and token, "3 智", as a key column's (one scheme for every heat-map)."""
@@ -135,15 +179,16 @@ class AttentionView:
 
 
 def attention_view(trace: Trace, tokenizer=None, layer: int = 0, head: int = 0, batch: int = 0) -> AttentionView:
-    """Heat-map data of one layer and query head: ``trace.attention_grid`` plus the tokens for its labels.
-    ``tokenizer=None`` labels tokens by id."""
+    """Heat-map data of one layer and query head: ``trace.attention_grid`` plus the tokens for its labels and the
+    K/V state of every position per step. ``tokenizer=None`` labels tokens by id."""
     check_layer_head(trace, layer, head, batch)
     grid = trace.attention_grid(layer, head, batch)  # (n_steps, n_keys), NaN for future keys
     tokens = trace.tokens(batch)
     qpos = [s.positions[-1] for s in trace.steps]  # the newest query sits at the last fed position
     key_tokens = _token_strings(tokens[:grid.shape[1]], tokenizer)
     return AttentionView(layer=layer, head=head, batch=batch, grid=grid, query_positions=qpos,
-                         query_tokens=[key_tokens[p] for p in qpos], key_tokens=key_tokens)
+                         query_tokens=[key_tokens[p] for p in qpos], key_tokens=key_tokens,
+                         prompt_len=trace.prompt_ids.shape[1], kv=tuple(map(tuple, kv_status(trace, layer))))
 
 
 def _rounded(values) -> list:
@@ -151,42 +196,90 @@ def _rounded(values) -> list:
     return [None if math.isnan(v) else round(v, DECIMALS) for v in values]
 
 
+def _spans(view: AttentionView) -> list[tuple[int, int, str]]:
+    """The key axis's brackets: (first key, last key, words) for the prompt's keys (the prefill, one pass) and,
+    when there are any in the grid, the decode appends (one per step)."""
+    P, W = min(view.prompt_len, view.n_keys), view.n_keys
+    out = [(0, P - 1, t("prefill: {n} prompt key(s), one pass", n=P))] if P else []
+    return out + ([(P, W - 1, t("decode: one key appended per step"))] if W > P else [])
+
+
 # --------------------------------------------------------------------------- tier 1: static matplotlib
 
 def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: bool | None = None):
-    """Draw one heat-map onto a matplotlib Axes; returns the image."""
-    import matplotlib.patches as patches
+    """Draw one heat-map onto a matplotlib Axes as it stood after ``step``; returns the image. Earlier rows are
+    faded, the cells still to come grey; ``labels``: tick labels, axis titles and, under the key axis, the K/V
+    chips and the prefill / decode brackets."""
     import numpy as np
 
-    g = view.grid_at(step).numpy()
-    cmap = _matplotlib_cmap()
-    im = ax.imshow(np.ma.masked_invalid(g), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
-    newest = view.newest_key[step]
-    ax.add_patch(patches.Rectangle((newest - 0.5, -0.5), 1, view.n_steps, fill=False, edgecolor=HALO,
-                                   linewidth=4.5))
-    ax.add_patch(patches.Rectangle((newest - 0.5, -0.5), 1, view.n_steps, fill=False, edgecolor=HIGHLIGHT,
-                                   linewidth=2, label=t("newest key")))
+    g = view.grid_at(step).numpy()  # (n_steps, n_keys), NaN: not in the cache yet
+    rows = np.arange(view.n_steps)[:, None]  # (n_steps, 1)
+    alpha = np.where((rows < step) & ~np.isnan(g), PAST_ALPHA, 1.0)  # (n_steps, n_keys)
+    im = ax.imshow(np.ma.masked_invalid(g), cmap=_matplotlib_cmap(), vmin=0.0, vmax=1.0, aspect="auto",
+                   interpolation="nearest", alpha=alpha)
+    _draw_marks(ax, view, step)
     if annotate is None:
         annotate = view.n_keys <= 12
     if annotate:
-        for s in range(step + 1):
-            for j in range(view.keys_at(s)):
-                w = g[s, j]
-                ax.text(j, s, f"{w:.2f}", ha="center", va="center", fontsize=style.SMALL_SIZE,
-                        color=style.INK if _light(cmap(w)) else style.PAPER)  # readable on its own cell
+        _annotate(ax, g, view, step)
     ax.set_xticks(range(view.n_keys))
-    ax.set_yticks(range(view.n_steps))
     if labels:
+        _draw_key_axis(ax, view, step)
         ax.set_xticklabels([view.col_label(j) for j in range(view.n_keys)],
                            rotation=0 if view.n_keys <= 12 else 90)
-        ax.set_yticklabels([view.row_label(s) for s in range(view.n_steps)])
+        ax.set_yticks(list(range(view.n_steps)) + [view.n_steps + 0.25],
+                      [view.row_label(s) for s in range(view.n_steps)] + ["K/V"])
         ax.set_xlabel(t("key in the cache: position and token"))
         ax.set_ylabel(t("newest query: position and token"))
     else:
+        ax.set_yticks(range(view.n_steps))
         ax.set_xticklabels([])
         ax.set_yticklabels([])
     ax.tick_params(length=0)
     return im
+
+
+def _draw_marks(ax, view: AttentionView, step: int):
+    """This step's row outlined thinly over the keys it read, and the K/V it appended boxed as new (a dark halo
+    under a line in the "newest" colour)."""
+    import matplotlib.patches as patches
+
+    ax.add_patch(patches.Rectangle((-0.5, step - 0.5), view.keys_at(step), 1, fill=False, edgecolor=style.MUTED,
+                                   linewidth=1.2))
+    a, b = view.appended(step)
+    for colour, width in ((HALO, 4.5), (HIGHLIGHT, 2)):
+        ax.add_patch(patches.Rectangle((a - 0.5, step - 0.5), b - a + 1, 1, fill=False, edgecolor=colour,
+                                       linewidth=width))
+
+
+def _annotate(ax, g, view: AttentionView, step: int):
+    """Each drawn cell's weight, in ink or paper, whichever reads on the cell as drawn (faded rows are lighter)."""
+    cmap = _matplotlib_cmap()
+    for s in range(step + 1):
+        a = PAST_ALPHA if s < step else 1.0
+        for j in range(view.keys_at(s)):
+            w = g[s, j]
+            shown = [a * c + (1 - a) for c in cmap(w)[:3]]  # the cell's colour over the white card
+            ax.text(j, s, f"{w:.2f}", ha="center", va="center", fontsize=style.SMALL_SIZE,
+                    color=style.INK if _light(shown) else style.PAPER)
+
+
+def _draw_key_axis(ax, view: AttentionView, step: int):
+    """Under the grid: the player's K/V chips of this step (one per position in the sequence), then a bracket
+    under the prompt's keys and one under the decode appends, their words on two lines."""
+    n = view.n_steps
+    states = [k for k in view.chips(step) if k]
+    glyphs = [KV_MARKS[k] if view.n_keys <= 24 else "" for k in states]  # narrow chips: fill and hatch alone
+    _draw_cells(ax, glyphs, [KV_COLORS[k] for k in states], n + 0.25, dashed=[k == "none" for k in states],
+                hatches=[KV_HATCH[k] for k in states])
+    for i, (a, b, words) in enumerate(_spans(view)):  # prefill's words from its left end, decode's to its right
+        y = n + 0.95
+        ax.plot([a - 0.42, a - 0.42, b + 0.42, b + 0.42], [y - 0.2, y, y, y - 0.2], color=style.INK, lw=1.2,
+                clip_on=False)
+        ax.text(b + 0.42 if i else a - 0.42, y + 0.12 + 0.5 * i, words, ha="right" if i else "left", va="top",
+                fontsize=style.SMALL_SIZE, color=style.INK, in_layout=False)  # within the axes' width: no squeeze
+    ax.set_ylim(n + 2.1, -0.5)
+    ax.set_xlim(-0.5, view.n_keys - 0.5)
 
 
 def _light(rgba) -> bool:
@@ -202,24 +295,25 @@ def _matplotlib_cmap():
 
 def plot_attention(trace: Trace, tokenizer=None, layer: int = 0, head: int = 0, step: int | None = None,
                    batch: int = 0, ax=None):
-    """Static heat-map of one layer and head as it stood after ``step`` (default: the last step).
-    Grey cells are keys not in the cache yet; the outlined column is the newest key. Returns the Figure."""
+    """Static heat-map of one layer and head as it stood after ``step`` (default: the last step): this step's row
+    bright, earlier rows faded, grey cells not in the cache yet, the appended K/V outlined, and under the key
+    axis each position's K/V state and the prefill / decode brackets. Returns the Figure."""
     view = attention_view(trace, tokenizer, layer, head, batch)
     step = _check_step(step, view.n_steps)
-    fig, ax = figure_and_axes(ax, (min(2.5 + 0.45 * view.n_keys, style.FIGURE_WIDTH),
-                                   min(1.8 + 0.32 * view.n_steps, 9)))
+    fig, ax = figure_and_axes(ax, (min(max(5.6, 2.5 + 0.45 * view.n_keys), style.FIGURE_WIDTH),  # bracket words fit
+                                   min(2.7 + 0.32 * view.n_steps, 10)))
     im = _draw(ax, view, step)
     fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label=t("attention weight"))
     ax.set_title(t("layer {layer}, head {head}: step {step}'s query {query} over {n} cached keys\n"
-                   "(outlined: the newest key)", layer=layer, head=head, step=step, query=view.query_tokens[step],
-                   n=view.keys_at(step)), loc="left")
+                   "(bright: this step's row; outlined: the K/V it appended)", layer=layer, head=head, step=step,
+                   query=view.query_tokens[step], n=view.keys_at(step)), loc="left")
     return fig
 
 
 def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, step: int | None = None,
                          batch: int = 0):
-    """Small multiples: every head of one layer side by side (``layer=None``: every layer, one row each).
-    Returns the Figure."""
+    """Small multiples: every head of one layer side by side (``layer=None``: every layer, one row each), each
+    drawn as ``plot_attention`` draws one (without the K/V chips). Returns the Figure."""
     import matplotlib.pyplot as plt
 
     check_trace(trace)
@@ -247,14 +341,18 @@ def plot_attention_heads(trace: Trace, tokenizer=None, layer: int | None = 0, st
             if i == len(layers) - 1 and v0.n_keys <= 24:  # token labels only along the edges
                 ax.set_xticklabels([v0.col_label(j) for j in range(v0.n_keys)], fontsize=style.SMALL_SIZE,
                                    rotation=90)
-    fig.suptitle(t("all heads, step {step}: query {query} over {n} keys (outlined: newest key)", step=step,
-                   query=v0.query_tokens[step], n=v0.keys_at(step)), fontsize=style.TITLE_SIZE, y=1 - 0.12 / height, va="top")
+    fig.suptitle(t("all heads, step {step}: query {query} over {n} keys (outlined: the K/V it appended)", step=step,
+                   query=v0.query_tokens[step], n=v0.keys_at(step)), fontsize=style.TITLE_SIZE, y=1 - 0.12 / height,
+                 va="top")
     cax = fig.add_axes([1 - 0.85 / width, 0.3, 0.12 / width, 0.4])
     fig.colorbar(im, cax=cax, label=t("attention weight"))
     return fig
 
 
 # ------------------------------------------------------------------- tier 2: plotly frames + slider
+
+STRIP_PX = 90  # the K/V chips and brackets under a single heat-map, in px
+
 
 def _plotly_colorscale() -> list:
     """COLORSCALE spelled out as [[fraction, colour], ...], as plotly.py sends it (plotly.js reads some bare
@@ -275,12 +373,13 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
 
     ``head`` is a query head, or ``"all"`` for small multiples of every head of a layer (the picker then
     chooses the layer). The figure opens on the last step. Each panel is one heat-map of the whole run
-    (row s holds only the keys that existed at step s); a frame only moves shapes, a grey cover over the
-    steps still to come and the outline of the newest key column, so the axes never change. The picker swaps
-    the weights in (``restyle``): the payload grows as layers x heads x keys², hence ``max_keys``, and
+    (row s holds only the keys that existed at step s); a frame moves shapes (a paper veil that fades the
+    earlier rows, a quiet cover over the steps still to come, the outline of this step's row and of the K/V it
+    appended) and, under a single heat-map, the K/V chips of the step, so the axes never change. The picker
+    swaps the weights in (``restyle``): the payload grows as layers x heads x keys², hence ``max_keys``, and
     ``layers``: the layers the picker offers (default: every layer; it must include ``layer``), so that a
     long run of a real model stays small in a saved notebook.
-    Hovering shows query, key and weight; under the grey cover it shows the later step it belongs to.
+    Hovering shows query, key and weight; under the cover it shows the later step it belongs to.
     """
     import plotly.graph_objects as go
 
@@ -294,23 +393,76 @@ def attention_figure(trace: Trace, tokenizer=None, layer: int = 0, head=0, batch
                          f"heat-map (its size grows as layers x heads x keys²); generate fewer tokens, pass "
                          f"max_keys={W} knowingly, or use plot_attention for a static figure")
     heads = list(range(trace.n_heads)) if head == "all" else [head]
-    fig = _heatmap_panels(trace, tokenizer, layer, heads, batch, base, small=head == "all")
-    fig.frames = [go.Frame(name=str(s), layout=dict(shapes=_step_shapes(base, s, len(heads)),
-                                                     title=dict(text=_step_title(base, s)))) for s in range(n)]
+    single = head != "all"  # one heat-map: the K/V chips and the brackets go under its key axis
+    fig = _heatmap_panels(trace, tokenizer, layer, heads, batch, base, small=not single)
+    xs = [_plotly_safe(base.col_label(j)) for j in range(W)]
+    if single:
+        _add_key_strip(fig, base, xs)
+    chips = (lambda s: dict(data=[_chip_trace(base, s, xs)], traces=[1])) if single else (lambda s: {})
+    fig.frames = [go.Frame(name=str(s), layout=dict(shapes=_step_shapes(base, s, len(heads), strip=single),
+                                                     title=dict(text=_step_title(base, s))), **chips(s))
+                  for s in range(n)]
+    _figure_controls(fig, trace, tokenizer, layers, layer, head, heads, batch, base, strip=single)
+    return fig
+
+
+def _figure_controls(fig, trace, tokenizer, layers, layer, head, heads, batch, base: AttentionView, strip: bool):
+    """The slider, the picker, Play / Pause, the colour bar, the size, and the last step drawn as the first."""
+    n = base.n_steps
     slider = frame_slider(range(n), active=n - 1, y=0, x=0, len=1.0, pad=dict(t=45),
                           currentvalue=dict(prefix=t("step "), xanchor="right"))
     # the right margin holds, top to bottom: the layer / head picker, Play and Pause, the colour bar
     picker = _layer_head_picker(trace, tokenizer, layers, layer, head, heads, batch)
     play = play_buttons(700, ("▶", "❚❚"), direction="right", x=1.02, xanchor="left", y=0.84, yanchor="top")
     plot_h = math.ceil(len(heads) / 4) * 210 if head == "all" else max(200, 28 * n)  # rows of up to 4 panels
+    plot_h += STRIP_PX if strip else 0
     fig.update_layout(coloraxis=dict(colorscale=_plotly_colorscale(), cmin=0, cmax=1,
                                      colorbar=dict(title=dict(text=t("weight")), thickness=12, len=0.6, x=1.02,
                                                    xanchor="left", y=0, yanchor="bottom")),
                       title=dict(text=_step_title(base, n - 1), xref="paper"),  # fonts and colours: the template
-                      shapes=_step_shapes(base, n - 1, len(heads)), sliders=[slider], updatemenus=[picker, play],
-                      height=int(min(950, 80 + plot_h + 110)),  # no width: the figure takes its cell's
-                      margin=dict(l=100, r=170, t=80, b=110), plot_bgcolor=FUTURE)
-    return fig
+                      shapes=_step_shapes(base, n - 1, len(heads), strip=strip), sliders=[slider],
+                      updatemenus=[picker, play], height=int(min(950 + STRIP_PX, 80 + plot_h + 110)),  # no width
+                      margin=dict(l=100, r=170, t=80, b=110), plot_bgcolor=FUTURE_PLOTLY)
+
+
+def _key_strip_layout(view: AttentionView, plot_h: int, y_axis: str = "yaxis2") -> dict:
+    """Layout of a single heat-map with its key strip: the heat-map on top, under it the chips' axis
+    (``y_axis``: y 0 the chips, y -1 the brackets and their words), the key labels under both."""
+    cut = STRIP_PX / (plot_h + STRIP_PX)
+    return {"yaxis": {"domain": [cut, 1]}, "xaxis": {"anchor": "y" + y_axis[len("yaxis"):]},
+            y_axis: {"domain": [0, cut * 0.92], "anchor": "x", "range": [-2.1, 0.6], "fixedrange": True,
+                     "tickvals": [0], "ticktext": ["K/V"], "showgrid": False, "zeroline": False}}
+
+
+def _key_strip_notes(view: AttentionView, yref: str = "y2") -> list:
+    """The brackets' words: prefill's on the upper line from its bracket's left end, decode's on the lower line
+    to its bracket's right end."""
+    return [dict(text=words, x=b + 0.45 if i else a - 0.45, y=-1.05 - 0.45 * i, xref="x", yref=yref,
+                 xanchor="right" if i else "left", yanchor="top", showarrow=False, font=dict(size=style.PLOTLY_SMALL))
+            for i, (a, b, words) in enumerate(_spans(view))]
+
+
+def _add_key_strip(fig, view: AttentionView, xs: list):
+    """Under the single heat-map of ``fig``: the chips of the last step (a scatter on their own y axis, which the
+    frames restyle) and the brackets' words."""
+    plot_h = max(200, 28 * view.n_steps)
+    fig.add_trace(_chip_trace(view, view.n_steps - 1, xs))
+    fig.update_layout(_key_strip_layout(view, plot_h))
+    for note in _key_strip_notes(view):
+        fig.add_annotation(note)
+
+
+def _chip_trace(view: AttentionView, step: int, xs: list, yaxis: str = "y2") -> dict:
+    """The player's K/V chips of ``step`` under the key axis (``kv_chip_look``), one per key column: positions not
+    in the sequence yet are invisible; the glyph is written in the chip where the columns are wide enough."""
+    states = [k for k in view.chips(step) if k]
+    look = kv_chip_look(states, view.n_keys - len(states))
+    size = max(8, min(24, 700 // max(view.n_keys, 1)))  # px: a chip per key column, as the columns allow
+    glyph = size >= 22  # the player's bold glyph (large text on every K/V colour); else fill, shape and hover
+    return dict(type="scatter", x=xs, y=[0] * view.n_keys, xaxis="x", yaxis=yaxis, mode="markers+text",
+                text=look["text"] if glyph else [""] * view.n_keys, hovertext=look["hovertext"], hoverinfo="text",
+                marker=dict(look["marker"], size=size), showlegend=False, cliponaxis=False,
+                textfont=dict(size=KV_GLYPH_SIZE, color=style.INK))
 
 
 def _heatmap_panels(trace: Trace, tokenizer, layer: int, heads: list, batch: int, base: AttentionView,
@@ -344,21 +496,42 @@ def _heatmap_panels(trace: Trace, tokenizer, layer: int, heads: list, batch: int
     return fig
 
 
-def _step_shapes(base: AttentionView, step: int, panels: int) -> list:
-    """The grey cover over the steps after ``step`` and the box on its newest key, in each of ``panels``."""
-    n, W = base.n_steps, base.n_keys
+def _step_shapes(view: AttentionView, step: int, panels: int, strip: bool = False) -> list:
+    """What a frame moves, in each of ``panels``: a paper veil over the earlier rows (faded), the steps still to come
+    covered (paper, then the quiet FUTURE_PLOTLY over it), a thin outline of this step's row over the keys it read,
+    and the K/V it appended outlined as new (halo + line); with the key ``strip``, a bracket line under the prompt's
+    keys and one under the decode appends. Every frame holds the same shapes (only their places change)."""
+    n, W, keys = view.n_steps, view.n_keys, view.keys_at(step)
+    a, b = view.appended(step)
     out = []
     for k in range(panels):
-        ref = dict(xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")
-        out.append(dict(type="rect", **ref, x0=-0.5, x1=W - 0.5, y0=step + 0.5, y1=n - 0.5, layer="above",
-                        fillcolor=FUTURE, line=dict(width=0)))
-        out += newest_key_outline(base.newest_key[step], n, **ref)
+        ref = dict(xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}", layer="above")
+        flat = dict(type="rect", **ref, line=dict(width=0))
+        out += [dict(flat, name="earlier rows", x0=-0.5, x1=W - 0.5, y0=-0.5, y1=step - 0.5, fillcolor=style.PAPER,
+                     opacity=round(1 - PAST_ALPHA, 3)),
+                dict(flat, name="steps to come", x0=-0.5, x1=W - 0.5, y0=step + 0.5, y1=n - 0.5, fillcolor=style.PAPER),
+                dict(flat, name="steps to come (quiet)", x0=-0.5, x1=W - 0.5, y0=step + 0.5, y1=n - 0.5,
+                     fillcolor=FUTURE_PLOTLY),
+                dict(type="rect", **ref, name="this step's row", x0=-0.5, x1=keys - 0.5, y0=step - 0.5,
+                     y1=step + 0.5, line=dict(color=style.MUTED, width=1))]
+        out += appended_outline(a, b, step, **ref)
+    if strip:
+        out += [dict(type="line", xref="x", yref=f"y{panels + 1}", name="bracket", x0=p - 0.42, x1=q + 0.42, y0=-0.9,
+                     y1=-0.9, line=dict(color=style.MUTED, width=2)) for p, q, _ in _spans(view)]  # themed
     return out
+
+
+def appended_outline(first: int, last: int, row: int, **ref) -> list:
+    """The two plotly shapes that outline the K/V a step appended, keys ``first``..``last`` of ``row`` (``ref``: xref /
+    yref / layer of the panel): a dark halo under a line in the "newest" colour, visible on either end of the scale."""
+    box = dict(type="rect", **{"layer": "above", **ref}, x0=first - 0.5, x1=last + 0.5, y0=row - 0.5, y1=row + 0.5)
+    return [dict(box, name="appended K/V (halo)", line=dict(color=HALO, width=5)),
+            dict(box, name="appended K/V", line=dict(color=HIGHLIGHT, width=2))]
 
 
 def _step_title(base: AttentionView, step: int) -> str:
     """A step's title (layer and head are not named: the picker shows them, and it may change them)."""
-    return t("step {step}: query {query} reads {n} cached key(s); outlined = newest key", step=step,
+    return t("step {step}: query {query} reads {n} cached key(s); outlined = the K/V it appended", step=step,
              query=_plotly_safe(base.query_tokens[step]), n=base.keys_at(step))
 
 
@@ -389,13 +562,6 @@ def _picker_layers(trace: Trace, layer: int, layers) -> list:
     return picked
 
 
-def newest_key_outline(newest: int, n_steps: int, **ref) -> list:
-    """The two plotly shapes that outline the newest key column (``ref``: xref / yref of the panel): a dark halo
-    under a line in the "newest" colour, visible on either end of the colour scale."""
-    box = dict(type="rect", **ref, x0=newest - 0.5, x1=newest + 0.5, y0=-0.5, y1=n_steps - 0.5, layer="above")
-    return [dict(box, line=dict(color=HALO, width=5)), dict(box, line=dict(color=HIGHLIGHT, width=2))]
-
-
 def heatmap_rows(view: AttentionView) -> list:
     """The grid as plotly z: row s holds only the keys that existed at step s (ragged rows, rounded), so
     the empty upper triangle costs nothing in the file."""
@@ -416,11 +582,43 @@ def _template() -> dict:
 _TEMPLATE: dict = {}
 
 
+def _explorer_panels(view: AttentionView, panels: int) -> tuple[list, dict]:
+    """The explorer's empty heat-maps (no z yet) and their axes, up to 4 panels a row, numeric axes labelled as
+    every heat-map ("3 智"); a panel's hover is its cells' text."""
+    W_, n = view.n_keys, view.n_steps
+    ncols = min(panels, 4)
+    nrows = math.ceil(panels / ncols)
+    gap_x, gap_y = 0.04, 0.12
+    w, h = (1 - (ncols - 1) * gap_x) / ncols, (1 - (nrows - 1) * gap_y) / nrows
+    key_text = [_plotly_safe(view.col_label(j)) for j in range(W_)]
+    row_text = [_plotly_safe(view.row_label(s)) for s in range(n)]
+    data, layout = [], {}
+    for k in range(panels):
+        r, c = divmod(k, ncols)
+        x0, y1 = c * (w + gap_x), 1 - r * (h + gap_y)
+        sx = "" if k == 0 else str(k + 1)
+        data.append({"type": "heatmap", "x": list(range(W_)), "y": list(range(n)), "xaxis": f"x{sx}",
+                     "yaxis": f"y{sx}", "coloraxis": "coloraxis", "hoverongaps": False,
+                     "hovertemplate": "%{text}<extra></extra>"})
+        layout[f"xaxis{sx}"] = {"domain": [x0, x0 + w], "anchor": f"y{sx}", "range": [-0.5, W_ - 0.5],
+                                "tickvals": list(range(W_)), "ticktext": key_text, "fixedrange": True,
+                                "showgrid": False, "zeroline": False, "showticklabels": panels == 1 or W_ <= 16}
+        layout[f"yaxis{sx}"] = {"domain": [y1 - h, y1], "anchor": f"x{sx}", "range": [n - 0.5, -0.5],
+                                "tickvals": list(range(n)), "ticktext": row_text, "fixedrange": True,
+                                "showgrid": False, "zeroline": False, "showticklabels": c == 0}
+        if panels > 1:
+            layout.setdefault("annotations", []).append(
+                {"text": f"head {k}", "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
+                 "xanchor": "center", "yanchor": "bottom", "showarrow": False})
+    return data, layout
+
+
 class AttentionExplorer(LiveWidget):
     """Live heat-map: a prompt box that re-runs the model, layer and head pickers (or all heads), a step
-    slider. Drive it from Python with ``set(...)``; ``figure`` is the plotly figure shown now (a plain dict)
-    and ``drawn`` sums it up; display the explorer itself (``.widget`` is its ipywidgets box). ``last_update_seconds`` is the Python time of the last
-    redraw.
+    slider, and beside the heat-map the layer's cache tensor at that step (``cache_tensor_html``). Drive it from
+    Python with ``set(...)``; ``figure`` is the plotly figure shown now (a plain dict) and ``drawn`` sums it up;
+    display the explorer itself (``.widget`` is its ipywidgets box). ``last_update_seconds`` is the Python time
+    of the last redraw.
 
     The figure lives in an ``ipywidgets.Output`` whose ``outputs`` are replaced on every redraw: that state is
     the widget's own, so the browser shows exactly the last drawing, however early or late it connects."""
@@ -445,7 +643,8 @@ class AttentionExplorer(LiveWidget):
         self.head = W.Dropdown(options=[(str(h), h) for h in range(c.n_heads)] + [(t("all"), "all")], value=head,
                                description=t("head"), **look)
         self.step = W.IntSlider(value=0, min=0, max=0, description=t("step"), continuous_update=True, **look)
-        self.output = W.Output()
+        self.output = W.Output(layout=W.Layout(flex="1 1 560px", min_width="0"))
+        self.slab = W.HTML(layout=W.Layout(flex="0 1 auto", overflow="auto"))  # the cache tensor, this step
         self.last_update_seconds = 0.0
         self._quiet = False
         self._run(prompt)
@@ -455,8 +654,9 @@ class AttentionExplorer(LiveWidget):
         self.prompt.observe(lambda ch: self._on_prompt(ch["new"]), names="value")
         for w in (self.layer, self.head, self.step):
             w.observe(lambda ch: self.redraw(), names="value")
+        side = W.HBox([self.output, self.slab], layout=W.Layout(flex_flow="row wrap", align_items="flex-start"))
         self.widget = self.box(style.grid(self.prompt, self.layer, self.head, self.step, columns=4), self.message,
-                               self.output, themed=True)
+                               side, themed=True)
 
     # -- model runs (only when the prompt changes) ---------------------------------------------------
     def _run(self, text: str, keep_message: bool = False) -> bool:
@@ -475,6 +675,7 @@ class AttentionExplorer(LiveWidget):
             return False
         self.error = None
         self.trace = out.trace
+        self._reserved = len(ids) + n  # the positions this run's cache holds room for
         self._views = {}  # (layer, head) -> (AttentionView, hover texts), computed once per trace
         self._bases = {}  # number of panels -> the figure without weights, built once per trace
         if not keep_message:
@@ -510,46 +711,26 @@ class AttentionExplorer(LiveWidget):
 
     def _base(self, panels: int) -> dict:
         """Axes, sizes and empty heat-maps for 1 or n_heads panels, as a plain plotly dict (written out
-        rather than built with make_subplots, which takes ~100 ms), once per trace."""
+        rather than built with make_subplots, which takes ~100 ms), once per trace; one panel gets the key strip."""
         if panels not in self._bases:
             view = self._view(0, 0)[0]
-            W_, n = view.n_keys, view.n_steps
-            ncols = min(panels, 4)
-            nrows = math.ceil(panels / ncols)
-            gap_x, gap_y = 0.04, 0.12
-            w, h = (1 - (ncols - 1) * gap_x) / ncols, (1 - (nrows - 1) * gap_y) / nrows
-            key_text = [_plotly_safe(view.col_label(j)) for j in range(W_)]  # "3 智", as every heat-map
-            row_text = [_plotly_safe(view.row_label(s)) for s in range(n)]
-            data, layout = [], {}
-            for k in range(panels):
-                r, c = divmod(k, ncols)
-                x0, y1 = c * (w + gap_x), 1 - r * (h + gap_y)
-                sx = "" if k == 0 else str(k + 1)
-                data.append({"type": "heatmap", "x": list(range(W_)), "y": list(range(n)), "xaxis": f"x{sx}",
-                             "yaxis": f"y{sx}", "coloraxis": "coloraxis", "hoverongaps": False,
-                             "hovertemplate": "%{text}<extra></extra>"})
-                layout[f"xaxis{sx}"] = {"domain": [x0, x0 + w], "anchor": f"y{sx}", "range": [-0.5, W_ - 0.5],
-                                        "tickvals": list(range(W_)), "ticktext": key_text, "fixedrange": True,
-                                        "showgrid": False, "zeroline": False,
-                                        "showticklabels": panels == 1 or W_ <= 16}
-                layout[f"yaxis{sx}"] = {"domain": [y1 - h, y1], "anchor": f"x{sx}", "range": [n - 0.5, -0.5],
-                                        "tickvals": list(range(n)), "ticktext": row_text, "fixedrange": True,
-                                        "showgrid": False, "zeroline": False, "showticklabels": c == 0}
-                if panels > 1:
-                    layout.setdefault("annotations", []).append(
-                        {"text": f"head {k}", "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
-                         "xanchor": "center", "yanchor": "bottom", "showarrow": False})
-            plot_h = nrows * 210 if panels > 1 else max(200, 28 * n)
+            data, layout = _explorer_panels(view, panels)
+            plot_h = math.ceil(panels / 4) * 210 if panels > 1 else max(200, 28 * view.n_steps)
+            if panels == 1:  # the chips' axis under the heat-map, the brackets' words
+                layout = {**layout, **{k: {**layout.get(k, {}), **v}
+                                       for k, v in _key_strip_layout(view, plot_h).items()}}
+                layout["annotations"] = _key_strip_notes(view)
+                plot_h += STRIP_PX
             layout.update(coloraxis={"colorscale": _plotly_colorscale(), "cmin": 0, "cmax": 1,
                                      "colorbar": {"title": {"text": "weight"}, "thickness": 12}},
-                          plot_bgcolor=FUTURE, margin={"l": 100, "r": 40, "t": 70, "b": 50},
-                          height=int(min(950, 120 + plot_h)),  # no width: the figure takes its cell's
+                          plot_bgcolor=FUTURE_PLOTLY, margin={"l": 100, "r": 40, "t": 70, "b": 50},
+                          height=int(min(950 + STRIP_PX, 120 + plot_h)),  # no width: the figure takes its cell's
                           template=_template())  # written out: this dict does not go through plotly.py
             self._bases[panels] = {"data": data, "layout": layout}
         return self._bases[panels]
 
     def redraw(self):
-        """Draw the current layer / head / step: a new figure into the output."""
+        """Draw the current layer / head / step: a new figure into the output, the cache tensor beside it."""
         if self._quiet or self.trace is None:
             return
         t0 = time.perf_counter()
@@ -558,29 +739,41 @@ class AttentionExplorer(LiveWidget):
         base = self._base(len(heads))
         views = [self._view(layer, h) for h in heads]
         v0 = views[0][0]
-        newest, n = v0.newest_key[step], v0.n_steps
-        data = []
-        for trace, (view, hover) in zip(base["data"], views):
-            z = [_rounded(r) for r in view.grid_at(step).tolist()]  # later steps: None, drawn empty
-            data.append({**trace, "z": z, "text": hover})
+        data = [{**trace, "z": [_rounded(r) for r in view.grid_at(step).tolist()], "text": hover}  # later: None
+                for trace, (view, hover) in zip(base["data"], views)]
+        if len(heads) == 1:
+            data.append(_chip_trace(v0, step, list(range(v0.n_keys))))
         who = t("layer {layer}, all heads", layer=layer) if head == "all" else t("layer {layer}, head {head}",
                                                                                    layer=layer, head=head)
-        title = who + " · " + t("step {step}: query {query} reads {n} cached key(s); outlined = newest key",
-                                step=step, query=_plotly_safe(v0.query_tokens[step]), n=v0.keys_at(step))
-        shapes = [sh for k in range(len(heads)) for sh in newest_key_outline(
-            newest, n, xref=f"x{'' if k == 0 else k + 1}", yref=f"y{'' if k == 0 else k + 1}")]
+        title = who + " · " + _step_title(v0, step)
+        shapes = _step_shapes(v0, step, len(heads), strip=len(heads) == 1)
         self.figure = {"data": data, "layout": {**base["layout"], "shapes": shapes, "title": dict(text=title)}}
         show_plotly(self.output, self.figure, t("attention heat-map: {title}", title=html.unescape(title)))
+        self.slab.value = self._slab_html(v0, layer, step)
         self.last_update_seconds = time.perf_counter() - t0
+
+    def _slab_html(self, view: AttentionView, layer: int, step: int) -> str:
+        """The layer's K and V after ``step`` as lib.KVCache holds them (each position's state as the chips')."""
+        from .cache_tensor import cache_tensor_html, layout_for
+
+        states = list(view.kv[step]) + ["none"] * (self._reserved - len(view.kv[step]))
+        filled = sum(k != "none" for k in states)
+        lay = layout_for(self.model.config, self._reserved, filled, dtype=self.model.dtype)
+        return cache_tensor_html(lay, states[:self._reserved], layer=layer)
 
     @property
     def drawn(self) -> dict:
-        """What the figure shows now: layer, head, step, the z grid of each panel, the highlighted column,
-        the title, the key labels and the hover texts of the first panel."""
+        """What the figure shows now: layer, head, step, the z grid of each panel, the highlighted key (the last
+        appended) and the appended span, the K/V chips (one head), the title, the key labels and the hover texts
+        of the first panel."""
         f = self.figure
+        heat = [tr for tr in f["data"] if tr["type"] == "heatmap"]
+        box = next(sh for sh in f["layout"]["shapes"] if sh.get("name") == "appended K/V")
+        chips = [tr for tr in f["data"] if tr["type"] == "scatter"]
         return {"layer": self.layer.value, "head": self.head.value, "step": self.step.value,
-                "figure": "all heads" if len(f["data"]) > 1 else "one head",
-                "z": [t["z"] for t in f["data"]], "highlight": f["layout"]["shapes"][0]["x0"] + 0.5,
+                "figure": "all heads" if len(heat) > 1 else "one head", "z": [tr["z"] for tr in heat],
+                "highlight": box["x1"] - 0.5, "appended": (box["x0"] + 0.5, box["x1"] - 0.5),
+                "chips": chips[0]["hovertext"] if chips else None,
                 "title": f["layout"]["title"]["text"], "key_labels": list(f["layout"]["xaxis"]["ticktext"]),
                 "hover": f["data"][0]["text"]}
 
@@ -603,3 +796,47 @@ class AttentionExplorer(LiveWidget):
         if step is not None:
             self.step.value = _check_step(step, len(self.trace))
         return self
+
+
+# ------------------------------------------------------------- the induction head: why the cache keeps every key
+
+def _written_twice(tokenizer, lang: str, n: int, count: int) -> list[list[int]]:
+    """``count`` sequences <s> + x + x of ``n`` tokens each: held-out passages of ``lang`` ("en", "zh":
+    ``lib.heads.passages_twice``), or random strings of the whole vocabulary ("random": ``lib.heads.repeated_random``,
+    seeds 0, 1, ..., the toy check a model copies first)."""
+    from ..heads import passages_twice, repeated_random
+
+    if lang == "random":
+        return [repeated_random(tokenizer, n, seed=i) for i in range(checks.integer(count, "count", 1))]
+    return passages_twice(tokenizer, lang, n, count)
+
+
+def induction_prompt(tokenizer, lang: str = "en", n: int = 40, which: int = 0) -> str:
+    """A held-out passage of ``lang`` (its first ``n`` characters; ``lang="random"``: a random string) written once
+    and then begun again, half of it: ``<s> + p + p[:n // 2]``. Generating on, a model with an induction head
+    continues the second copy, each new query attending to the token after its own earlier occurrence, ``n - 1``
+    positions back: the picture of why a cache keeps every key, however old."""
+    n = checks.integer(n, "n", 4)
+    ids = _written_twice(tokenizer, lang, n, which + 1)[which]  # <s> + p + p
+    return tokenizer.decode(ids[:1 + n + n // 2])
+
+
+def induction_head(model, tokenizer, lang: str = "en", n: int = 40, count: int = 4) -> tuple[int, int, float]:
+    """(layer, head, share) of the head that measures as the model's induction head: the largest mean weight, over
+    ``count`` sequences written twice (``_written_twice``), on the token after the query's earlier occurrence
+    (``lib.heads.induction_share``, ``lib.heads.strongest``), measured, never assumed."""
+    from ..heads import induction_share, strongest
+
+    shares = [induction_share(model, torch.tensor(ids), n) for ids in _written_twice(tokenizer, lang, n, count)]
+    return strongest(torch.stack(shares).mean(0))  # (n_layers, n_heads) averaged over the sequences
+
+
+def induction_explorer(model, tokenizer, lang: str = "en", n: int = 40, max_new_tokens: int | None = None):
+    """The live explorer opened on ``induction_prompt`` at the head ``induction_head`` measures, on the last step:
+    the query in the second copy lights the key right after its earlier occurrence. Returns the explorer; its
+    ``induction`` attribute holds (layer, head, share)."""
+    layer, head, share = induction_head(model, tokenizer, lang, n)
+    explorer = AttentionExplorer(model, tokenizer, induction_prompt(tokenizer, lang, n),
+                                 max_new_tokens=max_new_tokens or n // 2, layer=layer, head=head)
+    explorer.induction = (layer, head, share)
+    return explorer

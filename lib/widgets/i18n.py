@@ -97,12 +97,20 @@ ZH: dict[str, str] = {
     # -- the attention heat-map --
     "step {step}: query {query} (pos {qpos}) -> key {key} (pos {kpos}): weight {weight}":
         "第 {step} 步：查询 {query}（位置 {qpos}）-> 键 {key}（位置 {kpos}）：权重 {weight}",
-    "layer {layer}, head {head}: step {step}'s query {query} over {n} cached keys\n(outlined: the newest key)":
-        "第 {layer} 层，第 {head} 头：第 {step} 步的查询 {query} 作用于 {n} 个缓存的键\n（描边：最新的键）",
-    "all heads, step {step}: query {query} over {n} keys (outlined: newest key)":
-        "所有头，第 {step} 步：查询 {query} 作用于 {n} 个键（描边：最新的键）",
-    "step {step}: query {query} reads {n} cached key(s); outlined = newest key":
-        "第 {step} 步：查询 {query} 读取 {n} 个缓存的键；描边 = 最新的键",
+    "layer {layer}, head {head}: step {step}'s query {query} over {n} cached keys\n(bright: this step's row; "
+    "outlined: the K/V it appended)":
+        "第 {layer} 层，第 {head} 头：第 {step} 步的查询 {query} 作用于 {n} 个缓存的键\n（亮：本步的行；描边：本步追加的 K/V）",
+    "all heads, step {step}: query {query} over {n} keys (outlined: the K/V it appended)":
+        "所有头，第 {step} 步：查询 {query} 作用于 {n} 个键（描边：本步追加的 K/V）",
+    "step {step}: query {query} reads {n} cached key(s); outlined = the K/V it appended":
+        "第 {step} 步：查询 {query} 读取 {n} 个缓存的键；描边 = 本步追加的 K/V",
+    "prefill: {n} prompt key(s), one pass": "预填充：提示词的 {n} 个键，一次前向传播",
+    "decode: one key appended per step": "解码：每步追加一个键",
+    "{name} of layer {layer}": "第 {layer} 层的 {name}",
+    "each (B, n_kv_heads, T, head_dim) = {shape}: {filled} of {T} positions written; one position is {bytes:,} "
+    "bytes in all {L} layers ({dtype})":
+        "各为 (B, n_kv_heads, T, head_dim) = {shape}：{T} 个位置中已写入 {filled} 个；一个位置在全部 {L} 层中占 "
+        "{bytes:,} 字节（{dtype}）",
     "not in the cache yet": "尚未进入缓存", "key position in the cache (its token)": "键在缓存中的位置（及其 token）",
     "step: newest query": "步：最新的查询", "attention weight": "注意力权重", "step {s}: {query}": "第 {s} 步：{query}",
     "generated <b>{text}</b> in {n} steps": "用 {n} 步生成了 <b>{text}</b>",

@@ -130,10 +130,10 @@ def generate_pair(model, tokenizer, prompt: str = "<s>", max_new_tokens: int = 1
     return cached, uncached
 
 
-def _kv_status(trace, layer: int) -> list[list[str]]:
+def kv_status(trace, layer: int) -> list[list[str]]:
     """Per step, the status of every position 0..(sequence length after the step - 1), read from the Trace:
     the fed positions were computed (first time or again), the positions before them were read from the
-    cache, the newest token has no K/V yet."""
+    cache, the newest token has no K/V yet. The player's chips and the heat-map's key axis draw these."""
     out, seen = [], 0  # seen: positions whose K/V some earlier step already computed
     for s in trace.steps:
         n_comp, n_read = s.kv_computed[layer], s.kv_read[layer]
@@ -144,6 +144,9 @@ def _kv_status(trace, layer: int) -> list[list[str]]:
         out.append(status)
         seen = max(seen, s.positions[-1] + 1)
     return out
+
+
+_kv_status = kv_status  # the name the player's tests know
 
 
 def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, batch: int = 0,
@@ -178,7 +181,7 @@ def player_frames(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     else:
         theirs, source = kv_computations(trace.prompt_len, n, not trace.use_cache), "lib.costs"
     cum_own, cum_theirs = list(accumulate(own)), list(accumulate(theirs))
-    statuses = _kv_status(trace, layer)  # K/V counts are per sequence: the same for every batch row
+    statuses = kv_status(trace, layer)  # K/V counts are per sequence: the same for every batch row
     words = tokenizer.tokens(tokens)
     frames = []
     for i, s in enumerate(trace.steps):
@@ -300,7 +303,13 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     handles += kv_handles(("new", "recomputed", "cached"))
     fig.legend(handles=handles, ncol=3, loc="outside lower center")
 
-    axb = fig.add_subplot(gs[1, 0])
+    _draw_bars(fig.add_subplot(gs[1, 0]), f, top_k)
+    _draw_counts(fig.add_subplot(gs[1, 1]), f, last)
+    return fig
+
+
+def _draw_bars(axb, f: PlayerFrame, top_k: int):
+    """The top candidates of one step as horizontal bars, the chosen token marked (colour, hatch, words)."""
     labels = [b.token for b in f.bars][::-1]
     probs = [b.prob for b in f.bars][::-1]
     colors = [CHOSEN_COLOR if b.chosen else BAR_COLOR for b in f.bars][::-1]
@@ -316,8 +325,11 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
                  bbox=dict(boxstyle="square,pad=0.1", facecolor=style.PAPER, edgecolor="none") if inside else None)
     axb.set_xlabel(t("probability (sampling distribution)"))
     axb.set_title(t("top-{k} next tokens", k=top_k), loc="left")
+    axb.spines[["top", "right"]].set_visible(False)
 
-    axc = fig.add_subplot(gs[1, 1])
+
+def _draw_counts(axc, f: PlayerFrame, last: PlayerFrame):
+    """The running K/V counts after one step, with a cache and without (the axis spans the whole run)."""
     vals = [f.with_cache, f.without_cache]
     # with a cache every K/V is computed once ("computed"); without, most are computed again ("wasted")
     axc.barh([1, 0], vals, color=[KV_COLORS["new"], KV_COLORS["recomputed"]],
@@ -329,9 +341,7 @@ def plot_step(trace, tokenizer, step: int = -1, other=None, layer: int = 0, top_
     axc.set_xlabel(t("K/V vectors computed so far (per layer)"))
     axc.set_title(t("running count after step {step}\n(steps 0–{last}: {n} in all)", step=f.step,
                     last=f.n_steps - 1, n=f.n_steps), loc="left")
-    for a in (axb, axc):
-        a.spines[["top", "right"]].set_visible(False)
-    return fig
+    axc.spines[["top", "right"]].set_visible(False)
 
 
 def plot_strip(trace, tokenizer, other=None, layer: int = 0, batch: int = 0):
@@ -371,10 +381,7 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
     e = html.escape  # plotly reads text as HTML: "<s>" would start strike-through
     chip_text = [e(c.text) for c in f.chips] + [""] * pad
     chip_hover = [t("position {p}: {text} ({kind})", p=p, text=e(c.text), kind=t(c.kind)) for p, c in enumerate(f.chips)] + [""] * pad
-    kv_color = [KV_COLORS[k] if k != "none" else style.MUTED for k in f.kv] + ["rgba(0,0,0,0)"] * pad
-    kv_symbol = [KV_CELL_SYMBOL[k] for k in f.kv] + ["square"] * pad
-    kv_text = [f"<b>{KV_MARKS[k]}</b>" for k in f.kv] + [""] * pad
-    kv_hover = [t("position {p}: {what}", p=p, what=t(KV_MEANING[k])) for p, k in enumerate(f.kv)] + [""] * pad
+    kv = kv_chip_look(f.kv, pad)
     line_color = [style.INK if c.kind == "newest" else style.MUTED for c in f.chips] + ["rgba(0,0,0,0)"] * pad
     chip_edge = [2.5 if c.kind == "newest" else 1 for c in f.chips] + [1] * pad
     bars = f.bars + [None] * (n_bars - len(f.bars))
@@ -385,9 +392,8 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
     return [
         dict(type="scatter", x=list(range(width)), y=[1] * width, text=chip_text, hovertext=chip_hover,
              marker=dict(color=chip_color, line=dict(color=line_color, width=chip_edge))),
-        dict(type="scatter", x=list(range(width)), y=[0] * width, hovertext=kv_hover, text=kv_text,
-             marker=dict(color=kv_color, symbol=kv_symbol,  # positions still to come: no outline at all
-                         line=dict(color=[style.MUTED] * len(f.kv) + ["rgba(0,0,0,0)"] * pad, width=1))),
+        dict(type="scatter", x=list(range(width)), y=[0] * width, hovertext=kv["hovertext"], text=kv["text"],
+             marker=kv["marker"]),
         dict(type="bar", x=bar_x, y=list(range(n_bars)), text=bar_text,
              marker=dict(color=bar_color, pattern=dict(shape=bar_pattern, fgcolor=style.INK),
                          line=dict(color=style.MUTED, width=1))),  # an edge: a light bar still stands out
@@ -397,6 +403,25 @@ def _plotly_traces(f: PlayerFrame, width: int, n_bars: int) -> list[dict]:
                          pattern=dict(shape=[style.plotly_pattern("computed"), style.plotly_pattern("recomputed")],
                                       fgcolor=style.INK), line=dict(color=style.MUTED, width=1))),
     ]
+
+
+def kv_chip_look(kv: list, pad: int = 0) -> dict:
+    """The plotly look of a row of K/V chips, one per state of ``kv`` and ``pad`` invisible ones after (positions
+    still to come): ``text`` (the glyph), ``hovertext`` and ``marker`` (fill, square or open square, edge) of a
+    scatter trace. The player's K/V row and the heat-map's key axis both draw with it."""
+    clear = "rgba(0,0,0,0)"
+    return dict(
+        text=[f"<b>{KV_MARKS[k]}</b>" for k in kv] + [""] * pad,
+        hovertext=[t("position {p}: {what}", p=p, what=t(KV_MEANING[k])) for p, k in enumerate(kv)] + [""] * pad,
+        marker=dict(color=[KV_COLORS[k] if k != "none" else style.MUTED for k in kv] + [clear] * pad,
+                    symbol=[KV_CELL_SYMBOL[k] for k in kv] + ["square"] * pad,
+                    line=dict(color=[style.MUTED] * len(kv) + [clear] * pad, width=1)))  # to come: no outline
+
+
+def kv_chip_size(width: int) -> tuple[int, int]:
+    """(chip, glyph) sizes in px for a row of ``width`` K/V chips: a chip per position, as wide as the row allows."""
+    cell = max(14, min(26, 820 // max(width, 1)))
+    return cell, max(style.PLOTLY_SMALL, min(KV_GLYPH_SIZE, cell - 6))
 
 
 def kv_key_html() -> str:
@@ -428,9 +453,9 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     fig.add_trace(go.Scatter(mode="markers+text", marker_symbol="square", marker_size=26, hoverinfo="text",
                              textfont=dict(size=style.FONT_SIZE + 3, color=style.INK),
                              **{k: v for k, v in first[0].items() if k != "type"}), 1, 1)
-    cell = max(14, min(26, 820 // max(width, 1)))  # a chip per position, as wide as the row allows
+    cell, glyph = kv_chip_size(width)
     fig.add_trace(go.Scatter(mode="markers+text", marker_size=cell, hoverinfo="text",
-                             textfont=dict(size=max(style.PLOTLY_SMALL, min(KV_GLYPH_SIZE, cell - 6)), color=style.INK),
+                             textfont=dict(size=glyph, color=style.INK),
                              **{k: v for k, v in first[1].items() if k != "type"}), 1, 1)
     fig.add_trace(go.Bar(orientation="h", textposition="outside", hoverinfo="skip", cliponaxis=False,
                          **{k: v for k, v in first[2].items() if k != "type"}), 2, 1)

@@ -619,7 +619,8 @@ def css(role: str) -> str:
 # inside the widget's own themed box, where a white card reads as a hole in JupyterLab's dark theme. These rules,
 # scoped to a widget made ``themed`` and to a dark JupyterLab (``data-jp-theme-light="false"``; VS Code's
 # ``vscode-dark``), repaint exactly the card's colours in the theme's: the white paper and plot area, INK text,
-# MUTED text and lines, GRID lines. Every other colour (the concepts, a heat-map's cells, the FREE "not yet"
+# MUTED text and lines, GRID lines, and shapes filled with the paper (a heat-map's veil over its earlier rows). Every
+# other colour (the concepts, a heat-map's cells, the FREE "not yet"
 # fill) is left as drawn. Plotly writes its colours as inline ``fill`` / ``stroke`` styles, so the rules match
 # them by value and win with ``!important``.
 def _rgb_css(hex_colour: str) -> str:
@@ -634,6 +635,7 @@ def themed_plotly_css() -> str:
     rules = [
         (f'.main-svg[style*="background: {paper}"]', "background: transparent"),
         (f'.bg[style*="fill: {paper}"]', f"fill: {css('paper')}"),
+        (f'.shapelayer path[style*="fill: {paper}"]', f"fill: {css('paper')}"),  # a veil or cover of paper
         (f'text[style*="fill: {ink}"]', f"fill: {css('ink')}"),
         (f'text[style*="fill: {muted}"]', f"fill: {css('muted')}"),
         (f'path[style*="stroke: {muted}"]', f"stroke: {css('muted')}"),
