@@ -13,7 +13,9 @@ The KV cache is *not* part of the model: it is an object passed into ``forward``
 layer report what it really computed (how many K/V vectors, how many it read from the cache, its weights).
 The causal mask (and a sliding window's) is built once per pass (``Feed.mask``: by order for sequences in step,
 from the positions the cache reports otherwise) and handed to every layer; a block called on its own builds the
-causal one itself.
+causal one itself. Rotary angles (``Rope``) are the fed tokens' positions in the text, computed once per pass; a
+cache that numbers positions within itself (``KVCache(..., positions="cache")``, StreamingLLM) hands back keys
+not yet rotated, and attention rotates them at their places in it, 0..S-1.
 """
 from __future__ import annotations
 

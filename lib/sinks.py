@@ -118,8 +118,8 @@ def stream_perplexity(model, input_ids, window: int, sinks: int = 4, stride: int
     """StreamingLLM's comparison on a text longer than the window, teacher-forced (position t predicts token t + 1
     of the same text), for one sequence or (n, T) of several: the NLL of three ways to keep ``window`` positions:
 
-    - ``"window"``: the last W only (``KVCache(..., window=W, positions="cache")``), fed one token at a time;
-    - ``"sinks"``: the first ``sinks`` tokens and the last W - sinks, numbered 0..W-1 within the cache, the same way;
+    - ``"window only"``: the last W only (``KVCache(..., window=W, positions="cache")``), fed one token at a time;
+    - ``"window + sinks"``: the first ``sinks`` tokens and the last W - sinks, numbered 0..W-1 within the cache, the same way;
     - ``"recompute"``: the sliding window with re-computation: for each scored position the last W tokens
       encoded afresh at positions 0..W-1, W times the work per token. So only every ``stride``-th position
       is scored (``stride=1``: every one); the windows run ``batch`` at a time.
@@ -145,7 +145,8 @@ def stream_perplexity(model, input_ids, window: int, sinks: int = 4, stride: int
     model.eval()
     positions = list(range(window, T - 1, stride))
     ways = {name: (nll[:, positions], nbytes) for name, (nll, nbytes) in  # nll: (n, T - 1) -> (n, len(positions))
-            (("window", _streamed_nll(model, ids, window, 0)), ("sinks", _streamed_nll(model, ids, window, sinks)))}
+            (("window only", _streamed_nll(model, ids, window, 0)),
+             ("window + sinks", _streamed_nll(model, ids, window, sinks)))}
     ways["recompute"] = (_recomputed_nll(model, ids, window, positions, batch), kv_cache_bytes(c, window, n, model.dtype))
     out = {"window": window, "sinks": sinks, "stride": stride, "positions": positions,
            "full_cache_bytes": kv_cache_bytes(c, T, n, model.dtype)}

@@ -9,12 +9,14 @@ import torch
 
 import lib
 from helpers import ATOL, VARIANTS, randomized_model
-from lib import KVCache, ModelConfig, generate
+from lib import KVCache, generate
+from lib.corpus import heldout_text
 from lib.model import apply_rope, rope_tables
 from lib.sinks import stream_perplexity
 
 torch.set_num_threads(1)
 
+WAYS = ("window only", "window + sinks", "recompute")  # what stream_perplexity compares
 ROPE_VARIANTS = {name: v for name, v in VARIANTS.items() if v.get("positions") == "rope"}  # MHA, GQA, MQA, sdpa
 
 
@@ -100,8 +102,8 @@ def test_greedy_generation_streams_far_past_the_window_in_flat_memory_and_matche
     W, n, prompt = 12, 4, torch.tensor([[5, 6, 7]])
     cache = KVCache(model.config, 1, 24, window=W, sinks=n, positions="cache")
     nbytes = cache.nbytes
-    out = generate(model, prompt, 600, cache=cache)  # 25 times the context window
-    assert out.sequences.shape == (1, 603) and cache.seq_len == 602 and cache.nbytes == nbytes == cache.used_bytes
+    out = generate(model, prompt, 400, cache=cache)  # 17 times the context window
+    assert out.sequences.shape == (1, 403) and cache.seq_len == 402 and cache.nbytes == nbytes == cache.used_bytes
     seq = prompt[0].tolist()  # the reference: from scratch, [sinks + the last W - n tokens] at 0..W-1, every step
     with torch.no_grad():
         for _ in range(200):
@@ -189,3 +191,88 @@ def test_bad_settings_say_what_was_wrong_and_what_is_allowed():
     with pytest.raises(ValueError, match=r"this model has positions='learned'"):
         randomized_model(8, max_seq_len=24)(torch.tensor([[1, 2]]), cache=cache)
     assert cache.seq_len == 0
+
+
+def test_a_stream_runs_on_every_device(device):
+    model = rope_model(9, n_kv_heads=2).to(device)
+    cache = KVCache(model.config, 2, 24, window=8, sinks=2, positions="cache", device=device)
+    out = generate(model, stream(n=2, T=4, seed=9).to(device), 60, cache=cache)
+    cpu = generate(model.cpu(), stream(n=2, T=4, seed=9), 60,
+                   cache=KVCache(model.config, 2, 24, window=8, sinks=2, positions="cache"))
+    assert out.sequences.device.type == device.type and torch.equal(out.sequences.cpu(), cpu.sequences)
+
+
+# ------------------------------------------------------------------------------------- stream_perplexity
+def nll_of(logits, targets):
+    return -torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
+
+
+def test_stream_perplexity_equals_the_written_out_references():
+    model = rope_model(10, n_kv_heads=2)
+    ids, W, n = stream(n=2, T=40, seed=10), 8, 3
+    got = stream_perplexity(model, ids, W, n, stride=1, batch=5)
+    positions = list(range(W, 39))
+    assert got["positions"] == positions and (got["window"], got["sinks"], got["stride"]) == (W, n, 1)
+    with torch.no_grad():
+        for name, sinks in (("window only", 0), ("window + sinks", n)):
+            ref = torch.stack([nll_of(written_out_stream(model, row, W, sinks)[:-1], row[1:]) for row in ids])  # (2, 39)
+            torch.testing.assert_close(torch.tensor(got[name]["nll_by_position"]), ref[:, positions].mean(0),
+                                       atol=ATOL, rtol=0)
+            assert got[name]["nll"] == pytest.approx(float(ref[:, positions].mean()), abs=ATOL)
+        afresh = torch.stack([nll_of(model(ids[:, t - W + 1:t + 1])[:, -1], ids[:, t + 1]) for t in positions], 1)
+    torch.testing.assert_close(torch.tensor(got["recompute"]["nll_by_position"]), afresh.mean(0), atol=ATOL, rtol=0)
+    for way in WAYS:
+        assert got[way]["perplexity"] == pytest.approx(math.exp(got[way]["nll"]))
+        assert got[way]["cache_bytes"] == KVCache(model.config, 2, W).nbytes  # W positions of both rows: flat
+    assert got["full_cache_bytes"] == KVCache(model.config, 2, 24).nbytes * 40 // 24
+
+
+def test_stream_perplexity_with_a_stride_scores_every_stride_th_position_of_the_same_stream():
+    model = rope_model(11)
+    ids = stream(T=41, seed=11)
+    every, some = stream_perplexity(model, ids, 10, 2), stream_perplexity(model, ids[0].tolist(), 10, 2, stride=7)
+    assert some["positions"] == [10, 17, 24, 31, 38]
+    for way in WAYS:
+        picked = [every[way]["nll_by_position"][every["positions"].index(t)] for t in some["positions"]]
+        assert some[way]["nll_by_position"] == pytest.approx(picked, abs=ATOL)
+
+
+def test_stream_perplexity_refuses_what_it_cannot_measure():
+    model = rope_model(12)
+    with pytest.raises(ValueError, match=r"the stream has 9 tokens, but window=8 needs at least window \+ 2 = 10"):
+        stream_perplexity(model, list(range(9)), 8, 2)
+    with pytest.raises(ValueError, match=r"sinks must be from 0 to window - 1 = 7.*got sinks=8"):
+        stream_perplexity(model, list(range(30)), 8, 8)
+    with pytest.raises(ValueError, match=r"window must be an integer from 1 to the model's max_seq_len=24, got 30"):
+        stream_perplexity(model, list(range(40)), 30, 2)
+    with pytest.raises(ValueError, match=r"stride must be an integer >= 1, got 0"):
+        stream_perplexity(model, list(range(30)), 8, 2, stride=0)
+    with pytest.raises(ValueError, match=r"needs rotary positions; this model has positions='learned'"):
+        stream_perplexity(randomized_model(12, max_seq_len=24), list(range(30)), 8, 2)
+
+
+# ------------------------------------------------------------------- the real model (assets/lm.safetensors)
+@pytest.fixture(scope="module")
+def lm():
+    return lib.load_demo("lm")
+
+
+def test_the_real_model_generates_past_its_context_window_in_flat_memory(lm):
+    model, tok = lm
+    prompt = tok.encode(heldout_text("en")[:500])  # 500 tokens of a 512-position context window
+    cache = KVCache(model.config, 1, 512, window=64, sinks=4, positions="cache")
+    out = generate(model, prompt, 40, cache=cache, trace=True)
+    assert out.sequences.shape == (1, 540) and cache.seq_len == 539 > model.config.max_seq_len
+    assert {s.cache_bytes for s in out.trace.steps} == {KVCache(model.config, 1, 64).nbytes}
+    assert all(torch.isfinite(s.logits).all() for s in out.trace.steps)
+    assert out.trace.steps[-1].kv_read == [63] * model.config.n_layers  # the sinks and the last 59, then itself
+
+
+def test_the_real_model_s_stream_perplexity_is_finite_for_every_way(lm):
+    model, tok = lm
+    for lang in ("en", "zh"):
+        got = stream_perplexity(model, tok.encode(heldout_text(lang)[:80]), 32, 4, stride=8)
+        assert got["positions"] == [32, 40, 48, 56, 64, 72]
+        for way in WAYS:
+            assert math.isfinite(got[way]["nll"]) and got[way]["nll"] > 0 and len(got[way]["nll_by_position"]) == 6
+            assert got[way]["cache_bytes"] == KVCache(model.config, 1, 32).nbytes < got["full_cache_bytes"]
