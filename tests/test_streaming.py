@@ -111,6 +111,15 @@ def test_greedy_generation_streams_far_past_the_window_in_flat_memory_and_matche
     assert out.sequences[0, :len(seq)].tolist() == seq
 
 
+def test_parallel_samples_fork_the_stream_and_each_copy_keeps_numbering_within_itself():
+    model = rope_model(13, n_kv_heads=2)
+    cache = KVCache(model.config, 1, 24, window=8, sinks=2, positions="cache")
+    out = generate(model, [3, 4, 5], 60, cache=cache, num_samples=3, temperature=1.0, seed=0)
+    forked = out.cache
+    assert out.sequences.shape == (3, 63) and forked.positions == "cache" and forked.seq_len == 62
+    assert forked.nbytes == 3 * cache.nbytes and forked.next_positions == [7, 7, 7]
+
+
 @pytest.mark.parametrize("variant", sorted(ROPE_VARIANTS))
 def test_before_the_ring_wraps_it_generates_what_an_ordinary_cache_does(variant):
     model = rope_model(4, **ROPE_VARIANTS[variant])
