@@ -339,6 +339,7 @@ class KVCache(CacheBase):
 
     @property
     def next_positions(self) -> list[int]:
+        """``seq_lens``; with positions="cache" the number of keys the next pass is handed (W - 1 at most)."""
         if self.positions == "cache":  # the next token comes after the keys it is handed, 0..S-1 within the cache
             return [len(self._handed())] * self.batch_size
         return self.seq_lens
