@@ -22,6 +22,13 @@ builds its mask from those positions: causal, and with a sliding window only the
 that keeps every position hands back 0..S-1; a windowed ``KVCache`` (a ring buffer of W slots) only the
 positions this pass's queries can still see (and, with attention sinks, the first few).
 
+Rotary positions count in the text (a key is rotated once, at its position, before it is cached), except in a
+``KVCache(..., window=W, sinks=n, positions="cache")`` (StreamingLLM, §3.2: "positions within the cache rather
+than those in the original text"): it keeps its keys unrotated, and every pass attention rotates the S keys it
+hands back at 0..S-1 (the sinks, then the ring oldest to newest, then the fed tokens) and the T queries at
+S-T..S-1 (``feed.rope_in_cache``). A decode step's query then sits at W-1 at most, whatever the length of the
+text, so the ring streams past the model's context window in flat memory.
+
 A kind of cache that ``generate(cache_kind=...)`` can build registers itself under its ``kind``:
 
     @register_cache_kind                          # CACHE_KINDS["static"] = KVCache
@@ -66,7 +73,9 @@ class Feed:
     pass), ``lengths`` (real tokens per row when they differ, else None); a cache that keeps only some
     positions also says which: ``key_positions`` (S,) of the keys it hands back (None: 0..S-1), and the
     ``window`` and ``sinks`` it keeps (each query then sees the first ``sinks`` positions and the last
-    ``window - sinks``)."""
+    ``window - sinks``); ``rope_in_cache``: the keys handed back are not rotated yet and rotary positions count
+    within the cache (keys 0..S-1, queries S-T..S-1), while ``positions`` and ``key_positions`` (in the text)
+    still build the mask."""
 
     positions: torch.Tensor
     n_keys: int
@@ -74,6 +83,7 @@ class Feed:
     key_positions: torch.Tensor | None = None
     window: int | None = None
     sinks: int = 0
+    rope_in_cache: bool = False
 
     @classmethod
     def contiguous(cls, start: int, n_new: int, device) -> "Feed":
@@ -122,9 +132,14 @@ class Feed:
         return h[rows, torch.tensor(self.lengths, device=h.device) - 1][:, None]
 
 
+CACHE_POSITIONS = ("text", "cache")  # KVCache(positions=...): where rotary positions count (see the docstring above)
+
+
 class CacheBase:
     """What every cache shares: shapes, the forward-pass protocol, and the checks that give readable errors.
     A subclass stores K and V: ``_write`` (append; return everything so far), ``kv`` (read), ``_crop``."""
+
+    positions = "text"  # rotary positions count in the text; "cache": within the cache (KVCache's option)
 
     def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None):
         if not isinstance(config, ModelConfig):
@@ -151,6 +166,13 @@ class CacheBase:
         return [self.seq_len] * self.batch_size
 
     @property
+    def next_positions(self) -> list[int]:
+        """Per sequence, the position the next fed token gets, as the model's position table or rotary angles
+        count it (what the context window limits): ``seq_lens`` here; a cache with positions="cache" counts
+        the keys it keeps."""
+        return self.seq_lens
+
+    @property
     def nbytes(self) -> int:
         """Bytes the cache's K and V tensors hold right now."""
         return sum(t.numel() * t.element_size() for t in self.k + self.v)
@@ -163,6 +185,8 @@ class CacheBase:
             raise ValueError(
                 f"this cache was made for {c.n_layers} layers x {c.n_kv_heads} KV heads x head_dim {c.head_dim}, "
                 f"but the model has {mc.n_layers} x {mc.n_kv_heads} x {mc.head_dim}; make the cache from model.config")
+        if self.positions == "cache":  # a cache made for another config: the model must have rotary positions too
+            check_positions_in_cache(mc, self.window, self.max_len)
         if batch_size != self.batch_size:
             raise ValueError(f"batch size mismatch: the cache holds {self.batch_size} sequence(s) but the input has "
                              f"{batch_size}; make a cache with batch_size={batch_size}")
@@ -180,7 +204,7 @@ class CacheBase:
             raise ValueError(f"{type(self).__name__} holds sequences of one length, so every row must feed "
                              f"the same number of tokens (got lengths {list(lengths)}); use "
                              f"lib.paged.PagedKVCache for a ragged batch, as lib.serving.serve does")
-        if self.seq_len + n_new > self.max_len:
+        if self.seq_len + n_new > self.max_len and self.positions == "text":  # a ring numbered within never fills
             raise ValueError(
                 f"KV cache is full: it holds {self.seq_len} of max_len={self.max_len} positions and this forward "
                 f"would add {n_new} more; make a cache with max_len >= {self.seq_len + n_new} or reset() it")
@@ -270,16 +294,28 @@ class KVCache(CacheBase):
     re-numbers them). ``sinks=n`` (StreamingLLM's attention sinks) keeps positions 0..n-1 for good and rings
     the last W - n. ``keys(layer)`` returns the positions it holds in position order (``held_positions()``).
     A pass hands attention the held keys its queries can see plus its own, and writes its own into the ring
-    at ``commit`` (so a failed pass overwrites nothing)."""
+    at ``commit`` (so a failed pass overwrites nothing).
+
+    ``positions="cache"`` (StreamingLLM; a window is needed, and a model with rotary positions) numbers the
+    positions within the cache instead of the text: the ring (always one, of W slots) keeps keys before their
+    rotation, and attention rotates the keys each pass hands back at 0..S-1 and its queries after them. So a
+    query never sits past W - 1 in a decode step, and the cache takes any number of tokens (``seq_len`` goes
+    past ``max_len`` and the model's ``max_seq_len``; ``nbytes`` stays at W positions). A pass of several
+    tokens numbers them on from the keys it sees (as StreamingLLM's prefill does), so its S keys must fit in
+    the context window. ``keys(layer)`` then returns unrotated keys. The default, ``positions="text"``, is the
+    cache described above."""
 
     kind = "static"  # its name for generate(cache_kind=...) and Trace.cache_kind
 
     def __init__(self, config: ModelConfig, batch_size: int, max_len: int, device=None, dtype=None, *,
-                 window: int | None = None, sinks: int = 0):
+                 window: int | None = None, sinks: int = 0, positions: str = "text"):
         super().__init__(config, batch_size, max_len, device, dtype)
         self.window, self.sinks = checks.cache_window(window, sinks, config.sliding_window)
+        self.positions = checks.choice(positions, "positions", CACHE_POSITIONS)
+        if self.positions == "cache":
+            check_positions_in_cache(config, self.window, self.max_len)
         self.slots = max_len if self.window is None else min(self.window, max_len)  # positions it can hold
-        self.ring = self.slots < max_len  # a ring buffer: older positions are overwritten
+        self.ring = self.slots < max_len or self.positions == "cache"  # a ring buffer: older positions are overwritten
         checks.cache_memory(self, self.slots)
         self.k = [torch.zeros(self.shape(self.slots), dtype=self.dtype, device=self.device)
                   for _ in range(self.n_layers)]
@@ -292,9 +328,21 @@ class KVCache(CacheBase):
             feed.window, feed.sinks = self.window, self.sinks
         if self.ring:  # the sinks, and the oldest recent key any query of this pass sees (the first query's)
             new = torch.arange(self.seq_len, self.seq_len + n_new, device=self.device)
-            feed.key_positions = torch.cat([self.held_positions(self.seq_len - self.slots + self.sinks + 1), new])  # (S,)
+            feed.key_positions = torch.cat([self._handed(), new])  # (S,)
             feed.n_keys = len(feed.key_positions)
+        feed.rope_in_cache = self.positions == "cache"  # rotary positions 0..S-1 within the cache
         return feed
+
+    def _handed(self) -> torch.Tensor:
+        """The held positions a pass hands attention: the sinks and the recent ones its first query still sees."""
+        return self.held_positions(self.seq_len - self.slots + self.sinks + 1)
+
+    @property
+    def next_positions(self) -> list[int]:
+        """``seq_lens``; with positions="cache" the number of keys the next pass is handed (W - 1 at most)."""
+        if self.positions == "cache":  # the next token comes after the keys it is handed, 0..S-1 within the cache
+            return [len(self._handed())] * self.batch_size
+        return self.seq_lens
 
     def held_positions(self, first: int | None = None) -> torch.Tensor:
         """The positions the cache holds, in order (the sinks, then from ``first`` on; None: all it holds)."""
@@ -314,7 +362,7 @@ class KVCache(CacheBase):
     def _write(self, layer, k, v):
         if self.ring:
             self._new[layer] = (k, v)
-            slots = self.slot(self.held_positions(self.seq_len - self.slots + self.sinks + 1))  # a gather: a copy
+            slots = self.slot(self._handed())  # a gather: a copy
             return (torch.cat([self.k[layer][:, :, slots], k], dim=2),  # (B, n_kv_heads, S, head_dim)
                     torch.cat([self.v[layer][:, :, slots], v], dim=2))
         start, end = self.seq_len, self.seq_len + k.shape[2]
@@ -351,7 +399,7 @@ class KVCache(CacheBase):
             return super().select(rows)
         index = torch.tensor(self._check_rows(rows), device=self.device)
         out = type(self)(self.config, len(index), self.max_len, device=self.device, dtype=self.dtype,
-                         window=self.window, sinks=self.sinks)
+                         window=self.window, sinks=self.sinks, positions=self.positions)
         out.k, out.v = [t[index] for t in self.k], [t[index] for t in self.v]  # the rings, copied slot for slot
         out.seq_len = self.seq_len
         return out
@@ -366,3 +414,20 @@ class KVCache(CacheBase):
         self.seq_len, self._pending, self._new = 0, 0, {}
         for t in self.k + self.v:
             t.zero_()
+
+
+def check_positions_in_cache(config: ModelConfig, window, max_len: int):
+    """Refuse ``KVCache(..., positions="cache")`` where positions cannot be numbered within the cache."""
+    if config.positions != "rope":
+        raise ValueError(
+            f"positions='cache' numbers positions within the cache by rotating the cached keys again at every "
+            f"step, which needs rotary positions; this model has positions={config.positions!r} (a learned table "
+            f"added to each token before its key is computed, so a cached key cannot be moved). Use a model with "
+            f"positions='rope', or keep positions='text' (the default)")
+    if window is None:
+        raise ValueError("positions='cache' needs a window: it keeps the first `sinks` positions and the last "
+                         "window - sinks, numbered 0..window-1 within the cache; give window=... (and sinks=...)")
+    if window > max_len:
+        raise ValueError(f"positions='cache' keeps window={window} positions numbered 0..{window - 1} within the "
+                         f"cache, so window must be <= max_len={max_len} (which is at most the model's "
+                         f"max_seq_len={config.max_seq_len}); give a smaller window or a larger max_len")

@@ -65,6 +65,13 @@ def make_cache(model, kind: str, batch_size: int, max_len: int, copies: int = 1)
     return CACHE_KINDS[kind](model.config, batch_size, max_len, device=model.device, dtype=model.dtype, **more)
 
 
+def context_ends(cache) -> bool:
+    """Whether the model's context window limits how many tokens a call can generate: it does, except on a
+    cache that numbers positions within itself (``KVCache(..., window=W, positions="cache")``, StreamingLLM),
+    where the prompt must fit but the stream has no end (each step's query sits at W - 1 at most)."""
+    return getattr(cache, "positions", "text") != "cache"
+
+
 class LogitsCheck:
     """Whether every decode step's logits were finite, kept on the device so that a step reads nothing back (a
     read waits for the device): a flag, and the first failing step and its logits. ``raise_if_bad`` reads them
@@ -246,12 +253,15 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
 
     ``cache``: any cache of the protocol (KVCache, ConcatKVCache, PagedKVCache), used as it is (the prompt
     continues after what it holds); None makes a ``cache_kind`` one just large enough. A call that fails
-    leaves the cache as it was. ``num_samples=n``: n continuations of every prompt (parallel sampling): the
+    leaves the cache as it was. The prompt and the new tokens must fit the model's context window, except on
+    a ``KVCache(..., window=W, sinks=n, positions="cache")`` (StreamingLLM), which generates any number of
+    tokens in flat memory. ``num_samples=n``: n continuations of every prompt (parallel sampling): the
     prompt is prefilled once and the cache forked (a paged one shares the blocks); B * n rows come back.
     ``trace=True`` records a ``Trace``; ``trace="full"`` also every layer's tensors and the cache after each
     step (``TraceStep.tensors``), for the worked example.
     """
-    input_ids = checks.generate_args(model, input_ids, max_new_tokens, eos_id=eos_id)  # every input checked once
+    input_ids = checks.generate_args(model, input_ids, max_new_tokens if context_ends(cache) else 1,
+                                     eos_id=eos_id)  # every input checked once (max_new_tokens by loop_args)
     chooser = checks.sampling(temperature, top_k, top_p)  # (temperature, top_k, top_p) as float, int, float
     num_samples, pad = checks.loop_args(model, input_ids, max_new_tokens, use_cache, cache, trace, TRACE_LEVELS,
                                         num_samples, pad_id, eos_id, trace_top_k)

@@ -13,13 +13,16 @@ The KV cache is *not* part of the model: it is an object passed into ``forward``
 layer report what it really computed (how many K/V vectors, how many it read from the cache, its weights).
 The causal mask (and a sliding window's) is built once per pass (``Feed.mask``: by order for sequences in step,
 from the positions the cache reports otherwise) and handed to every layer; a block called on its own builds the
-causal one itself.
+causal one itself. Rotary angles (``Rope``) are the fed tokens' positions in the text, computed once per pass; a
+cache that numbers positions within itself (``KVCache(..., positions="cache")``, StreamingLLM) hands back keys
+not yet rotated, and attention rotates them at their places in it, 0..S-1.
 """
 from __future__ import annotations
 
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
@@ -99,6 +102,25 @@ def rope_tables(head_dim: int, positions: torch.Tensor, theta: float):
     return angles.cos(), angles.sin()
 
 
+class Rope(NamedTuple):
+    """One pass's rotary angles, each (B or 1, 1, n, head_dim). ``cos`` and ``sin`` at the fed tokens'
+    positions rotate the queries and, before they are cached, the new keys. A cache that keeps its keys
+    unrotated and numbers positions within itself (``KVCache(..., positions="cache")``, StreamingLLM) gets
+    ``keys`` too: (cos, sin) at 0..S-1 for the S keys it hands back, after which the T queries sit at S-T..S-1."""
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    keys: tuple | None = None
+
+    @classmethod
+    def of(cls, feed: Feed, head_dim: int, theta: float) -> "Rope":
+        if not feed.rope_in_cache:
+            return cls(*rope_tables(head_dim, feed.positions, theta))
+        S, T = feed.n_keys, feed.positions.shape[1]
+        places = torch.arange(S, device=feed.positions.device)[None]  # (1, S): 0..S-1 within the cache
+        return cls(*rope_tables(head_dim, places[:, S - T:], theta), keys=rope_tables(head_dim, places, theta))
+
+
 def apply_rope(x, cos, sin):
     """Rotate pairs (x_i, x_{i+d/2}) of x (B, H, T, head_dim) by position-dependent angles (B, 1, T, head_dim)."""
     half = x.shape[-1] // 2
@@ -134,9 +156,13 @@ class Attention(nn.Module):
         k = k.view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
         v = v.view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
         if rope is not None:  # rotary positions: rotate q and k by angles that depend on the position
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+            q = apply_rope(q, rope.cos, rope.sin)
+            k = k if rope.keys is not None else apply_rope(k, rope.cos, rope.sin)  # cached rotated, or not yet
         # 2. the cache appends the new K/V and hands back every key and value so far
         keys, values = (k, v) if cache is None else cache.update(self.layer, k, v)  # (B, n_kv_heads, S, head_dim)
+        if rope is not None and rope.keys is not None:  # StreamingLLM: each key rotated at its place in the cache
+            keys = apply_rope(keys, *rope.keys)  # (B, n_kv_heads, S, head_dim)
+            k = keys[:, :, -T:]  # the fed tokens' keys as attention uses them (for the record)
         if record is not None:
             record.kv_computed[self.layer] = T
             record.kv_read[self.layer] = keys.shape[2] - T  # positions taken from the cache
@@ -270,12 +296,13 @@ class MiniTransformer(nn.Module):
         checks.forward_extras(cache, record)
         B, T = input_ids.shape
         lengths = None if lengths is None else checks.ragged_lengths(lengths, B, T)
-        for b, start in enumerate([0] * B if cache is None else cache.seq_lens):
+        within = "" if cache is None or cache.positions == "text" else " within the cache"  # StreamingLLM's
+        for b, start in enumerate([0] * B if cache is None else cache.next_positions):
             n = T if lengths is None else lengths[b]
             if start + n > c.max_seq_len:
                 raise ValueError(
-                    f"sequence too long for the context window{f' (row {b})' if B > 1 else ''}: positions {start}.."
-                    f"{start + n - 1} were asked for, but this model has max_seq_len={c.max_seq_len} "
+                    f"sequence too long for the context window{f' (row {b})' if B > 1 else ''}: positions{within} "
+                    f"{start}..{start + n - 1} were asked for, but this model has max_seq_len={c.max_seq_len} "
                     f"(positions 0..{c.max_seq_len - 1})")
         return lengths
 
@@ -301,8 +328,8 @@ class MiniTransformer(nn.Module):
             rope = None
             if self.config.positions == "learned":
                 h = h + self.pos_emb(feed.positions)  # (B or 1, T, d_model), broadcast over the batch
-            else:
-                rope = rope_tables(self.config.head_dim, feed.positions, self.config.rope_theta)
+            else:  # the fed tokens' angles (and, for a cache that numbers within itself, its keys')
+                rope = Rope.of(feed, self.config.head_dim, self.config.rope_theta)
             if record is not None and record.capture:
                 record.tensors["embedding"] = h.detach()
             mask = feed.mask(self.config.sliding_window)  # (B or 1, 1, T, S) or None: once, for every layer

@@ -14,10 +14,15 @@ Whether a model has a sink at all is a measurement, not a given: the toy ``chat`
 half its weight), the course's real model ``lm`` has none on held-out text (no head gives it more than a few times
 ``uniform_share``, the even spread), and a window costs it only the text it evicts.
 
-Positions: lib keeps every key at its real position (its rotation or learned position embedding is the one it
-got when it was computed) and the query's position keeps counting. StreamingLLM instead re-numbers positions
-inside the cache (keys are stored before RoPE and rotated by their slot), which lets it run past the model's
-context window; lib does not, so a generation still ends at ``max_seq_len``.
+Positions: by default lib keeps every key at its real position (its rotation or learned position embedding is
+the one it got when it was computed) and the query's position keeps counting, so a generation ends at
+``max_seq_len``. StreamingLLM instead numbers positions within the cache (keys are stored before RoPE and
+rotated by their slot at every step): ``KVCache(..., window=W, sinks=n, positions="cache")`` does that (a model
+with rotary positions only), and then runs past the context window in flat memory. ``stream_perplexity``
+measures it over a stream longer than the window: window only, window + sinks, and the sliding window with
+re-computation (the last W tokens encoded afresh for every prediction). Note that re-computation is not the same
+as the cached window even without sinks: a cached key of layer 2 and above was computed when its token was fed,
+from context that the window has since dropped.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ import torch
 
 from . import checks
 from .cache import KVCache
+from .costs import kv_cache_bytes
 from .model import ForwardRecord
 
 
@@ -105,3 +111,79 @@ def drift_sweep(model, input_ids, settings) -> list[dict]:
                     "agreement": float((logits.argmax(-1) == full.argmax(-1)).float().mean()),
                     "cache_bytes": cache.nbytes, "nll_by_position": nll.mean(0).tolist()})
     return out
+
+
+@torch.no_grad()
+def stream_perplexity(model, input_ids, window: int, sinks: int = 4, stride: int = 1, batch: int = 64) -> dict:
+    """StreamingLLM's comparison on a text longer than the window, teacher-forced (position t predicts token t + 1
+    of the same text), for one sequence or (n, T) of several: the NLL of three ways to keep ``window`` positions:
+
+    - ``"window only"``: the last W only (``KVCache(..., window=W, positions="cache")``), fed one token at a time;
+    - ``"window + sinks"``: the first ``sinks`` tokens and the last W - sinks, numbered 0..W-1 within the cache, the same way;
+    - ``"recompute"``: the sliding window with re-computation: for each scored position the last W tokens
+      encoded afresh at positions 0..W-1, W times the work per token. So only every ``stride``-th position
+      is scored (``stride=1``: every one); the windows run ``batch`` at a time.
+
+    Positions t < W see the whole text in all three; the scored ``positions`` are W, W + stride, ... up to T - 2,
+    the same for all three. -> dict: window, sinks, stride, positions, and per way (its key above) a dict:
+    ``nll`` (nats, the mean over the scored positions and rows), ``perplexity`` (exp of it), ``nll_by_position``
+    (the mean over rows at each scored position), ``cache_bytes`` (the K and V it holds for all n rows: flat;
+    re-computation holds W positions' while it encodes). ``full_cache_bytes``: what a cache of all T positions
+    would hold (beyond ``max_seq_len`` the model could not use it anyway)."""
+    ids = _ids(model, input_ids)
+    n, T = ids.shape
+    c = model.config
+    window = checks.integer(window, "window", 1, c.max_seq_len, allowed=f"an integer from 1 to the model's "
+                                                                        f"max_seq_len={c.max_seq_len}")
+    stride = checks.integer(stride, "stride", 1)
+    batch = checks.integer(batch, "batch", 1)
+    if T < window + 2:
+        raise ValueError(f"the stream has {T} tokens, but window={window} needs at least window + 2 = {window + 2}: "
+                         f"the three ways differ only once the window is full (position {window} predicting token "
+                         f"{window + 1}); give a longer text or a smaller window")
+    sinks = checks.cache_window(window, sinks, c.sliding_window)[1]  # 0 <= sinks < window
+    model.eval()
+    positions = list(range(window, T - 1, stride))
+    ways = {name: (nll[:, positions], nbytes) for name, (nll, nbytes) in  # nll: (n, T - 1) -> (n, len(positions))
+            (("window only", _streamed_nll(model, ids, window, 0)),
+             ("window + sinks", _streamed_nll(model, ids, window, sinks)))}
+    ways["recompute"] = (_recomputed_nll(model, ids, window, positions, batch), kv_cache_bytes(c, window, n, model.dtype))
+    out = {"window": window, "sinks": sinks, "stride": stride, "positions": positions,
+           "full_cache_bytes": kv_cache_bytes(c, T, n, model.dtype)}
+    for name, (nll, nbytes) in ways.items():
+        out[name] = {"nll": float(nll.mean()), "perplexity": math.exp(float(nll.mean())),
+                     "nll_by_position": nll.mean(0).tolist(), "cache_bytes": nbytes}
+    return out
+
+
+def _next_nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(N, V) logits and (N,) next tokens -> (N,) negative log-likelihoods, float32."""
+    return -torch.log_softmax(logits.float(), dim=-1).gather(1, targets[:, None])[:, 0]
+
+
+def _streamed_nll(model, ids: torch.Tensor, window: int, sinks: int) -> tuple:
+    """Feed ids (n, T) through a ``KVCache(window=, sinks=, positions="cache")``: the first W tokens in one pass
+    (the ring is not full yet), then one at a time as generation does. -> ((n, T - 1) NLL, the cache's nbytes)."""
+    n, T = ids.shape
+    cache = KVCache(model.config, n, window, device=model.device, dtype=model.dtype, window=window, sinks=sinks,
+                    positions="cache")
+    logits = model(ids[:, :window], cache=cache)  # (n, W, vocab)
+    nll = [_next_nll(logits.flatten(0, 1), ids[:, 1:window + 1].flatten()).view(n, window)]  # (n, W)
+    for t in range(window, T - 1):
+        logits = model(ids[:, t:t + 1], cache=cache, last_only=True, checked=True)[:, -1]  # (n, vocab)
+        nll.append(_next_nll(logits, ids[:, t + 1])[:, None])  # (n, 1)
+    return torch.cat(nll, dim=1).cpu(), cache.nbytes  # (n, T - 1)
+
+
+def _recomputed_nll(model, ids: torch.Tensor, window: int, positions: list, batch: int) -> torch.Tensor:
+    """For each position t of ``positions``, the last W tokens (t - W + 1 .. t) encoded afresh, no cache:
+    -> (n, len(positions)) NLL of token t + 1."""
+    n = ids.shape[0]
+    windows = ids.unfold(1, window, 1)  # (n, T - W + 1, W): windows[:, s] = ids[:, s .. s + W - 1]
+    starts = torch.tensor(positions, device=ids.device) - window + 1  # the window that ends at t starts at t - W + 1
+    nll = []
+    for part in starts.split(batch):
+        x = windows[:, part].flatten(0, 1)  # (n * len(part), W)
+        logits = model(x, last_only=True, checked=True)[:, -1]  # (n * len(part), vocab)
+        nll.append(_next_nll(logits, ids[:, part + window].flatten()).view(n, len(part)))
+    return torch.cat(nll, dim=1).cpu()  # (n, len(positions))
