@@ -180,10 +180,6 @@ class Windows:
         pool = self.alphabets[lang]
         return pool[torch.randint(0, len(pool), (n,), generator=self.gen)]
 
-    @property
-    def first_char(self) -> int:
-        return len(SPECIALS)  # the special tokens come first in the vocabulary
-
     def batch(self, size: int, T: int | None = None, passage: float | None = None,
               random: float | None = None, kindle: float | None = None) -> torch.Tensor:
         """(size, T + 1): half the rows English, half Chinese."""
