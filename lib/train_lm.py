@@ -81,6 +81,12 @@ class LMSpec:
     alphabet: str = "vocab"
     alphabet_size: int = 300
     stop_at: int | None = None  # run only this many steps of the schedule (a stage stopped early, on purpose)
+    # keeping what a stage should not lose: the finished weights of the stage ``teacher`` predict every window of
+    # plain text (no repeat in it) beside the student, and the loss there is (1 - distill) * cross-entropy +
+    # distill * KL(teacher || student) (Hinton et al. 2015; "learning without forgetting"). Windows with a repeat
+    # are the student's alone: a teacher that cannot copy would teach it not to.
+    teacher: str | None = None
+    distill: float = 0.0
 
 
 LM_SHAPE = dict(norm="rmsnorm", activation="swiglu", positions="rope", max_seq_len=512)
@@ -109,9 +115,13 @@ SPECS = {
     "lm-kindle-passages": LMSpec(config=LM_CONFIG, steps=750, lr=1e-3, weight_decay=0.0, warmup=50, decay_from=1.0,
                                  init="lm-read", alphabet="text", shapes=((16, 64, 0.0, 0.0, 0.8),)),
     # and reads at the full context: passages and letters repeated at random offsets, a few kindling windows
-    "lm": LMSpec(config=LM_CONFIG, steps=2500, lr=6e-4, init="lm-kindle-passages", repeat_min=8, warmup=100,
+    "lm-reads": LMSpec(config=LM_CONFIG, steps=2500, lr=6e-4, init="lm-kindle-passages", repeat_min=8, warmup=100,
                  decay_from=0.0, alphabet="language",
                  shapes=((16, 64, 0.3, 0.2, 0.2), (2, 512, 0.35, 0.15, 0.0), (2, 512, 0.2, 0.1, 0.0))),
+    # then wins back the language the kindling cost (held-out bits/char), lm-base teaching on the plain text
+    "lm": LMSpec(config=LM_CONFIG, steps=3000, lr=6e-4, init="lm-reads", teacher="lm-base", distill=0.7,
+                 repeat_min=8, warmup=100, decay_from=0.0, alphabet="language",
+                 shapes=((8, 512, 0.25, 0.1, 0.0), (16, 64, 0.3, 0.2, 0.2))),
     # the draft for speculative decoding: same corpus, so the same vocabulary (lm_vocabulary is deterministic)
     "lm-draft-base": LMSpec(config=DRAFT_CONFIG, steps=3000, lr=3e-3),
     "lm-draft": LMSpec(config=DRAFT_CONFIG, steps=6000, lr=1e-3, init="lm-draft-base", **READS_CONTEXT),
@@ -158,10 +168,12 @@ class Windows:
             x[0] = self.bos
             L = self._int(8, min(32, T // 2) + 1)
             x[1 + L:1 + 2 * L] = x[1:1 + L]
+            self.last_plain = False
             return x
         s = int(self.starts[lang][self._int(0, len(self.starts[lang]))])
         x = torch.cat([torch.tensor([self.bos]), self.tokens[lang][s:s + T]])
         r = float(torch.rand(1, generator=self.gen))
+        self.last_plain = r >= passage + random
         if r < passage + random:
             n = self._int(self.spec.repeat_min, min(128, T // 3) + 1)  # the repeated span's length
             i = self._int(1, T + 2 - 2 * n)  # first copy at i, second at j: any later offset that fits
@@ -182,9 +194,14 @@ class Windows:
 
     def batch(self, size: int, T: int | None = None, passage: float | None = None,
               random: float | None = None, kindle: float | None = None) -> torch.Tensor:
-        """(size, T + 1): half the rows English, half Chinese."""
-        return torch.stack([self.window(LANGUAGES[i % len(LANGUAGES)], T, passage, random, kindle)
-                            for i in range(size)])
+        """(size, T + 1): half the rows English, half Chinese. ``self.plain``: (size,) bool, the rows that are
+        text alone (no repeat, no random characters)."""
+        rows, plain = [], []
+        for i in range(size):
+            rows.append(self.window(LANGUAGES[i % len(LANGUAGES)], T, passage, random, kindle))
+            plain.append(self.last_plain)
+        self.plain = torch.tensor(plain)
+        return torch.stack(rows)
 
 
 def alphabets(tokenizer: CharTokenizer, tokens: dict, spec: LMSpec) -> dict:
@@ -238,11 +255,20 @@ def val_windows(tokenizer: CharTokenizer, texts: dict, T: int, n: int = 16, seed
     return out
 
 
-def train_step(model, opt, x: torch.Tensor, lr: float) -> float:
+def train_step(model, opt, x: torch.Tensor, lr: float, teacher=None, plain=None, distill: float = 0.0) -> float:
+    """One AdamW step on the next-token loss of every position of ``x`` (B, T + 1). With a ``teacher`` model, the
+    rows where ``plain`` is True are learnt from its distribution as well (``LMSpec.distill``)."""
     for group in opt.param_groups:
         group["lr"] = lr
     logits = model(x[:, :-1])  # (B, T, vocab): every position predicts the next token at once
-    loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
+    loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten(), reduction="none").view(x.shape[0], -1)
+    if teacher is not None and distill and plain.any():
+        with torch.no_grad():
+            taught = F.log_softmax(teacher(x[plain, :-1]).float(), dim=-1)
+        own = F.log_softmax(logits[plain], dim=-1)
+        kl = (taught.exp() * (taught - own)).sum(-1)  # (rows, T): KL(teacher || student) at each position
+        loss = torch.cat([(1 - distill) * loss[plain] + distill * kl, loss[~plain]])  # plain rows: (1 - d) CE + d KL
+    loss = loss.mean()
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -322,6 +348,12 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
             record["init"] = str(init_weights or spec.init)
             record["val"].append([0, evaluate(model, val, tokenizer)])
             print(f"[{name}] from {record['init']}: {record['val'][-1][1]}", flush=True)
+    teacher = None
+    if spec.teacher:
+        teacher = MiniTransformer(shipped.replace(attn_impl="sdpa")).eval()
+        teacher.load_state_dict(initial_weights(spec.teacher, LMSpec(config=spec.config, steps=0, init=spec.teacher),
+                                                corpus, threads, verbose))
+        teacher.requires_grad_(False)
     model.train()
     run, resumed_with = [], record["seconds"]  # the log's s/step counts this session's steps only
     end = spec.stop_at or spec.steps  # a stage may take only the first steps of its schedule
@@ -329,7 +361,8 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
         for step in range(start, end):
             t0 = time.perf_counter()
             shape = shapes[step % len(shapes)]  # (batch, context[, passage, random, kindle shares])
-            run.append(train_step(model, opt, windows.batch(*shape), lr_at(spec, step)))
+            x = windows.batch(*shape)
+            run.append(train_step(model, opt, x, lr_at(spec, step), teacher, windows.plain, spec.distill))
             record["seconds"] += time.perf_counter() - t0
             if len(run) == 25 or step == end - 1:
                 record["losses"].append([step + 1, round(sum(run) / len(run), 4)])
