@@ -15,7 +15,6 @@ import lib
 from lib import heads, lm
 from lib.corpus import COVERAGE, LANGUAGES, heldout_text, lm_vocabulary
 from lib.demo import ASSETS, demo_info
-from lib.sinks import sink_share, streaming_drift
 
 torch.set_num_threads(1)
 
@@ -133,55 +132,8 @@ def test_samples_look_like_their_language():
     assert r["en_words"] < 0.3 and r["zh_five"] < 0.3, r
 
 
-# ------------------------------------------------------------------------------------- heads you can name
-def test_a_previous_token_head():
-    model, _ = real()
-    share = torch.stack([heads.previous_token_share(model, w) for w in held_windows("en")[:2]]).mean(0)
-    layer, head, value = heads.strongest(share)
-    assert (layer, head) == PREVIOUS_TOKEN_HEAD and value > 0.7, (layer, head, value)
-    assert heads.strongest(torch.stack([heads.previous_token_share(random_twin()[0], held_windows("en")[0])]).mean(0))[2] < 0.1
-
-
-PREVIOUS_TOKEN_HEAD = (0, 1)
-
-
-# ---------------------------------------------------- the first position, copying, and windows (measured)
-def test_the_first_position_is_no_sink_in_this_model_but_is_in_the_toy():
-    """What notebooks 02, 03 and 10 say: the real model gives <s> about an even share at most, unlike the toy."""
-    model, _ = real()
-    share = torch.stack([sink_share(model, w, 1, 64) for lang in LANGUAGES for w in held_windows(lang)[:2]]).mean(0)
-    assert float(share.max()) < SINK_AT_MOST, share
-    chat, ctok = lib.load_demo("chat")
-    toy = sink_share(chat, ctok.encode("<s>人工智能"), 1, 2)
-    assert float(toy.max()) > 0.4
-
-
-SINK_AT_MOST = 0.05
-
-
-def test_in_context_copying_of_a_random_string():
-    model, tok = real()
-    c = heads.copying(model, tok, n=100)
-    assert c["first"] > c["uniform"] - 1  # the first copy is unpredictable
-    assert c["ratio"] > COPY_RATIO_AT_LEAST, c  # measured: the second copy is hardly easier (no induction head)
-
-
-COPY_RATIO_AT_LEAST = 0.9
-
-
-def test_a_window_over_text_four_times_longer():
-    model, tok = real()
-    for lang in LANGUAGES:
-        w = held_windows(lang)[0]
-        full = streaming_drift(model, w)["perplexity"]
-        alone = streaming_drift(model, w, window=64)["perplexity"]
-        sinks = streaming_drift(model, w, window=64, sinks=4)["perplexity"]
-        assert len(w) >= 4 * 64
-        assert abs(alone / full - 1) < WINDOW_DRIFT_AT_MOST and abs(sinks / full - 1) < WINDOW_DRIFT_AT_MOST, \
-            (lang, full, alone, sinks)
-
-
-WINDOW_DRIFT_AT_MOST = 0.05
+# ------------------------------------------------- heads, copying, windows and the first position
+# tests/test_lm_reads.py: the model reads its context (an induction head over a previous-token head)
 
 
 # ------------------------------------------------------------------------- speculative, int8, bytes
@@ -239,3 +191,33 @@ def test_train_lm_smoke(tmp_path, monkeypatch):
     assert model.config.attn_impl == "manual" and (tmp_path / "state" / "lm-draft.pt").is_file()
     again = tl.train_lm("lm-draft", corpus=tmp_path, resume=True, verbose=False)[2]
     assert again["losses"] == info["losses"]  # resumed at the end: nothing more to do
+
+
+def test_a_stage_taught_by_another_learns_its_distribution_on_plain_rows_only(tmp_path, monkeypatch):
+    """``LMSpec.distill``: on plain-text rows the loss is (1 - d) CE + d KL(teacher || student); rows with a repeat
+    keep the plain next-token loss. A student equal to its teacher has KL 0, so with d = 1 only those rows count."""
+    import copy
+    import lib.train_lm as tl
+    torch.manual_seed(0)
+    cfg = lib.ModelConfig(vocab_size=50, n_layers=1, d_model=16, n_heads=2, max_seq_len=16)
+    student = lib.MiniTransformer(cfg)
+    teacher = copy.deepcopy(student).eval()
+    x = torch.randint(0, 50, (4, 17))
+    ce = torch.nn.functional.cross_entropy(student(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten(), reduction="none")
+    ce = ce.view(4, -1)
+    opt = torch.optim.SGD(student.parameters(), lr=0.0)  # lr 0: the step reports the loss and changes nothing
+    plain = torch.tensor([True, False, True, False])
+    assert tl.train_step(student, opt, x, 0.0, teacher, plain, 1.0) == pytest.approx(ce[~plain].sum().item() / 64
+                                                                                       * 1.0, rel=1e-5)
+    assert tl.train_step(student, opt, x, 0.0, teacher, plain, 0.0) == pytest.approx(ce.mean().item(), rel=1e-5)
+    assert tl.train_step(student, opt, x, 0.0, None, plain, 1.0) == pytest.approx(ce.mean().item(), rel=1e-5)
+    text = {"en": "To be, or not to be, that is the question.\n" * 40, "zh": "床前明月光，疑是地上霜。\n" * 60}
+    tok = lib.CharTokenizer(sorted(set("".join(text.values()))))
+    windows = tl.Windows.build(tok, text, 48, tl.LMSpec(config={}, steps=1, repeat_passage=0.5, repeat_random=0.0,
+                                                        repeat_min=4,
+                                                        languages=("en", "zh", "zh")))
+    rows = windows.batch(6)  # rows in the languages (en, zh, zh) in turn
+    assert rows.shape == (6, 49) and windows.plain.shape == (6,) and windows.plain.dtype == torch.bool
+    chinese = [any("\u4e00" <= ch <= "\u9fff" for ch in tok.decode(r.tolist())) for r in rows]
+    assert chinese == [False, True, True, False, True, True]
+    assert windows.plain.any() and not windows.plain.all()  # some rows carry a repeat: those are the student's alone
