@@ -113,9 +113,10 @@ bench: setup
 
 # Rebuild shipped weights in assets/. MODEL=toys (default): the four memorising toys from assets/corpus.txt, in
 # seconds (bit-identical on the same machine; on another CPU the same phrases and loss, tests/test_demo.py).
-# MODEL=lm: the real small language model in stages (lm-base, about 3.3 hours on one thread, then the stages that
-# teach it to read its context, about 70 min on two; each resumable: python -m lib.train_lm STAGE --resume; it writes
-# assets/lm.safetensors: the last run's weights wait in assets/training/ until the course is re-based on them), MODEL=lm-draft its draft (about
+# MODEL=lm: the real small language model in stages (lm-base, about 3.3 hours on one thread, kept in
+# assets/training/ so the chain starts after it; then the stages that teach it to read its context and win its
+# language back, about 2.7 hours on two cores; each resumable: python -m lib.train_lm STAGE --resume; it writes
+# assets/lm.safetensors), MODEL=lm-draft its draft (about
 # 45 min; the same vocabulary); both fetch and split their corpus first (make corpus). MODEL=chat etc.:
 # one toy. MODEL=all: everything.
 MODEL ?= toys

@@ -306,11 +306,11 @@ def save_state(path: Path, model, opt, windows: Windows, step: int, record: dict
 
 
 def initial_weights(name: str, spec: LMSpec, corpus=None, threads=None, verbose=True, init_weights=None):
-    """The weights a stage starts from: ``init_weights`` (a checkpoint's path) when given, else the finished
+    """(state dict, stages) a stage starts from: ``init_weights`` (a checkpoint's path) when given, else the finished
     weights of the stage ``spec.init`` (under .cache/train/, or kept in assets/training/; trained first when
-    neither has them); None for a stage that starts from random weights."""
+    neither has them); (None, []) for a stage that starts from random weights."""
     if spec.init is None:
-        return None
+        return None, []
     path = Path(init_weights) if init_weights else STATE / f"{spec.init}-final.safetensors"
     if not path.is_file() and not init_weights and (KEPT / f"{spec.init}.safetensors").is_file():
         path = KEPT / f"{spec.init}.safetensors"  # a stage's weights the repository keeps (lm-base)
@@ -319,7 +319,18 @@ def initial_weights(name: str, spec: LMSpec, corpus=None, threads=None, verbose=
             raise FileNotFoundError(f"--init {path} is not a file: give a checkpoint written by save_checkpoint")
         model, tokenizer, info = train_lm(spec.init, corpus=corpus, threads=threads, verbose=verbose)
         save_checkpoint(model, tokenizer, path, dtype=torch.float32, **info)
-    return load_checkpoint(path)[0].state_dict()
+    model, _, info = load_checkpoint(path)
+    return model.state_dict(), stages(info)
+
+
+def stages(info: dict) -> list[dict]:
+    """The stages that made a checkpoint, first to last, from its training record: each one's name, steps, minutes,
+    threads and CPU (a record written before stages were kept counts as one stage)."""
+    if "stages" in info:
+        return list(info["stages"])
+    steps = info["spec"].get("stop_at") or info["spec"]["steps"]
+    return [dict(name=info.get("name"), steps=steps, minutes=round(info["seconds"] / 60, 1), threads=info["threads"],
+                 cpu=info.get("cpu", ""))]
 
 
 def train_lm(name: str, steps: int | None = None, resume: bool = False, save_every: int = 250,
@@ -353,7 +364,7 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
         start, record = state["step"], state["record"]
         print(f"[{name}] resuming at step {start} from {load_from}")
     else:
-        init = initial_weights(name, spec, corpus, threads, verbose, init_weights)
+        init, record["stages"] = initial_weights(name, spec, corpus, threads, verbose, init_weights)
         if init is not None:
             model.load_state_dict(init)
             record["init"] = str(init_weights or spec.init)
@@ -363,7 +374,7 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
     if spec.teacher:
         teacher = MiniTransformer(shipped.replace(attn_impl="sdpa")).eval()
         teacher.load_state_dict(initial_weights(spec.teacher, LMSpec(config=spec.config, steps=0, init=spec.teacher),
-                                                corpus, threads, verbose))
+                                                corpus, threads, verbose)[0])
         teacher.requires_grad_(False)
     model.train()
     run, resumed_with = [], record["seconds"]  # the log's s/step counts this session's steps only
@@ -395,6 +406,7 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
                 threads=torch.get_num_threads(), cpu=cpu_name(), seconds=round(record["seconds"], 1),
                 init=record.get("init"), losses=record["losses"], val_bits_per_char=record["val"],
                 parameters=model.num_parameters())
+    info["stages"] = record.get("stages", []) + stages(info)  # the stages before this one, then this one
     return trained(model, shipped), tokenizer, info
 
 

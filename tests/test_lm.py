@@ -191,6 +191,14 @@ def test_train_lm_smoke(tmp_path, monkeypatch):
     assert model.config.attn_impl == "manual" and (tmp_path / "state" / "lm-draft.pt").is_file()
     again = tl.train_lm("lm-draft", corpus=tmp_path, resume=True, verbose=False)[2]
     assert again["losses"] == info["losses"]  # resumed at the end: nothing more to do
+    assert [s["name"] for s in info["stages"]] == ["lm-draft"] and info["stages"][0]["steps"] == 3
+    # a stage that goes on from another trains that one first, and its record lists both stages
+    monkeypatch.setitem(tl.SPECS, "lm", tl.LMSpec(config=tl.SPECS["lm-draft"].config, steps=2, batch=2, warmup=1,
+                                                  init="lm-draft", teacher="lm-draft", distill=0.5, eval_every=2))
+    (tmp_path / "state" / "lm-draft.pt").unlink()  # lm-draft's finished weights are what lm starts from
+    chained = tl.train_lm("lm", corpus=tmp_path, verbose=False)[2]
+    assert [(s["name"], s["steps"]) for s in chained["stages"]] == [("lm-draft", 3), ("lm", 2)]
+    assert (tmp_path / "state" / "lm-draft-final.safetensors").is_file()
 
 
 def test_a_stage_taught_by_another_learns_its_distribution_on_plain_rows_only(tmp_path, monkeypatch):
