@@ -120,7 +120,11 @@ def repeated_lines(text: str) -> tuple[int, int]:
 
 
 # Notebook 01: a poem's title and poet, where the greedy run falls into a loop and sampled runs do not.
-LOOP_PROMPT = "<s>送友人\n李白\n"
+LOOP_PROMPT = "<s>静夜思\n李白\n"
+# Notebook 02: the generation player's run on the real model (a speech heading: it copies its own phrase back).
+PLAYER_PROMPT = "<s>ROMEO.\n"
+# Notebook 05: the int8 cache's first greedy divergence (lib.quant.STORED_DIVERGENCES).
+INT8_PROMPT = "<s>HAMLET.\n"
 
 
 # Every greedy run of the real model whose text a notebook stores (prompt -> max_new_tokens). tests/test_lm.py checks
@@ -128,7 +132,7 @@ LOOP_PROMPT = "<s>送友人\n李白\n"
 # stores a new greedy generation of the real model adds it here.
 STORED_GENERATIONS: dict[str, int] = {
     LOOP_PROMPT: 72,       # notebook 01: greedy poetry falls into a loop
-    "<s>HAMLET.\n": 32,    # notebook 02: the generation player's run on the real model
+    PLAYER_PROMPT: 40,     # notebook 02: the generation player's run on the real model
     "<s>Et tu, Brute?": 16,  # 03: the heat-maps' run (Julius Caesar, held out) and cached ≡ uncached
-    "<s>相思\n王维\n红豆生南国，": 52,  # notebook 05: the fp32 run up to its first int8 divergence (lib.quant)
+    INT8_PROMPT: 11,       # notebook 05: the fp32 run up to its first int8 divergence (lib.quant)
 }

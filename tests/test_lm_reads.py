@@ -1,12 +1,11 @@
-"""The retrained real model that reads its context (assets/training/lm.safetensors, issue 32), measured before it
-replaces the shipped assets/lm.safetensors. It waits beside the run that made it because it is not there yet:
-held-out bits/char 1.991 (en) and 6.190 (zh) over the whole split against the shipped 1.941 and 5.752; passages
-written twice cost 0.76 / 0.70 of the first copy (the issue asks 0.5); a 64-position window loses 4% / 2% on text
-repeated from far back (the issue asks 10%). Those are not asserted here; what it does reach is.
+"""The real model reads its context (issue 32): it copies what it has read, through an induction head that reads a
+previous-token head below it, so a window that forgets far keys costs it on text that repeats from far back.
 
-Each threshold is one the retrained weights pass and the shipped lm (which does not read its context), a random
-model of the same shape and the toy chat fail; every figure is printed by ``python -m tools.context_report
-assets/training/lm.safetensors assets/lm.safetensors``. No test retrains anything."""
+Each threshold is one the shipped weights (assets/lm.safetensors) pass and the model they replace fails: lm-base,
+the same shape trained on language alone (kept as assets/training/lm-base.safetensors: the first stage of the
+recipe and the teacher of the last), a random model of the same shape and, where it applies, the toy chat. Every
+figure is printed by ``python -m tools.context_report assets/lm.safetensors assets/training/lm-base.safetensors``.
+No test retrains anything."""
 import functools
 
 import pytest
@@ -15,26 +14,32 @@ import torch
 import lib
 from lib import heads, lm
 from lib.corpus import LANGUAGES, heldout_text
-from lib.demo import ASSETS, load_checkpoint
-from lib.sinks import drift_sweep
+from lib.demo import ASSETS, demo_info, load_checkpoint
+from lib.sinks import drift_sweep, sink_share
 
 torch.set_num_threads(1)
 
-RETRAINED = ASSETS / "training" / "lm.safetensors"
+BASE = ASSETS / "training" / "lm-base.safetensors"
 COPY_N = 100  # characters in each copy of a random string
 
 
 @functools.lru_cache(maxsize=None)
 def model(which: str):
-    """("reads" | "shipped" | "random") -> (model, tokenizer)."""
-    if which == "reads":
-        m, tok, _ = load_checkpoint(RETRAINED)
+    """("lm" | "base" | "random") -> (model, tokenizer)."""
+    if which == "base":
+        m, tok, _ = load_checkpoint(BASE)
         return m.eval(), tok
     shipped, tok = lib.load_demo("lm")
-    if which == "shipped":
+    if which == "lm":
         return shipped, tok
     torch.manual_seed(0)
     return lib.MiniTransformer(shipped.config).eval(), tok
+
+
+@functools.lru_cache(maxsize=None)
+def held_windows(lang: str, n: int = 4):
+    m, tok = model("lm")
+    return lm.windows(tok, heldout_text(lang), m.config.max_seq_len, n)
 
 
 def letters_twice(tok, seeds=(0, 1, 2, 3)):
@@ -45,19 +50,36 @@ def induction(m, tok, seeds=(0, 1, 2, 3)) -> torch.Tensor:
     return torch.stack([heads.induction_share(m, ids, COPY_N) for ids in letters_twice(tok, seeds)]).mean(0)
 
 
-def test_same_shape_and_vocabulary_as_the_shipped_model_and_a_record_of_every_stage():
-    (m, tok), (s, stok) = model("reads"), model("shipped")
-    assert m.config == s.config and tok == stok
-    info = load_checkpoint(RETRAINED)[2]
-    assert info["command"] == "python -m lib.train_lm lm" and info["init"]
-    assert info["val_bits_per_char"][-1][0] == info["spec"]["steps"]
+def test_the_model_it_replaces_is_kept_with_the_same_shape_and_vocabulary():
+    (m, tok), (b, btok) = model("lm"), model("base")
+    assert m.config == b.config and tok == btok
+    info, base = demo_info("lm"), load_checkpoint(BASE)[2]
+    assert info["spec"]["teacher"] == "lm-base" and info["spec"]["init"] == "lm-keep"
+    assert base["command"] == "python -m lib.train_lm lm" and base["spec"]["steps"] == 6000  # lm-base, then named lm
+    names = [s["name"] for s in info["stages"]]  # the whole recipe, first stage to last, with what each took
+    assert names[0] == "lm-base" and names[-1] == "lm" and len(set(names)) == len(names)
+    assert all(s["steps"] > 0 and s["minutes"] > 0 for s in info["stages"])
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_held_out_text_costs_no_more_than_before(lang):
+    """Reading its context cost the model little of its language: bits/char on four held-out windows within
+    HELD_OUT_SLACK of lm-base's (measured 2.154 against 2.215 in English, 6.244 against 6.153 in Chinese). Over the
+    whole held-out split (tools.context_report) 1.961 against 1.941 and 5.856 against 5.752: the issue's goal, no
+    worse than before, is not met yet (+1.0% en, +1.8% zh)."""
+    now = lm.window_bits(model("lm")[0], held_windows(lang))
+    before = lm.window_bits(model("base")[0], held_windows(lang))
+    assert now <= before + HELD_OUT_SLACK[lang], (lang, now, before)
+
+
+HELD_OUT_SLACK = {"en": 0.0, "zh": 0.1}  # bits per character
 
 
 def test_a_random_string_of_letters_written_twice_is_copied():
-    """The second copy costs at most 0.3 of the first (the shipped lm: 0.96)."""
-    c = heads.copying(*model("reads"), n=COPY_N, alphabet=heads.LETTERS)
+    """The second copy costs at most COPY_RATIO_AT_MOST of the first (measured 0.25; lm-base 0.96)."""
+    c = heads.copying(*model("lm"), n=COPY_N, alphabet=heads.LETTERS)
     assert c["ratio"] <= COPY_RATIO_AT_MOST, c
-    for other in ("shipped", "random"):
+    for other in ("base", "random"):
         assert heads.copying(*model(other), n=COPY_N, alphabet=heads.LETTERS)["ratio"] > 0.9, other
     chat, ctok = lib.load_demo("chat")  # the toy's context is 64: copies of 30 of its own characters
     assert heads.copying(chat, ctok, n=30)["ratio"] > 0.9
@@ -69,40 +91,58 @@ COPY_RATIO_AT_MOST = 0.3
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_a_held_out_passage_written_twice_is_read_the_second_time(lang):
     """120 held-out characters written twice: the second copy costs at most PASSAGE_RATIO_AT_MOST of the first
-    (measured 0.76 en, 0.70 zh; the shipped lm 1.06 / 1.03)."""
-    c = heads.passage_copying(*model("reads"), lang)
+    (measured 0.77 en, 0.38 zh; lm-base 1.06, 1.03). The issue asks for 0.5: met in Chinese, not in English."""
+    c = heads.passage_copying(*model("lm"), lang)
     assert c["ratio"] <= PASSAGE_RATIO_AT_MOST[lang], c
-    assert heads.passage_copying(*model("shipped"), lang)["ratio"] > 0.9
+    assert heads.passage_copying(*model("base"), lang)["ratio"] > 0.9
 
 
-PASSAGE_RATIO_AT_MOST = {"en": 0.8, "zh": 0.75}  # the issue's goal: 0.5
+PASSAGE_RATIO_AT_MOST = {"en": 0.8, "zh": 0.5}
 
 
 def test_an_induction_head_reads_a_previous_token_head_below_it():
-    m, tok = model("reads")
+    """Layer 3 head 1 gives 0.60 of its weight to the token after the current one's earlier occurrence (random
+    letters written twice); layer 2 head 0 gives 0.69 to the token just before (held-out text): the two halves of
+    the circuit (lm-base and a random model: under 0.1)."""
+    m, tok = model("lm")
     layer, head, value = heads.strongest(induction(m, tok))
     assert (layer, head) == INDUCTION_HEAD and value >= 0.5, (layer, head, value)
-    windows = lm.windows(tok, heldout_text("en"), m.config.max_seq_len, 2)
-    prev = torch.stack([heads.previous_token_share(m, w) for w in windows]).mean(0)
+    prev = torch.stack([heads.previous_token_share(m, w) for w in held_windows("en")[:2]]).mean(0)
     p_layer, p_head, p_value = heads.strongest(prev)
-    assert p_layer < layer and p_value > 0.5, (p_layer, p_head, p_value)
-    for other in ("shipped", "random"):
+    assert (p_layer, p_head) == PREVIOUS_TOKEN_HEAD and p_layer < layer and p_value > 0.6, (p_layer, p_head, p_value)
+    for other in ("base", "random"):
         assert heads.strongest(induction(*model(other), seeds=(0,)))[2] < 0.1, other
+    random_prev = heads.previous_token_share(model("random")[0], held_windows("en")[0])
+    assert heads.strongest(random_prev)[2] < 0.1
 
 
 INDUCTION_HEAD = (3, 1)
+PREVIOUS_TOKEN_HEAD = (2, 0)
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_a_64_position_window_loses_what_the_text_repeats_from_far_back(lang):
     """Held-out windows of 512 whose first 128 characters come again at the end (~380 positions later): a window of
-    64 costs more than the cache that keeps every key (measured +4.2% en, +1.8% zh in bits per character; the issue's
-    goal is 10%), the shipped lm less (it reads nothing that far back)."""
-    m, tok = model("reads")
-    full, window = drift_sweep(m, heads.repeated_far(tok, lang), [(None, 0), (64, 0)])
+    64 costs at least FAR_WINDOW_LOSS_AT_LEAST more bits per character than the cache that keeps every key
+    (measured +4.4% en, +3.8% zh; the issue asks for 10%); lm-base loses less (it reads nothing that far back)."""
+    full, window = drift_sweep(model("lm")[0], heads.repeated_far(model("lm")[1], lang), [(None, 0), (64, 0)])
     assert window["nll"] >= FAR_WINDOW_LOSS_AT_LEAST[lang] * full["nll"], (lang, full["nll"], window["nll"])
-    s_full, s_window = drift_sweep(model("shipped")[0], heads.repeated_far(tok, lang), [(None, 0), (64, 0)])
-    assert s_window["nll"] < FAR_WINDOW_LOSS_AT_LEAST[lang] * s_full["nll"]
+    b_full, b_window = drift_sweep(model("base")[0], heads.repeated_far(model("lm")[1], lang), [(None, 0), (64, 0)])
+    assert b_window["nll"] < FAR_WINDOW_LOSS_AT_LEAST[lang] * b_full["nll"]
 
 
-FAR_WINDOW_LOSS_AT_LEAST = {"en": 1.03, "zh": 1.012}
+FAR_WINDOW_LOSS_AT_LEAST = {"en": 1.03, "zh": 1.03}
+
+
+def test_the_first_position_draws_weight_in_a_later_layer():
+    """Gu et al.'s metric: the largest share of attention that a head in layer >= 1 gives position 0 (<s>), over
+    queries at positions >= 64 of held-out text, at least Gu's 0.3 (measured 0.315, layer 3 head 1: the induction
+    head parks its weight on <s> when it has nothing to copy). lm-base gives it 0.001."""
+    def first_position(m):
+        share = torch.stack([sink_share(m, w, 1, 64) for lang in LANGUAGES for w in held_windows(lang)[:2]]).mean(0)
+        return float(share[1:].max())
+    assert first_position(model("lm")[0]) >= SINK_AT_LEAST
+    assert first_position(model("base")[0]) < 0.05
+
+
+SINK_AT_LEAST = 0.3  # Gu et al. 2024's threshold for a sink head

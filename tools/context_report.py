@@ -1,7 +1,8 @@
 """Does a model read its context? Every figure of the real model's copying, heads, window and sink, for one
-checkpoint: ``python -m tools.context_report [PATH ...]`` (default: the shipped ``assets/lm.safetensors``).
+checkpoint: ``python -m tools.context_report [PATH ...]`` (default: the shipped ``assets/lm.safetensors`` and
+the model it replaced, ``assets/training/lm-base.safetensors``).
 
-Not a test: ``tests/test_lm.py`` asserts the thresholds on the shipped weights; this prints the numbers (for a
+Not a test: ``tests/test_lm_reads.py`` asserts the thresholds on the shipped weights; this prints the numbers (for a
 training run's checkpoints under ``.cache/train/`` too, so a run can be compared with the model it replaces).
 
 - copying: a random string written twice (whole vocabulary; lower-case letters), second-copy loss / first;
@@ -53,7 +54,7 @@ def report(path: Path) -> dict:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tools.context_report", description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", type=Path, default=[ASSETS / "lm.safetensors"])
+    parser.add_argument("paths", nargs="*", type=Path, default=[ASSETS / "lm.safetensors", ASSETS / "training" / "lm-base.safetensors"])
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
     if args.threads:
