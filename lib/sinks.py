@@ -10,9 +10,12 @@ the model's outputs drift; keeping the first ``sinks`` positions for good and th
 (``streaming_drift`` measures both against the full cache; ``drift_sweep`` does it for several settings with one
 pass of the full cache). Both take one sequence or several of one length (an (n, T) tensor) and average over them.
 
-Whether a model has a sink at all is a measurement, not a given: the toy ``chat`` has one (a head gives ``<s>``
-half its weight), the course's real model ``lm`` has none on held-out text (no head gives it more than a few times
-``uniform_share``, the even spread), and a window costs it only the text it evicts.
+Whether a model has a sink at all is a measurement, not a given (``uniform_share`` is the even spread to compare
+with; Gu et al. 2024 count a head in a layer >= 1 whose share, over queries at positions >= 64, is at least 0.3:
+``sink_share(model, ids, 1, 64)``). The toy ``chat`` parks half a head's weight on ``<s>``, but on positions it never
+trained: a demo of the mechanism, not evidence about language models. What a window costs the real model ``lm``
+depends on the text: little on plain text, more where a passage comes back from farther than the window and the
+model would copy it (``lib.heads.repeated_far``); notebook 12 and ``python -m tools.context_report`` measure both.
 
 Positions: by default lib keeps every key at its real position (its rotation or learned position embedding is
 the one it got when it was computed) and the query's position keeps counting, so a generation ends at

@@ -360,7 +360,7 @@ ZH: dict[str, str] = {
     "the slots, and the newest query’s weight on each key": "各槽位，以及最新查询对每个键的权重",
     "W = {w} slots: {s} sink(s) kept for good, {r} for the most recent positions, in turn":
         "W = {w} 个槽位：{s} 个汇点永久保留，{r} 个轮流存放最近的位置",
-    "window W": "窗口 W", "sinks": "汇点数", "slot {s}": "槽位 {s}", "position ": "位置 ",
+    "window W": "窗口 W", "your text": "你的文本", "sinks": "汇点数", "slot {s}": "槽位 {s}", "position ": "位置 ",
     "positions 1..{p}": "位置 1..{p}", "sink: kept for good": "汇点：永久保留", "held (the window)": "保留（窗口内）",
     "the newest token": "最新的 token", "empty": "空", "window only": "只有窗口", "window + sinks": "窗口 + 汇点",
     # the capacity explorer (lib/widgets/capacity.py)

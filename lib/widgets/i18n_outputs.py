@@ -1295,3 +1295,43 @@ ZH_PRINTED.update({  # -- nb0708 -- values and lines 08 prints
     "untrained draft: {0} runs: {1}/{2} proposals kept ({3}), {4} tokens in {5} target passes; {6}":
         "未训练的草稿模型：{0} 次运行，{2} 个提议中 {1} 个被接受（{3}），目标模型 {5} 次前向传播得到 {4} 个 token；{6}",
 })
+
+ZH_OUTPUTS.update({  # -- nb12 (issue 32) -- 12's tables and answers on a model that reads its context
+    "written twice": "写两遍的内容", "first copy": "第一遍", "second copy": "第二遍", "second / first": "第二遍 / 第一遍",
+    "100 random letters": "100 个随机字母", "the last 128 characters": "最后 128 个字符", "new text": "新文本",
+    "the opening again": "开头再现", "bits/char before them": "之前的每字符比特数",
+    "bits/char on them": "这些字符的每字符比特数", "on them vs full cache": "这些字符 vs 完整缓存",
+    "nbytes before": "之前的 nbytes", "nbytes after": "之后的 nbytes", "scored positions": "打分的位置数",
+    "cache bytes": "缓存字节数", "a full cache": "完整缓存需要",
+    "Gu et al.'s bar is 0.3 of a head's weight on position 0; the most any head of lm from layer 1 on gives it is "
+    "{en} in English and {zh} in Chinese.":
+        "Gu 等的门槛是一个头把 0.3 的权重给位置 0；lm 从第 1 层起给得最多的头，英文是 {en}，中文是 {zh}。",
+    "The sinks take {n} of the W = {w} slots: the same memory, {r} slots left for recent text.":
+        "汇点占去 W = {w} 个槽位中的 {n} 个：内存不变，留给近处文本的只剩 {r} 个槽位。",
+    "On plain text a window of 32 costs {p32} of perplexity, 64 costs {p64}; section 5 showed what a window costs "
+    "on text that comes back.":
+        "在普通文本上，窗口 32 让困惑度变化 {p32}，窗口 64 变化 {p64}；窗口在文本再次出现时的代价见第 5 节。",
+})
+
+ZH_PRINTED.update({  # -- nb12 (issue 32) -- lines 12's cells print
+    "bits per character on each copy (the first character of each copy left out)":
+        "每一遍的每字符比特数（每一遍的第一个字符不计）",
+    "held-out {0} passages, {1} characters": "留出的 {0} 段落，{1} 个字符",
+    "the induction head: layer {0}, head {1}, {2} of its weight on the letter after the earlier occurrence":
+        "归纳头：第 {0} 层，第 {1} 头，把 {2} 的权重放在上一次出现之后的那个字母上",
+    "lm, held-out text: the weight on position 0 from queries at positions 64 and later, per head (an even spread "
+    "would give {0})": "lm，留出文本：位置 64 及以后的查询分给位置 0 的权重，按头列出（平均分配时为 {0}）",
+    "{0}: the most, from layer 1 on: layer {1}, head {2}, {3} ({4}; {5} Gu et al.'s 0.3)":
+        "{0}：第 1 层起给得最多的是第 {1} 层第 {2} 头，{3}（{4}；{5} Gu 等的 0.3）",
+    "the induction head": "就是归纳头", "not the induction head": "不是归纳头",
+    "at or above": "达到或超过", "below": "低于",
+    "chat (toy), its own run: layer {0}, head {1} gives <s> {2} of its weight (an even spread would give {3})":
+        "chat（玩具模型），它自己生成的序列：第 {0} 层第 {1} 头把 {2} 的权重给了 <s>（平均分配时为 {3}）",
+    "positions in the text: a prompt of {0} tokens leaves room for at most {1} new token(s) in the context window "
+    "(max_seq_len={2}), but max_new_tokens={3}":
+        "位置按文本计数：{0} 个 token 的提示词在上下文窗口（max_seq_len={2}）里最多只留得下 {1} 个新 token，"
+        "但 max_new_tokens={3}",
+    "positions within the cache: {0} tokens, {1} times the context window; the next query sits at position {2} of "
+    "the cache": "位置在缓存内部编号：共 {0} 个 token，是上下文窗口的 {1} 倍；下一个查询位于缓存的位置 {2}",
+    "the last 160 characters: {0}": "最后 160 个字符：{0}",
+})

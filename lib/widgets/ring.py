@@ -308,7 +308,8 @@ class RingStepper(FrameStepping):
     """The live ring buffer: ``ids`` fed one token at a time through a windowed ``KVCache`` with 0..4 sinks.
 
     Python API (no browser needed): ``set(window=, sinks=, layer=, head=)`` (one re-run of the model on the text;
-    bad values raise and change nothing), ``.step`` (get / set: the position shown), ``.next()``, ``.back()``,
+    bad values raise and change nothing), ``set_text(text)`` (the learner's own text: ``<s>`` and its first
+    ``MAX_TOKENS - 1`` characters; the text box calls it), ``.step`` (get / set: the position shown), ``.next()``, ``.back()``,
     ``.state()`` (settings, the frame as a dict, the HTML), ``.frames``, ``.last_update_ms``; ``.widget`` is the
     ipywidgets box (display the stepper itself)."""
 
@@ -332,23 +333,58 @@ class RingStepper(FrameStepping):
         self.slider = W.IntSlider(value=0, min=0, max=len(self.frames) - 1, description=t("position"),
                                   style=style.control_style(), layout=W.Layout(width="24em"))
         self.view = W.HTML()
+        self._quiet = False  # True while set_text moves the boxes
+        self.text_box = W.Text(value=tokenizer.decode(self.ids[1:].tolist()), description=t("your text"),
+                               continuous_update=False, style=style.control_style(), layout=W.Layout(width="40em"))
+        self.text_box.observe(lambda ch: self._from_text(ch["new"]), names="value")
         for box, key in ((self.window_box, "window"), (self.sinks_box, "sinks"), (self.layer_box, "layer"),
                          (self.head_box, "head")):
             box.observe(lambda ch, key=key: self._from_widget(key, ch["new"]), names="value")
         self.slider.observe(lambda _: self.redraw(), names="value")
-        self.widget = self.box(style.grid(self.window_box, self.sinks_box, self.layer_box, self.head_box, columns=2),
+        self.widget = self.box(self.text_box, style.grid(self.window_box, self.sinks_box, self.layer_box, self.head_box, columns=2),
                                self.playback(), self.view)
         self.last_update_ms = 0.0
         self.redraw()
 
     def _from_widget(self, key, value):
-        if self.values[key] != value:
+        if self.values[key] != value and not self._quiet:
             try:
                 self.set(**{key: value})
             except ValueError as err:  # sinks >= window: say so, keep the last good setting
                 self.view.value = (f'<div style="color:{style.css("ink")};border-left:6px solid '
                                    f'{style.colour("recomputed")};padding:4px">{html.escape(str(err))}</div>'
                                    + ring_html(self.frames[self.slider.value]))
+
+    def _from_text(self, text: str):
+        if self._quiet:
+            return
+        try:
+            self.set_text(text)
+        except ValueError as err:  # a character outside the vocabulary, a text too short: say so, keep the last
+            self.view.value = (f'<div style="color:{style.css("ink")};border-left:6px solid '
+                               f'{style.colour("recomputed")};padding:4px">{html.escape(str(err))}</div>'
+                               + ring_html(self.frames[self.slider.value]))
+
+    def set_text(self, text: str):
+        """Step ``<s>`` + ``text`` instead (cut to ``MAX_TOKENS`` tokens), with the same settings; a window longer
+        than the new text shrinks to the largest of ``WINDOWS`` that fits. Bad text raises and changes nothing."""
+        ids = torch.tensor([self.tokenizer.bos_id] + self.tokenizer.encode(checks.text(text, "text")))[:MAX_TOKENS]
+        fits = [w for w in WINDOWS if w < len(ids)]
+        if not fits:
+            raise ValueError(f"the text needs at least {WINDOWS[0]} characters for the smallest window, W = "
+                             f"{WINDOWS[0]}; got {len(ids) - 1}")
+        window = self.values["window"] if self.values["window"] in fits else fits[-1]
+        values = {**self.values, "window": window, "sinks": min(self.values["sinks"], window - 1)}
+        self.frames = ring_frames(self.model, self.tokenizer, ids, **values)
+        self.ids, self.values = ids, values
+        self._quiet = True  # the boxes follow; their callbacks must not run the model again
+        try:
+            self.window_box.options = fits
+            self.window_box.value, self.sinks_box.value, self.text_box.value = window, values["sinks"], text
+            self.slider.max = len(self.frames) - 1
+        finally:
+            self._quiet = False
+        self.redraw()
 
     def set(self, **values):
         check_controls(values, self.CONTROLS)
