@@ -120,18 +120,26 @@ INDUCTION_HEAD = (3, 1)
 PREVIOUS_TOKEN_HEAD = (2, 0)
 
 
+def returning_bits(m, tok, lang, n: int = 128) -> tuple[float, float]:
+    """(full cache, window of 64) mean loss on the last ``n`` characters of ``repeated_far`` windows: the opening
+    that comes back 383 positions after it was first read (notebook 12, section 5, prints the same table)."""
+    full, window = drift_sweep(m, heads.repeated_far(tok, lang, n=n), [(None, 0), (64, 0)])
+    return tuple(float(torch.tensor(d["nll_by_position"])[-n:].mean()) for d in (full, window))
+
+
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_a_64_position_window_loses_what_the_text_repeats_from_far_back(lang):
-    """Held-out windows of 512 whose first 128 characters come again at the end (~380 positions later): a window of
-    64 costs at least FAR_WINDOW_LOSS_AT_LEAST more bits per character than the cache that keeps every key
-    (measured +4.4% en, +3.8% zh; the issue asks for 10%); lm-base loses less (it reads nothing that far back)."""
-    full, window = drift_sweep(model("lm")[0], heads.repeated_far(model("lm")[1], lang), [(None, 0), (64, 0)])
-    assert window["nll"] >= FAR_WINDOW_LOSS_AT_LEAST[lang] * full["nll"], (lang, full["nll"], window["nll"])
-    b_full, b_window = drift_sweep(model("base")[0], heads.repeated_far(model("lm")[1], lang), [(None, 0), (64, 0)])
-    assert b_window["nll"] < FAR_WINDOW_LOSS_AT_LEAST[lang] * b_full["nll"]
+    """Held-out windows of 512 whose first 128 characters come again at the end, 383 positions later: on that
+    returning passage a window of 64 costs at least FAR_WINDOW_LOSS_AT_LEAST more than the cache that keeps every
+    key (measured +13% en, +13% zh; over the whole window, where 383 of 511 characters are new text, +4.4% and
+    +3.8%); lm-base loses less (it reads nothing that far back)."""
+    full, window = returning_bits(*model("lm"), lang)
+    assert window >= FAR_WINDOW_LOSS_AT_LEAST * full, (lang, full, window)
+    b_full, b_window = returning_bits(model("base")[0], model("lm")[1], lang)
+    assert b_window < FAR_WINDOW_LOSS_AT_LEAST * b_full, (lang, b_full, b_window)
 
 
-FAR_WINDOW_LOSS_AT_LEAST = {"en": 1.03, "zh": 1.03}
+FAR_WINDOW_LOSS_AT_LEAST = 1.10  # the issue's "clearly worse": 10%
 
 
 def test_the_first_position_draws_weight_in_a_later_layer():
