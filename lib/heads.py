@@ -4,6 +4,7 @@
     copy = copying(model, tokenizer)           # a random string written twice: loss on the 1st copy vs the 2nd
     text = passage_copying(model, tokenizer, "en")  # a held-out passage written twice: bits/char of each copy
     ind  = induction_share(model, ids_twice, n)  # (layers, heads): weight on "the token after my last occurrence"
+    near = recent_share(model, ids, 128)       # (layers, heads): weight each query keeps within its last 128 keys
     far  = repeated_far(tokenizer, "zh")       # held-out windows whose opening passage comes again far later
 
 A *previous-token head* puts most of its weight on position t - 1 (it lets a later layer know what came just
@@ -41,6 +42,19 @@ def _one(model, input_ids) -> torch.Tensor:
 def previous_token_share(model, input_ids) -> torch.Tensor:
     """(n_layers, n_heads): the mean weight that queries at positions 1.. give to the position just before them."""
     return torch.stack([w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1) for w in _weights(model, _one(model, input_ids))])
+
+
+def recent_share(model, input_ids, k: int, from_position: int | None = None) -> torch.Tensor:
+    """(n_layers, n_heads): the mean weight that queries at positions >= ``from_position`` (default ``k``) give to
+    the last ``k`` positions they see (their own and the k - 1 before it). 1.0 means a head never looks further
+    back than k - 1 positions; what is missing from 1.0 went to older keys, the ones a short window would evict."""
+    ids = _one(model, input_ids)
+    T = ids.shape[1]
+    k = checks.integer(k, "k", 1, T)
+    start = checks.integer(k if from_position is None else from_position, "from_position", 0, T - 1)
+    rows = torch.arange(T)
+    band = (rows[:, None] - rows[None, :] >= 0) & (rows[:, None] - rows[None, :] < k)  # (T, T): key in the last k
+    return torch.stack([(w * band.to(w.device)).sum(-1)[:, start:].mean(-1) for w in _weights(model, ids)])
 
 
 def repeated_random(tokenizer, n: int, seed: int = 0, alphabet: str | None = None) -> list[int]:

@@ -67,3 +67,21 @@ def test_a_perfect_copier_scores_a_ratio_near_zero(lm_tokenizer):
     c = heads.passage_copying(model, lm_tokenizer, "en", n=100, count=3)
     assert c["first"] == pytest.approx(math.log2(lm_tokenizer.vocab_size), rel=1e-4)  # uniform: log2(V) bits
     assert c["second"] < 1e-3 and c["ratio"] < 1e-3
+
+
+def test_recent_share_is_the_weight_within_the_last_k_keys():
+    from helpers import randomized_model
+
+    model = randomized_model(seed=2, scale=0.5, max_seq_len=24)
+    ids = torch.randint(0, 50, (20,), generator=torch.Generator().manual_seed(0)).tolist()
+    ws = heads._weights(model, torch.tensor([ids]))  # (heads, T, T) per layer
+    k, start = 5, 7
+    by_hand = torch.stack([torch.stack([w[:, p, max(0, p - k + 1):p + 1].sum(-1) for p in range(start, 20)]).mean(0)
+                           for w in ws])  # (layers, heads): each query's weight on keys p - k + 1 .. p
+    share = heads.recent_share(model, ids, k, from_position=start)
+    assert share.shape == (2, 4) and torch.allclose(share, by_hand, atol=1e-6)
+    assert torch.allclose(heads.recent_share(model, ids, 20, from_position=0), torch.ones(2, 4), atol=1e-5)
+    diag = torch.stack([w.diagonal(dim1=-2, dim2=-1)[:, 3:].mean(-1) for w in ws])  # k = 1: the query's own key
+    assert torch.allclose(heads.recent_share(model, ids, 1, from_position=3), diag, atol=1e-6)
+    with pytest.raises(ValueError, match="k"):
+        heads.recent_share(model, ids, 0)

@@ -66,3 +66,25 @@ def test_sampled_runs_are_reproducible_and_stop_at_eos():
     r = speculative_generate(target, PromptLookup(), prompt, 20, k=3, eos_id=eos)
     assert torch.equal(r.sequences, generate(target, prompt, 20, eos_id=eos).sequences)
     assert r.new_tokens[0].tolist() == greedy[:greedy.index(eos) + 1]
+
+
+def test_compare_drafts_totals_the_runs_and_counts_lookups_that_found_nothing():
+    from lib.speculative import compare_drafts
+
+    target = randomized_model(2, 0.3, vocab_size=40, max_seq_len=96)
+    repeated = [[1] + list(range(5, 17)) * 2 + [5, 6]]
+    fresh = [[1, 30, 31, 32, 33]]  # nothing repeats yet: the first round's lookup finds no 3-gram, 2-gram
+    lookup = PromptLookup(min_n=2, max_n=3)
+    rows = compare_drafts(target, {"itself": target, "lookup": lookup}, {"repeat": repeated, "fresh": fresh},
+                          k=3, max_new_tokens=12)
+    assert [(r["text"], r["draft"]) for r in rows] == [("repeat", "itself"), ("repeat", "lookup"),
+                                                       ("fresh", "itself"), ("fresh", "lookup")]
+    for row, prompts, draft in zip(rows, [repeated, repeated, fresh, fresh], [target, lookup] * 2):
+        runs = [speculative_generate(target, draft, p, 12, k=3) for p in prompts]
+        assert row["target passes"] == sum(r.target_forwards for r in runs)
+        assert row["new tokens"] == sum(r.n_new for r in runs) == 12 * len(prompts)
+        assert row["kept"] == f"{sum(r.n_accepted for r in runs)}/{sum(r.n_proposed for r in runs)}"
+    assert rows[0]["α"] == 1.0 and rows[0]["no proposal"] == 0  # the target as its own draft: always kept
+    assert rows[1]["draft passes"] == rows[3]["draft passes"] == 0  # a lookup runs no model
+    first = speculative_generate(target, lookup, fresh[0], 12, k=3).rounds[0]
+    assert first.proposed == [] and rows[3]["no proposal"] >= 1  # the fresh prompt's first lookup found nothing

@@ -226,6 +226,10 @@ ZH_OUTPUTS: dict[str, str] = {
     "full cache": "完整缓存", "top-1 same as full": "top-1 与完整缓存相同",
     "extra bits per token from position W on": "从位置 W 起每个 token 多出的比特数", "chat (toy)": "chat（玩具模型）",
     "lm, English": "lm，英文", "lm, Chinese": "lm，中文", "positions": "位置", "window": "窗口",
+    "no proposal": "无提议",
+    "held-out passages": "留出段落",
+    "a passage, then its start again": "一段文字，再从头写", "random letters, then their start again": "随机字母，再从头写",
+    "prompt lookup, n = 2..8": "提示词查找，n = 2..8", "draft": "草稿",
 
     "used shared free  events": "已用 共享 空闲  事件",
     "event code\x04alloc": "分配", "event code\x04share": "共享", "event code\x04cow": "写时复制",
@@ -1201,9 +1205,9 @@ ZH_OUTPUTS.update({  # -- nb1113 -- 11 · FlashAttention: the answers of its pre
     "S and P hold T × T numbers per head and each crosses twice; Q, K, V and O hold only T × D, and D = 128 is small "
     "beside T = 4096.":
         "S 和 P 每个头都有 T × T 个数，各搬两次；Q、K、V、O 只有 T × D 个数，而 D = 128 比 T = 4096 小得多。",
-    "On real text most of a query's weight goes to the recent positions: the newest chunk holds {share} of the "
-    "softmax, averaged over the heads.":
-        "在真实文本上，查询的权重大多落在最近的位置：按各头平均，最新一段占了 softmax 的 {share}。",
+    "In layer 0, on this held-out text, most of the query's weight goes to the recent positions: the newest chunk "
+    "holds {share} of the softmax, averaged over the heads.":
+        "在这段留出文本上，第 0 层查询的权重大多落在最近的位置：按各头平均，最新一段占了 softmax 的 {share}。",
     "A decode step reads every cached key and value once, flash or not; flash removes the T × T scores, which a "
     "single query does not have.":
         "用不用 flash，解码步都要把缓存的每个键和值读一遍；flash 省掉的是 T × T 的分数，而单个查询本来就没有它。",
