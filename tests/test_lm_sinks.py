@@ -1,6 +1,8 @@
-"""lib.sinks over several sequences at once (what notebook 12 measures the real model with), and the claims notebook
-10 makes from it: the toy has a sink and breaks without it; the real model (assets/lm.safetensors) loses only the
-text a window evicts, and sinks do not change that. The real model's sink share itself is tests/test_lm.py's."""
+"""lib.sinks over several sequences at once (what notebook 12 measures the real model with), and what notebook 12
+shows with it: the toy breaks without its sink (a mechanism on positions it never trained); on plain held-out text a
+window costs the real model (assets/lm.safetensors) a few percent that shrink as the window grows, and sinks never
+cost it more than a slot's worth. Its sink share and what a window costs on text that repeats from far back are
+tests/test_lm_reads.py's."""
 import functools
 import math
 
@@ -93,15 +95,15 @@ def real_drift(lang):
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_a_window_costs_the_real_model_only_the_text_it_evicts(lang):
+def test_on_plain_text_a_window_costs_the_real_model_a_few_percent_that_shrink_as_it_grows(lang):
+    """Measured: window 32 / 64 / 128 against the full cache, +7.8% / +3.1% / +0.8% (en), +13.5% / +3.2% (zh, 32 and
+    64); four sinks at 32: +0.1% more (en), 8% less (zh: its induction head parks on <s>)."""
     ppl = real_drift(lang)
     full = ppl[(None, 0)]
-    assert 1.005 < ppl[(32, 0)] / full < 1.10, ppl  # a window of 32: a few percent
-    assert ppl[(32, 4)] >= 0.995 * ppl[(32, 0)], ppl  # four sinks win none of it back
-    assert abs(ppl[(64, 0)] / full - 1) < 0.01, ppl  # 64: under 1%
-    assert abs(ppl[(128, 0)] / full - 1) < 0.005, ppl  # 128: nearly nothing
-    # the window's cost grows as it shrinks: it is the evicted text that the model misses
-    assert ppl[(32, 0)] > ppl[(64, 0)] and ppl[(32, 0)] > ppl[(128, 0)]
+    assert ppl[(32, 0)] > ppl[(64, 0)] > ppl[(128, 0)] >= 0.995 * full, ppl  # the less it keeps, the more it costs
+    assert 1.0 < ppl[(64, 0)] / full < 1.05, ppl  # 64 positions: a few percent on plain text
+    assert ppl[(128, 0)] / full < 1.02, ppl
+    assert ppl[(32, 4)] <= 1.01 * ppl[(32, 0)], ppl  # sinks take four slots from recent text and cost no more
 
 
 def test_the_toy_has_a_sink_and_breaks_without_it():
