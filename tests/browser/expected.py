@@ -30,7 +30,7 @@ EXPECTED = {
     "00_index": {"images": 3, "plotly": 0, "widgets": 0},
     "01_transformer_decoder": {"images": 3, "plotly": 1, "widgets": 1},
     "02_autoregressive_generation": {"images": 4, "plotly": 1, "widgets": 1},
-    "03_kv_cache": {"images": 8, "plotly": 4, "widgets": 2},
+    "03_kv_cache": {"images": 9, "plotly": 3, "widgets": 3},
     "04_worked_example": {"images": 0, "plotly": 1, "widgets": 1},
     "05_kv_cache_memory": {"images": 3, "plotly": 1, "widgets": 1},
     "06_roofline": {"images": 3, "plotly": 1, "widgets": 1},
@@ -39,7 +39,7 @@ EXPECTED = {
     "09_paged_cache": {"images": 1, "plotly": 1, "widgets": 1},
     "10_serving": {"images": 5, "plotly": 0, "widgets": 0},
     "11_flash_attention": {"images": 3, "plotly": 1, "widgets": 1},
-    "12_sliding_window": {"images": 4, "plotly": 1, "widgets": 1},
+    "12_sliding_window": {"images": 5, "plotly": 1, "widgets": 1},
     "13_vllm_bridge": {"images": 2, "plotly": 1, "widgets": 2},
 }
 
