@@ -109,6 +109,12 @@ SPECS = {
     # it) at 16 x 64, lr 1e-3 held, no weight decay, as the toy forms its head; a fifth of the windows stay text
     "lm-kindle": LMSpec(config=LM_CONFIG, steps=1500, lr=1e-3, weight_decay=0.0, warmup=100, decay_from=1.0,
                         init="lm-base", shapes=((16, 64, 0.0, 0.0, 0.8),), eval_every=250),
+    # a head kindled on the whole vocabulary copies rare hanzi only: kindled again on the 300 most common characters,
+    # then on each language's own alphabet
+    "lm-kindle-common": LMSpec(config=LM_CONFIG, steps=250, lr=1e-3, weight_decay=0.0, warmup=50, decay_from=1.0,
+                               init="lm-kindle", alphabet="common", shapes=((16, 64, 0.0, 0.0, 0.8),)),
+    "lm-kindle-letters": LMSpec(config=LM_CONFIG, steps=500, lr=1e-3, weight_decay=0.0, warmup=50, decay_from=1.0,
+                                init="lm-kindle-common", alphabet="language", shapes=((16, 64, 0.0, 0.0, 0.8),)),
     # then language again at the full context with repeats at random offsets and lengths in half the windows (and
     # a few kindling windows at 64, so the head keeps its work while the text comes back); stopped at 1,750 steps
     # when the head copied random letters 100 apart (ratio 0.35) but gave real text none of its attention (0.02)

@@ -231,3 +231,17 @@ def test_a_stage_taught_by_another_learns_its_distribution_on_plain_rows_only(tm
     chinese = [any("\u4e00" <= ch <= "\u9fff" for ch in tok.decode(r.tolist())) for r in rows]
     assert chinese == [False, True, True, False, True, True]
     assert windows.plain.any() and not windows.plain.all()  # some rows carry a repeat: those are the student's alone
+
+
+def test_make_train_lm_names_every_stage_back_to_lm_base():
+    """``make train MODEL=lm`` trains each stage's ``init`` first: every one (and every teacher) must be a stage of
+    SPECS, down to lm-base, whose weights the repository keeps (so the chain never retrains it)."""
+    import lib.train_lm as tl
+    chain, name = [], "lm"
+    while name is not None:
+        assert name in tl.SPECS, f"{chain[-1]} starts from {name!r}, which is not a stage of lib.train_lm.SPECS"
+        chain.append(name)
+        assert tl.SPECS[name].teacher in (None, *tl.SPECS), name
+        name = tl.SPECS[name].init
+    assert chain[-1] == "lm-base" and (tl.KEPT / "lm-base.safetensors").is_file()
+    assert [s["name"] for s in demo_info("lm")["stages"]] == chain[::-1]  # the record names the same stages
