@@ -41,8 +41,8 @@ def code_cells(path: Path) -> list[str]:
 
 def widget_classes() -> dict[str, dict[str, object]]:
     """{module name: {name: callable}} of everything in lib.widgets that builds ipywidgets: each class or function
-    defined in a lib.widgets module that subclasses ``ipywidgets.Widget`` or ``lib.widgets.live.LiveWidget``, or
-    whose source imports ipywidgets."""
+    defined in a lib.widgets module that subclasses ``ipywidgets.Widget`` or ``lib.widgets.live.LiveWidget``, that
+    is annotated to return such a class (``attention.induction_explorer``), or whose source imports ipywidgets."""
     import importlib
     import pkgutil
 
@@ -51,8 +51,16 @@ def widget_classes() -> dict[str, dict[str, object]]:
     import lib.widgets
     from lib.widgets.live import LiveWidget
 
+    def is_widget_class(obj) -> bool:
+        return inspect.isclass(obj) and issubclass(obj, (ipywidgets.Widget, LiveWidget))
+
     def builds_widgets(obj) -> bool:
-        if inspect.isclass(obj) and issubclass(obj, (ipywidgets.Widget, LiveWidget)):
+        if is_widget_class(obj):
+            return True
+        made = getattr(obj, "__annotations__", {}).get("return")  # a function that returns a live widget
+        if isinstance(made, str):
+            made = getattr(sys.modules[obj.__module__], made, None)
+        if is_widget_class(made):
             return True
         try:
             return "import ipywidgets" in inspect.getsource(obj)

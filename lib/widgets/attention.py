@@ -831,7 +831,8 @@ def induction_head(model, tokenizer, lang: str = "en", n: int = 40, count: int =
     return strongest(torch.stack(shares).mean(0))  # (n_layers, n_heads) averaged over the sequences
 
 
-def induction_explorer(model, tokenizer, lang: str = "en", n: int = 40, max_new_tokens: int | None = None):
+def induction_explorer(model, tokenizer, lang: str = "en", n: int = 40,
+                       max_new_tokens: int | None = None) -> AttentionExplorer:
     """The live explorer opened on ``induction_prompt`` at the head ``induction_head`` measures, on the last step:
     the query in the second copy lights the key right after its earlier occurrence. Returns the explorer; its
     ``induction`` attribute holds (layer, head, share)."""
