@@ -14,8 +14,9 @@
             300 most common characters), lm-kindle-letters (each language's own alphabet), lm-read (the full
             context with repeats at random offsets and lengths, stopped at 1750), lm-kindle-passages (text
             passages written twice), lm-reads (the full context again), lm-keep and lm (the language
-            back: lm-base teaches on the plain-text windows, ``distill``; lm gives Chinese 3 rows in 4). A head kindled on one kind of string copies that
-            kind only, hence the curriculum (assets/README.md has each stage's figures). lm-base's weights are
+            back: lm-base teaches on the plain-text windows, ``distill``; lm gives Chinese 3 rows in 4). A
+            head kindled on one kind of string copies that kind only, hence the curriculum (assets/README.md
+            has each stage's figures). lm-base's weights are
             kept in assets/training/, so the chain starts there. The draft: lm-draft-base, lm-draft
             (READS_CONTEXT). ``--init`` starts a stage from given weights instead
     mix     (lm-base) 10% of windows carry a passage of their own text written a second time further on, 5% a
@@ -210,8 +211,8 @@ class Windows:
 
     def batch(self, size: int, T: int | None = None, passage: float | None = None,
               random: float | None = None, kindle: float | None = None) -> torch.Tensor:
-        """(size, T + 1): rows in the languages of ``spec.languages`` in turn. ``self.plain``: (size,) bool, the rows that are
-        text alone (no repeat, no random characters)."""
+        """(size, T + 1): rows in the languages of ``spec.languages`` in turn. ``self.plain``: (size,) bool, the
+        rows that are text alone (no repeat, no random characters)."""
         rows, plain = [], []
         for i in range(size):
             rows.append(self.window(self.spec.languages[i % len(self.spec.languages)], T, passage, random, kindle))
@@ -380,8 +381,8 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
     teacher = None
     if spec.teacher:
         teacher = MiniTransformer(shipped.replace(attn_impl="sdpa")).eval()
-        teacher.load_state_dict(initial_weights(spec.teacher, LMSpec(config=spec.config, steps=0, init=spec.teacher),
-                                                corpus, threads, verbose)[0])
+        taught_by = LMSpec(config=spec.config, steps=0, init=spec.teacher)  # the teacher's weights, as an init's
+        teacher.load_state_dict(initial_weights(spec.teacher, taught_by, corpus, threads, verbose)[0])
         teacher.requires_grad_(False)
     model.train()
     run, resumed_with = [], record["seconds"]  # the log's s/step counts this session's steps only
