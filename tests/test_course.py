@@ -41,8 +41,14 @@ def test_the_runner_strips_widget_state_and_timing_metadata():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
     nb.cells[0].metadata.update(execution={"iopub.status.busy": "x"}, ExecuteTime={"start": "x"}, tags=["keep"])
+    stream = nbformat.v4.new_output
+    nb.cells[0].outputs = [stream("stream", name="stdout", text="alive:"), stream("stream", name="stdout", text=" True\n"),
+                           stream("stream", name="stderr", text="warn\n"), stream("stream", name="stdout", text="x\n")]
     runner.clean(nb)
     assert "widgets" not in nb.metadata and nb.cells[0].metadata == {"tags": ["keep"]}
+    # a print flushed in two pieces is stored as one, as nbval compares it; other streams stay apart
+    assert [(o.name, o.text) for o in nb.cells[0].outputs] == [("stdout", "alive: True\n"), ("stderr", "warn\n"),
+                                                               ("stdout", "x\n")]
 
 
 def test_no_teaching_module_imports_the_course_tooling():

@@ -62,6 +62,32 @@ def test_one_kernel_the_courses_named_by_every_notebook():
     assert not wrong, f"these notebooks do not name the course's kernel in metadata.kernelspec: {wrong}"
 
 
+def test_the_runner_and_the_classroom_use_the_courses_kernel_too(tmp_path, monkeypatch):
+    """The stored outputs are made on the kernel a learner gets (tools.runner), and Voila finds the same one."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from tools import classroom, runner
+
+    seen = {}
+
+    class Client:  # records what tools.runner asks nbclient for, runs nothing
+        def __init__(self, nb, **kwargs):
+            seen.update(kwargs, jupyter_path=os.environ.get("JUPYTER_PATH", ""))
+
+        def execute(self):
+            seen["spec"] = KernelSpecManager().get_kernel_spec(seen["kernel_name"]).display_name
+
+    monkeypatch.setattr("nbclient.NotebookClient", Client)
+    monkeypatch.setenv("JUPYTER_PATH", "")
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
+    runner.run(path)
+    assert seen["kernel_name"] == lab.KERNEL and seen["spec"] == "Python (KV Cache Lab)"
+    assert str(lab.SETTINGS) in seen["jupyter_path"].split(os.pathsep)
+    env = classroom.environment(tmp_path)["JUPYTER_PATH"].split(os.pathsep)
+    assert env[:2] == [str(tmp_path), str(lab.SETTINGS)]  # the template first, then the course's kernel
+
+
 def _course(folder, names=("00_index", "03_kv_cache")):
     for sub in ("", "zh"):
         (folder / sub).mkdir(parents=True, exist_ok=True)

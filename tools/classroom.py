@@ -36,7 +36,7 @@ from pathlib import Path
 from lib.widgets import style
 from lib.checks import choice
 from lib.widgets.i18n import ZH
-from . import NOTEBOOKS, notebook_path
+from . import NOTEBOOKS, lab, notebook_path
 from .edition import ALL_EDITIONS, edition_dir
 
 TEMPLATE = "kvlab-classroom"
@@ -267,12 +267,13 @@ def command(target: Path, port: int = DEFAULT_PORT, open_browser: bool = False) 
 
 
 def environment(template_root: Path) -> dict:
-    """The environment for Voilà: our template first on JUPYTER_PATH, and IPYTHONDIR at the folder of the
+    """The environment for Voilà: our template first on JUPYTER_PATH, then the course's kernel, and IPYTHONDIR at the folder of the
     kernel's start-up file (projector-scale style; the user's own IPython profile is not read). Stored outputs
     were made on the CPU, but a classroom may use its GPU, so KVLAB_DEVICE is left as the user set it."""
     env = dict(os.environ)
     rest = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
-    env["JUPYTER_PATH"] = os.pathsep.join([str(template_root)] + rest)
+    # then tools/lab_settings: its kernels/ holds the course's kernel, the one make lab offers and every notebook names
+    env["JUPYTER_PATH"] = os.pathsep.join([str(template_root), str(lab.SETTINGS)] + rest)
     env["IPYTHONDIR"] = str(Path(template_root) / "ipython")
     return env
 

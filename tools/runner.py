@@ -4,7 +4,8 @@
 files, ``tools.edition``) and then runs them; ``--edition all`` runs the English ones, then does that. Without
 names, ``zh`` means every notebook that has a translation file.
 
-Each notebook runs top to bottom in a fresh kernel of this Python, in ``notebooks/``, and is written back
+Each notebook runs top to bottom in a fresh kernel of this Python, the course's kernel (``tools.lab.KERNEL``, the one
+``make lab`` offers and every notebook names), in ``notebooks/``, and is written back
 with its outputs, minus what must not be committed: saved widget state (``metadata.widgets``, megabytes of
 JavaScript for a FigureWidget) and per-cell timing metadata. Prints each notebook's run time and size; on a
 terminal (not under CI, see ``lib.progress``) a bar shows which notebook is running and, below it, its cells.
@@ -12,22 +13,32 @@ terminal (not under CI, see ``lib.progress``) a bar shows which notebook is runn
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 from lib import progress
-from . import NOTEBOOKS, edition, notebook_paths, pacing
+from . import NOTEBOOKS, edition, lab, notebook_paths, pacing
 
 MAX_BYTES = 1_000_000
 
 
 def clean(nb) -> None:
-    """Drop widget state and volatile metadata in place."""
+    """Drop widget state and volatile metadata in place, and join consecutive pieces of one stream (where a
+    ``print`` was flushed in two parts depends on the machine's load; the text does not)."""
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         cell.metadata.pop("ExecuteTime", None)
+        joined = []
+        for out in cell.get("outputs", []):
+            if joined and out.output_type == "stream" == joined[-1].output_type and out.name == joined[-1].name:
+                joined[-1].text += out.text
+            else:
+                joined.append(out)
+        if "outputs" in cell:
+            cell.outputs = joined
 
 
 def run(path: Path, timeout: int = 600, show: bool | None = False) -> tuple[float, int]:
@@ -44,10 +55,16 @@ def run(path: Path, timeout: int = 600, show: bool | None = False) -> tuple[floa
             cells.set_postfix_str(f"cell {cell_index + 1}: {cell.cell_type}", refresh=False)
             cells.update(cell_index - cells.n)
 
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}}, record_timing=False,
-                                on_cell_start=None if cells.disable else at_cell)
-        client.execute()
+        saved = dict(os.environ)
+        os.environ.update(lab.server_env())  # JUPYTER_PATH finds the course's kernel (tools/lab_settings/kernels)
+        try:
+            client = NotebookClient(nb, timeout=timeout, kernel_name=lab.KERNEL,
+                                    resources={"metadata": {"path": str(path.parent)}}, record_timing=False,
+                                    on_cell_start=None if cells.disable else at_cell)
+            client.execute()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         cells.update(cells.total - cells.n)
     seconds = time.perf_counter() - t0
     clean(nb)
