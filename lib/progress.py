@@ -14,6 +14,11 @@ as before, and no bar. ``KVLAB_PROGRESS=1`` forces the bars on, ``KVLAB_PROGRESS
 
 A disabled bar accepts every call and draws nothing, so callers do not branch on it; ``b.disable`` says
 whether it is off (then print the plain lines instead).
+
+In a notebook (a Jupyter kernel: JupyterLab, VS Code, Voila) a long cell draws its bar as a widget under the cell
+(tqdm.notebook: core ipywidgets only) once it has run for ``NOTEBOOK_DELAY`` seconds, and takes it away when done,
+so a quick call draws nothing and the cell keeps only its own output. Not under CI, and not where KVLAB_PROGRESS=0:
+``tools.runner`` and nbval set it for their kernels, so no stored output holds a bar.
 """
 from __future__ import annotations
 
@@ -50,10 +55,36 @@ def show_progress(stream=None, environ=None) -> bool:
         return False
 
 
+NOTEBOOK_DELAY = 1.0  # seconds a notebook's call runs before its bar appears
+
+
+def in_kernel() -> bool:
+    """Whether this code runs in a Jupyter kernel (a notebook cell), not in a terminal or a script."""
+    ipython = sys.modules.get("IPython")  # never imported here: a script that has not loaded it is no kernel
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def show_in_notebook(environ=None) -> bool:
+    """Whether a notebook's long cell draws its bar: KVLAB_PROGRESS decides when set, never under CI, else yes."""
+    environ = os.environ if environ is None else environ
+    force = environ.get(FORCE)
+    if force is not None and force.strip():
+        return _is_set(force)
+    return not _is_set(environ.get("CI"))
+
+
 def bar(iterable=None, total: int | None = None, desc: str = "", unit: str = "it", leave: bool = True,
         show: bool | None = None, file=None, **kwargs) -> tqdm:
     """A tqdm progress bar on ``file`` (default: ``sys.stderr``), drawn when ``show`` is True, hidden when
-    False, and when ``None`` as ``show_progress(file)`` decides. Extra keyword arguments go to tqdm."""
+    False, and when ``None`` as ``show_progress(file)`` decides; in a notebook (``in_kernel``, ``file`` not given,
+    ``show`` None) a widget bar that appears after NOTEBOOK_DELAY seconds and goes when it closes, where
+    ``show_in_notebook`` allows it. Extra keyword arguments go to tqdm."""
+    if file is None and show is None and in_kernel():
+        from tqdm.notebook import tqdm as widget_bar
+
+        return widget_bar(iterable, total=total, desc=desc, unit=unit, leave=False, disable=not show_in_notebook(),
+                          delay=NOTEBOOK_DELAY, **kwargs)
     file = sys.stderr if file is None else file
     show = show_progress(file) if show is None else bool(show)
     return tqdm(iterable, total=total, desc=desc, unit=unit, leave=leave, file=file, disable=not show,

@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from . import checks
+from . import checks, progress
 from .cache import KVCache
 from .costs import kv_cache_bytes
 from .model import ForwardRecord
@@ -104,7 +104,7 @@ def drift_sweep(model, input_ids, settings) -> list[dict]:
     model.eval()
     full = model(ids, cache=KVCache(model.config, n, T, device=model.device, dtype=model.dtype)).float()
     out = []
-    for window, sinks in settings:
+    for window, sinks in progress.bar(settings, desc="window settings", unit="setting"):  # a bar where it is long
         cache = KVCache(model.config, n, T, device=model.device, dtype=model.dtype, window=window, sinks=sinks)
         logits = model(ids, cache=cache).float()  # (n, T, vocab): one pass, the cache's window masks it
         logp = torch.log_softmax(logits[:, :-1], dim=-1)  # (n, T-1, vocab): position t predicts token t+1
@@ -172,7 +172,7 @@ def _streamed_nll(model, ids: torch.Tensor, window: int, sinks: int) -> tuple:
                     positions="cache")
     logits = model(ids[:, :window], cache=cache)  # (n, W, vocab)
     nll = [_next_nll(logits.flatten(0, 1), ids[:, 1:window + 1].flatten()).view(n, window)]  # (n, W)
-    for t in range(window, T - 1):
+    for t in progress.bar(range(window, T - 1), desc=f"window {window}, sinks {sinks}", unit="token"):
         logits = model(ids[:, t:t + 1], cache=cache, last_only=True, checked=True)[:, -1]  # (n, vocab)
         nll.append(_next_nll(logits, ids[:, t + 1])[:, None])  # (n, 1)
     return torch.cat(nll, dim=1).cpu(), cache.nbytes  # (n, T - 1)
@@ -185,7 +185,7 @@ def _recomputed_nll(model, ids: torch.Tensor, window: int, positions: list, batc
     windows = ids.unfold(1, window, 1)  # (n, T - W + 1, W): windows[:, s] = ids[:, s .. s + W - 1]
     starts = torch.tensor(positions, device=ids.device) - window + 1  # the window that ends at t starts at t - W + 1
     nll = []
-    for part in starts.split(batch):
+    for part in progress.bar(starts.split(batch), desc=f"recompute {window}", unit="batch"):
         x = windows[:, part].flatten(0, 1)  # (n * len(part), W)
         logits = model(x, last_only=True, checked=True)[:, -1]  # (n * len(part), vocab)
         nll.append(_next_nll(logits, ids[:, part + window].flatten()).view(n, len(part)))

@@ -72,7 +72,7 @@ def test_the_runner_and_the_classroom_use_the_courses_kernel_too(tmp_path, monke
 
     class Client:  # records what tools.runner asks nbclient for, runs nothing
         def __init__(self, nb, **kwargs):
-            seen.update(kwargs, jupyter_path=os.environ.get("JUPYTER_PATH", ""))
+            seen.update(kwargs, jupyter_path=os.environ.get("JUPYTER_PATH", ""), bars=os.environ.get("KVLAB_PROGRESS"))
 
         def execute(self):
             seen["spec"] = KernelSpecManager().get_kernel_spec(seen["kernel_name"]).display_name
@@ -84,6 +84,7 @@ def test_the_runner_and_the_classroom_use_the_courses_kernel_too(tmp_path, monke
     runner.run(path)
     assert seen["kernel_name"] == lab.KERNEL and seen["spec"] == "Python (KV Cache Lab)"
     assert str(lab.SETTINGS) in seen["jupyter_path"].split(os.pathsep)
+    assert seen["bars"] == "0" and "KVLAB_PROGRESS" not in os.environ  # no bar in stored outputs; given back after
     env = classroom.environment(tmp_path)["JUPYTER_PATH"].split(os.pathsep)
     assert env[:2] == [str(tmp_path), str(lab.SETTINGS)]  # the template first, then the course's kernel
 

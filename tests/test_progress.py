@@ -241,3 +241,40 @@ def test_the_runner_in_a_log_prints_only_its_lines(env, tmp_path, capsys):
     assert runner.main([str(path)]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out.startswith("98_quiet.ipynb")
+
+
+# ------------------------------------------------------------------------------------------ in a notebook
+
+class _Kernel:  # what IPython.get_ipython() returns in a Jupyter kernel: a shell with a kernel
+    kernel = object()
+
+
+@pytest.fixture
+def kernel(env):
+    """This process looks like a notebook's kernel (IPython's get_ipython returns a shell with a kernel)."""
+    import types
+
+    env.setitem(__import__("sys").modules, "IPython", types.SimpleNamespace(get_ipython=lambda: _Kernel()))
+    return env
+
+
+def test_a_notebook_cell_draws_a_widget_bar_that_waits_and_goes(kernel):
+    from tqdm.notebook import tqdm as widget_bar
+
+    assert progress.in_kernel()
+    b = progress.bar(range(3), desc="window settings")
+    assert isinstance(b, widget_bar) and not b.disable
+    assert b.leave is False and b.delay == progress.NOTEBOOK_DELAY  # nothing for a quick call, gone when done
+    assert list(b) == [0, 1, 2]  # it counts what it is given and changes nothing
+
+
+@pytest.mark.parametrize("setting", [("KVLAB_PROGRESS", "0"), ("CI", "true")])
+def test_no_notebook_bar_for_stored_outputs_or_ci(kernel, setting):
+    kernel.setenv(*setting)
+    assert progress.bar(range(3)).disable
+
+
+def test_outside_a_kernel_the_terminal_rule_holds(env):
+    assert not progress.in_kernel()  # pytest is no notebook
+    assert progress.bar(range(3)).disable  # stderr is captured: no terminal
+    assert not progress.bar(range(3), file=FakeTTY()).disable

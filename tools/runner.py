@@ -57,6 +57,7 @@ def run(path: Path, timeout: int = 600, show: bool | None = False) -> tuple[floa
 
         saved = dict(os.environ)
         os.environ.update(lab.server_env())  # JUPYTER_PATH finds the course's kernel (tools/lab_settings/kernels)
+        os.environ[progress.FORCE] = "0"  # a long cell's bar (lib.progress) is for a learner: none in stored outputs
         try:
             client = NotebookClient(nb, timeout=timeout, kernel_name=lab.KERNEL,
                                     resources={"metadata": {"path": str(path.parent)}}, record_timing=False,
