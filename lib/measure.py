@@ -50,7 +50,7 @@ from itertools import accumulate
 import numpy as np
 import torch
 
-from . import checks
+from . import checks, progress
 from .config import ModelConfig
 from .costs import generation_steps
 from .generate import CACHE_KINDS, generate
@@ -332,7 +332,7 @@ def measure_positions(model, positions, modes=MODES, repeats: int = 3, warmup: i
     if len(positions) < 2:
         raise ValueError(f"measure_positions needs at least 2 positions to fit a slope, got {positions}")
     seconds, ranges, slopes = {}, {}, {}
-    for mode in modes:
+    for mode in progress.bar(modes, desc="timing positions", unit="mode"):  # a bar where it is long
         timings = _position_timings(model, positions, mode, repeats, warmup, threads, seed, reduce, clock)
         seconds[mode], ranges[mode] = _reduce(timings, reduce), _ranges(timings)
         slopes[mode] = {"per_step": _slope(positions, seconds[mode], tail_fraction)}

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .cache import KVCache
-from . import checks
+from . import checks, progress
 from .model import eval_mode
 from .sampling import choose, draw, make_generator, residual_distribution as _residual, sampling_probs
 from .text import text_table
@@ -462,7 +462,7 @@ def measure_acceptance(target, draft, prompts, ks=(2, 4, 6), max_new_tokens: int
     if not prompts:
         raise ValueError("prompts is empty: give at least one prompt (a list of token ids)")
     rows = []
-    for k in ks:
+    for k in progress.bar(ks, desc="speculative runs, per k", unit="k"):  # a bar where it is long
         runs = [speculative_generate(target, draft, p, max_new_tokens, k=k, temperature=temperature, top_k=top_k,
                                      top_p=top_p, eos_id=eos_id, seed=seed) for p in prompts for seed in seeds]
         new = sum(r.n_new for r in runs)
@@ -489,20 +489,20 @@ def compare_drafts(target, drafts: dict, texts: dict, k: int = 4, max_new_tokens
     passes, proposals kept, the rounds in which the draft proposed nothing although asked for tokens (a lookup
     that found no match: the round is a plain decode step), the measured α and tokens per target pass."""
     rows = []
-    for text, prompts in texts.items():
-        for name, draft in drafts.items():
-            runs = [speculative_generate(target, draft, p, max_new_tokens, k=k) for p in prompts]
-            new, passes = sum(r.n_new for r in runs), sum(r.target_forwards for r in runs)
-            decided = sum(r.n_decided for r in runs)
-            alpha = sum(a for r in runs for x in r.rounds for a in x.alpha) / decided if decided else None
-            asked = [(r, x) for r in runs for x in r.rounds  # rounds that asked for at least one token
-                     if min(k, max_new_tokens - (x.start - r.prompt_len) - 1) > 0]
-            rows.append({"text": text, "draft": name, "runs": len(runs), "new tokens": new,
-                         "target passes": passes, "draft passes": sum(r.draft_forwards for r in runs),
-                         "kept": f"{sum(r.n_accepted for r in runs)}/{sum(r.n_proposed for r in runs)}",
-                         "no proposal": sum(not x.proposed for _, x in asked),
-                         "α": round(alpha, 4) if alpha is not None else "-",
-                         "tokens/pass": round(new / passes, 2)})
+    pairs = [(text, prompts, name, draft) for text, prompts in texts.items() for name, draft in drafts.items()]
+    for text, prompts, name, draft in progress.bar(pairs, desc="drafts x texts", unit="run"):
+        runs = [speculative_generate(target, draft, p, max_new_tokens, k=k) for p in prompts]
+        new, passes = sum(r.n_new for r in runs), sum(r.target_forwards for r in runs)
+        decided = sum(r.n_decided for r in runs)
+        alpha = sum(a for r in runs for x in r.rounds for a in x.alpha) / decided if decided else None
+        asked = [(r, x) for r in runs for x in r.rounds  # rounds that asked for at least one token
+                 if min(k, max_new_tokens - (x.start - r.prompt_len) - 1) > 0]
+        rows.append({"text": text, "draft": name, "runs": len(runs), "new tokens": new,
+                     "target passes": passes, "draft passes": sum(r.draft_forwards for r in runs),
+                     "kept": f"{sum(r.n_accepted for r in runs)}/{sum(r.n_proposed for r in runs)}",
+                     "no proposal": sum(not x.proposed for _, x in asked),
+                     "α": round(alpha, 4) if alpha is not None else "-",
+                     "tokens/pass": round(new / passes, 2)})
     return rows
 
 

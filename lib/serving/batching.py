@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import checks, costs
+from .. import checks, costs, progress
 from ..blocks import blocks_for
 from ..device import synchronize
 from ..model import eval_mode
@@ -282,13 +282,14 @@ def serve(model, requests, policy: str = "continuous", max_batch: int = 8, eos_i
     sched = Scheduler(_PoolMemory(pool, prefix_cache), seqs, max_batch, res, 0, max_num_batched_tokens,
                       continuous=policy == "continuous", eos_id=eos_id)
     t0 = time.perf_counter()
-    with eval_mode(model):
+    with eval_mode(model), progress.bar(desc=f"serve ({policy})", unit="pass") as passes:  # shown in a long cell
         while not sched.is_finished():
             batch = sched.schedule()  # admission, each row's prefill chunk or token, preemption
             new_tokens = _forward(model, pool, batch, res.steps)
             _stamp(batch, time.perf_counter() - t0)
             sched.postprocess(batch, new_tokens)  # appended; finished requests leave, their blocks freed
             res._record_pass(batch, bool(sched.waiting), pool.allocator.n_used)
+            passes.update()
     synchronize(model.device)
     res.seconds = time.perf_counter() - t0
     res.prefix_hit_blocks = pool.allocator.n_prefix_hits
