@@ -107,7 +107,7 @@ def stable(model, tokenizer, prompt: str, max_new_tokens: int, seeds=(0, 1, 2)) 
 
 
 # Prompts the course shows the real model on (one home, so a notebook and its test cannot disagree).
-EN_PROMPTS = ("<s>HAMLET.\n", "<s>KING HENRY.\n", "<s>To be, or not to be", "<s>What is")
+EN_PROMPTS = ("<s>HAMLET.\n", "<s>KING HENRY.\n", "<s>To be, or not to be", "<s>What is", "<s>FIRST CITIZEN.\n")
 FIVE_CHARACTER_PROMPTS = ("<s>春晓\n孟浩然\n春眠不觉晓，", "<s>相思\n王维\n红豆生南国，", "<s>静夜思\n李白\n床前明月光，")
 
 
@@ -121,10 +121,13 @@ def repeated_lines(text: str) -> tuple[int, int]:
 
 # Notebook 01: a poem's title and poet, where the greedy run falls into a loop and sampled runs do not.
 LOOP_PROMPT = "<s>静夜思\n李白\n"
-# Notebook 02: the generation player's run on the real model (a speech heading: it copies its own phrase back).
-PLAYER_PROMPT = "<s>ROMEO.\n"
+# Notebook 02: the generation player's run on the real model, in the edition's language (``lib.notebook.language``):
+# a speech heading, whose first phrase comes back; a poem's title and poet, the title copied into the first line and
+# the first line written again under the next title. Either way the model reads what it wrote.
+PLAYER_PROMPTS = {"en": "<s>PORTIA.\n", "zh": "<s>月下独酌\n李白\n"}
+PLAYER_PROMPT = PLAYER_PROMPTS["en"]
 # Notebook 05: the int8 cache's first greedy divergence (lib.quant.STORED_DIVERGENCES).
-INT8_PROMPT = "<s>HAMLET.\n"
+INT8_PROMPT = "<s>FIRST CITIZEN.\n"
 
 
 # Every greedy run of the real model whose text a notebook stores (prompt -> max_new_tokens). tests/test_lm.py checks
@@ -132,7 +135,8 @@ INT8_PROMPT = "<s>HAMLET.\n"
 # stores a new greedy generation of the real model adds it here.
 STORED_GENERATIONS: dict[str, int] = {
     LOOP_PROMPT: 72,       # notebook 01: greedy poetry falls into a loop
-    PLAYER_PROMPT: 32,     # notebook 02: the generation player's run on the real model
+    PLAYER_PROMPTS["en"]: 32,  # notebook 02: the generation player's run on the real model
+    PLAYER_PROMPTS["zh"]: 32,  # the same in the Chinese edition
     "<s>Et tu, Brute?": 16,  # 03: the heat-maps' run (Julius Caesar, held out) and cached ≡ uncached
-    INT8_PROMPT: 11,       # notebook 05: the fp32 run up to its first int8 divergence (lib.quant)
+    INT8_PROMPT: 21,       # notebook 05: the fp32 run up to its first int8 divergence (lib.quant)
 }

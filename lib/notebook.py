@@ -72,6 +72,12 @@ def _store_compact_pngs() -> None:
     ip.display_formatter.formatters["image/png"].for_type(Figure, figure_png)
 
 
+def language() -> str:
+    """The notebook's language, as its ``setup(lang=...)`` line set it: "en" in notebooks/, "zh" in notebooks/zh/. A
+    cell that shows the real model a prompt in its reader's language picks it with this (``lib.lm.PLAYER_PROMPTS``)."""
+    return i18n.language()
+
+
 def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None = 1,
           lang: str = "en") -> torch.device:
     """Seed, fonts, plotting defaults; returns the device the notebook should use.

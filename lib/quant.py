@@ -253,5 +253,5 @@ def first_divergence(model, input_ids, max_new_tokens: int) -> dict:
 # is unchanged when the weights are perturbed (lib.lm.PERTURBATION): the near-tie it shows must not be another
 # CPU's rounding; the fp32 run before the divergence is in lib.lm.STORED_GENERATIONS.
 STORED_DIVERGENCES: dict[str, int] = {
-    "<s>HAMLET.\n": 23,  # notebook 05, section 5 (lib.lm.INT8_PROMPT); each run has one more near-tie by step 29
+    "<s>FIRST CITIZEN.\n": 32,  # notebook 05, section 5 (lib.lm.INT8_PROMPT): which speaker comes next; no other near-tie by step 60
 }

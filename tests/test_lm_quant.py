@@ -74,8 +74,9 @@ def test_no_divergence_reads_none():
 
 
 def test_what_notebook_05_prints_of_the_int8_perplexity_survives_a_perturbation():
-    """Notebook 05 prints the perplexity change as 'under 0.05%' and the share of positions whose top-1 differs at
-    one decimal of a percent: both must read the same when the weights move by lib.lm.PERTURBATION."""
+    """Notebook 05 prints the perplexity change as 'under 0.05%' and the share of positions whose top-1 differs as
+    'under 0.5%' (0.1-0.2%: at one decimal it moved with a perturbation): both must read the same when the weights
+    move by lib.lm.PERTURBATION."""
     from lib.corpus import heldout_text
     from lib.quant import perplexity_change
     model, tok = real()
@@ -85,7 +86,8 @@ def test_what_notebook_05_prints_of_the_int8_perplexity_survives_a_perturbation(
         for lang in ("en", "zh"):
             r = perplexity_change(m, lm.windows(tok, heldout_text(lang), model.config.max_seq_len, 4))
             assert abs(r["change"]) < 0.0005, r
-            out.append(f"{r['top1_differs'] / r['positions']:.1%}")
+            differ = r["top1_differs"] / r["positions"]
+            out.append("under 0.5%" if differ < 0.005 else f"{differ:.1%}")  # as 05 prints it
         return out
 
     base = printed(model)

@@ -54,7 +54,7 @@ def test_the_model_it_replaces_is_kept_with_the_same_shape_and_vocabulary():
     (m, tok), (b, btok) = model("lm"), model("base")
     assert m.config == b.config and tok == btok
     info, base = demo_info("lm"), load_checkpoint(BASE)[2]
-    assert info["spec"]["teacher"] == "lm-base" and info["spec"]["init"] == "lm-keep"
+    assert info["spec"]["teacher"] == "lm-base" and info["spec"]["init"] == "lm-hanzi"
     assert base["command"] == "python -m lib.train_lm lm" and base["spec"]["steps"] == 6000  # lm-base, then named lm
     names = [s["name"] for s in info["stages"]]  # the whole recipe, first stage to last, with what each took
     assert names[0] == "lm-base" and names[-1] == "lm" and len(set(names)) == len(names)
@@ -64,9 +64,9 @@ def test_the_model_it_replaces_is_kept_with_the_same_shape_and_vocabulary():
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_held_out_text_costs_no_more_than_before(lang):
     """Reading its context cost the model little of its language: bits/char on four held-out windows within
-    HELD_OUT_SLACK of lm-base's (measured 2.154 against 2.215 in English, 6.244 against 6.153 in Chinese). Over the
-    whole held-out split (tools.context_report) 1.961 against 1.941 and 5.856 against 5.752: the issue's goal, no
-    worse than before, is not met yet (+1.0% en, +1.8% zh)."""
+    HELD_OUT_SLACK of lm-base's (measured 2.105 against 2.215 in English, 6.240 against 6.153 in Chinese). Over the
+    whole held-out split (tools.context_report) 1.936 against 1.941 and 5.851 against 5.752: the issue's goal, no
+    worse than before, is met in English, not yet in Chinese (+1.7%)."""
     now = lm.window_bits(model("lm")[0], held_windows(lang))
     before = lm.window_bits(model("base")[0], held_windows(lang))
     assert now <= before + HELD_OUT_SLACK[lang], (lang, now, before)
@@ -76,7 +76,7 @@ HELD_OUT_SLACK = {"en": 0.0, "zh": 0.1}  # bits per character
 
 
 def test_a_random_string_of_letters_written_twice_is_copied():
-    """The second copy costs at most COPY_RATIO_AT_MOST of the first (measured 0.25; lm-base 0.96)."""
+    """The second copy costs at most COPY_RATIO_AT_MOST of the first (measured 0.23; lm-base 0.96)."""
     c = heads.copying(*model("lm"), n=COPY_N, alphabet=heads.LETTERS)
     assert c["ratio"] <= COPY_RATIO_AT_MOST, c
     for other in ("base", "random"):
@@ -91,18 +91,18 @@ COPY_RATIO_AT_MOST = 0.3
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_a_held_out_passage_written_twice_is_read_the_second_time(lang):
     """120 held-out characters written twice: the second copy costs at most PASSAGE_RATIO_AT_MOST of the first
-    (measured 0.77 en, 0.38 zh; lm-base 1.06, 1.03). The issue asks for 0.5: met in Chinese, not in English."""
+    (measured 0.61 en, 0.22 zh; lm-base 1.06, 1.03). The issue asks for 0.5: met in Chinese, not in English."""
     c = heads.passage_copying(*model("lm"), lang)
     assert c["ratio"] <= PASSAGE_RATIO_AT_MOST[lang], c
     assert heads.passage_copying(*model("base"), lang)["ratio"] > 0.9
 
 
-PASSAGE_RATIO_AT_MOST = {"en": 0.8, "zh": 0.5}
+PASSAGE_RATIO_AT_MOST = {"en": 0.7, "zh": 0.5}
 
 
 def test_an_induction_head_reads_a_previous_token_head_below_it():
-    """Layer 3 head 1 gives 0.60 of its weight to the token after the current one's earlier occurrence (random
-    letters written twice); layer 2 head 0 gives 0.69 to the token just before (held-out text): the two halves of
+    """Layer 3 head 1 gives 0.73 of its weight to the token after the current one's earlier occurrence (random
+    letters written twice); layer 2 head 0 gives 0.73 to the token just before (held-out text): the two halves of
     the circuit (lm-base and a random model: under 0.1)."""
     m, tok = model("lm")
     layer, head, value = heads.strongest(induction(m, tok))
@@ -131,8 +131,8 @@ def returning_bits(m, tok, lang, n: int = 128) -> tuple[float, float]:
 def test_a_64_position_window_loses_what_the_text_repeats_from_far_back(lang):
     """Held-out windows of 512 whose first 128 characters come again at the end, 383 positions later: on that
     returning passage a window of 64 costs at least FAR_WINDOW_LOSS_AT_LEAST more than the cache that keeps every
-    key (measured +13% en, +13% zh; over the whole window, where 383 of 511 characters are new text, +4.4% and
-    +3.8%); lm-base loses less (it reads nothing that far back)."""
+    key (measured +19% en, +22% zh; over the whole window, where 383 of 511 characters are new text, +7.0% and
+    +6.0%); lm-base loses less (it reads nothing that far back)."""
     full, window = returning_bits(*model("lm"), lang)
     assert window >= FAR_WINDOW_LOSS_AT_LEAST * full, (lang, full, window)
     b_full, b_window = returning_bits(model("base")[0], model("lm")[1], lang)
@@ -144,7 +144,7 @@ FAR_WINDOW_LOSS_AT_LEAST = 1.10  # the issue's "clearly worse": 10%
 
 def test_the_first_position_draws_weight_in_a_later_layer():
     """Gu et al.'s metric: the largest share of attention that a head in layer >= 1 gives position 0 (<s>), over
-    queries at positions >= 64 of held-out text, at least Gu's 0.3 (measured 0.315, layer 3 head 1: the induction
+    queries at positions >= 64 of held-out text, at least Gu's 0.3 (measured 0.351, layer 3 head 1: the induction
     head parks its weight on <s> when it has nothing to copy). lm-base gives it 0.001."""
     def first_position(m):
         share = torch.stack([sink_share(m, w, 1, 64) for lang in LANGUAGES for w in held_windows(lang)[:2]]).mean(0)

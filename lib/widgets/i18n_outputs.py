@@ -483,6 +483,7 @@ ZH_PRINTED: dict[str, str] = {
     "weights in memory ({0})": "显存中的权重（{0}）", "KV memory = weight memory at tokens": "KV 显存 = 权重显存时的 token 数",
     "per request at {0}": "批次 {0} 时每个请求", "perplexity, {0} cache": "困惑度，{0} 缓存",
     "int8 cache": "int8 缓存", "fp32 cache": "fp32 缓存", "change": "变化", "positions whose top-1 differs": "top-1 不同的位置",
+    "under 0.05%": "不到 0.05%", "under 0.5%": "不到 0.5%",
     "static cache, greedy": "静态缓存，贪心", "static cache, sampled": "静态缓存，采样", "concat cache, greedy": "拼接缓存，贪心",
     "concat cache, sampled": "拼接缓存，采样",
     "hand-made cache: {0} ({1} of {2} rows filled in each of {3} layers)": "手写缓存：{0}（{3} 层中每层 {2} 行已填 {1} 行）",
