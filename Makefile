@@ -115,7 +115,7 @@ bench: setup
 # seconds (bit-identical on the same machine; on another CPU the same phrases and loss, tests/test_demo.py).
 # MODEL=lm: the real small language model in stages (lm-base, about 3.3 hours on one thread, kept in
 # assets/training/ so the chain starts after it; then the stages that teach it to read its context and win its
-# language back, about 2.7 hours on two cores; each resumable: python -m lib.train_lm STAGE --resume; it writes
+# language back, about 3.3 hours on two cores; each resumable: python -m lib.train_lm STAGE --resume; it writes
 # assets/lm.safetensors), MODEL=lm-draft its draft (about
 # 45 min; the same vocabulary); both fetch and split their corpus first (make corpus). MODEL=chat etc.:
 # one toy. MODEL=all: everything.

@@ -1322,6 +1322,10 @@ ZH_PRINTED.update({  # -- nb12 (issue 32) -- lines 12's cells print
     "bits per character on each copy (the first character of each copy left out)":
         "每一遍的每字符比特数（每一遍的第一个字符不计）",
     "held-out {0} passages, {1} characters": "留出的 {0} 段落，{1} 个字符",
+    "measured on held-out passages written twice: layer {0}, head {1}, {2} (the same head as on random letters)":
+        "在写了两遍的留出段落上测得：第 {0} 层，第 {1} 头，{2}（与随机字母上测得的是同一个头）",
+    "measured on held-out passages written twice: layer {0}, head {1}, {2} (another head as on random letters)":
+        "在写了两遍的留出段落上测得：第 {0} 层，第 {1} 头，{2}（与随机字母上测得的不是同一个头）",
     "the induction head: layer {0}, head {1}, {2} of its weight on the letter after the earlier occurrence":
         "归纳头：第 {0} 层，第 {1} 头，把 {2} 的权重放在上一次出现之后的那个字母上",
     "lm, held-out text: the weight on position 0 from queries at positions 64 and later, per head (an even spread "
