@@ -137,7 +137,7 @@ def run_arrivals(engine: Engine, requests, rate: float = float("nan"), clock: st
     and finished, each added when the clock reaches its arrival time. ``rate``: what to call the point."""
     clock = checks.choice(clock, "clock", CLOCKS)
     requests = sorted(requests, key=lambda a: a.at)
-    price = engine.model if priced_as is None else priced_as
+    price = engine.model.config if priced_as is None else priced_as
     t, i, times, queue = 0.0, 0, {}, []  # times: rid -> [arrival, first token, last token]
     while i < len(requests) or engine.has_unfinished():
         if not engine.has_unfinished():
