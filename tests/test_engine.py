@@ -2,8 +2,6 @@
 prefix, are preempted (by recompute or swap), fed in chunks, stopped or aborted, every one gets the tokens
 lib.generate gives it alone; the events and snapshots account for every token and block; requests arriving at a
 rate (arrivals, run_arrivals, rate_sweep) are counted right on both clocks."""
-import math
-
 import pytest
 
 import lib

@@ -179,8 +179,9 @@ class TextStream:
         self.ids += ids
         return self._upto(len(self.ids) - self.hold)
 
-    def finish(self, reason: str) -> str:
-        """The rest of the text, the stop sequence or eos that ended it cut off."""
+    def finish(self, ids: list, reason: str) -> str:
+        """The rest of the text after its last tokens ``ids``, the stop sequence or eos that ended it cut off."""
+        self.ids += ids
         end = len(self.ids)
         if reason == "stop":
             cut = max((len(q) for q in self.stops if self.ids[-len(q):] == q), default=0)
@@ -196,8 +197,8 @@ class TextStream:
 class EngineLoop:
     """The engine's own thread: between steps it takes what the inbox holds (new requests, aborts), then steps
     while anything runs or waits, and sleeps when nothing does. Each request's events go to its handler's
-    ``asyncio.Queue`` on the server's event loop, as ("added", rid), ("tokens", [ids]), ("finished", reason) or
-    ("error", message)."""
+    ``asyncio.Queue`` on the server's event loop, as ("added", rid), ("tokens", [ids]), ("finished", ([ids], reason))
+    (its last tokens and why it finished) or ("error", message)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -248,11 +249,12 @@ class EngineLoop:
                     for rid in list(self._queues):
                         self._tell(rid, ("error", self.error), last=True)
                     continue
-                for rid, ids in events.tokens.items():
-                    self._tell(rid, ("tokens", ids))
-                for rid, reason in events.finished.items():
-                    self.answered[rid] = reason
-                    self._tell(rid, ("finished", reason), last=True)
+                for rid, ids in events.tokens.items():  # a request that finishes makes its last token in the step
+                    if rid in events.finished:
+                        self.answered[rid] = events.finished[rid]
+                        self._tell(rid, ("finished", (ids, events.finished[rid])), last=True)
+                    else:
+                        self._tell(rid, ("tokens", ids))
         for rid in list(self._queues):  # the server is stopping: nobody waits forever
             self._tell(rid, ("error", "the server is stopping"), last=True)
 
@@ -365,7 +367,7 @@ async def _chunks(queue, text: TextStream, head: dict):
             if piece:
                 yield f"data: {json.dumps(head | {'choices': [_choice(piece, None)]}, ensure_ascii=False)}\n\n"
         elif kind == "finished":
-            last = head | {"choices": [_choice(text.finish(value), value)]}
+            last = head | {"choices": [_choice(text.finish(*value), value[1])]}
             yield f"data: {json.dumps(last, ensure_ascii=False)}\n\n"
             yield "data: [DONE]\n\n"
             return
@@ -389,9 +391,9 @@ async def _answer(request, queue, text: TextStream, head: dict, prompt_tokens: i
         if kind == "tokens":
             pieces.append(text.push(value))
         elif kind == "finished":
-            pieces.append(text.finish(value))
+            pieces.append(text.finish(*value))
             n = len(text.ids)
-            return head | {"choices": [_choice("".join(pieces), value)],
+            return head | {"choices": [_choice("".join(pieces), value[1])],
                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
                                      "total_tokens": prompt_tokens + n}}
         else:
