@@ -8,6 +8,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.kvlab-installed
 PORT ?= 8888
+SERVE_PORT ?= 8000
 CLASSROOM_PORT ?= 8866
 NB ?= 02_autoregressive_generation
 # Which edition `make lab` opens: en (notebooks/) or zh (notebooks/zh/, the Chinese edition). Not LANG: that is
@@ -17,7 +18,7 @@ MAP_en := notebooks/00_index.ipynb
 MAP_zh := notebooks/zh/00_index.ipynb
 
 .PHONY: corpus bench setup lab lab-zh fresh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean \
-	hub hub-deps test-hub lint-workflow gpu-check
+	hub hub-deps test-hub lint-workflow gpu-check serve
 
 setup: $(STAMP)
 
@@ -106,6 +107,11 @@ site: setup
 # the Chinese one, built first from the English notebooks and notebooks/zh/src/ (tools.edition).
 notebooks: setup
 	$(PY) -m tools.runner --edition all
+
+# The real model behind an OpenAI-compatible endpoint on 127.0.0.1:$(SERVE_PORT) (model name lm) until Ctrl-C:
+# GET /v1/models, POST /v1/completions, streamed or not (docs/serving.md).
+serve: setup
+	$(PY) -m tools.serve --port $(SERVE_PORT) --model lm
 
 # Decode speed, side by side: lib vs transformers on identical weights, cache vs no cache, bandwidth use.
 bench: setup

@@ -131,6 +131,14 @@ class PagedKVPool:
         del self._on_cpu[id(table)]
         return len(blocks)
 
+    def drop_swapped(self, table: BlockTable) -> int:
+        """Forget the copy ``swap_out`` made of ``table`` (its request ended while it waited in CPU memory: an
+        aborted request of a server). Returns the blocks the copy held."""
+        if id(table) not in self._on_cpu:
+            raise ValueError(f"drop_swapped: nothing of {table} is in CPU memory; swap_out(table) puts it there")
+        _, n_tokens, _ = self._on_cpu.pop(id(table))
+        return blocks_for(n_tokens, self.block_size)
+
     # -- reading and writing through block tables ---------------------------------------------------------
     def table_tensor(self, tables, n_positions: int) -> torch.Tensor:
         """(B, nb) physical block ids covering positions 0 .. n_positions - 1 of each table (0-padded where a

@@ -10,7 +10,7 @@ from lib.blocks import BlockAllocator, BlockTable, blocks_for
 from lib.paged import PagedKVPool, forward_paged
 from lib.sampling import choose
 from lib.serving import Scheduler, SchedulerCounts, Sequence, ServeRequest, Status, demo_requests, serve
-from lib.serving.batching import _PoolMemory
+from lib.serving.engine import _PoolMemory
 from lib.serving.memory import _PagedMemory
 
 

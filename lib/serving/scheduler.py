@@ -31,6 +31,7 @@ blocks (no tensors), real serving's is a ``lib.paged.PagedKVPool``. Each has the
     free(seq)                        its blocks back to the pool
     swap_out(seq) -> int             its blocks copied to CPU memory, then freed; how many
     swap_in(seq)                     blocks again (take made sure they are there) and its K/V copied back
+    drop_swapped(seq)                forget what swap_out copied (real serving: a swapped request aborted)
 """
 from __future__ import annotations
 
@@ -71,8 +72,10 @@ class Sequence:
     preemptions: int = 0  # times it was preempted
     first_token_step: int = -1  # the step that made its first token (its prefill's last chunk)
     finish_step: int = -1
-    first_token_seconds: float = float("nan")  # real serving: since serve() started (all arrived at time 0)
-    finish_seconds: float = float("nan")
+    arrival_step: int = 0  # the step it arrived before (serve: every request at step 0)
+    first_token_seconds: float = float("nan")  # real serving: since its engine started (serve: since serve()
+    finish_seconds: float = float("nan")  #        started, when every request had arrived)
+    arrival_seconds: float = 0.0
 
     def __len__(self) -> int:
         """Positions it has: prompt + tokens made (the newest one's K/V is written by the next step)."""
@@ -262,10 +265,22 @@ class Scheduler:
             if s.first_token_step < 0:
                 s.first_token_step = step
             if len(s.tokens) >= s.max_tokens or (self.eos_id is not None and token == self.eos_id):
-                s.status, s.finish_step = Status.FINISHED, step
-                self.memory.free(s)
-                self.running.remove(s)
+                self.finish(s, step)
         self.counts.steps += 1
+
+    def finish(self, s: Sequence, step: int):
+        """``s`` is done at ``step`` (eos or max_tokens here; a stop sequence or an abort in ``Engine``): out of
+        the running requests or the queue, its memory freed (a swapped one's copy in CPU memory dropped)."""
+        if s.status is Status.RUNNING:
+            self.running.remove(s)
+            self.memory.free(s)
+        elif s.status is Status.WAITING:
+            self.waiting.remove(s)
+            if s.swapped:
+                self.memory.drop_swapped(s)
+                self.cpu_blocks -= s.cpu_blocks
+                s.cpu_blocks = 0
+        s.status, s.finish_step = Status.FINISHED, step
 
 
 def listed(items, name: str, kind, what: str) -> list:
