@@ -356,3 +356,14 @@ def test_e_the_glossary_terms_are_used(name):
     assert not misses, f"English term -> the glossary's Chinese term, not found in the translation: {misses}"
 
 
+
+
+def test_a_cell_that_picks_its_text_by_language_and_those_that_read_it_may_print_other_numbers():
+    """02's player runs on each edition's own prompt (``lib.notebook.language()``): that cell and the cells that read
+    what it made print numbers of their own text; the cells before and the unrelated ones after are compared."""
+    from tools import drift
+
+    cell = nbformat.v4.new_code_cell
+    cells = [cell("x = 1\nprint(x)"), cell('P = {"en": "a", "zh": "b"}[lib.notebook.language()]\nrun = go(P)'),
+             cell("live = Player(run)\nprint(live.step)"), cell("print(x + 1)"), cell("%time print(live)")]
+    assert drift.own_text_cells(cells) == {cells[1].id, cells[2].id}  # a cell with magic is not followed

@@ -17,6 +17,7 @@ comments, and links' targets (a link's text stays).
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 from collections import Counter
 import sys
@@ -195,14 +196,36 @@ def merged(outputs) -> list:
 IGNORED = "# NBVAL_IGNORE_OUTPUT"  # a cell whose output nbval does not compare (times, bandwidths): kinds only
 
 
+OWN_TEXT = "lib.notebook.language()"  # a cell that picks its text (a prompt, a window) by the edition's language
+
+
+def own_text_cells(cells) -> set[str]:
+    """The ids of the code cells whose numbers come from each edition's own text: a cell that calls
+    ``lib.notebook.language()``, and every later cell that reads a name such a cell (or one after it) assigned
+    (02's player run on the edition's prompt, then the live player built from it)."""
+    tainted, out = set(), set()
+    for c in cells:
+        try:
+            tree = ast.parse(c.source)
+        except SyntaxError:  # a cell with IPython magic: not parsed, not followed
+            continue
+        reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if OWN_TEXT in c.source or reads & tainted:
+            out.add(c.id)
+            tainted |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return out
+
+
 def output_differences(english, translated, name: str = "") -> list[str]:
     """Where the outputs of two editions of a notebook differ in more than their language: per code cell, the
     kinds of the outputs (``merged`` streams) and the sequence of numbers printed (not for a cell marked
-    ``# NBVAL_IGNORE_OUTPUT``: its numbers are measurements)."""
+    ``# NBVAL_IGNORE_OUTPUT``: its numbers are measurements; nor for one of ``own_text_cells``: each edition shows
+    the model its own language there)."""
     en = [c for c in english.cells if c.cell_type == "code"]
     tr = [c for c in translated.cells if c.cell_type == "code"]
     if len(en) != len(tr):
         return [f"{name}: {len(en)} code cells in English, {len(tr)} in the translation"]
+    own = own_text_cells(en)
     found = []
     for i, (a, b) in enumerate(zip(en, tr), 1):
         outs = merged(a.outputs), merged(b.outputs)
@@ -210,7 +233,7 @@ def output_differences(english, translated, name: str = "") -> list[str]:
         if kinds[0] != kinds[1]:
             found.append(f"{name}: code cell {i} ({a.id}): outputs {kinds[0]} in English, {kinds[1]} translated")
             continue
-        if a.source.lstrip().startswith(IGNORED):
+        if a.source.lstrip().startswith(IGNORED) or a.id in own:
             continue
         # the same numbers, each as often: a translated sentence may put them in another order
         # ("7 of 131 tokens" -> "131 个 token 中的 7 个"), but never print another number
