@@ -125,7 +125,6 @@ LOOP_PROMPT = "<s>静夜思\n李白\n"
 # a speech heading, whose first phrase comes back; a poem's title and poet, the title copied into the first line and
 # the first line written again under the next title. Either way the model reads what it wrote.
 PLAYER_PROMPTS = {"en": "<s>PORTIA.\n", "zh": "<s>月下独酌\n李白\n"}
-PLAYER_PROMPT = PLAYER_PROMPTS["en"]
 # Notebook 05: the int8 cache's first greedy divergence (lib.quant.STORED_DIVERGENCES).
 INT8_PROMPT = "<s>FIRST CITIZEN.\n"
 

@@ -35,19 +35,25 @@ def _is_set(value: str | None) -> bool:
     return value is not None and value.strip().lower() not in _OFF
 
 
+def _setting(environ=None) -> bool | None:
+    """What the environment decides for every bar: KVLAB_PROGRESS when it is set, off under CI, else None."""
+    environ = os.environ if environ is None else environ
+    force = environ.get(FORCE)
+    if force is not None and force.strip():
+        return _is_set(force)
+    return False if _is_set(environ.get("CI")) else None
+
+
 def show_progress(stream=None, environ=None) -> bool:
     """Whether to draw progress bars on ``stream`` (default: ``sys.stderr``, where they go).
 
     ``KVLAB_PROGRESS`` decides when it is "1" or "0" (also true/false, yes/no, on/off); otherwise bars are
     shown only on a terminal (``stream.isatty()``) and not under CI (``CI`` set to anything but
     0/false/no/off, as CI services set it)."""
-    environ = os.environ if environ is None else environ
+    decided = _setting(environ)
+    if decided is not None:
+        return decided
     stream = sys.stderr if stream is None else stream
-    force = environ.get(FORCE)
-    if force is not None and force.strip():
-        return _is_set(force)
-    if _is_set(environ.get("CI")):
-        return False
     isatty = getattr(stream, "isatty", None)
     try:
         return bool(isatty and isatty())
@@ -67,11 +73,8 @@ def in_kernel() -> bool:
 
 def show_in_notebook(environ=None) -> bool:
     """Whether a notebook's long cell draws its bar: KVLAB_PROGRESS decides when set, never under CI, else yes."""
-    environ = os.environ if environ is None else environ
-    force = environ.get(FORCE)
-    if force is not None and force.strip():
-        return _is_set(force)
-    return not _is_set(environ.get("CI"))
+    decided = _setting(environ)
+    return True if decided is None else decided
 
 
 def bar(iterable=None, total: int | None = None, desc: str = "", unit: str = "it", leave: bool = True,

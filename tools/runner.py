@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from lib import progress
-from . import NOTEBOOKS, edition, lab, notebook_paths, pacing
+from . import NOTEBOOKS, drift, edition, lab, notebook_paths, pacing
 
 MAX_BYTES = 1_000_000
 
@@ -31,14 +31,8 @@ def clean(nb) -> None:
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         cell.metadata.pop("ExecuteTime", None)
-        joined = []
-        for out in cell.get("outputs", []):
-            if joined and out.output_type == "stream" == joined[-1].output_type and out.name == joined[-1].name:
-                joined[-1].text += out.text
-            else:
-                joined.append(out)
         if "outputs" in cell:
-            cell.outputs = joined
+            cell.outputs = drift.merged(cell.outputs)  # as nbval and the editions' comparison read them
 
 
 def run(path: Path, timeout: int = 600, show: bool | None = False) -> tuple[float, int]:

@@ -124,11 +124,9 @@ def _ms(stat, seconds: list) -> float:
 
 
 def p90(xs) -> float:
-    """The 90th percentile (linear between the two nearest values, numpy's default rule)."""
-    xs = sorted(xs)
-    at = 0.9 * (len(xs) - 1)
-    lo = math.floor(at)
-    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (at - lo)
+    """The 90th percentile (linear between the two nearest values, numpy's default rule, as ``lib.timing``)."""
+    xs = list(xs)
+    return statistics.quantiles(xs, n=10, method="inclusive")[8] if len(xs) > 1 else xs[0]
 
 
 def run_arrivals(engine: Engine, requests, rate: float = float("nan"), clock: str = "measured", priced_as=None,
