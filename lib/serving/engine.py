@@ -57,6 +57,7 @@ class StepEvents:
     prefill_tokens: int = 0  # tokens the pass fed for prompts (chunks of them, recomputations)
     decode_tokens: int = 0  # tokens it fed for decodes, one per decoding row
     fed: dict = field(default_factory=dict)  # {(n_new, context): sequences}, the pass as pass_seconds prices it
+    rows: dict = field(default_factory=dict)  # rid -> ("prefill" | "decode", tokens it fed), in batch order
     seconds: float = 0.0  # measured: the step's time on this machine
 
     @property
@@ -204,7 +205,8 @@ class Engine:
         batch = sched.schedule()  # admission, each row's prefill chunk or token, preemption
         admitted = [s.rid for s in sched.running[len(sched.running) - batch.admitted:]] if batch.admitted else []
         preempted = [s.rid for s in before if s not in sched.running]
-        prefill = sum(n for s, n in zip(batch.seqs, batch.n_new) if s.is_prefill)
+        rows = {s.rid: ("prefill" if s.is_prefill else "decode", n) for s, n in zip(batch.seqs, batch.n_new)}
+        prefill = sum(n for phase, n in rows.values() if phase == "prefill")
         makes = [s.num_computed + s.num_scheduled >= len(s) for s in batch.seqs]  # rows that make a token
         with eval_mode(self.model):
             new_tokens = self._pass(batch, makes)
@@ -219,7 +221,7 @@ class Engine:
                     finished[s.rid] = reason
         self.record._record_pass(batch, bool(sched.waiting), self.pool.allocator.n_used)
         self._last = StepEvents(self.record.steps - 1, admitted, preempted, tokens, finished, prefill,
-                                sum(batch.n_new) - prefill, batch.fed(), time.perf_counter() - t)
+                                sum(batch.n_new) - prefill, batch.fed(), rows, time.perf_counter() - t)
         return self._last
 
     def _pass(self, batch: Batch, makes: list) -> list[int]:
@@ -405,7 +407,8 @@ class _PoolMemory:
         grow = [len(x) - x.table.n_tokens for x in rows + [s]]  # a swapped table is empty until swap_in
         if self.pool.allocator.blocks_needed(tables, grow) + spare <= self.pool.allocator.n_free:
             return True
-        self.pool.free(s.table)  # give back the prefix blocks it had taken; it waits
+        self.pool.free(s.table)  # give back the prefix blocks it had taken; it waits (and they were no hit)
+        self.pool.allocator.n_prefix_hits -= s.num_cached // self.pool.block_size
         s.num_cached = 0
         return False
 

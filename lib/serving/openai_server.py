@@ -198,13 +198,14 @@ class EngineLoop:
     """The engine's own thread: between steps it takes what the inbox holds (new requests, aborts), then steps
     while anything runs or waits, and sleeps when nothing does. Each request's events go to its handler's
     ``asyncio.Queue`` on the server's event loop, as ("added", rid), ("tokens", [ids]), ("finished", ([ids], reason))
-    (its last tokens and why it finished) or ("error", message)."""
+    (its last tokens and why it finished) or ("error", message). ``on_step(engine, events)``, when given, is
+    called in the engine's thread after every step (a dashboard keeping frames: ``lib.widgets.dashboard.Watcher``)."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
+    def __init__(self, engine: Engine, on_step=None):
+        self.engine, self.on_step = engine, on_step
         self._inbox, self._queues = [], {}  # commands; rid -> (event loop, queue)
         self._wake = threading.Condition()
-        self._stopping, self.error = False, None
+        self._stopping, self.error, self.watch_error = False, None, None
         self.answered = {}  # rid -> why it finished (FINISH_REASONS): every request answered once, or aborted
         self._thread = threading.Thread(target=self._run, name="kvlab-engine", daemon=True)
         self._thread.start()
@@ -249,6 +250,11 @@ class EngineLoop:
                     for rid in list(self._queues):
                         self._tell(rid, ("error", self.error), last=True)
                     continue
+                if self.on_step is not None:
+                    try:
+                        self.on_step(self.engine, events)
+                    except Exception as e:  # a watcher's bug must not stop the serving: it is dropped, and said
+                        self.on_step, self.watch_error = None, f"on_step failed: {type(e).__name__}: {e}"
                 for rid, ids in events.tokens.items():  # a request that finishes makes its last token in the step
                     if rid in events.finished:
                         self.answered[rid] = events.finished[rid]
@@ -404,7 +410,7 @@ class Server:
     """An OpenAI-compatible server on 127.0.0.1 running in background threads (see the module's docstring):
     ``url`` ("http://127.0.0.1:PORT"), ``engine``, ``stop()``; a context manager that stops it on exit."""
 
-    def __init__(self, model, tokenizer, port: int = 0, model_name: str = "lm", **engine_settings):
+    def __init__(self, model, tokenizer, port: int = 0, model_name: str = "lm", on_step=None, **engine_settings):
         engine_settings = dict(SERVER_ENGINE) | engine_settings
         try:
             import uvicorn
@@ -422,7 +428,7 @@ class Server:
             raise OSError(f"cannot serve on {HOST}:{port} ({e}); choose another port, or port=0 for a free one") from None
         self.port = sock.getsockname()[1]
         self.url = f"http://{HOST}:{self.port}"
-        self.loop = EngineLoop(self.engine)
+        self.loop = EngineLoop(self.engine, on_step)
         config = uvicorn.Config(build_app(self.loop, tokenizer, model_name), log_level="warning", access_log=False,
                                 lifespan="off", timeout_graceful_shutdown=5)
         self._server = uvicorn.Server(config)
@@ -454,9 +460,10 @@ class Server:
         return f"Server({self.url}, {'running' if self._thread.is_alive() else 'stopped'})"
 
 
-def start_server(model, tokenizer, port: int = 0, model_name: str = "lm", **engine_settings) -> Server:
+def start_server(model, tokenizer, port: int = 0, model_name: str = "lm", on_step=None, **engine_settings) -> Server:
     """An OpenAI-compatible server for ``model`` on 127.0.0.1:``port`` (0: a free one), running in the background
     until ``.stop()`` (or the end of a ``with`` block). ``engine_settings`` go to the ``Engine`` (max_batch,
     n_blocks, block_size, prefix_cache, max_num_batched_tokens, ...; SERVER_ENGINE unless given: 16 rows and
-    prefix caching on, as vLLM has it); eos is the tokenizer's."""
-    return Server(model, tokenizer, port, model_name, **engine_settings)
+    prefix caching on, as vLLM has it); eos is the tokenizer's. ``on_step(engine, events)``: called after every
+    engine step, in the engine's thread (``EngineLoop``)."""
+    return Server(model, tokenizer, port, model_name, on_step, **engine_settings)

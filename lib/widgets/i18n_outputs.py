@@ -806,6 +806,9 @@ ZH_PRINTED: dict[str, str] = {
     "step 0 candidates: {0}": "第 0 步的候选：{0}",
     "after <s>{0}: {1}": "<s>{0} 之后：{1}",
     "answer lengths: {0}": "回答长度：{0}",
+    "{0} ticks, {1} requests; each got the tokens generate gives it alone: {2}":
+        "{0} 个时刻，{1} 个请求；每个请求得到的 token 都与 generate 单独为它生成的相同：{2}",
+    "models: {0}": "模型：{0}", "every block back in the pool: {0}": "所有块都已还回池中：{0}",
     "both policies give every request the same tokens; answers from {0} to {1} tokens": "两种策略给每个请求的 token 相同；回答长度从 {0} 到 {1} 个 token",
     "continuous / static: {0:.2f}x the tokens per second, {1:.2f}x the mean time to first token":
         "连续批处理 / 静态批处理：每秒 token 数为 {0} 倍，平均首 token 时间为 {1} 倍",

@@ -219,6 +219,28 @@ def drive_ring(page, widget) -> list[str]:
     return checks
 
 
+def drive_dashboard(page, widget) -> list[str]:
+    """The serving dashboard (10): Step / Back / Play over the engine's ticks, then one notch of the token budget
+    (a new run: the drawing changes), then a prompt typed in the box and Enter: it arrives at the next tick."""
+    checks = drive_stepper(page, widget, play=True)
+    budget = control(widget, "slider", t("token budget"))
+    value, before = readout(budget), drawn(widget)
+    nudge(budget)
+    handle = budget.locator(".widget-readout").element_handle()
+    page.wait_for_function("([el, v]) => el.innerText.trim() !== v", arg=[handle, value], timeout=TIMEOUT_MS)
+    wait_drawn_change(page, widget, before, "after moving the token budget slider")
+    checks.append(f"token budget {value} -> {readout(budget)}: a new run, drawing changed")
+    box = control(widget, "text", t("your request")).locator("input")
+    before = drawn(widget)
+    box.fill("ROMEO.")
+    box.press("Enter")
+    wait_drawn_change(page, widget, before, "after sending a prompt")
+    caption = widget.locator(".widget-html-content").last.inner_text()
+    assert t("arrived") in caption, f"the typed request should arrive at the tick shown:\n{caption[:300]}"
+    checks.append(f"prompt sent: {caption.splitlines()[0]}")
+    return checks
+
+
 def drive_capacity(page, widget) -> list[str]:
     """The capacity explorer (11): move gpu_memory_utilization one notch, then pick another KV dtype: each time the
     page must show lib.kv_capacity's blocks, tokens and full-length requests for the new values."""
@@ -284,6 +306,8 @@ def kind_of(widget, lang: str = "en") -> str:
     labels = set(widget.locator("label.widget-label").all_inner_texts())
     buttons = set(b.strip() for b in widget.locator("button.jupyter-button").all_inner_texts())
     with speaking(lang):
+        if {t("arrival rate (per tick)"), t("token budget")} <= labels:
+            return "dashboard"
         if {t("Step ▶"), t("◀ Back")} <= buttons:
             if t("tile size") in labels:
                 return "tiles"
@@ -335,8 +359,10 @@ def _drive(page, widget, kind: str) -> list[str]:
         return drive_ring(page, widget)
     if kind == "capacity":
         return drive_capacity(page, widget)
+    if kind == "dashboard":
+        return drive_dashboard(page, widget)
     if kind == "slider":
         return drive_slider(page, widget)
-    raise ValueError(f"unknown widget kind {kind!r}; known: player, stepper, heatmap, memory, tiles, ring, capacity, "
+    raise ValueError(f"unknown widget kind {kind!r}; known: player, stepper, heatmap, memory, tiles, ring, capacity, dashboard, "
                      f"slider")
 

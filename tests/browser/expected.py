@@ -37,7 +37,7 @@ EXPECTED = {
     "07_misconceptions": {"images": 0, "plotly": 0, "widgets": 0},
     "08_speculative_decoding": {"images": 2, "plotly": 1, "widgets": 1},
     "09_paged_cache": {"images": 1, "plotly": 1, "widgets": 1},
-    "10_serving": {"images": 5, "plotly": 0, "widgets": 0},
+    "10_serving": {"images": 6, "plotly": 1, "widgets": 1},
     "11_flash_attention": {"images": 3, "plotly": 1, "widgets": 1},
     "12_sliding_window": {"images": 5, "plotly": 1, "widgets": 1},
     "13_vllm_bridge": {"images": 2, "plotly": 1, "widgets": 2},
@@ -49,6 +49,7 @@ MUST_DRIVE = {
     "05_kv_cache_memory": {"memory"},  # MemoryExplorer: the requests slider, the KV-cache format, lib's numbers
     "09_paged_cache": {"stepper"},  # BlockPoolWidget: Step, Back
     "12_sliding_window": {"ring"},  # RingStepper: Step, Back, one sink more (in Chinese: 前进 ▶, 汇点数)
+    "10_serving": {"dashboard"},  # ServingDashboard: Step, Back, Play, the token budget, a prompt sent
 }
 # 11's tile stepper ("tiles") and 13's capacity explorer ("capacity") are driven in the English run like every widget
 # found; they are not listed above, because a notebook listed here also runs in the Chinese edition in JupyterLab,
@@ -58,10 +59,10 @@ MUST_DRIVE = {
 # the top of the first control to the bottom of the widget must fit the notebook panel's visible height
 # (the worked example: its step slider and its KV-cache table on one screen).
 # The Chinese notebooks opened in JupyterLab, their widgets found and driven by their Chinese labels. Every Chinese
-# notebook runs under nbval; in the browser these two cover every kind of control the Chinese labels name (the
+# notebook runs under nbval; in the browser these three cover every kind of control the Chinese labels name (the
 # memory explorer's slider and dropdowns, the ring's Step/Back, layer, head and sinks, the same buttons and labels
 # the player, the heat-map and the block stepper use), which keeps the browser test within make test's budget.
-ZH_IN_LAB = {"05_kv_cache_memory", "12_sliding_window"}
+ZH_IN_LAB = {"05_kv_cache_memory", "10_serving", "12_sliding_window"}
 
 MUST_FIT = {"04_worked_example"}
 
