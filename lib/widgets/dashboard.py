@@ -301,6 +301,15 @@ def plot_engine(frames: list[EngineFrame]):
 
 # -------------------------------------------------------------------------------- tier 2: plotly step-through
 
+def informative(frames, at_most: int = 12) -> int | None:
+    """The first frame that shows the engine at work: a queue, two rows or more and a shared block (or tick
+    ``at_most``); None before there is one. Where the step-through and the live dashboard open."""
+    for i, f in enumerate(frames):
+        if (f.waiting and len(f.running) >= 2 and f.shared_blocks) or f.tick >= at_most:
+            return i
+    return None
+
+
 def _pool_xy(n_blocks: int, cols: int):
     return [b % cols for b in range(n_blocks)], [b // cols for b in range(n_blocks)]
 
@@ -314,7 +323,8 @@ def _pool_texts(f: EngineFrame) -> list[str]:
 
 def queues_line(f: EngineFrame) -> str:
     """The queues in one line: waiting, preempted, running (each row's phase), finished."""
-    running = " ".join(f"#{r}" + ("ᵖ" if f.rows.get(r, ("",))[0] == "prefill" else "") for r in f.running) or "-"
+    running = " ".join(t("#{rid} (prefill)", rid=r) if f.rows.get(r, ("",))[0] == "prefill" else f"#{r}"
+                       for r in f.running) or "-"
     return (f"{t('waiting')}{colon()}{_rids(f.waiting)}   {t('preempted')}{colon()}{_rids(f.preempted)}   "
             f"{t('running')}{colon()}{running}   {t('finished')}{colon()}{len(f.finished)}")
 
@@ -352,34 +362,39 @@ def engine_figure(frames: list[EngineFrame], cols: int = 14):
             pool = dict(x=x, y=y, mode="markers+text", hoverinfo="skip", showlegend=False, text=pool["text"],
                         marker=dict(symbol="square", size=30, color=fills, line=dict(color=style.MUTED, width=1)),
                         textfont=dict(color=style.INK, size=style.PLOTLY_SMALL - 2))
-            bars = [dict(y=[""], orientation="h", xaxis="x2", yaxis="y2", **bar, **look) for bar, look in zip(bars, (
+            bars = [dict(y=[t("batch")], orientation="h", xaxis="x2", yaxis="y2", **bar, **look) for bar, look in zip(bars, (
                 dict(name=t("prefill tokens"), marker=dict(color=style.colour("prefill"), pattern_shape="/")),
                 dict(name=t("decode tokens"), marker=dict(color=style.colour("decode")))))]
         return [go.Scatter(**pool), go.Bar(**bars[0]), go.Bar(**bars[1])]
 
     def notes(f):
-        return [dict(text=tick_caption(f), x=0, y=1.16, xref="paper", yref="paper", showarrow=False, xanchor="left",
-                     font=dict(size=style.PLOTLY_SMALL + 1)),
-                dict(text=queues_line(f), x=0, y=1.07, xref="paper", yref="paper", showarrow=False, xanchor="left",
-                     font=dict(size=style.PLOTLY_SMALL))]
+        top = dict(x=0, y=1, xref="paper", yref="paper", showarrow=False, xanchor="left", yanchor="bottom")
+        words = t("{p} prefill + {d} decode tokens", p=f.prefill_tokens, d=f.decode_tokens)
+        return [dict(text=f"<b>{html.escape(tick_caption(f))}</b>", yshift=30, font=dict(size=style.PLOTLY_SMALL + 1),
+                     **top),
+                dict(text=html.escape(queues_line(f)), yshift=6, font=dict(size=style.PLOTLY_SMALL), **top),
+                dict(text=html.escape(words), x=1, y=1, xref="paper", yref="y2 domain", showarrow=False,
+                     xanchor="right", yanchor="bottom", font=dict(size=style.PLOTLY_SMALL))]
 
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.78, 0.22], vertical_spacing=0.12)
-    for trace in data(frames[0], first=True):
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.72, 0.28], vertical_spacing=0.16)
+    first = informative(frames)
+    first = len(frames) - 1 if first is None else first
+    for trace in data(frames[first], first=True):
         fig.add_trace(trace)
     fig.frames = [go.Frame(name=str(f.tick), data=data(f), layout=dict(annotations=notes(f))) for f in frames]
     budget = frames[0].budget
     shapes = [] if budget is None else [dict(type="line", x0=budget, x1=budget, y0=-0.5, y1=0.5, xref="x2", yref="y2",
                                              line=dict(color=style.MUTED, dash="dash", width=2))]
-    fig.update_layout(height=140 + 38 * rows_ + 150, margin=dict(l=20, r=20, t=80, b=90), barmode="stack",
-                      annotations=notes(frames[0]), shapes=shapes,
-                      legend=dict(orientation="h", x=1, xanchor="right", y=0.24, yanchor="bottom"),
+    fig.update_layout(height=200 + 45 * rows_ + 130, margin=dict(l=20, r=20, t=70, b=110), barmode="stack",
+                      annotations=notes(frames[first]), shapes=shapes, showlegend=False,
                       xaxis=dict(visible=False, range=[-0.6, cols - 0.4]),
                       yaxis=dict(visible=False, range=[rows_ - 0.5, -0.5]),
-                      xaxis2=dict(range=[0, top * 1.05], title=t("tokens fed this step (dashed: the budget)")),
-                      sliders=[frame_slider([f.tick for f in frames], prefix=t("tick") + " ", y=-0.25, len=0.8,
-                                            x=0.2)],
+                      xaxis2=dict(range=[0, top * 1.05], title=t("tokens fed this step: prefill (orange, striped) + "
+                                                                 "decode (blue); dashed: the budget")),
+                      sliders=[frame_slider([f.tick for f in frames], prefix=t("tick") + " ", active=first, y=-0.3,
+                                            len=0.8, x=0.2)],
                       updatemenus=[play_buttons(600, (t("▶ Play"), t("❚❚ Pause")), direction="left", x=0.0,
-                                                y=-0.25, xanchor="left", yanchor="top")])
+                                                y=-0.3, xanchor="left", yanchor="top")])
     return fig
 
 
@@ -521,12 +536,9 @@ class ServingDashboard(FrameStepping):
         return self.run.frames
 
     def _open(self, at: int | None):
-        """Run to ``at`` ticks, or to the first tick that shows the engine at work: a queue, two rows or more and
-        a shared block (tick 12 at most)."""
+        """Run to ``at`` ticks, or to the first tick that shows the engine at work (``informative``)."""
         while self.run.advance():
-            f = self.run.frames[-1]
-            if (at is not None and f.tick >= at) or (at is None and ((f.waiting and len(f.running) >= 2 and
-                                                                    f.shared_blocks) or f.tick >= 12)):
+            if (self.frames[-1].tick >= at) if at is not None else informative(self.frames) is not None:
                 break
         self._show_last()
 

@@ -397,7 +397,8 @@ ZH.update({  # -- the serving dashboard (lib/widgets/dashboard.py) --
     "tick": "时刻", "tick {tick}": "时刻 {tick}", "tick (one engine step)": "时刻（引擎的一步）",
     "arrived": "到达", "admitted": "接纳", "preempted": "被抢占", "finished": "已完成", "queue": "队列",
     "nothing to run": "无事可做", "decode tokens": "解码 token", "tokens fed": "输入的 token 数",
-    "tokens fed this step (dashed: the budget)": "本步输入的 token 数（虚线：预算）",
+    "tokens fed this step: prefill (orange, striped) + decode (blue); dashed: the budget":
+        "本步输入的 token 数：预填充（橙色斜纹）+ 解码（蓝色）；虚线：预算",
     "prefill + decode / budget": "预填充 + 解码 / 预算", "blocks used (shared)": "已用块（共享）",
     "shared prefix block": "共享的前缀块", "the block pool": "块池", "block {b}": "块 {b}",
     "The pool over time: each block's owner (#request)": "块池随时间的变化：每个块属于哪个请求（#编号）",
@@ -408,7 +409,7 @@ ZH.update({  # -- the serving dashboard (lib/widgets/dashboard.py) --
     "this step’s batch": "本步的批次", "budget {b}": "预算 {b}",
     "{p} prefill + {d} decode tokens": "{p} 个预填充 token + {d} 个解码 token",
     "streamed text": "流式输出的文本", "arrival rate (per tick)": "到达率（每个时刻）",
-    "your request": "你的请求", "answer (24 tokens, greedy)": "回答（24 个 token，贪心）", "type a prompt, press Enter: it arrives at the next tick":
+    "#{rid} (prefill)": "#{rid}（预填充）", "your request": "你的请求", "answer (24 tokens, greedy)": "回答（24 个 token，贪心）", "type a prompt, press Enter: it arrives at the next tick":
         "输入提示词后按回车：它在下一个时刻到达",
 })
 
