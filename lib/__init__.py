@@ -17,7 +17,7 @@ floor or below, imports inside functions included: tests/test_architecture.py ho
     engine     config, model, cache, sampling, generate, trace, tokenizer   (read in this order, ~1,350 lines);
                tokenization (how real models cut text into tokens)
     shared     checks, text, device, timing, progress
-    words      widgets/i18n, widgets/i18n_outputs (what lib prints and draws, in both languages)
+    words      i18n/ (what lib prints and draws, in both languages: t, ZH; outputs: the printed lines' table)
 ``import lib`` loads no plotting library: ``lib.notebook`` (matplotlib, plotly) is imported the first time it is
 asked for. Course tooling (site, classroom, editions, runner, bench) is in tools/, outside the package: lib never
 imports it.

@@ -5,7 +5,7 @@ import pytest
 import lib
 from lib.vllm_bridge import GiB
 from lib.widgets import capacity as cw
-from lib.widgets.i18n import speaking
+from lib.i18n import speaking
 
 
 def test_memory_parts_add_up_and_come_from_kv_capacity():

@@ -8,7 +8,7 @@ from ..costs import weight_bytes
 from ..device import dtype_bytes
 from ..presets import llama
 from ..vllm_bridge import GiB, kv_capacity
-from ..widgets.i18n import t
+from ..i18n import t
 from . import Case, exercise
 
 def num_kv_blocks(total_bytes, gpu_memory_utilization, weight_bytes, activation_bytes, block_size, n_layers,

@@ -59,7 +59,7 @@ from ..costs import (generation_steps, kv_cache_bytes, kv_computations, kv_memor
 from ..device import dtype_name
 from ..presets import PRESETS
 from ..text import fmt_bytes
-from .i18n import t
+from ..i18n import t
 from .live import LiveWidget, plotly_output, show_plotly
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes, picker_models

@@ -34,7 +34,7 @@ from ..costs import (kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tok
                      param_count, weight_bytes)
 from ..device import DTYPES, dtype_name
 from ..presets import MLA_PRESETS, PRESETS, resolve_model
-from .i18n import t
+from ..i18n import t
 from ..text import fmt_bytes, sig, text_table
 from . import YOUR_MODEL, frame_slider, picker_models, picker_options
 from .live import LiveWidget

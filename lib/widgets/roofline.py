@@ -22,7 +22,7 @@ import time
 from .. import costs
 from . import style
 from ..device import DTYPES as _DTYPE_TABLE
-from .i18n import t
+from ..i18n import t
 from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
 from ..trace import check_trace
 from .live import LiveWidget, plotly_output, show_plotly

@@ -3,13 +3,13 @@ dropdowns, and check that what it draws changed. Works on a Playwright locator o
 JupyterLab and in the classroom view (Voilà) alike, since both render ipywidgets 8 the same way.
 
 Controls are found by their description label, as a person reads them ("step", "layer", "requests"), in the
-notebook's language: the labels, button texts and page strings looked for are computed with ``lib.widgets.i18n.t`` in that
+notebook's language: the labels, button texts and page strings looked for are computed with ``lib.i18n.t`` in that
 language (``lang="zh"`` for the Chinese edition), exactly as the widget computes them, never written out twice.
 """
 from __future__ import annotations
 
 
-from lib.widgets.i18n import speaking, t
+from lib.i18n import speaking, t
 
 TIMEOUT_MS = 60_000  # every change goes through the kernel; the machine may be busy
 
