@@ -3,7 +3,7 @@ GPU; the live widget through its Python API (set values as the controls do) with
 import pytest
 
 import lib
-from lib.vllm_bridge import GiB
+from lib.costs import GiB
 from lib.widgets import capacity as cw
 from lib.i18n import speaking
 

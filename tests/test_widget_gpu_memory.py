@@ -7,7 +7,7 @@ import pytest
 matplotlib.use("Agg")
 
 import lib  # noqa: E402
-from lib.vllm_bridge import GiB  # noqa: E402
+from lib.costs import GiB  # noqa: E402
 from lib.widgets import gpu_memory as gm  # noqa: E402
 from lib.i18n import speaking  # noqa: E402
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 
 from ..config import ModelConfig
-from ..costs import weight_bytes
+from ..costs import GiB, weight_bytes
 from ..device import dtype_bytes
 from ..presets import llama
-from ..vllm_bridge import GiB, kv_capacity
+from ..vllm_bridge import kv_capacity
 from ..i18n import t
 from . import Case, exercise
 

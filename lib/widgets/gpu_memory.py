@@ -17,8 +17,9 @@ import math
 from dataclasses import dataclass
 
 from .. import checks
+from ..costs import GiB
 from ..text import fmt_bytes, text_table
-from ..vllm_bridge import GiB, KVCapacity, kv_capacity
+from ..vllm_bridge import KVCapacity, kv_capacity
 from . import style
 from .capacity import memory_parts
 from ..i18n import t

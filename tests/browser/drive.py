@@ -222,7 +222,8 @@ def drive_ring(page, widget) -> list[str]:
 def drive_capacity(page, widget) -> list[str]:
     """The capacity explorer (11): move gpu_memory_utilization one notch, then pick another KV dtype: each time the
     page must show lib.kv_capacity's blocks, tokens and full-length requests for the new values."""
-    from lib.vllm_bridge import GiB, kv_capacity
+    from lib.costs import GiB
+    from lib.vllm_bridge import kv_capacity
 
     def shows_lib(what):
         cap = kv_capacity(_selected(widget, t("model")), _selected(widget, "GPU"), float(readout(util)),
