@@ -17,15 +17,15 @@ from torch.utils.flop_counter import FlopCounterMode
 import lib
 from lib.config import ModelConfig
 from lib.model import MiniTransformer
-from lib.costs import (FLOP_TERMS, OPERATORS, MLAConfig, crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
-                       decode_intensity_limit, describe, dtype_bytes, forward_flops, generation_flops,
+from lib.costs import (FLOP_TERMS, OPERATORS, crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
+                       decode_intensity_limit, describe, forward_flops, generation_flops,
                        generation_steps, kv_bytes_per_token, kv_cache_bytes, kv_computations,
-                       kv_memory_crossover_tokens, kv_read_crossover_tokens, kv_values_per_token, model_config,
-                       param_count, pass_cost, prefill_cost, resolve_model, step_cost, streamed_weight_bytes,
+                       kv_memory_crossover_tokens, kv_read_crossover_tokens, kv_values_per_token,
+                       param_count, pass_cost, prefill_cost, step_cost, streamed_weight_bytes,
                        total_kv_computations, weight_bytes)
 from lib.demo import DEMOS, demo_config
-from lib.presets import DEMO_CONFIGS, MLA_PRESETS, MODEL_NAMES, PRESETS
-from lib.device import COMPUTE_DTYPES, DTYPES, dtype_info, dtype_name, resolve_dtype
+from lib.presets import DEMO_CONFIGS, MLA_PRESETS, MODEL_NAMES, PRESETS, MLAConfig, model_config, resolve_model
+from lib.device import COMPUTE_DTYPES, DTYPES, dtype_bytes, dtype_info, dtype_name, resolve_dtype
 from lib.roofline import DEFAULT_GPU
 
 TINY = ModelConfig(vocab_size=50, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2, d_ff=24,

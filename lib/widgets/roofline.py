@@ -22,6 +22,7 @@ import time
 from .. import costs
 from . import style
 from ..device import DTYPES as _DTYPE_TABLE
+from ..device import dtype_name
 from ..i18n import t
 from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
 from ..trace import check_trace
@@ -291,7 +292,7 @@ def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, b
     ax.set_title(title if title is not None else
                  t("{model} ({kind}, {q} query / {kv} KV heads), decode in {dtype} on {machine}\nweight products "
                    "compute-bound from batch {b}", model=_name(model), kind=c.attention_kind, q=c.n_heads,
-                   kv=c.n_kv_heads, dtype=costs.dtype_name(dtype), machine=machine_label(machine),
+                   kv=c.n_kv_heads, dtype=dtype_name(dtype), machine=machine_label(machine),
                    b=weight_products_ridge_batch(model, machine, dtype)))
     return fig
 
@@ -446,7 +447,7 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
     ax.set_xlabel(t("context per sequence (positions the new token attends to)"))
     ax.set_ylabel(t("GB read per decode step"))
     ax.set_title(t("{model} in {dtype}: weights read vs KV-cache reads per decode step", model=_name(model),
-                   dtype=costs.dtype_name(dtype)))
+                   dtype=dtype_name(dtype)))
     ax.legend(loc="upper left")
     return fig
 
