@@ -29,7 +29,7 @@ from .cache import KVCache
 from .concat import ConcatKVCache
 from .config import ModelConfig
 from .costs import kv_cache_bytes
-from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
+from .demo import load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
 from .fastdecode import FastDecoder
 from .flash import flash_attention
@@ -37,7 +37,7 @@ from .generate import GenerationResult, generate
 from .hf import from_hf
 from .model import ForwardRecord, MiniTransformer
 from .paged import PagedKVCache, PagedKVPool
-from .presets import PRESETS
+from .presets import DEMOS, PRESETS
 from .quant import QuantizedKVCache
 from .sampling import filter_logits
 from .sinks import sink_share, streaming_drift

@@ -242,11 +242,14 @@ def test_importing_the_model_loads_no_plotting_library():
         from lib.model import MiniTransformer  # runs lib/__init__.py first: every name of lib is there
         import lib
         print(sorted({{m.split(".")[0] for m in sys.modules}} & set({PLOTTING!r})))
+        print(sorted(m for m in sys.modules if m.startswith(("lib.widgets", "lib.i18n"))))
         print(lib.notebook.__name__, "matplotlib" in sys.modules)  # lib.notebook comes the moment it is asked for
         """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    loaded, lazy = out.stdout.strip().split("\n")
+    loaded, words, lazy = out.stdout.strip().split("\n")
     assert loaded == "[]", f"import lib.model loads {loaded}"
+    # the engine speaks through the ground floor's words (Trace.table), never through the widgets package
+    assert words == "['lib.i18n', 'lib.i18n.outputs']", f"import lib loads {words}"
     assert lazy == "lib.notebook True"
 
 

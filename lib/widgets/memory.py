@@ -94,7 +94,7 @@ class MemoryBudget:
 def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: int = 1,
                   kv_dtype=None) -> MemoryBudget:
     """The memory of serving ``batch`` requests of ``context`` tokens with ``model`` (a preset name or a
-    ModelConfig; ``lib.costs.resolve_model``), weights in ``dtype`` and the KV cache in ``kv_dtype`` (names of
+    ModelConfig; ``lib.presets.resolve_model``), weights in ``dtype`` and the KV cache in ``kv_dtype`` (names of
     ``lib.device.DTYPES``; None: the weights' dtype)."""
     name, config = resolve_model(model)
     dtype = dtype_name(dtype)

@@ -27,7 +27,7 @@ from ..i18n import t
 from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
 from ..trace import check_trace
 from .live import LiveWidget, plotly_output, show_plotly
-from ..presets import MODEL_NAMES
+from ..presets import MODEL_NAMES, resolve_model
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import YOUR_MODEL, check_controls, figure_and_axes, frame_slider, picker_models, picker_options
 
@@ -67,14 +67,14 @@ def default_length(model) -> int:
 
 
 def _name(model) -> str:
-    return costs.resolve_model(model)[0]
+    return resolve_model(model)[0]
 
 
 # ---------------------------------------------------------------------------------------------- the data
 
 def step_point(model, cost: costs.StepCost, label: str | None = None) -> dict:
     """One costed pass as a point for the tables and plots: {"model", "phase", "batch", "context", "cost"}
-    (+ "label"); ``model`` a name or a config (named as ``lib.costs.resolve_model`` names it)."""
+    (+ "label"); ``model`` a name or a config (named as ``lib.presets.resolve_model`` names it)."""
     if not isinstance(cost, costs.StepCost):
         raise TypeError(f"step_point needs a lib.costs.StepCost (from step_cost, decode_cost, ...), got "
                         f"{type(cost).__name__}")
