@@ -17,7 +17,7 @@ floor or below, imports inside functions included: tests/test_architecture.py ho
     engine     config, model, cache, sampling, generate, trace, tokenizer   (read in this order, ~1,350 lines);
                tokenization (how real models cut text into tokens)
     shared     checks, text, device, timing, progress
-    words      widgets/i18n, widgets/i18n_outputs (what lib prints and draws, in both languages)
+    words      i18n/ (what lib prints and draws, in both languages: t, ZH; outputs: the printed lines' table)
 ``import lib`` loads no plotting library: ``lib.notebook`` (matplotlib, plotly) is imported the first time it is
 asked for. Course tooling (site, classroom, editions, runner, bench) is in tools/, outside the package: lib never
 imports it.
@@ -29,7 +29,7 @@ from .cache import KVCache
 from .concat import ConcatKVCache
 from .config import ModelConfig
 from .costs import kv_cache_bytes
-from .demo import DEMOS, load_checkpoint, load_demo, save_checkpoint
+from .demo import load_checkpoint, load_demo, save_checkpoint
 from .device import pick_device, resolve_device
 from .fastdecode import FastDecoder
 from .flash import flash_attention
@@ -37,7 +37,7 @@ from .generate import GenerationResult, generate
 from .hf import from_hf
 from .model import ForwardRecord, MiniTransformer
 from .paged import PagedKVCache, PagedKVPool
-from .presets import PRESETS
+from .presets import DEMOS, PRESETS
 from .quant import QuantizedKVCache
 from .sampling import filter_logits
 from .sinks import sink_share, streaming_drift

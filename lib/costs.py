@@ -45,7 +45,7 @@ import torch
 
 from . import checks
 from .config import ModelConfig
-from .device import dtype_bytes, dtype_info, dtype_name  # noqa: F401  (dtype_bytes: lib.costs.dtype_bytes)
+from .device import dtype_info, dtype_name
 from .presets import MLAConfig, model_config, resolve_model  # models by name: the one registry, lib/presets.py
 from .text import fmt_bytes, fmt_count
 

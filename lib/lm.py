@@ -5,7 +5,7 @@
     unigram_entropy(lib.corpus.heldout_text("en"))        # what a model that ignores context would score
     greedy_margins(model, tok, "<s>春", 40)               # per step: top-1 logit minus top-2 (a near-tie is small)
 
-The course has two kinds of model (``lib.demo.DEMOS``): toys that memorised a few lines, for mechanisms that must
+The course has two kinds of model (``lib.presets.DEMOS``): toys that memorised a few lines, for mechanisms that must
 be exact and printable (the source's run <s> → 人工智能<eos>, the worked example), and this one, trained on real
 English and Chinese text (``python -m lib.train_lm``), for what only a real model shows: sampling tails, heads you
 can name, attention sinks, in-context copying, speculative α, int8 error, speed and memory at long context.

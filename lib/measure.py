@@ -51,9 +51,10 @@ import numpy as np
 import torch
 
 from . import checks, progress
+from .cache import CACHE_KINDS
 from .config import ModelConfig
 from .costs import generation_steps
-from .generate import CACHE_KINDS, generate
+from .generate import generate
 from .model import MiniTransformer, eval_mode
 from .timing import CLOCKS, Stopwatch, Timing, steady
 

@@ -13,10 +13,11 @@ import sys
 
 import torch
 
+from . import i18n
 from .device import pick_device
-from .widgets import i18n, style
+from .i18n.outputs import translate_printed
+from .widgets import style
 from .widgets.fonts import use_cjk_font
-from .widgets.i18n_outputs import translate_printed
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -110,7 +111,7 @@ _SET_TEXT = __import__("matplotlib.text", fromlist=["Text"]).Text.set_text
 
 
 def _speaking_print(*args, sep=" ", end="\n", file=None, flush=False):
-    """``print`` of a Chinese notebook: a line to stdout that ``i18n_outputs.ZH_PRINTED`` knows is printed in
+    """``print`` of a Chinese notebook: a line to stdout that ``lib.i18n.outputs.ZH_PRINTED`` knows is printed in
     Chinese (the notebooks' code cells are the same in both editions; their f-strings are English)."""
     if (file is None or file is sys.stdout) and i18n.language() == "zh":
         text = (" " if sep is None else sep).join(map(str, args))

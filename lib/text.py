@@ -13,6 +13,9 @@ import numbers
 import numpy as np
 from wcwidth import wcswidth, wcwidth
 
+from .i18n import ZH, language
+from .i18n.outputs import translate_printed
+
 # How a token is shown on an axis or in a cell: whitespace made visible, everything else as it is.
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
 
@@ -54,10 +57,8 @@ def _is_number(v) -> bool:
 
 
 def _say():
-    """A cell's text in the notebook's language (``lib.widgets.i18n``: a whole text of ``ZH`` or a template of
-    ``ZH_PRINTED``); imported when called, as the words live with the widgets, which import the engine."""
-    from .widgets.i18n import ZH, language
-    from .widgets.i18n_outputs import translate_printed
+    """A cell's text in the notebook's language (``lib.i18n``: a whole text of ``ZH`` or a template of
+    ``ZH_PRINTED``)."""
     if language() == "en":
         return lambda s: s
     return lambda s: translate_printed(s, ZH, whole=True)
@@ -70,7 +71,7 @@ def text_table(rows, header=None, align=None) -> str:
     ``align``: None right-aligns every column whose cells are all numbers (``1,024``, ``3.5%`` and
     ``12.55 GiB`` count) and left-aligns the rest; "left" or "right" aligns every column alike; or one
     "l"/"r" per column. Widths are display widths, so Chinese text stays in line. The header, and every cell
-    that is a known text (a phase, "memory-bound", "layer 0, head 3": ``lib.widgets.i18n``), speak the notebook's
+    that is a known text (a phase, "memory-bound", "layer 0, head 3": ``lib.i18n``), speak the notebook's
     language; other cells (numbers, tokens, names) stay as they are."""
     rows = list(rows)
     if not rows:

@@ -12,7 +12,7 @@ import torch
 
 from . import checks
 from .text import text_table
-from .widgets.i18n import t
+from .i18n import t
 
 
 @dataclass

@@ -41,7 +41,7 @@ from . import checks
 from .costs import GiB, kv_cache_bytes, weight_bytes
 from .device import DTYPES, dtype_info, dtype_name
 from .presets import resolve_model
-from .widgets.i18n import language, t
+from .i18n import language, t
 
 VLLM_VERSION = "0.33.0"  # the vLLM release BRIDGE and kv_capacity were read from (wheel from the package registry)
 VLLM_COMMIT = "g4ba787ec9"  # its vllm/_version.py commit id
@@ -238,7 +238,7 @@ def bridge_rows() -> list[dict]:
 
 def bridge_notes(width: int = 110) -> str:
     """Per idea of the map: what vLLM does and how lib differs, as notebook 13 prints it (the English wrapped at
-    ``width`` columns; in the notebook's language, through ``lib.widgets.i18n``)."""
+    ``width`` columns; in the notebook's language, through ``lib.i18n``)."""
     out = []
     for m in BRIDGE:
         out.append(f"{t(m.idea)}  [{m.vllm_name}]")

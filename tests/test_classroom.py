@@ -116,7 +116,7 @@ def test_the_page_path_names_the_edition_and_the_twin():
 
 
 def test_a_chinese_page_presses_the_chinese_buttons_and_says_its_keys_in_chinese(tmp_path):
-    from lib.widgets import i18n
+    from lib import i18n
 
     words = classroom.WORDS
     assert words["en"] == {"step": "Step ▶", "back": "◀ Back", "bar": classroom.KEY_BAR, "switch": "中文"}

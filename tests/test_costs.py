@@ -17,15 +17,15 @@ from torch.utils.flop_counter import FlopCounterMode
 import lib
 from lib.config import ModelConfig
 from lib.model import MiniTransformer
-from lib.costs import (FLOP_TERMS, OPERATORS, MLAConfig, crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
-                       decode_intensity_limit, describe, dtype_bytes, forward_flops, generation_flops,
+from lib.costs import (FLOP_TERMS, OPERATORS, crossover_batch, crossover_context, decode_batch_for_intensity, decode_cost,
+                       decode_intensity_limit, describe, forward_flops, generation_flops,
                        generation_steps, kv_bytes_per_token, kv_cache_bytes, kv_computations,
-                       kv_memory_crossover_tokens, kv_read_crossover_tokens, kv_values_per_token, model_config,
-                       param_count, pass_cost, prefill_cost, resolve_model, step_cost, streamed_weight_bytes,
+                       kv_memory_crossover_tokens, kv_read_crossover_tokens, kv_values_per_token,
+                       param_count, pass_cost, prefill_cost, step_cost, streamed_weight_bytes,
                        total_kv_computations, weight_bytes)
-from lib.demo import DEMOS, demo_config
-from lib.presets import DEMO_CONFIGS, MLA_PRESETS, MODEL_NAMES, PRESETS
-from lib.device import COMPUTE_DTYPES, DTYPES, dtype_info, dtype_name, resolve_dtype
+from lib.demo import demo_config
+from lib.presets import DEMO_CONFIGS, DEMOS, MLA_PRESETS, MODEL_NAMES, PRESETS, MLAConfig, model_config, resolve_model
+from lib.device import COMPUTE_DTYPES, DTYPES, dtype_bytes, dtype_info, dtype_name, resolve_dtype
 from lib.roofline import DEFAULT_GPU
 
 TINY = ModelConfig(vocab_size=50, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2, d_ff=24,
@@ -597,7 +597,7 @@ def test_one_registry_of_names_that_needs_no_demo_weights(monkeypatch, tmp_path)
     import lib.presets
     assert (lib.PRESETS, lib.costs.MLAConfig, lib.DEMOS, lib.costs.resolve_model) == \
         (lib.presets.PRESETS, lib.presets.MLAConfig, lib.presets.DEMOS, lib.presets.resolve_model)
-    for shim in ("PRESETS", "MLA_PRESETS", "MODEL_NAMES"):  # one home for names: lib.presets, not a copy in costs
+    for shim in ("PRESETS", "MLA_PRESETS", "MODEL_NAMES", "dtype_bytes"):  # one home each: lib.presets, lib.device
         assert not hasattr(lib.costs, shim), shim
     assert set(lib.presets.DEMO_CONFIGS) == set(DEMOS)
     monkeypatch.setattr(lib.demo, "ASSETS", tmp_path)  # no demo weights on disk: naming one opens no file

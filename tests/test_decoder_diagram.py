@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 import lib  # noqa: E402
-from lib.widgets import i18n  # noqa: E402
+from lib import i18n  # noqa: E402
 from lib.widgets.decoder_diagram import block_parts, decoder_diagram  # noqa: E402
 
 

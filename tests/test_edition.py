@@ -88,7 +88,7 @@ def run_as_built(folder, texts):
 
 
 def test_the_editions_are_the_languages_lib_speaks():
-    from lib.widgets.i18n import LANGUAGES
+    from lib.i18n import LANGUAGES
     assert edition.ALL_EDITIONS is LANGUAGES and edition.EDITIONS == ("zh",)  # one list, in lib (tools import lib)
 
 

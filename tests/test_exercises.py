@@ -71,7 +71,7 @@ def test_unknown_names_and_non_functions():
 
 
 def test_reveal_says_right_wrong_or_missing_then_the_answer(capsys):
-    from lib.widgets.i18n import speaking
+    from lib.i18n import speaking
     r = ex.reveal(None, 4)
     out = capsys.readouterr().out
     assert not r and "No prediction yet" in out and "the answer: 4" in out

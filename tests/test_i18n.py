@@ -1,4 +1,4 @@
-"""Widgets and figures speak the notebook's language (``lib.notebook.setup(lang="zh")`` -> ``lib.widgets.i18n``).
+"""Widgets and figures speak the notebook's language (``lib.notebook.setup(lang="zh")`` -> ``lib.i18n``).
 
 Under zh every widget's static figure (titles, axis and tick labels, legends, texts) and its HTML and controls
 hold Chinese and no English word beyond the technical tokens a Chinese text keeps (KV, GQA, FLOP, GiB, model
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 import lib
+from lib import i18n
+from lib.i18n import ZH, t
 from lib.presets import MODEL_NAMES
-from lib.widgets import i18n
-from lib.widgets.fonts import FONT_PATH
-from lib.widgets.i18n import ZH, t
 from lib.roofline import REFERENCE_MACHINES
+from lib.widgets.fonts import FONT_PATH
 from tests.helpers import drawn_without_missing_glyphs
 
 WIDGETS = Path(lib.__file__).parent / "widgets"
@@ -96,7 +96,7 @@ def test_every_text_a_widget_translates_has_a_chinese_entry():
     keys = list(_literal_keys())
     assert len(keys) > 250  # the widgets' words go through t
     missing = sorted({f"{f}: {k!r}" for f, k in keys if k not in ZH})
-    assert not missing, f"texts passed to t() without a Chinese entry in lib.widgets.i18n.ZH: {missing}"
+    assert not missing, f"texts passed to t() without a Chinese entry in lib.i18n.ZH: {missing}"
 
 
 def test_every_english_text_has_one_entry():
@@ -369,7 +369,7 @@ def test_english_comes_back_in_the_same_process(chat, pair):
 
 
 def test_speaking_sets_the_language_for_a_block_and_restores_it_even_after_an_error():
-    from lib.widgets import i18n
+    from lib import i18n
     assert i18n.language() == "en"
     with i18n.speaking("zh"):
         assert i18n.language() == "zh"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lib.widgets import i18n
+from lib import i18n
 from tools import site
 
 NAME = "04_worked_example"  # small, with a plotly figure and a live widget
@@ -65,7 +65,7 @@ def test_chinese_pages_speak_chinese_and_load_the_shared_assets(built):
     index = (out / "zh" / "index.html").read_text(encoding="utf-8")
     assert '<html lang="zh">' in index and "<h1>KV Cache Lab（KV 缓存实验室）</h1>" in index
     assert "make classroom NB=NAME EDITION=zh" in index and f'<a href="{NAME}.html">' in index
-    assert i18n.language() == "en", "building the site left lib.widgets.i18n speaking Chinese"
+    assert i18n.language() == "en", "building the site left lib.i18n speaking Chinese"
 
 
 def test_live_widget_note_in_both_languages_and_language_restored():

@@ -12,8 +12,9 @@ from helpers import randomized_model
 from lib import KVCache, MiniTransformer, generate
 from lib.speculative import (accept_or_resample, acceptance_probability, chi_square_test, count_forward_passes,
                              distribution_check, expected_acceptance, measure_acceptance, next_token_probs,
-                             output_distribution, residual_distribution, speculative_generate, text_table)
+                             output_distribution, residual_distribution, speculative_generate)
 from lib.speculative import expected_speedup, expected_tokens_per_pass, implied_alpha
+from lib.text import text_table
 
 PROMPTS = ["<s>", "<s>深", "<s>hello", "<s>机器", "<s>the cat", "<s>kv", "<s>大语", "<s>注意", "<s>缓存",
            "<s>attention", "<s>模型逐"]

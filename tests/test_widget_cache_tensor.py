@@ -5,7 +5,7 @@ import torch
 
 import lib
 from helpers import drawn_without_missing_glyphs
-from lib.widgets import i18n
+from lib import i18n
 from lib.widgets.cache_tensor import _states, cache_layout, cache_tensor_figure, cache_tensor_html, layout_for
 
 

@@ -3,9 +3,9 @@ GPU; the live widget through its Python API (set values as the controls do) with
 import pytest
 
 import lib
-from lib.vllm_bridge import GiB
+from lib.costs import GiB
 from lib.widgets import capacity as cw
-from lib.widgets.i18n import speaking
+from lib.i18n import speaking
 
 
 def test_memory_parts_add_up_and_come_from_kv_capacity():

@@ -7,9 +7,9 @@ import pytest
 matplotlib.use("Agg")
 
 import lib  # noqa: E402
-from lib.vllm_bridge import GiB  # noqa: E402
+from lib.costs import GiB  # noqa: E402
 from lib.widgets import gpu_memory as gm  # noqa: E402
-from lib.widgets.i18n import speaking  # noqa: E402
+from lib.i18n import speaking  # noqa: E402
 
 
 def test_parts_add_up_to_the_cuda_total_and_come_from_kv_capacity():

@@ -87,7 +87,7 @@ def test_a_notebook_shows_the_widget_itself(name, target_and_draft):
 
 
 def test_the_fallback_speaks_the_notebooks_language(chat):
-    from lib.widgets import i18n
+    from lib import i18n
     from lib.widgets.player import GenerationPlayer
 
     p = GenerationPlayer(*chat, max_new_tokens=4)

@@ -10,7 +10,7 @@ from lib.corpus import heldout_text
 from lib.lm import windows
 from lib.sinks import drift_sweep
 from lib.widgets import ring
-from lib.widgets.i18n import speaking
+from lib.i18n import speaking
 
 
 @pytest.fixture(scope="module")

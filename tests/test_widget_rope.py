@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from helpers import drawn_without_missing_glyphs
-from lib.widgets import i18n
+from lib import i18n
 from lib.widgets.rope import rope_figure, rotated_pairs
 
 

@@ -170,7 +170,7 @@ def test_tokens_per_pass_figure(models):
     assert [t.get_text() for t in ax.texts] == [f"α={r['α']:.2f}" for r in rows]
     with pytest.raises(ValueError, match=r"needs the rows of lib.speculative.measure_acceptance \(keys k, α"):
         S.plot_tokens_per_pass([{"k": 1}])
-    from lib.widgets import i18n
+    from lib import i18n
     with i18n.speaking("zh"):  # a title the notebook passes is shown in the notebook's language
         assert S.plot_tokens_per_pass(rows, title="greedy, English passages").axes[0].get_title() == "贪心，英文段落"
     plt.close("all")

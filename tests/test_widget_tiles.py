@@ -9,7 +9,7 @@ from lib import flash
 from lib.corpus import heldout_text
 from lib.lm import windows
 from lib.widgets import tiles
-from lib.widgets.i18n import speaking
+from lib.i18n import speaking
 
 
 @pytest.fixture(scope="module")

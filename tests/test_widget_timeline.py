@@ -5,7 +5,7 @@ import pytest
 
 from helpers import drawn_without_missing_glyphs
 from lib import serving
-from lib.widgets import i18n
+from lib import i18n
 from lib.widgets.timeline import timeline_figure, timeline_segments
 
 

@@ -1,6 +1,6 @@
 """What a Chinese notebook shows is Chinese: the share of English-only lines among the committed Chinese
 notebooks' text outputs stays at or below ``MAX_SHARE`` (issue 23 measured 47% before lib's outputs went
-through ``lib.widgets.i18n``).
+through ``lib.i18n``).
 
 What is read: every code cell's outputs in ``notebooks/zh/*.ipynb`` as a learner sees them — stream text
 (stdout, stderr), and of a display or result the text/html (``<style>`` and ``<script>`` dropped, tags
@@ -184,7 +184,7 @@ def test_chinese_notebooks_show_little_english():
 def test_every_text_lib_translates_has_a_chinese_entry():
     """tests/test_i18n.py reads lib/widgets; this reads the rest of lib (tables, exercises, the vLLM map)."""
     import ast
-    from lib.widgets.i18n import ZH
+    from lib.i18n import ZH
     lib_dir = ROOT / "lib"
     missing = []
     for path in sorted(lib_dir.rglob("*.py")):
@@ -201,18 +201,18 @@ def test_every_text_lib_translates_has_a_chinese_entry():
 
 def test_the_output_tables_hold_each_text_once_and_keep_placeholders():
     import ast
-    from lib.widgets import i18n_outputs
-    tree = ast.parse(Path(i18n_outputs.__file__).read_text(encoding="utf-8"))
+    from lib.i18n import outputs
+    tree = ast.parse(Path(outputs.__file__).read_text(encoding="utf-8"))
     for name in ("ZH_OUTPUTS", "ZH_PRINTED"):
         table = next(n.value for n in tree.body if isinstance(n, ast.AnnAssign) and n.target.id == name)
         keys = [ast.literal_eval(k) for k in table.keys]
         assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})
-    i18n_tree = ast.parse((ROOT / "lib" / "widgets" / "i18n.py").read_text(encoding="utf-8"))
+    i18n_tree = ast.parse((ROOT / "lib" / "i18n" / "__init__.py").read_text(encoding="utf-8"))
     widget_keys = {ast.literal_eval(k) for n in i18n_tree.body if isinstance(n, ast.AnnAssign)
                    and getattr(n.target, "id", None) == "ZH" for k in n.value.keys}
-    assert not widget_keys & set(i18n_outputs.ZH_OUTPUTS), "written twice: " + repr(widget_keys & set(i18n_outputs.ZH_OUTPUTS))
+    assert not widget_keys & set(outputs.ZH_OUTPUTS), "written twice: " + repr(widget_keys & set(outputs.ZH_OUTPUTS))
     number = re.compile(r"\{(\d+)(?::[^{}]*)?\}")
-    for key, zh in i18n_outputs.ZH_PRINTED.items():
+    for key, zh in outputs.ZH_PRINTED.items():
         assert sorted(set(number.findall(key))) == sorted(set(number.findall(zh))), (key, zh)
         assert "{" not in number.sub("", zh.replace("{{", "").replace("}}", "")), (key, zh)
         assert CJK.search(zh), f"{key!r} -> {zh!r} is not Chinese"
@@ -225,7 +225,7 @@ def test_the_output_tables_hold_each_text_once_and_keep_placeholders():
 def test_every_exercise_speaks_chinese():
     """Titles, hints, the hidden cases' descriptions and the messages of check() (what a stuck learner reads)."""
     import lib.exercises as ex
-    from lib.widgets import i18n
+    from lib import i18n
     ex._load_all()
     with i18n.speaking("zh"):
         for name, e in sorted(ex._REGISTRY.items()):
@@ -242,7 +242,7 @@ def test_a_chinese_notebook_prints_and_draws_in_chinese_and_an_english_one_does_
     import builtins
     import matplotlib.pyplot as plt
     import lib
-    from lib.widgets import i18n
+    from lib import i18n
     try:
         lib.notebook.setup(lang="zh", verbose=False)
         print("12 notebooks in notebooks/; the map lists 12; same: True")
@@ -274,7 +274,7 @@ def test_the_font_has_every_chinese_character_a_cell_can_draw():
     """A figure a notebook cell draws in Chinese (``ZH_PRINTED``) needs its glyphs in the shipped subset too."""
     from fontTools.ttLib import TTFont
     from lib.widgets.fonts import FONT_PATH
-    from lib.widgets.i18n_outputs import ZH_PRINTED
+    from lib.i18n.outputs import ZH_PRINTED
     cmap = TTFont(str(FONT_PATH)).getBestCmap()
     missing = sorted({c for zh in ZH_PRINTED.values() for c in zh if re.match(r"[\u4e00-\u9fff]", c)
                       and ord(c) not in cmap})
@@ -285,7 +285,7 @@ def test_every_text_of_the_vllm_map_has_a_chinese_entry():
     """The map's ideas and notes go through ``t`` one by one (``bridge_notes``): a note rewritten in English
     without its Chinese would print English after 「vLLM 中：」, a line the English-only measure does not count."""
     from lib import vllm_bridge as vb
-    from lib.widgets.i18n import ZH
+    from lib.i18n import ZH
     missing = [f"{m.idea}: {field}" for m in vb.BRIDGE for field in ("idea", "does", "lib_differs")
                if getattr(m, field) not in ZH]
-    assert not missing, f"vLLM map texts without a Chinese entry in lib.widgets.i18n_outputs: {missing}"
+    assert not missing, f"vLLM map texts without a Chinese entry in lib.i18n.outputs: {missing}"

@@ -4,7 +4,7 @@ Every translation file ``notebooks/zh/src/NN_name.md`` is read, its prose only (
 removed):
 
 - **buttons** (``test_no_english_button_names``): a button, toggle or menu option the widgets label in Chinese
-  (``lib/widgets/i18n.py``: 播放 / 暂停 / 前进 / 后退 / 全部 / 对数坐标 ...) is not called by its English name
+  (``lib/i18n/__init__.py``: 播放 / 暂停 / 前进 / 后退 / 全部 / 对数坐标 ...) is not called by its English name
   (Play, Pause, Step, Back, "all", log-log ...);
 - **quoted labels** (``test_quoted_labels_are_what_the_widgets_show``): where the English cell quotes a control,
   a legend entry or a table column (in "…", “…”, **…** or backticks) that lib translates, the Chinese cell has that
@@ -21,7 +21,7 @@ import re
 import nbformat
 import pytest
 
-from lib.widgets import i18n
+from lib import i18n
 from tools import NOTEBOOKS, edition
 
 FILES = sorted(p.stem for p in (NOTEBOOKS / "zh" / "src").glob("[0-9][0-9]_*.md"))
@@ -72,7 +72,7 @@ def lines_of(name: str):
 
 
 def zh(key: str) -> str:
-    assert key in i18n.ZH, f"{key!r} is no longer a text of lib/widgets/i18n.py: update tests/test_zh_terms.py"
+    assert key in i18n.ZH, f"{key!r} is no longer a text of lib/i18n/__init__.py: update tests/test_zh_terms.py"
     return norm(i18n.ZH[key])
 
 
@@ -82,7 +82,7 @@ def _code_names(name: str) -> set[str]:
 
 
 def _labels() -> dict[str, set[str]]:
-    """English label (symbols aside) -> its Chinese texts, for the short texts of lib/widgets/i18n.py."""
+    """English label (symbols aside) -> its Chinese texts, for the short texts of lib/i18n/__init__.py."""
     out: dict[str, set[str]] = {}
     for key, value in i18n.ZH.items():
         english = key.split(i18n.CONTEXT)[-1]

@@ -17,7 +17,7 @@ projector's overscan crops them) and its key bar below the panel that scrolls, n
 Voilà serves the whole ``notebooks/`` folder, so both editions are one path apart: ``/voila/render/NN_name.ipynb``
 and ``/voila/render/zh/NN_name.ipynb`` (``make classroom NB=NAME EDITION=zh``). Each page has a language switch
 ("中文" / "English", top right) to the same notebook in the other edition, and a Chinese page's key bar and
-stepping keys speak the Chinese widgets' words (``lib.widgets.i18n``).
+stepping keys speak the Chinese widgets' words (``lib.i18n``).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from lib.widgets import style
 from lib.checks import choice
-from lib.widgets.i18n import ZH
+from lib.i18n import ZH
 from . import NOTEBOOKS, lab, notebook_path
 from .edition import ALL_EDITIONS, edition_dir
 
@@ -83,7 +83,7 @@ for _key, _value in {"@INK@": style.INK, "@PAPER@": style.PAPER, "@FREE@": style
     CSS = CSS.replace(_key, _value)
 
 # The page's own words, per edition: the player's buttons the keys press (as the widgets label them, through
-# lib.widgets.i18n) and the key bar. The page's path says its edition: /voila/render/zh/... is Chinese.
+# lib.i18n) and the key bar. The page's path says its edition: /voila/render/zh/... is Chinese.
 KEY_BAR = ("<kbd>\u2192</kbd> / <kbd>\u2190</kbd> step the player nearest the middle of the screen "
            "&nbsp;\u00b7&nbsp; <kbd>PgDn</kbd> / <kbd>PgUp</kbd> (or <kbd>j</kbd> / <kbd>k</kbd>) next / previous section")
 WORDS = {lang: {"step": words.get("Step \u25B6", "Step \u25B6"), "back": words.get("\u25C0 Back", "\u25C0 Back"),

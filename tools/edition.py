@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from lib.widgets.i18n import LANGUAGES
+from lib.i18n import LANGUAGES
 
 from . import NOTEBOOKS, notebook_paths
 

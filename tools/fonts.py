@@ -14,8 +14,8 @@ def characters() -> str:
     """Every character a figure can show: each shipped model's vocabulary (the toys' and the real model's), the
     widgets' Chinese words and common CJK punctuation."""
     from lib.demo import ASSETS, load_checkpoint
-    from lib.widgets.i18n import ZH
-    from lib.widgets.i18n_outputs import ZH_PRINTED  # a figure a notebook cell draws speaks through it too
+    from lib.i18n import ZH
+    from lib.i18n.outputs import ZH_PRINTED  # a figure a notebook cell draws speaks through it too
 
     chars = set(EXTRA_CHARS) | set("".join(ZH.values())) | set("".join(ZH_PRINTED.values()))
     for path in sorted(ASSETS.glob("*.safetensors")):

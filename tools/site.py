@@ -9,7 +9,7 @@ network: open ``site/index.html`` straight from disk.
 Both editions are built: the English pages at the top of the site, the Chinese edition (``notebooks/zh/``) under
 ``zh/`` (``site/zh/02_autoregressive_generation.html``, ``site/zh/index.html``). Every page and both indexes carry a
 language switch, a link to the same page in the other edition ("中文" / "English"); a Chinese page's own words
-(navigation, the live-widget note, the index) come from ``lib.widgets.i18n`` in Chinese.
+(navigation, the live-widget note, the index) come from ``lib.i18n`` in Chinese.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from lib.widgets import style
-from lib.widgets.i18n import speaking, t
+from lib.i18n import speaking, t
 from . import ROOT, notebook_paths
 from .edition import ALL_EDITIONS, edition_dir
 
@@ -85,7 +85,7 @@ INDEX = """<!DOCTYPE html>
 </body></html>
 """
 
-# The site's own words, in English; a Chinese page shows them through lib.widgets.i18n.t (their entries are in lib.widgets.i18n.ZH).
+# The site's own words, in English; a Chinese page shows them through lib.i18n.t (their entries are in lib.i18n.ZH).
 SITE_TITLE = "KV Cache Lab"
 INDEX_INTRO = ("Every notebook as a page made from its stored outputs: no kernel, no network. The plotly figures "
                "step with their slider and Play button. The live widgets need a kernel: open the notebooks with "

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from ..widgets.i18n import colon, t
+from ..i18n import colon, t
 
 __all__ = ["Case", "Result", "exercise", "check", "names", "solution", "compare", "Mismatch", "reveal"]
 

@@ -16,7 +16,7 @@ from ..demo import load_demo
 from ..generate import generate
 from ..measure import random_model
 from ..model import ForwardRecord, apply_rope, rope_tables
-from ..widgets.i18n import t
+from ..i18n import t
 from . import Case, exercise
 
 

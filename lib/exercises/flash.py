@@ -6,7 +6,7 @@ import torch
 
 from . import Case, exercise
 from ..flash import merge_softmax_states, softmax_state
-from ..widgets.i18n import t
+from ..i18n import t
 
 
 def merge_states(a, b):

@@ -17,7 +17,7 @@ from ..generate import generate
 from ..lm import EN_PROMPTS, LOOP_PROMPT
 from ..paged import PagedKVPool
 from . import Case, Mismatch, compare, exercise
-from ..widgets.i18n import t
+from ..i18n import t
 
 
 # ------------------------------------------------------------------ 03: your cache in your greedy loop

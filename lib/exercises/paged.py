@@ -10,7 +10,7 @@ import copy
 from ..blocks import BlockTable, blocks_for
 from ..serving import Scheduler, SchedulerCounts, Sequence, Status, block_size_tradeoff
 from ..serving.memory import _PagedMemory
-from ..widgets.i18n import t
+from ..i18n import t
 from . import Case, Mismatch, compare, exercise
 
 

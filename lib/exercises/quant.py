@@ -6,7 +6,7 @@ import torch
 from ..costs import kv_cache_bytes
 from ..presets import model_config
 from ..quant import QMAX, dequantize, quantize
-from ..widgets.i18n import t
+from ..i18n import t
 from . import Case, exercise
 
 

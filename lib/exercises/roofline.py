@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import Case, exercise
 from .. import costs
-from ..widgets.i18n import t
+from ..i18n import t
 from ..config import ModelConfig
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine
 

@@ -7,7 +7,7 @@ import torch
 from . import Case, exercise
 from ..sampling import residual_distribution
 from ..speculative import acceptance_probability, expected_tokens_per_pass
-from ..widgets.i18n import t
+from ..i18n import t
 
 
 def acceptance_rule_solution(p: torch.Tensor, q: torch.Tensor, x: int):

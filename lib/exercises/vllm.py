@@ -4,11 +4,11 @@ from __future__ import annotations
 import math
 
 from ..config import ModelConfig
-from ..costs import weight_bytes
+from ..costs import GiB, weight_bytes
 from ..device import dtype_bytes
 from ..presets import llama
-from ..vllm_bridge import GiB, kv_capacity
-from ..widgets.i18n import t
+from ..vllm_bridge import kv_capacity
+from ..i18n import t
 from . import Case, exercise
 
 def num_kv_blocks(total_bytes, gpu_memory_utilization, weight_bytes, activation_bytes, block_size, n_layers,

@@ -10,7 +10,7 @@ import torch
 
 from ..cache import Feed, KVCache
 from ..config import ModelConfig
-from ..widgets.i18n import t
+from ..i18n import t
 from . import Case, exercise
 
 

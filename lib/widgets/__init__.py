@@ -1,7 +1,7 @@
 """Widgets and plots that read Traces and ``lib.costs``; each visual comes in three tiers (see CONTRIBUTING.md):
 a static matplotlib figure or table, a plotly step-through that survives export, and a live ipywidgets view
 (every live widget stands on ``lib.widgets.live.LiveWidget``: a notebook shows the widget itself)."""
-from .i18n import language, t
+from ..i18n import language, t
 from ..tokenizer import UnknownCharacterError
 
 

@@ -40,7 +40,7 @@ from .. import checks
 from . import style
 from ..text import token_label
 from ..trace import Trace, check_trace
-from .i18n import t
+from ..i18n import t
 from . import figure_and_axes, frame_slider, play_buttons, prompt_problem
 from .live import LiveWidget, problem_html, show_plotly
 from .player import _draw_cells, KV_COLORS, KV_GLYPH_SIZE, KV_HATCH, KV_MARKS, kv_chip_look, kv_status

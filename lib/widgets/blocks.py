@@ -32,7 +32,7 @@ import torch
 from .. import checks
 from ..text import pad
 from . import style
-from .i18n import CONTEXT, t
+from ..i18n import CONTEXT, t
 from ..model import eval_mode
 from ..sampling import choose, make_generator
 from ..blocks import PoolExhaustedError

@@ -23,7 +23,7 @@ from matplotlib.patches import Patch, Rectangle
 from .. import costs
 from ..cache import KVCache
 from . import style
-from .i18n import t
+from ..i18n import t
 
 MAX_POSITIONS = 64  # columns a figure can draw legibly at the cell's width (900 px)
 

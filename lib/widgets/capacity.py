@@ -20,12 +20,13 @@ import html
 import time
 
 from .. import checks
+from ..costs import GiB
 from ..presets import PRESETS
 from ..roofline import REFERENCE_MACHINES
 from ..text import fmt_bytes, sig, text_table
-from ..vllm_bridge import GiB, KV_CACHE_DTYPES, kv_capacity
+from ..vllm_bridge import KV_CACHE_DTYPES, kv_capacity
 from . import YOUR_MODEL, check_controls, frame_slider, picker_models, picker_options, style
-from .i18n import colon, t
+from ..i18n import colon, t
 from .live import LiveWidget
 
 GPUS = tuple(name for name, m in REFERENCE_MACHINES.items() if m.memory_gib)

@@ -7,11 +7,11 @@ so per step the linear layers go from O(t) to O(1) and attention from O(t²) to 
 K/V computations and linear FLOPs go from O(n²) to O(n), attention FLOPs from O(n³) to O(n²). Every number
 drawn here comes from ``lib.costs`` (``kv_computations``, ``generation_steps``, ``kv_cache_bytes``,
 ``weight_bytes``, ``kv_memory_crossover_tokens``); measured times come from ``lib.measure``. Models are
-resolved by ``lib.costs.resolve_model``, which here also knows "larger" (``lib.measure.larger_config()``).
+resolved by ``lib.presets.resolve_model``, which here also knows "larger" (``lib.measure.larger_config()``).
 
 Data (plain dicts):
     MODEL_CHOICES                                   ("chat", "lm", "larger", *lib.PRESETS): the picker's names
-    resolve(model) -> (name, ModelConfig)           lib.costs.resolve_model, "larger" included
+    resolve(model) -> (name, ModelConfig)           lib.presets.resolve_model, "larger" included
     analytic_curves(model, n, prompt_len=1) -> dict
         {"name", "config", "prompt_len", "n", "positions": [prompt_len .. prompt_len+n-1] (keys attended per step),
          "kv" / "kv_cumulative": {"cache": [...], "no cache": [...]}   K/V vectors computed (per layer, per seq),
@@ -54,12 +54,11 @@ from .. import checks
 from . import style
 from ..checks import new_tokens_fit
 from ..config import ModelConfig
-from ..costs import (generation_steps, kv_cache_bytes, kv_computations, kv_memory_crossover_tokens,
-                     resolve_model, weight_bytes)
+from ..costs import generation_steps, kv_cache_bytes, kv_computations, kv_memory_crossover_tokens, weight_bytes
 from ..device import dtype_name
-from ..presets import PRESETS
+from ..presets import PRESETS, resolve_model
 from ..text import fmt_bytes
-from .i18n import t
+from ..i18n import t
 from .live import LiveWidget, plotly_output, show_plotly
 from ..measure import cumulative, fit_loglog_slope, larger_config
 from . import figure_and_axes, picker_models
@@ -102,7 +101,7 @@ def _larger() -> dict:
 
 
 def resolve(model) -> tuple[str, ModelConfig]:
-    """(name, config) of a model: ``lib.costs.resolve_model``, which here also knows "larger" (random weights,
+    """(name, config) of a model: ``lib.presets.resolve_model``, which here also knows "larger" (random weights,
     ``lib.measure.larger_config()``)."""
     return resolve_model(model, extra=_larger())
 

@@ -13,7 +13,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 
 from ..config import ModelConfig
 from . import style
-from .i18n import t
+from ..i18n import t
 
 NORM_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
 ACTIVATION_NAMES = {"gelu": "GELU", "gelu_tanh": "GELU (tanh)", "silu": "SiLU", "swiglu": "SiLU(gate) × up"}

@@ -2,7 +2,7 @@
 
 ``assets/fonts/KVLabNotoSansSC-Regular.otf`` is a subset of Noto Sans CJK SC holding the demo vocabulary's
 characters (the tokenizer rejects every other character, so no token a notebook can show is missing) and the
-characters of the widgets' Chinese words (``lib.widgets.i18n.ZH``: titles, labels and legends under ``lang="zh"``).
+characters of the widgets' Chinese words (``lib.i18n.ZH``: titles, labels and legends under ``lang="zh"``).
 ``use_cjk_font()`` registers it and puts it after DejaVu Sans in matplotlib's fallback list: Latin text keeps
 matplotlib's usual look, Chinese glyphs come from the subset.
 

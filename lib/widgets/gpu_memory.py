@@ -17,11 +17,12 @@ import math
 from dataclasses import dataclass
 
 from .. import checks
+from ..costs import GiB
 from ..text import fmt_bytes, text_table
-from ..vllm_bridge import GiB, KVCapacity, kv_capacity
+from ..vllm_bridge import KVCapacity, kv_capacity
 from . import style
 from .capacity import memory_parts
-from .i18n import t
+from ..i18n import t
 
 PARTS = ("weights", "activations reserve", "KV blocks holding tokens", "empty KV blocks", "free")
 PART_CONCEPT = {"weights": "weights", "activations reserve": "activations", "KV blocks holding tokens": "kv blocks",

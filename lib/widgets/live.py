@@ -34,7 +34,7 @@ import html
 
 from .. import checks
 from . import style
-from .i18n import t
+from ..i18n import t
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 

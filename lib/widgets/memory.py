@@ -29,12 +29,11 @@ from dataclasses import dataclass
 from .. import checks
 from . import style
 from ..config import ModelConfig
-from ..costs import GiB as GIB  # lib's one binary gigabyte
-from ..costs import (kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tokens, kv_values_per_token,
+from ..costs import (GiB, kv_bytes_per_token, kv_cache_bytes, kv_memory_crossover_tokens, kv_values_per_token,
                      param_count, weight_bytes)
 from ..device import DTYPES, dtype_name
 from ..presets import MLA_PRESETS, PRESETS, resolve_model
-from .i18n import t
+from ..i18n import t
 from ..text import fmt_bytes, sig, text_table
 from . import YOUR_MODEL, frame_slider, picker_models, picker_options
 from .live import LiveWidget
@@ -80,22 +79,22 @@ class MemoryBudget:
         """How many requests of ``context`` tokens (default: this budget's) fit next to the weights on a GPU
         of ``gpu_gib`` GiB. An upper bound: activations, the CUDA context and fragmentation are ignored."""
         context = self.context if context is None else checks.integer(context, "context", 1)
-        free = gpu_gib * GIB - self.weight_bytes
+        free = gpu_gib * GiB - self.weight_bytes
         if free < 0:
             return 0
         return int(free // kv_cache_bytes(self.config, context, 1, self.kv_dtype))
 
     def gpu_rows(self, gpus=GPU_GIB) -> list[dict]:
         """Per GPU size: does this budget fit, what is left after the weights, how many requests fit."""
-        return [{"gpu": f"{g} GiB", "fits": self.total_bytes <= g * GIB,
-                 "free after weights": g * GIB - self.weight_bytes,
+        return [{"gpu": f"{g} GiB", "fits": self.total_bytes <= g * GiB,
+                 "free after weights": g * GiB - self.weight_bytes,
                  "requests that fit": self.max_requests(g)} for g in gpus]
 
 
 def memory_budget(model="llama-2-7b", dtype="fp16", context: int = 4096, batch: int = 1,
                   kv_dtype=None) -> MemoryBudget:
     """The memory of serving ``batch`` requests of ``context`` tokens with ``model`` (a preset name or a
-    ModelConfig; ``lib.costs.resolve_model``), weights in ``dtype`` and the KV cache in ``kv_dtype`` (names of
+    ModelConfig; ``lib.presets.resolve_model``), weights in ``dtype`` and the KV cache in ``kv_dtype`` (names of
     ``lib.device.DTYPES``; None: the weights' dtype)."""
     name, config = resolve_model(model)
     dtype = dtype_name(dtype)
@@ -221,11 +220,11 @@ def plot_memory(model="llama-2-7b", dtype="fp16", batches=(1, 8, 32), kv_dtype=N
     xs = _contexts(config)
     fig, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 3.8), layout="constrained")
     first = memory_budget(model, dtype, xs[0], 1, kv_dtype)
-    w = first.weight_bytes / GIB
+    w = first.weight_bytes / GiB
     weights, ref = style.concept("weights"), style.concept("reference")
     ax.axhline(w, color=weights.colour, ls=weights.linestyle, lw=2, label=t("weights in memory ({size} GiB)", size=f"{w:.2f}"))
     for i, b in enumerate(batches):
-        ys = [memory_budget(model, dtype, x, b, kv_dtype).total_bytes / GIB for x in xs]
+        ys = [memory_budget(model, dtype, x, b, kv_dtype).total_bytes / GiB for x in xs]
         look = style.category(i)
         ax.plot(xs, ys, color=look.colour, marker=look.marker, ls=look.linestyle, ms=5,
                 label=t("weights + KV, batch {b}", b=b))
@@ -264,9 +263,9 @@ def memory_frames(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
     frames = []
     for b in batches:
         budgets = [memory_budget(model, dtype, x, b) for x in xs]
-        frames.append({"batch": b, "contexts": xs, "kv_gib": [sig(m.kv_bytes / GIB, 5) for m in budgets],
-                       "total_gib": [sig(m.total_bytes / GIB, 5) for m in budgets],
-                       "weights_gib": sig(budgets[0].weight_bytes / GIB, 5),
+        frames.append({"batch": b, "contexts": xs, "kv_gib": [sig(m.kv_bytes / GiB, 5) for m in budgets],
+                       "total_gib": [sig(m.total_bytes / GiB, 5) for m in budgets],
+                       "weights_gib": sig(budgets[0].weight_bytes / GiB, 5),
                        "memory_crossover_context": sig(budgets[0].memory_crossover_context, 5)})
     return frames
 
@@ -359,7 +358,7 @@ def budget_html(b: MemoryBudget) -> str:
            f"{t('requests that fit')}</th><th style='{cell};text-align:left'>{t('memory: weights, KV cache, free')}"
            f"</th></tr>"]
     for r in b.gpu_rows():
-        cap = float(r["gpu"].split()[0]) * GIB
+        cap = float(r["gpu"].split()[0]) * GiB
         w = min(b.weight_bytes / cap, 1.0) * 100
         kv = min(b.kv_bytes / cap, 1.0 - w / 100) * 100
         verdict = t("fits") if r["fits"] else t("does not fit")

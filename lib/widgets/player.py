@@ -41,7 +41,7 @@ from .. import checks
 from . import style
 from ..costs import kv_computations
 from ..generate import generate
-from .i18n import t
+from ..i18n import t
 from ..text import display_width, pad, token_label
 from ..tokenizer import UnknownCharacterError
 from ..trace import check_trace

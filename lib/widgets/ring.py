@@ -26,7 +26,7 @@ from ..sinks import drift_sweep
 from ..text import sig, text_table
 from . import check_controls, frame_slider, play_buttons, style
 from .live import FrameStepping
-from .i18n import colon, parens, t
+from ..i18n import colon, parens, t
 
 MAX_TOKENS = 64  # one frame per token: capped as every animation of the course
 MAX_SINKS = 4

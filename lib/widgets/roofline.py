@@ -22,11 +22,12 @@ import time
 from .. import costs
 from . import style
 from ..device import DTYPES as _DTYPE_TABLE
-from .i18n import t
+from ..device import dtype_name
+from ..i18n import t
 from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
 from ..trace import check_trace
 from .live import LiveWidget, plotly_output, show_plotly
-from ..presets import MODEL_NAMES
+from ..presets import MODEL_NAMES, resolve_model
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
 from . import YOUR_MODEL, check_controls, figure_and_axes, frame_slider, picker_models, picker_options
 
@@ -66,14 +67,14 @@ def default_length(model) -> int:
 
 
 def _name(model) -> str:
-    return costs.resolve_model(model)[0]
+    return resolve_model(model)[0]
 
 
 # ---------------------------------------------------------------------------------------------- the data
 
 def step_point(model, cost: costs.StepCost, label: str | None = None) -> dict:
     """One costed pass as a point for the tables and plots: {"model", "phase", "batch", "context", "cost"}
-    (+ "label"); ``model`` a name or a config (named as ``lib.costs.resolve_model`` names it)."""
+    (+ "label"); ``model`` a name or a config (named as ``lib.presets.resolve_model`` names it)."""
     if not isinstance(cost, costs.StepCost):
         raise TypeError(f"step_point needs a lib.costs.StepCost (from step_cost, decode_cost, ...), got "
                         f"{type(cost).__name__}")
@@ -291,7 +292,7 @@ def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, b
     ax.set_title(title if title is not None else
                  t("{model} ({kind}, {q} query / {kv} KV heads), decode in {dtype} on {machine}\nweight products "
                    "compute-bound from batch {b}", model=_name(model), kind=c.attention_kind, q=c.n_heads,
-                   kv=c.n_kv_heads, dtype=costs.dtype_name(dtype), machine=machine_label(machine),
+                   kv=c.n_kv_heads, dtype=dtype_name(dtype), machine=machine_label(machine),
                    b=weight_products_ridge_batch(model, machine, dtype)))
     return fig
 
@@ -446,7 +447,7 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
     ax.set_xlabel(t("context per sequence (positions the new token attends to)"))
     ax.set_ylabel(t("GB read per decode step"))
     ax.set_title(t("{model} in {dtype}: weights read vs KV-cache reads per decode step", model=_name(model),
-                   dtype=costs.dtype_name(dtype)))
+                   dtype=dtype_name(dtype)))
     ax.legend(loc="upper left")
     return fig
 

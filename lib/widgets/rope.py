@@ -15,7 +15,7 @@ import torch
 from .. import checks
 from ..model import apply_rope, rope_tables
 from . import style
-from .i18n import t
+from ..i18n import t
 
 
 def rotated_pairs(head_dim: int, theta: float, positions, pair: int) -> list[tuple[float, float]]:

@@ -25,7 +25,7 @@ import torch
 from .. import checks
 from . import style
 from ..checks import sampling as check_sampling
-from .i18n import t
+from ..i18n import t
 from ..sampling import draw, filter_logits, make_generator
 from ..text import pad, token_label
 from . import figure_and_axes, frame_slider, try_prompt

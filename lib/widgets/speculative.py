@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .. import checks
 from . import style
-from .i18n import t
+from ..i18n import t
 from ..speculative import SpeculativeResult, expected_tokens_per_pass, speculative_generate
 from ..text import token_label
 from . import figure_and_axes, frame_slider, play_buttons, try_prompt

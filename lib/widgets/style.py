@@ -132,7 +132,7 @@ class KVState:
     name: str  # "new", "recomputed", "cached", "none"
     concept: str  # the concept of CONCEPTS whose colour and hatch it takes
     glyph: str  # one character written in the cell (and in text tables)
-    label: str  # the key's words (pass through i18n.t)
+    label: str  # the key's words (pass through lib.i18n.t)
     meaning: str  # a sentence for hovers
 
     @property
@@ -168,7 +168,7 @@ def kv_state(name: str) -> KVState:
 class Look(NamedTuple):
     """How a widget draws one state of its own picture (a ring slot, a FlashAttention tile): the concept of
     CONCEPTS whose colour and hatch it takes, the glyph written in its cell ("" for none) and the legend's words
-    (pass through i18n.t)."""
+    (pass through lib.i18n.t)."""
     concept: str
     glyph: str
     label: str

@@ -29,7 +29,7 @@ from ..model import ForwardRecord
 from ..text import fmt_bytes, sig, text_table
 from . import check_controls, frame_slider, play_buttons, style
 from .live import FrameStepping
-from .i18n import colon, t
+from ..i18n import colon, t
 
 MAX_TOKENS = 64  # the stepper's window: a 64-token grid stays readable and its frames small (CONTRIBUTING.md)
 BLOCK_SIZES = (4, 8, 16, 32)

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from . import style
-from .i18n import t
+from ..i18n import t
 
 STATES = ("waiting", "prefill", "decode", "idle")
 _LOOK = {"waiting": "free", "prefill": "prefill", "decode": "decode", "idle": "wasted"}  # state -> concept

@@ -23,7 +23,7 @@ import torch
 from .. import checks
 from . import style
 from ..generate import generate
-from .i18n import t
+from ..i18n import t
 from ..model import ForwardRecord, eval_mode
 from ..text import text_table
 from . import frame_slider, prompt_problem

@@ -3,13 +3,13 @@ dropdowns, and check that what it draws changed. Works on a Playwright locator o
 JupyterLab and in the classroom view (Voilà) alike, since both render ipywidgets 8 the same way.
 
 Controls are found by their description label, as a person reads them ("step", "layer", "requests"), in the
-notebook's language: the labels, button texts and page strings looked for are computed with ``lib.widgets.i18n.t`` in that
+notebook's language: the labels, button texts and page strings looked for are computed with ``lib.i18n.t`` in that
 language (``lang="zh"`` for the Chinese edition), exactly as the widget computes them, never written out twice.
 """
 from __future__ import annotations
 
 
-from lib.widgets.i18n import speaking, t
+from lib.i18n import speaking, t
 
 TIMEOUT_MS = 60_000  # every change goes through the kernel; the machine may be busy
 
@@ -244,7 +244,8 @@ def drive_dashboard(page, widget) -> list[str]:
 def drive_capacity(page, widget) -> list[str]:
     """The capacity explorer (11): move gpu_memory_utilization one notch, then pick another KV dtype: each time the
     page must show lib.kv_capacity's blocks, tokens and full-length requests for the new values."""
-    from lib.vllm_bridge import GiB, kv_capacity
+    from lib.costs import GiB
+    from lib.vllm_bridge import kv_capacity
 
     def shows_lib(what):
         cap = kv_capacity(_selected(widget, t("model")), _selected(widget, "GPU"), float(readout(util)),

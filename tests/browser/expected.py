@@ -18,7 +18,7 @@ The browser test drives every widget view by what it shows (tests/browser/drive.
 
 The Chinese edition (notebooks/zh/NN_name.ipynb) has the English notebook's code cells and outputs, so it has no rows
 of its own: the browser test expects the English row for it (and checks the committed Chinese outputs against it),
-and MUST_DRIVE holds for it too, its controls found by their Chinese labels (drive.py computes them with lib.widgets.i18n).
+and MUST_DRIVE holds for it too, its controls found by their Chinese labels (drive.py computes them with lib.i18n).
 """
 from __future__ import annotations
 

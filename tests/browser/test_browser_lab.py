@@ -2,7 +2,7 @@
 edition's (notebooks/zh/) listed in ZH_IN_LAB in the light theme (their code is the
 English code, whose dark-theme look is proven on the English twins); restart the kernel, run all cells, then check
 what a reader would see and drive every widget once (a Chinese notebook's widgets are found and driven by their
-Chinese labels, computed with lib.widgets.i18n).
+Chinese labels, computed with lib.i18n).
 
 Per notebook it asserts: every code cell ran, no error output, no "Error displaying widget", no browser
 console error, no request to anything but loopback, the expected number of PNG figures, plotly figures and

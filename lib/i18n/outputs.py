@@ -1,8 +1,10 @@
 """The Chinese of lib's text outputs (not its widgets): the tables and sentences a notebook prints through lib
 (``Trace.table``, the worked example's tables, the vLLM map, ...), the sentences a notebook cell prints through
-``lib.t``, and every exercise's title, hint, case and feedback (``lib.exercises``). ``lib.widgets.i18n`` merges
-this table into ``ZH``; its rules hold here too (same placeholders, terms from ``notebooks/zh/GLOSSARY.md``).
-Kept apart from the widgets' words so that each table stays one screenful of one kind of text.
+``lib.i18n.t``, and every exercise's title, hint, case and feedback (``lib.exercises``) in ``ZH_OUTPUTS``, which
+``lib.i18n`` merges into ``ZH``; the lines a Chinese notebook's ``print`` writes in ``ZH_PRINTED``, matched by
+``translate_printed``. Its rules are ``lib.i18n``'s (same placeholders, terms from ``notebooks/zh/GLOSSARY.md``).
+Kept apart from the widgets' words so that each table stays one screenful of one kind of text; like ``lib.i18n``
+it imports nothing from lib.
 """
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""The words a widget or figure shows, in the notebook's language: ``lib.notebook.setup(lang="zh")`` switches
-them to Chinese. Error messages raised by lib's API stay in English (they are for the programmer); what a widget
-shows a learner — titles, axis labels, legends, buttons, tooltips, its messages — goes through ``t``.
+"""The words lib prints and draws, in the notebook's language: ``lib.notebook.setup(lang="zh")`` switches them to
+Chinese. This package stands on the ground floor and imports nothing from lib: the engine (``Trace.table``), the
+text tables, the vLLM map, the exercises and the widgets all speak through it. Error messages raised by lib's API
+stay in English (they are for the programmer); what a widget or table shows a learner — titles, axis labels,
+legends, buttons, tooltips, its messages — goes through ``t``.
 
-    from lib.widgets.i18n import t
+    from lib.i18n import t
     ax.set_title(t("K/V computed per step"))
     t("step {step} of {n}", step=3, n=5)   # formatted after translation
 
@@ -10,13 +12,14 @@ shows a learner — titles, axis labels, legends, buttons, tooltips, its message
 English. Terms follow the course glossary (``notebooks/zh/GLOSSARY.md``). Where one English word needs two
 Chinese ones, the key carries a context before ``CONTEXT`` (gettext's separator): ``t("block state\x04cached")``
 is "cached" in English and 仍在前缀缓存中 in Chinese, while ``t("cached")`` (a count with the cache) is 有缓存.
-Every text a widget passes to ``t`` has an entry (``tests/test_i18n.py`` reads them from the source).
+Every text a widget passes to ``t`` has an entry (``tests/test_i18n.py`` reads them from the source). The
+Chinese of lib's text outputs and of the lines a notebook prints is in ``lib.i18n.outputs`` (merged into ``ZH``).
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .i18n_outputs import ZH_OUTPUTS
+from .outputs import ZH_OUTPUTS
 
 LANGUAGES = ("en", "zh")  # English first; tools.edition builds one notebook edition per language
 _current = "en"
@@ -380,7 +383,7 @@ ZH: dict[str, str] = {
     "requests of {len} tokens": "{len} token 的请求数", "activations reserve": "激活预留",
 }
 
-ZH.update(ZH_OUTPUTS)  # lib's text outputs and the exercises' messages (lib/widgets/i18n_outputs.py)
+ZH.update(ZH_OUTPUTS)  # lib's text outputs and the exercises' messages (lib/i18n/outputs.py)
 
 
 ZH.update({  # -- figures, look and feel pass 2 (lib/widgets/*.py figure factories) --
