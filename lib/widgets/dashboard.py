@@ -27,11 +27,11 @@ from .. import checks
 from ..blocks import blocks_for
 from ..serving.arrivals import arrivals
 from ..serving.engine import Engine
+from ..i18n import colon, t
 from ..text import text_table
-from . import check_controls, figure_and_axes, frame_slider, play_buttons, prompt_problem, style
+from . import check_controls, frame_slider, play_buttons, prompt_problem, style
 from .blocks import CACHED_COLOR, FREE_COLOR, HATCH_INK, SEQ_COLORS, SEQ_HATCHES, SHARED_COLOR, STATE_HATCHES
-from .i18n import colon, t
-from .live import FrameStepping, plotly_output, problem_html, show_plotly, within
+from .live import FrameStepping, problem_html, within
 
 # A system prompt every request starts with (after <s>), as a chat service puts its instructions in front: its
 # full blocks are computed once and shared through the prefix cache.
