@@ -412,7 +412,16 @@ ZH.update({  # -- the serving dashboard (lib/widgets/dashboard.py) --
     "this step’s batch": "本步的批次", "budget {b}": "预算 {b}",
     "{p} prefill + {d} decode tokens": "{p} 个预填充 token + {d} 个解码 token",
     "streamed text": "流式输出的文本", "arrival rate (per tick)": "到达率（每个时刻）",
-    "#{rid} (prefill)": "#{rid}（预填充）", "your request": "你的请求", "answer (24 tokens, greedy)": "回答（24 个 token，贪心）", "type a prompt, press Enter: it arrives at the next tick":
+    "#{rid} (prefill)": "#{rid}（预填充）", "your request": "你的请求",
+    # the load curves (lib/widgets/load.py) and their table (lib.serving.LoadPoint.row)
+    "{p}, mean": "{p}，均值", "{p}, p90": "{p}，p90 分位", "arrival rate (requests/s)": "到达率（请求/秒）",
+    "time to first token (ms)": "首 token 时间（ms）", "rate (req/s)": "到达率（请求/秒）",
+    "TTFT mean (ms)": "TTFT 均值（ms）", "TTFT p90 (ms)": "TTFT p90（ms）", "TPOT mean (ms)": "TPOT 均值（ms）",
+    "TPOT p90 (ms)": "TPOT p90（ms）", "mean queue": "平均队列长度", "max queue": "最长队列", "clock": "时钟",
+    "prefix hit rate": "前缀缓存命中率",
+    "predicted: Llama-3-8B on an H100 SXM": "预测：Llama-3-8B，H100 SXM", "measured: lm on this CPU": "实测：lm，本机 CPU",
+    "on": "开", "hit rate": "命中率", "prefill tokens computed": "计算的预填充 token",
+    "prompt tokens from the cache": "来自缓存的提示词 token", "answer (24 tokens, greedy)": "回答（24 个 token，贪心）", "type a prompt, press Enter: it arrives at the next tick":
         "输入提示词后按回车：它在下一个时刻到达",
 })
 

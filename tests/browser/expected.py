@@ -37,7 +37,7 @@ EXPECTED = {
     "07_misconceptions": {"images": 0, "plotly": 0, "widgets": 0},
     "08_speculative_decoding": {"images": 2, "plotly": 1, "widgets": 1},
     "09_paged_cache": {"images": 1, "plotly": 1, "widgets": 1},
-    "10_serving": {"images": 6, "plotly": 1, "widgets": 1},
+    "10_serving": {"images": 8, "plotly": 1, "widgets": 1},
     "11_flash_attention": {"images": 3, "plotly": 1, "widgets": 1},
     "12_sliding_window": {"images": 5, "plotly": 1, "widgets": 1},
     "13_vllm_bridge": {"images": 2, "plotly": 1, "widgets": 2},
