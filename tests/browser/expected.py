@@ -34,7 +34,7 @@ EXPECTED = {
     "04_worked_example": {"images": 0, "plotly": 1, "widgets": 1},
     "05_kv_cache_memory": {"images": 3, "plotly": 1, "widgets": 1},
     "06_roofline": {"images": 3, "plotly": 1, "widgets": 1},
-    "07_misconceptions": {"images": 0, "plotly": 0, "widgets": 0},
+    "07_misconceptions": {"images": 1, "plotly": 0, "widgets": 0},
     "08_speculative_decoding": {"images": 2, "plotly": 1, "widgets": 1},
     "09_paged_cache": {"images": 1, "plotly": 1, "widgets": 1},
     "10_serving": {"images": 8, "plotly": 1, "widgets": 1},
