@@ -9,8 +9,12 @@
 #      the stored notebook outputs were made on a CPU and are not compared
 #   3. the benchmark (python -m tools.bench --quick): its CUDA section runs lib and transformers in bf16 and gives
 #      each one's memory-bandwidth utilisation (MBU) against the bandwidth measured on the GPU
-#   4. one summary
-# Each step has a time limit (KVLAB_GPU_INSTALL_S 180, _TESTS_S 90, _BENCH_S 210: 8 minutes at most); a step that fails is reported in the summary and the exit status is 1.
+#   4. where vLLM is installed in that venv (and its model is in the Hugging Face cache, or the network reaches the
+#      hub): notebook 10's client against a real `vllm serve` on 127.0.0.1 (python -m tools.openai_client; the
+#      model KVLAB_VLLM_MODEL, default Qwen/Qwen2.5-0.5B-Instruct); elsewhere the summary says it was skipped
+#   5. one summary
+# Each step has a time limit (KVLAB_GPU_INSTALL_S 180, _TESTS_S 90, _BENCH_S 210, _VLLM_S 240); a step that fails is
+# reported in the summary and the exit status is 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +26,8 @@ OUT="${KVLAB_GPU_OUT:-bench-results/gpu}"
 INSTALL_S="${KVLAB_GPU_INSTALL_S:-180}"
 TESTS_S="${KVLAB_GPU_TESTS_S:-90}"
 BENCH_S="${KVLAB_GPU_BENCH_S:-210}"
+VLLM_S="${KVLAB_GPU_VLLM_S:-240}"
+VLLM_MODEL="${KVLAB_VLLM_MODEL:-Qwen/Qwen2.5-0.5B-Instruct}"
 PYTHON="${PYTHON:-python3}"
 say() { echo "gpu-check: $*"; }
 
@@ -74,13 +80,30 @@ CI=true timeout "$BENCH_S" "$GPY" -m tools.bench --quick --accelerator cuda --ou
 bench_rc=${PIPESTATUS[0]}
 BENCH_TIME=$(( SECONDS - T2 ))
 
-# -- 4. one summary --------------------------------------------------------------------------------------------------
+# -- 4. notebook 10's client against a real vllm serve, where vLLM is installed ---------------------------------------
+vllm_rc=0
+if "$GPY" -c "import vllm" 2>/dev/null; then
+    T3=$SECONDS
+    PORT="$("$GPY" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")"
+    "$VENV/bin/vllm" serve "$VLLM_MODEL" --host 127.0.0.1 --port "$PORT" > "$OUT/vllm-serve.log" 2>&1 &
+    VLLM_PID=$!
+    timeout "$VLLM_S" "$GPY" -m tools.openai_client --url "http://127.0.0.1:$PORT/v1" --model "$VLLM_MODEL" \
+        --wait $(( VLLM_S - 30 )) 2>&1 | tee "$OUT/vllm-client.txt"
+    vllm_rc=${PIPESTATUS[0]}
+    kill "$VLLM_PID" 2>/dev/null; wait "$VLLM_PID" 2>/dev/null
+    VLLM_LINE="$(tail -1 "$OUT/vllm-client.txt") (exit $vllm_rc, $(( SECONDS - T3 )) s; server log $OUT/vllm-serve.log)"
+else
+    VLLM_LINE="skipped: vLLM is not installed in $VENV (pip install vllm there to run notebook 10's client on it)"
+fi
+
+# -- 5. one summary --------------------------------------------------------------------------------------------------
 echo
 echo "================================ gpu-check summary ================================"
 echo "GPU:    $GPU"
 echo "torch:  $TORCH_INFO (venv $VENV; install: $install_status)"
 echo "tests:  ${TESTS_LINE:-no result} (exit $tests_rc, ${TESTS_TIME} s; device tests on cuda only, KVLAB_TEST_DEVICE=cuda)"
 echo "bench:  exit $bench_rc, ${BENCH_TIME} s ($OUT/bench.json, $OUT/bench.txt)"
+echo "vllm:   $VLLM_LINE"
 "$GPY" - "$OUT/bench.json" <<'PY'
 import json, sys
 from pathlib import Path
@@ -101,4 +124,4 @@ for r in a["rows"]:
     print(f"        {r['name']:<34} {tps:>14}  {mbu:>8}  same tokens: {r['same_tokens_as_lib']}{note}")
 PY
 echo "total:  $(( SECONDS - T0 )) s"
-[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$install_status" = ok ]
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$vllm_rc" -eq 0 ] && [ "$install_status" = ok ]

@@ -157,3 +157,30 @@ def test_load_and_faults(server, lm, expected):
           f"p99 {seconds[int(0.99 * (len(seconds) - 1))]:.2f} s; engine: {res.steps} passes, "
           f"{res.preemptions} preemptions, {res.prefix_hit_blocks} prefix-cache block hits, blocks in use now: "
           f"{server.engine.pool.allocator.n_used}")
+
+
+def test_the_terminal_client_asks_every_prompt_at_once_and_gets_generate_s_answers(server, lm, capsys):
+    """tools.openai_client (what make gpu-check points at a real vllm serve) against the course's server: eight
+    concurrent greedy requests, each answered with the tokens generate gives it alone."""
+    pytest.importorskip("openai")
+    from tools import openai_client
+
+    assert openai_client.main(["--url", server.url + "/v1", "--model", "lm", "--wait", "10"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(openai_client.PROMPTS) + 1 and out[-1].endswith("all answered")
+    model, tok = lm
+    for prompt, line in zip(openai_client.PROMPTS, out):
+        ids = [tok.bos_id] + tok.encode(prompt)
+        want = tok.decode(lib.generate(model, ids, 24).new_tokens[0].tolist())
+        assert line.split(" -> ")[1].rsplit("  (", 1)[0] == repr(want), prompt
+
+
+def test_the_terminal_client_says_when_no_server_answers():
+    pytest.importorskip("openai")
+    from tools import openai_client
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SystemExit, match=r"no server answered at http://127.0.0.1:\d+/v1/ within 1 s"):
+        openai_client.main(["--url", f"http://127.0.0.1:{port}/v1", "--wait", "1"])
