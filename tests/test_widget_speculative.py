@@ -201,9 +201,27 @@ def test_static_grid_cells_carry_colour_and_hatch(runs, models):
     cells = [c for row in S.round_cells(r, tok) for c in row]
     assert [mc.to_hex(p.get_facecolor()) for p in ax.patches] == [S.COLORS[c.status].lower() for c in cells]
     assert [p.get_hatch() or "" for p in ax.patches] == [S.HATCHES[c.status] for c in cells]
-    legend = ax.get_legend()
+    legend = fig.legends[0]  # the figure's key, under the grid
     assert {t.get_text() for t in legend.get_texts()} == {S.MEANING[c.status] for c in cells}
     plt.close(fig)
+
+
+def test_the_rounds_grid_keeps_its_width_beside_its_key(runs, models):
+    """The regression of look pass 2: a legend anchored to the axes and wider than them made constrained layout
+    shrink the grid to a 50-px strip, its column labels printed over each other. The grid keeps at least half the
+    figure's width, and no two column labels overlap."""
+    tok = models[-1]
+    for name, run in runs.items():
+        with plt.rc_context():
+            lib.widgets.style.apply()  # the notebooks' sizes: the bigger type made the key wider than the grid
+            fig = S.plot_rounds(run, tok)
+            fig.canvas.draw()
+        ax = fig.axes[0]
+        assert ax.get_position().width >= 0.5, f"{name}: the grid is {ax.get_position().width:.0%} of the figure"
+        r = fig.canvas.get_renderer()
+        boxes = [label.get_window_extent(r) for label in ax.get_xticklabels()]
+        assert all(a.x1 <= b.x0 for a, b in zip(boxes, boxes[1:])), f"{name}: column labels overlap"
+        plt.close(fig)
 
 
 def test_html_chips_follow_the_theme_and_mark_states_without_colour(runs, models):

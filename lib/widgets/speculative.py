@@ -125,7 +125,7 @@ def plot_rounds(result: SpeculativeResult, tokenizer, ax=None, title: str | None
     rows = round_cells(result, tokenizer)
     k = result.k
     n = len(rows)
-    fig, ax = figure_and_axes(ax, (min(style.FIGURE_WIDTH, max(6.0, 1.5 + 0.55 * (k + 3))), 1.6 + 0.42 * max(n, 1)))
+    fig, ax = figure_and_axes(ax, (min(style.FIGURE_WIDTH, max(6.0, 1.5 + 0.55 * (k + 3))), 2.3 + 0.42 * max(n, 1)))
     for row in rows:
         for c in row:
             x = c.slot + (0.4 if c.slot == k else 0)  # a gap before the target's column
@@ -146,9 +146,11 @@ def plot_rounds(result: SpeculativeResult, tokenizer, ax=None, title: str | None
         ax.spines[side].set_visible(False)
     ax.set_title(title if title is not None else describe(result, sep="\n"))
     shown = [s for s in COLORS if any(c.status == s for row in rows for c in row)]
-    ax.legend(handles=[Patch(facecolor=COLORS[s], edgecolor=style.INK, linewidth=0.6, hatch=HATCHES[s] or None,
-                             hatchcolor=style.PAPER, label=t(MEANING[s])) for s in shown],
-              loc="upper center", bbox_to_anchor=(0.5, -0.02 - 0.5 / max(n, 1)), ncol=min(len(shown), 3))
+    # the key goes under the whole figure: a legend anchored to the axes and wider than the grid made the layout
+    # shrink the grid to fit it (the rounds became a 50-px strip with "x1 ... target" printed over each other)
+    fig.legend(handles=[Patch(facecolor=COLORS[s], edgecolor=style.INK, linewidth=0.6, hatch=HATCHES[s] or None,
+                              hatchcolor=style.PAPER, label=t(MEANING[s])) for s in shown],
+               loc="outside lower center", ncol=min(len(shown), 2))
     return fig
 
 
