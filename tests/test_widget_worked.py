@@ -294,3 +294,18 @@ def test_explorer_controls_show_whole_labels(tiny):
     assert all(c.style.description_width == "initial" for c in e.controls.children)
     e.set_prompt("<s>猫")  # the error text follows the theme, edged in the "wasted" colour
     assert style.css("ink") in e.status.value and style.colour("recomputed") in e.status.value
+
+
+def test_every_table_of_the_figure_shows_all_its_rows_at_their_texts_height(case):
+    """The regression of look pass 2: plotly's 20-px rows cut the descenders ("layer 0 q" read "layer 0 g") and the
+    numbers table scrolled inside itself, cut after "layer 1 attention". Every row is at least 1.4 times its font
+    (times the lines its longest cell wraps into), and each table's domain holds its header and every row of its
+    longest frame, on the figure's own height."""
+    fig = W.worked_figure(case)
+    plot = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    for i, table in enumerate(fig.data):
+        rows = max(len(fr.data[i].cells.values[0]) for fr in fig.frames)
+        assert table.cells.height >= 1.4 * table.cells.font.size
+        assert table.header.height >= 1.4 * table.header.font.size
+        domain_px = (table.domain.y[1] - table.domain.y[0]) * plot
+        assert domain_px >= table.header.height + rows * table.cells.height, f"table {i} scrolls inside itself"

@@ -279,7 +279,7 @@ ZH: dict[str, str] = {
     "token fed": "输入的 token", "token embedding": "token 嵌入", "{token} at position {p}": "位置 {p} 上的 {token}",
     "= input to layer 0": "= 第 0 层的输入", "+ position embedding": "+ 位置嵌入",
     "<b>step {step} ({phase})</b>: fed {fed} → chose <b>{chosen}</b>": "<b>第 {step} 步（{phase}）</b>：输入 {fed} → 选出 <b>{chosen}</b>",
-    "pos ({mark}: new)": "位置（{mark}：新）",
+    "pos ({mark}: new)": "位置 （{mark}：新）",
     "<b>KV cache, layer {l}</b> ({n} rows; this step's rows highlighted and marked {mark})":
         "<b>KV 缓存，第 {l} 层</b>（{n} 行；本步写入的行高亮并标记 {mark}）",
     "generated: {text} ({n} forward passes)": "已生成：{text}（{n} 次前向传播）", "layer {l} {name}": "第 {l} 层 {name}",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 import time
 from dataclasses import dataclass
 
@@ -319,6 +320,38 @@ def _check_layer(case: WorkedCase, layer):
 NEW_FILL, OLD_FILL, EMPTY_FILL, HEAD_FILL = style.colour("computed"), style.PAPER, style.FREE, style.GRID
 NEW_MARK = "+"  # the player's mark for K/V computed for the first time
 TABLE_SIZE = style.PLOTLY_SMALL + 1  # plotly table text (px); its smallest, TABLE_SIZE - 1, is the floor
+GAP = 24  # px between the worked figure's tables
+WIDTH_PX = 860  # the narrowest plot width the worked figure is sized for (a JupyterLab cell at a 1,280-px window)
+
+
+def _lines(text: str, px: float, size: float, mono: bool) -> int:
+    """Lines a plotly table cell of ``px`` pixels wraps ``text`` into: it breaks at spaces only, so a word wider than
+    the cell is clipped (counted here as the lines it would need). A character is ~0.6 em in monospace, ~0.55 em
+    otherwise, and a wide (CJK) one 1 em; 16 px of padding."""
+    em = lambda w: sum(1.0 if unicodedata.east_asian_width(c) in "WF" else 0.6 if mono else 0.55 for c in w)
+    room = max(1.0, (px - 16) / size)  # ems a line holds
+    lines, width = 1, 0.0
+    for word in str(text).replace("<br>", " ").split(" "):
+        w = em(word)
+        if width and width + 0.5 + w > room:
+            lines, width = lines + 1, w
+        else:
+            width += (0.5 if width else 0) + w
+        lines += int(w // room) if w > room else 0
+    return lines
+
+
+def _table_size(frames, key: str, share: float, columns: list, header: list) -> tuple[int, int, int]:
+    """(header height, row height, whole table height) in px of the worked figure's table ``key``: rows as tall as
+    the most wrapped cell of any frame, the table as tall as its most rows."""
+    col_px = [WIDTH_PX * share * c / sum(columns) for c in columns]
+    size = TABLE_SIZE - 1 if key == "cache" else TABLE_SIZE
+    line = round(size * 1.4)  # plotly's line height in a table cell
+    plain = [html.unescape(str(h)) for h in header]  # "&lt;s&gt;" is drawn as "<s>"
+    head = max(_lines(h, w, TABLE_SIZE, False) for h, w in zip(plain, col_px)) * round(TABLE_SIZE * 1.4) + 12
+    cells = max(_lines(v, w, size, True) for f in frames for col, w in zip(f[key], col_px) for v in col)
+    rows = max(len(f[key][0]) for f in frames)
+    return head, cells * line + 12, head + rows * (cells * line + 14) + 16  # + the borders plotly adds
 
 
 def plotly_text(text: str) -> str:
@@ -388,30 +421,44 @@ def worked_figure(case: WorkedCase):
     key_head = [t("layer")] + [plotly_text(k) for k in _key_labels(case, n_pos)]
     cache_head = [t("pos ({mark}: new)", mark=NEW_MARK), t("token")] + [f"L{l} {kv}" for l in range(case.config.n_layers)
                                                            for kv in ("K", "V")]
-    head = lambda vals: dict(values=vals, fill_color=HEAD_FILL, align="left",
-                             font=dict(size=TABLE_SIZE, color=style.INK), line=dict(color=style.GRID))
     mono = dict(family="monospace", size=TABLE_SIZE, color=style.INK)
 
+    # every row as tall as its text, wrapped lines included (plotly's fixed 20-px rows cut the descenders: "layer 0
+    # q" read "layer 0 g"), and every table as tall as its most rows in any frame (else it scrolls inside itself and a
+    # screenshot or a projector shows it cut): sized for the narrowest page the course expects (WIDTH_PX)
+    layout = {"numbers": (0.56, [1.1, 1.9], [t("quantity (newest token)"), t("numbers")]),
+              "candidates": (0.4, [1] * 4, [t("rank"), t("next token"), "logit", t("prob")]),
+              "attention": (0.4, [1] * len(key_head), key_head),
+              "cache": (1.0, [0.9, 0.6] + [2] * (len(cache_head) - 2), cache_head)}
+    size = {key: _table_size(frames, key, *spec) for key, spec in layout.items()}  # key -> (header, row, total) px
+    px = {key: v[2] for key, v in size.items()}
+    left, right = px["numbers"], px["candidates"] + GAP + px["attention"]
+    top, bottom = max(left, right), px["cache"]
+    plot = top + GAP + bottom
+    y = lambda v: v / plot  # pixels from the bottom of the plot area -> the domain's fraction
+    cand_bottom = plot - px["candidates"]
+    head = lambda key: dict(values=layout[key][2], fill_color=HEAD_FILL, align="left", height=size[key][0],
+                            font=dict(size=TABLE_SIZE, color=style.INK), line=dict(color=style.GRID))
+
     def tables(f):
+        cells = lambda key, **kw: dict(values=f[key], align="left", height=size[key][1], line=dict(color=style.GRID),
+                                       **kw)
         return [
-            go.Table(domain=dict(x=[0, 0.56], y=[0.42, 1]), columnwidth=[1.1, 1.9],
-                     header=head([t("quantity (newest token)"), t("numbers")]),
-                     cells=dict(values=f["numbers"], align="left", font=mono, line=dict(color=style.GRID))),
-            go.Table(domain=dict(x=[0.6, 1], y=[0.72, 1]), header=head([t("rank"), t("next token"), "logit", t("prob")]),
-                     cells=dict(values=f["candidates"], align="left", font=mono, line=dict(color=style.GRID))),
-            go.Table(domain=dict(x=[0.6, 1], y=[0.42, 0.68]), header=head(key_head),
-                     cells=dict(values=f["attention"], align="left", font=mono, line=dict(color=style.GRID))),
-            go.Table(domain=dict(x=[0, 1], y=[0, 0.38]), header=head(cache_head),
-                     columnwidth=[0.55, 0.6] + [2] * (len(cache_head) - 2),
-                     cells=dict(values=f["cache"], fill_color=[f["cache_fill"]], align="left",
-                                font=dict(mono, size=TABLE_SIZE - 1), line=dict(color=style.GRID))),
+            go.Table(domain=dict(x=[0, 0.56], y=[y(plot - left), 1]), columnwidth=layout["numbers"][1],
+                     header=head("numbers"), cells=cells("numbers", font=mono)),
+            go.Table(domain=dict(x=[0.6, 1], y=[y(cand_bottom), 1]), header=head("candidates"),
+                     cells=cells("candidates", font=mono)),
+            go.Table(domain=dict(x=[0.6, 1], y=[y(cand_bottom - GAP - px["attention"]), y(cand_bottom - GAP)]),
+                     header=head("attention"), cells=cells("attention", font=mono)),
+            go.Table(domain=dict(x=[0, 1], y=[0, y(bottom)]), header=head("cache"), columnwidth=layout["cache"][1],
+                     cells=cells("cache", fill_color=[f["cache_fill"]], font=dict(mono, size=TABLE_SIZE - 1))),
         ]
 
     fig = go.Figure(data=tables(frames[0]),
                     frames=[go.Frame(name=f["name"], data=tables(f), layout=dict(title_text=f["title"]))
                             for f in frames])
     fig.update_layout(
-        title=dict(text=frames[0]["title"]), height=800, margin=dict(l=10, r=10, t=50, b=80),
+        title=dict(text=frames[0]["title"]), height=plot + 50 + 80, margin=dict(l=10, r=10, t=50, b=80),
         sliders=[frame_slider([f["name"] for f in frames], labels=[f["label"] for f in frames], pad=dict(t=20))])
     return fig
 
