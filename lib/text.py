@@ -13,8 +13,7 @@ import numbers
 import numpy as np
 from wcwidth import wcswidth, wcwidth
 
-from .i18n import ZH, language
-from .i18n.outputs import translate_printed
+from .i18n import say
 
 # How a token is shown on an axis or in a cell: whitespace made visible, everything else as it is.
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
@@ -56,23 +55,17 @@ def _is_number(v) -> bool:
     return True
 
 
-def _say():
-    """A cell's text in the notebook's language (``lib.i18n``: a whole text of ``ZH`` or a template of
-    ``ZH_PRINTED``)."""
-    if language() == "en":
-        return lambda s: s
-    return lambda s: translate_printed(s, ZH, whole=True)
-
-
-def text_table(rows, header=None, align=None) -> str:
+def text_table(rows, header=None, align=None, *, translate: bool = True) -> str:
     """An aligned text table: a header line, a line of dashes, one line per row.
 
     ``rows``: dicts with the same keys (the keys are the header) or sequences (then give ``header``).
     ``align``: None right-aligns every column whose cells are all numbers (``1,024``, ``3.5%`` and
     ``12.55 GiB`` count) and left-aligns the rest; "left" or "right" aligns every column alike; or one
-    "l"/"r" per column. Widths are display widths, so Chinese text stays in line. The header, and every cell
-    that is a known text (a phase, "memory-bound", "layer 0, head 3": ``lib.i18n``), speak the notebook's
-    language; other cells (numbers, tokens, names) stay as they are."""
+    "l"/"r" per column. Widths are display widths, so Chinese text stays in line.
+    ``translate``: True looks the header and every text cell up in the notebook's language (``lib.i18n.say``: a
+    phase, "memory-bound", "layer 0, head 3"; other cells, numbers, tokens, names, stay as they are); False prints
+    them as given, for a caller that wrote them with ``lib.i18n.t``. True is the default while notebook cells
+    print their English rows through it; a lib caller says which it wants."""
     rows = list(rows)
     if not rows:
         return "(no rows)"
@@ -94,9 +87,9 @@ def text_table(rows, header=None, align=None) -> str:
         if len(align) != len(header) or set(align) - {"l", "r"}:
             raise ValueError(f"align takes 'left', 'right' or one 'l'/'r' per column ({len(header)}), got {align!r}")
         sides = ["left" if a == "l" else "right" for a in align]
-    say = _say()  # in the notebook's language: the header, and a cell that is a known text (or template)
-    header = [say(h) for h in header]
-    cells = [header] + [[say(v) if isinstance(v, str) else str(v) for v in r] for r in rows]
+    word = say if translate else str  # the header, and a cell that is a known text (or template), or as given
+    header = [word(h) for h in header]
+    cells = [header] + [[word(v) if isinstance(v, str) else str(v) for v in r] for r in rows]
     widths = [max(display_width(r[j]) for r in cells) for j in range(len(header))]
     line = lambda r: "  ".join(pad(v, w, a) for v, w, a in zip(r, widths, sides)).rstrip()
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
