@@ -81,18 +81,42 @@ def text_table(rows, header=None, align=None, *, translate: bool = True) -> str:
         raise ValueError(f"every row needs {len(header)} cells (one per header column), got {len(bad)}: {bad!r}")
     if align is None:
         sides = ["right" if all(_is_number(r[j]) for r in rows) else "left" for j in range(len(header))]
-    elif align in ("left", "right"):
-        sides = [align] * len(header)
     else:
-        if len(align) != len(header) or set(align) - {"l", "r"}:
-            raise ValueError(f"align takes 'left', 'right' or one 'l'/'r' per column ({len(header)}), got {align!r}")
-        sides = ["left" if a == "l" else "right" for a in align]
+        sides = _sides(align, len(header))
     word = say if translate else str  # the header, and a cell that is a known text (or template), or as given
     header = [word(h) for h in header]
     cells = [header] + [[word(v) if isinstance(v, str) else str(v) for v in r] for r in rows]
     widths = [max(display_width(r[j]) for r in cells) for j in range(len(header))]
     line = lambda r: "  ".join(pad(v, w, a) for v, w, a in zip(r, widths, sides)).rstrip()
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
+
+
+def _sides(align, n: int) -> list[str]:
+    """``align`` ("left", "right" or one "l"/"r" per column) as n sides, "left" or "right"."""
+    if align in ("left", "right"):
+        return [align] * n
+    if len(align) != n or set(align) - {"l", "r"}:
+        raise ValueError(f"align takes 'left', 'right' or one 'l'/'r' per column ({n}), got {align!r}")
+    return ["left" if a == "l" else "right" for a in align]
+
+
+def markdown_table(rows, header, align="right"):
+    """A Markdown table for a notebook to display, in the notebook's language: an ``IPython.display.Markdown``
+    of the header, an alignment line and one line per row of ``rows`` (sequences of cells, one per header column).
+    A cell is written as it is (it may hold Markdown: ``**total**``, ``&lt;s>``); an empty one leaves its column
+    blank. ``align``: "right" (default) or "left" for every column, or one "l"/"r" per column. Under
+    ``setup(lang="zh")`` each cell is said alone (``lib.i18n.say(..., markdown=True)``: a header, a bold cell
+    inside its ``**``, a template such as "compute {0}, read {1}"); numbers stay as they are."""
+    from IPython.display import Markdown
+
+    header = [str(h) for h in header]
+    rows = [[str(v) for v in r] for r in rows]
+    bad = next((r for r in rows if len(r) != len(header)), None)
+    if bad is not None:
+        raise ValueError(f"every row needs {len(header)} cells (one per header column), got {len(bad)}: {bad!r}")
+    line = lambda cells: "|" + "|".join(f" {v} " if v else " " for v in cells) + "|"
+    rule = "|" + "|".join("---:" if s == "right" else "---" for s in _sides(align, len(header))) + "|"
+    return Markdown(say("\n".join([line(header), rule] + [line(r) for r in rows]), markdown=True))
 
 
 SIG_DIGITS = 4  # significant digits of a float in a figure or a table (CONTRIBUTING.md: 4 to 6)

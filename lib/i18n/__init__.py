@@ -452,14 +452,15 @@ def t(text: str, /, **fields) -> str:
     return out.format(**fields) if fields else out
 
 
-def say(text: str, /) -> str:
+def say(text: str, /, *, markdown: bool = False) -> str:
     """A text lib did not write, already filled in (a title or a ``why`` a notebook cell hands to lib, a table's
     cell), in the current language: a whole text of ``ZH``, or each line by the templates of
     ``lib.i18n.outputs.ZH_PRINTED`` (``translate_printed``); a text found in neither stays as it is. lib's own
     texts go through ``t``, which fills the placeholders after translating; ``say`` is for a text whose values are
     already in it, and a caller names it where it happens (``lib.exercises.reveal``'s ``why``, a figure title a
-    cell passes, ``lib.text.text_table(..., translate=True)``)."""
-    return translate_printed(text, ZH, whole=True) if _current == "zh" else text
+    cell passes, ``lib.text.text_table(..., translate=True)``). ``markdown``: ``text`` is a Markdown table, said
+    cell by cell (a bold cell inside its ``**``; ``lib.text.markdown_table``)."""
+    return translate_printed(text, ZH, whole=True, markdown=markdown) if _current == "zh" else text
 
 
 def colon() -> str:
