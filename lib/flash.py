@@ -73,7 +73,7 @@ class Traffic:
         names = list(dict.fromkeys([*self.reads, *self.writes]))
         rows = [[n, f"{self.reads.get(n, 0):,}", f"{self.writes.get(n, 0):,}"] for n in names]
         rows.append(["total", f"{self.read_bytes:,}", f"{self.write_bytes:,}"])
-        return text_table(rows, header=["tensor", "bytes read", "bytes written"]) + \
+        return text_table(rows, header=["tensor", "bytes read", "bytes written"], translate=True) + \
             f"\n{self.total:,} bytes moved ({fmt_bytes(self.total)})"
 
 

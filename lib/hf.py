@@ -35,6 +35,7 @@ import torch
 from . import checks
 from .config import ModelConfig
 from .device import resolve_device, resolve_dtype
+from .i18n import t
 from .model import MiniTransformer
 
 SUPPORTED = ("GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
@@ -45,7 +46,8 @@ MODEL_TYPES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral"
 # transformers' activation names -> lib's (GPT-2 style, one up-projection)
 GPT2_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu",
                     "swish": "silu"}
-INSTALL_HINT = 'pip install -e ".[hf]"  (or: pip install transformers)'
+INSTALL_COMMAND, INSTALL_PLAIN = 'pip install -e ".[hf]"', "pip install transformers"
+INSTALL_HINT = f"{INSTALL_COMMAND}  (or: {INSTALL_PLAIN})"
 
 
 class UnsupportedModelError(ValueError):
@@ -402,37 +404,46 @@ def load_hf(path, max_seq_len: int | None = None, dtype=None, device=None):
 # ------------------------------------------------------------------------- bring your own model (notebooks)
 
 ENV_VAR = "KVLAB_HF_MODEL"
-HOW_TO = (f"No model of your own is loaded: the environment variable {ENV_VAR} is not set.\n"
-          f"To watch a real model's KV cache here:\n"
-          f"  1. install the optional extra:  {INSTALL_HINT}\n"
-          f"  2. put a checkpoint folder on disk (config.json + *.safetensors + tokenizer files) of a\n"
-          f"     {', '.join(SUPPORTED)}, e.g. gpt2 or Qwen/Qwen2.5-0.5B;\n"
-          f"  3. start JupyterLab with  {ENV_VAR}=/path/to/that/folder  and run this notebook again.")
+_HOW_TO_LINES = ("No model of your own is loaded: the environment variable {var} is not set.",
+                 "To watch a real model's KV cache here:",
+                 "  1. install the optional extra:  {command}  (or: {plain})",
+                 "  2. put a checkpoint folder on disk (config.json + *.safetensors + tokenizer files) of a",
+                 "     {kinds}, e.g. gpt2 or Qwen/Qwen2.5-0.5B;",
+                 "  3. start JupyterLab with  {var}=/path/to/that/folder  and run this notebook again.")
+_HOW_TO_FIELDS = dict(var=ENV_VAR, command=INSTALL_COMMAND, plain=INSTALL_PLAIN, kinds=", ".join(SUPPORTED))
+HOW_TO = "\n".join(line.format(**_HOW_TO_FIELDS) for line in _HOW_TO_LINES)  # in English
+
+
+def how_to() -> str:
+    """``HOW_TO`` in the notebook's language (``lib.i18n.t``, line by line)."""
+    return "\n".join(t(line, **_HOW_TO_FIELDS) for line in _HOW_TO_LINES)
 
 
 def load_from_env(environ=None, max_seq_len: int | None = None, dtype=torch.float32, device=None):
     """``(model, tokenizer)`` from the checkpoint folder named by ``$KVLAB_HF_MODEL``, or None.
 
-    Always prints one message: how to bring a model (variable unset: the fixed text ``HOW_TO``), how to
-    install ``transformers`` (missing), why the folder could not be used, or what was loaded. It never
+    Always prints one message, in the notebook's language: how to bring a model (variable unset: ``how_to()``),
+    how to install ``transformers`` (missing), why the folder could not be used, or what was loaded. It never
     raises for those cases, so a notebook cell that calls it runs everywhere. ``environ``: a mapping to read
     instead of ``os.environ`` (tests); ``dtype``: fp32 by default, the dtype lib's CPU runs are checked in."""
     import os
 
     path = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
     if not path:
-        print(HOW_TO)
+        print(how_to())
         return None
     try:
         require_transformers()
         model, tok = load_hf(path, max_seq_len, dtype, device)
     except ImportError as e:
-        print(f"{ENV_VAR}={path} is set, but {e}")
+        print(t("{var}={path} is set, but {error}", var=ENV_VAR, path=path, error=e))
         return None
     except Exception as e:  # a notebook cell that calls this must run everywhere: say why, never raise
-        print(f"{ENV_VAR}={path} could not be loaded: {e}")
+        print(t("{var}={path} could not be loaded: {error}", var=ENV_VAR, path=path, error=e))
         return None
     c = model.config
-    print(f"loaded {path}: {c.n_layers} layers, d_model {c.d_model}, {c.n_heads} heads ({c.attention_kind}, "
-          f"{c.n_kv_heads} KV heads), {model.num_parameters():,} parameters, {model.dtype}, {tok!r}")
+    print(t("loaded {path}: {layers} layers, d_model {d_model}, {heads} heads ({kind}, {kv_heads} KV heads), "
+            "{params:,} parameters, {dtype}, {tokenizer}", path=path, layers=c.n_layers, d_model=c.d_model,
+            heads=c.n_heads, kind=c.attention_kind, kv_heads=c.n_kv_heads, params=model.num_parameters(),
+            dtype=model.dtype, tokenizer=repr(tok)))
     return model, tok

@@ -246,7 +246,7 @@ class SpeculativeResult:
 
     def table(self, tokenizer=None) -> str:
         """The rows as an aligned text table."""
-        return text_table(self.rows(tokenizer)) if self.rounds else "(no rounds)"
+        return text_table(self.rows(tokenizer), translate=True) if self.rounds else "(no rounds)"
 
     def summary(self) -> str:
         """One line: tokens, target passes (vs one per token), draft passes, acceptance."""

@@ -13,8 +13,7 @@ import numbers
 import numpy as np
 from wcwidth import wcswidth, wcwidth
 
-from .i18n import ZH, language
-from .i18n.outputs import translate_printed
+from .i18n import say
 
 # How a token is shown on an axis or in a cell: whitespace made visible, everything else as it is.
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
@@ -56,23 +55,17 @@ def _is_number(v) -> bool:
     return True
 
 
-def _say():
-    """A cell's text in the notebook's language (``lib.i18n``: a whole text of ``ZH`` or a template of
-    ``ZH_PRINTED``)."""
-    if language() == "en":
-        return lambda s: s
-    return lambda s: translate_printed(s, ZH, whole=True)
-
-
-def text_table(rows, header=None, align=None) -> str:
+def text_table(rows, header=None, align=None, *, translate: bool = True) -> str:
     """An aligned text table: a header line, a line of dashes, one line per row.
 
     ``rows``: dicts with the same keys (the keys are the header) or sequences (then give ``header``).
     ``align``: None right-aligns every column whose cells are all numbers (``1,024``, ``3.5%`` and
     ``12.55 GiB`` count) and left-aligns the rest; "left" or "right" aligns every column alike; or one
-    "l"/"r" per column. Widths are display widths, so Chinese text stays in line. The header, and every cell
-    that is a known text (a phase, "memory-bound", "layer 0, head 3": ``lib.i18n``), speak the notebook's
-    language; other cells (numbers, tokens, names) stay as they are."""
+    "l"/"r" per column. Widths are display widths, so Chinese text stays in line.
+    ``translate``: True looks the header and every text cell up in the notebook's language (``lib.i18n.say``: a
+    phase, "memory-bound", "layer 0, head 3"; other cells, numbers, tokens, names, stay as they are); False prints
+    them as given, for a caller that wrote them with ``lib.i18n.t``. True is the default while notebook cells
+    print their English rows through it; a lib caller says which it wants."""
     rows = list(rows)
     if not rows:
         return "(no rows)"
@@ -88,18 +81,42 @@ def text_table(rows, header=None, align=None) -> str:
         raise ValueError(f"every row needs {len(header)} cells (one per header column), got {len(bad)}: {bad!r}")
     if align is None:
         sides = ["right" if all(_is_number(r[j]) for r in rows) else "left" for j in range(len(header))]
-    elif align in ("left", "right"):
-        sides = [align] * len(header)
     else:
-        if len(align) != len(header) or set(align) - {"l", "r"}:
-            raise ValueError(f"align takes 'left', 'right' or one 'l'/'r' per column ({len(header)}), got {align!r}")
-        sides = ["left" if a == "l" else "right" for a in align]
-    say = _say()  # in the notebook's language: the header, and a cell that is a known text (or template)
-    header = [say(h) for h in header]
-    cells = [header] + [[say(v) if isinstance(v, str) else str(v) for v in r] for r in rows]
+        sides = _sides(align, len(header))
+    word = say if translate else str  # the header, and a cell that is a known text (or template), or as given
+    header = [word(h) for h in header]
+    cells = [header] + [[word(v) if isinstance(v, str) else str(v) for v in r] for r in rows]
     widths = [max(display_width(r[j]) for r in cells) for j in range(len(header))]
     line = lambda r: "  ".join(pad(v, w, a) for v, w, a in zip(r, widths, sides)).rstrip()
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
+
+
+def _sides(align, n: int) -> list[str]:
+    """``align`` ("left", "right" or one "l"/"r" per column) as n sides, "left" or "right"."""
+    if align in ("left", "right"):
+        return [align] * n
+    if len(align) != n or set(align) - {"l", "r"}:
+        raise ValueError(f"align takes 'left', 'right' or one 'l'/'r' per column ({n}), got {align!r}")
+    return ["left" if a == "l" else "right" for a in align]
+
+
+def markdown_table(rows, header, align="right"):
+    """A Markdown table for a notebook to display, in the notebook's language: an ``IPython.display.Markdown``
+    of the header, an alignment line and one line per row of ``rows`` (sequences of cells, one per header column).
+    A cell is written as it is (it may hold Markdown: ``**total**``, ``&lt;s>``); an empty one leaves its column
+    blank. ``align``: "right" (default) or "left" for every column, or one "l"/"r" per column. Under
+    ``setup(lang="zh")`` each cell is said alone (``lib.i18n.say(..., markdown=True)``: a header, a bold cell
+    inside its ``**``, a template such as "compute {0}, read {1}"); numbers stay as they are."""
+    from IPython.display import Markdown
+
+    header = [str(h) for h in header]
+    rows = [[str(v) for v in r] for r in rows]
+    bad = next((r for r in rows if len(r) != len(header)), None)
+    if bad is not None:
+        raise ValueError(f"every row needs {len(header)} cells (one per header column), got {len(bad)}: {bad!r}")
+    line = lambda cells: "|" + "|".join(f" {v} " if v else " " for v in cells) + "|"
+    rule = "|" + "|".join("---:" if s == "right" else "---" for s in _sides(align, len(header))) + "|"
+    return Markdown(say("\n".join([line(header), rule] + [line(r) for r in rows]), markdown=True))
 
 
 SIG_DIGITS = 4  # significant digits of a float in a figure or a table (CONTRIBUTING.md: 4 to 6)

@@ -158,4 +158,4 @@ def token_table(char_tokenizer, samples=SAMPLES) -> str:
     header = ["text", "characters", "UTF-8 bytes", "lab"] + \
              [f"{name.split('_')[0]} ({model})" for name, model in ENCODINGS.items()]
     body = [[repr(r.text), r.characters, r.utf8_bytes, r.tokens["lab"]] + [r.tokens[n] for n in ENCODINGS] for r in rows]
-    return text_table(body, header=header)
+    return text_table(body, header=header, translate=True)

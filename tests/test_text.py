@@ -1,7 +1,7 @@
 """lib.text: display widths, aligned tables, byte counts and token labels."""
 import pytest
 
-from lib.text import display_width, fmt_bytes, fmt_count, fmt_sig, pad, sig, text_table, token_label
+from lib.text import display_width, fmt_bytes, fmt_count, fmt_sig, markdown_table, pad, sig, text_table, token_label
 
 
 def test_chinese_characters_take_two_columns():
@@ -55,3 +55,36 @@ def test_significant_digits():
         ["1.00", "27.3", "0.450", "1234", "10.0", "0"]
     assert [fmt_count(n) for n in (213, 196_100, 6_738_415_616, 999_971)] == ["213", "196K", "6.74B", "1000K"]
     assert [token_label(t) for t in (" ", "\n", "\t", "<eos>", "人")] == ["␣", "⏎", "⇥", "<eos>", "人"]
+
+
+def test_markdown_tables_are_written_as_given_and_said_cell_by_cell_in_chinese():
+    """markdown_table: one line per row, an empty cell left blank, the alignment line from ``align``; under zh each
+    cell alone is said in Chinese (a bold one inside its **, a template with its values), numbers as they are, and
+    the result is the same whether or not the notebook's Markdown is patched (nothing left for the patch)."""
+    from IPython.display import Markdown
+
+    import lib.notebook
+    from lib import i18n
+
+    rows = [[0, "compute &lt;s>, store it", 1], ["**total, per layer**", "", "**15** = n(n+1)/2 = 15"]]
+    header = ["step", "with KV cache: compute, read", "computed"]
+    table = markdown_table(rows, header, align="rlr")
+    assert isinstance(table, Markdown)
+    assert table.data.splitlines() == ["| step | with KV cache: compute, read | computed |", "|---:|---|---:|",
+                                       "| 0 | compute &lt;s>, store it | 1 |",
+                                       "| **total, per layer** | | **15** = n(n+1)/2 = 15 |"]
+    assert markdown_table([[1, 2]], ["a", "b"]).data.splitlines()[1] == "|---:|---:|"
+    with i18n.speaking("zh"):
+        zh = markdown_table(rows, header, align="rlr")
+    assert zh.data.splitlines() == ["| 步 | 有 KV 缓存：计算、读取 | 计算 |", "|---:|---|---:|",
+                                    "| 0 | 计算 &lt;s>，存入缓存 | 1 |", "| **合计，每层** | | **15** = n(n+1)/2 = 15 |"]
+    try:
+        lib.notebook.setup(lang="zh", verbose=False)
+        assert zh._repr_markdown_() == zh.data  # the patched Markdown finds nothing left to translate
+    finally:
+        i18n.set_language("en")
+        lib.notebook._speak_prints("en")
+    with pytest.raises(ValueError, match=r"every row needs 2 cells \(one per header column\), got 1"):
+        markdown_table([[1]], ["a", "b"])
+    with pytest.raises(ValueError, match=r"align takes 'left', 'right' or one 'l'/'r' per column \(2\), got 'lrl'"):
+        markdown_table([[1, 2]], ["a", "b"], align="lrl")

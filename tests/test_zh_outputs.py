@@ -289,3 +289,47 @@ def test_every_text_of_the_vllm_map_has_a_chinese_entry():
     missing = [f"{m.idea}: {field}" for m in vb.BRIDGE for field in ("idea", "does", "lib_differs")
                if getattr(m, field) not in ZH]
     assert not missing, f"vLLM map texts without a Chinese entry in lib.i18n.outputs: {missing}"
+
+
+def test_lib_translates_where_it_prints_not_through_the_notebook_patches(capsys):
+    """lib puts what it prints and draws in the notebook's language itself (``lib.i18n.t`` / ``say``), never by
+    leaning on the ``print`` and ``Text.set_text`` that ``lib.notebook.setup(lang="zh")`` patches: with both left
+    as Python and matplotlib have them, a Chinese ``reveal`` (a cell's English ``why``), ``check``, ``hf``'s
+    message, a sampling figure's title from a cell and lib's tables already speak Chinese; English again outside."""
+    import builtins
+
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    import lib.exercises as ex
+    import lib.hf
+    import lib.notebook
+    from lib import i18n
+    from lib.text import text_table
+    from lib.widgets import sampling
+
+    assert builtins.print is lib.notebook._PRINT and Text.set_text is lib.notebook._SET_TEXT  # nothing patched
+    why = "One pass per new token, <eos> included: 4 characters + <eos> = 5 passes."
+    bars = sampling.Bars(ids=[0, 1], labels=["a", "b"], model=[0.6, 0.4], before=[0.6, 0.4], probs=[1.0, 0.0],
+                         kept=[True, False], temperature=1.0, top_k=1, top_p=None, n_kept=1, vocab_size=2)
+    with i18n.speaking("zh"):
+        result = ex.reveal(None, 5, why=why)
+        assert lib.hf.load_from_env({}) is None
+        fig, ax = plt.subplots()
+        sampling.plot_bars(bars, ax=ax, title="first token after <s>, top-k = 3")
+        title = ax.get_title(loc="left")
+        plt.close(fig)
+        said = text_table([["decode", 1]], header=["phase", "n"], translate=True)
+        kept = text_table([["decode", 1]], header=["phase", "n"], translate=False)
+        checked = ex.check("kv_bytes", lambda *a: 1.5, quiet=True).message
+    out = capsys.readouterr().out
+    assert result.message.splitlines() == ["还没有预测（在上面的单元格里填好，再运行这一格）。", "答案：5",
+                                           "每个新 token 一次前向传播，<eos> 也算：4 个字加 <eos>，共 5 次。"]
+    assert out.startswith(result.message + "\n没有加载你自己的模型：环境变量 KVLAB_HF_MODEL 没有设置。\n"), out
+    assert out.rstrip("\n").endswith("  3. 用  KVLAB_HF_MODEL=/path/to/that/folder  启动 JupyterLab，再运行一遍这个笔记本。")
+    assert title == "<s> 之后的第一个 token，top-k = 3"
+    assert said.splitlines()[0].split() == ["阶段", "n"] and "解码" in said
+    assert kept.splitlines()[0].split() == ["phase", "n"] and "decode" in kept  # translate=False: as given
+    assert "提示" in checked and "Hint" not in checked
+    assert ex.reveal(None, 5, why=why).message.endswith("\n" + why)  # English again outside
+    assert capsys.readouterr().out.startswith("No prediction yet")

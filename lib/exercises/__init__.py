@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from ..i18n import colon, t
+from ..i18n import colon, say, t
 
 __all__ = ["Case", "Result", "exercise", "check", "names", "solution", "compare", "Mismatch", "reveal"]
 
@@ -259,8 +259,9 @@ def _close(got, want, rel: float) -> bool:
 def reveal(yours, truth, *, rel: float = 0.0, why: str | None = None, what: str | None = None) -> Result:
     """The answer cell of a prediction: compare the learner's guess ``yours`` (``None`` = no guess made) with
     ``truth`` (a number, a string, a bool or a tuple of them), ``rel`` the relative tolerance for numbers
-    (0 = exact), and print the verdict followed by the answer and ``why`` (one sentence that explains it, in the
-    notebook's language: pass it through ``t`` or write it in the cell). Never raises for a wrong guess."""
+    (0 = exact), and print the verdict followed by the answer and ``why`` (one sentence that explains it: through
+    ``t``, or written in the cell in English, which ``lib.i18n.say`` puts in the notebook's language here). The
+    message is written in the notebook's language before it is printed. Never raises for a wrong guess."""
     if not isinstance(rel, (int, float)) or isinstance(rel, bool) or not 0 <= rel < 1:
         raise ValueError(f"rel must be a relative tolerance in [0, 1), got {rel!r}")
     what = t("the answer") if what is None else what
@@ -272,7 +273,7 @@ def reveal(yours, truth, *, rel: float = 0.0, why: str | None = None, what: str 
                            t("✓ Right, within {pct}.", pct=f"{rel:.0%}")), True
     else:
         verdict, passed = t("✗ Not quite: you said {yours}.", yours=_show(yours)), False
-    message = "\n".join(x for x in (verdict, answer, why) if x)
+    message = "\n".join(x for x in (verdict, answer, why and say(why)) if x)
     print(message)
     result = Result("prediction", passed, 1, message)
     result.printed = True

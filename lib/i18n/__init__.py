@@ -2,7 +2,8 @@
 Chinese. This package stands on the ground floor and imports nothing from lib: the engine (``Trace.table``), the
 text tables, the vLLM map, the exercises and the widgets all speak through it. Error messages raised by lib's API
 stay in English (they are for the programmer); what a widget or table shows a learner — titles, axis labels,
-legends, buttons, tooltips, its messages — goes through ``t``.
+legends, buttons, tooltips, its messages — goes through ``t``; a text a notebook cell wrote and hands to lib
+(already formatted, so ``t`` cannot look it up) goes through ``say``, called where the text is shown.
 
     from lib.i18n import t
     ax.set_title(t("K/V computed per step"))
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .outputs import ZH_OUTPUTS
+from .outputs import ZH_OUTPUTS, translate_printed
 
 LANGUAGES = ("en", "zh")  # English first; tools.edition builds one notebook edition per language
 _current = "en"
@@ -458,6 +459,17 @@ def t(text: str, /, **fields) -> str:
     if CONTEXT in out:  # English with a context (or an untranslated one): the text after the separator
         out = out.split(CONTEXT, 1)[1]
     return out.format(**fields) if fields else out
+
+
+def say(text: str, /, *, markdown: bool = False) -> str:
+    """A text lib did not write, already filled in (a title or a ``why`` a notebook cell hands to lib, a table's
+    cell), in the current language: a whole text of ``ZH``, or each line by the templates of
+    ``lib.i18n.outputs.ZH_PRINTED`` (``translate_printed``); a text found in neither stays as it is. lib's own
+    texts go through ``t``, which fills the placeholders after translating; ``say`` is for a text whose values are
+    already in it, and a caller names it where it happens (``lib.exercises.reveal``'s ``why``, a figure title a
+    cell passes, ``lib.text.text_table(..., translate=True)``). ``markdown``: ``text`` is a Markdown table, said
+    cell by cell (a bold cell inside its ``**``; ``lib.text.markdown_table``)."""
+    return translate_printed(text, ZH, whole=True, markdown=markdown) if _current == "zh" else text
 
 
 def colon() -> str:

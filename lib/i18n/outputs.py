@@ -449,17 +449,6 @@ ZH_PRINTED: dict[str, str] = {
     "{0} new tokens in {1} target passes (generate: {2}) + {3} draft passes; {4}/{5} proposals kept ({6}), {7} "
     "tokens per target pass": "目标模型 {1} 次前向传播生成 {0} 个新 token（generate：{2} 次）+ 草稿模型 {3} 次前向传播；"
                               "{5} 个提议中 {4} 个被接受（{6}），目标模型每次前向传播 {7} 个 token",
-    # -- lib.hf.HOW_TO (05: bring your own model) --
-    "No model of your own is loaded: the environment variable KVLAB_HF_MODEL is not set.":
-        "没有加载你自己的模型：环境变量 KVLAB_HF_MODEL 没有设置。",
-    "To watch a real model's KV cache here:": "想在这里观察一个真实模型的 KV 缓存：",
-    "  1. install the optional extra:  {0}": "  1. 安装可选依赖：  {0}",
-    "  1. install the optional extra:  {0}  (or: {1})": "  1. 安装可选依赖：  {0}（或：{1}）",
-    "  2. put a checkpoint folder on disk (config.json + *.safetensors + tokenizer files) of a":
-        "  2. 在磁盘上准备一个 checkpoint 文件夹（config.json + *.safetensors + tokenizer 文件），模型类型为",
-    "     {0}, e.g. gpt2 or Qwen/Qwen2.5-0.5B;": "     {0} 之一，例如 gpt2 或 Qwen/Qwen2.5-0.5B；",
-    "  3. start JupyterLab with  {0}=/path/to/that/folder  and run this notebook again.":
-        "  3. 用  {0}=/path/to/that/folder  启动 JupyterLab，再运行一遍这个笔记本。",
     # -- Markdown tables a cell displays (03): each cell of a row is looked up --
     "without KV cache: recompute + compute": "无 KV 缓存：重算 + 计算", "K/V computed": "计算的 K/V",
     "with KV cache: compute, read": "有 KV 缓存：计算、读取", "computed": "计算", "read": "读取",
@@ -1101,6 +1090,23 @@ ZH_OUTPUTS.update({  # -- nb0506 -- notebooks 05 and 06: what the answer cells o
         "预填充是计算受限的，两块 GPU 的算力都是 989.4 TFLOP/s：带宽再高也快不了。",
 })
 
+ZH_OUTPUTS.update({  # -- nb0506 -- lib.hf.load_from_env's messages (05 and 13: bring your own model; how_to())
+    "No model of your own is loaded: the environment variable {var} is not set.":
+        "没有加载你自己的模型：环境变量 {var} 没有设置。",
+    "To watch a real model's KV cache here:": "想在这里观察一个真实模型的 KV 缓存：",
+    "  1. install the optional extra:  {command}  (or: {plain})": "  1. 安装可选依赖：  {command}（或：{plain}）",
+    "  2. put a checkpoint folder on disk (config.json + *.safetensors + tokenizer files) of a":
+        "  2. 在磁盘上准备一个 checkpoint 文件夹（config.json + *.safetensors + tokenizer 文件），模型类型为",
+    "     {kinds}, e.g. gpt2 or Qwen/Qwen2.5-0.5B;": "     {kinds} 之一，例如 gpt2 或 Qwen/Qwen2.5-0.5B；",
+    "  3. start JupyterLab with  {var}=/path/to/that/folder  and run this notebook again.":
+        "  3. 用  {var}=/path/to/that/folder  启动 JupyterLab，再运行一遍这个笔记本。",
+    "{var}={path} is set, but {error}": "已设置 {var}={path}，但{error}",
+    "{var}={path} could not be loaded: {error}": "{var}={path} 无法加载：{error}",
+    "loaded {path}: {layers} layers, d_model {d_model}, {heads} heads ({kind}, {kv_heads} KV heads), "
+    "{params:,} parameters, {dtype}, {tokenizer}":
+        "已加载 {path}：{layers} 层，d_model {d_model}，{heads} 个头（{kind}，{kv_heads} 个 KV 头），"
+        "{params:,} 个参数，{dtype}，{tokenizer}",
+})
 ZH_PRINTED.update({  # -- nb0506 -- lines printed by notebook 05's cells
     "llama-2-70b on the H200: {0} of weights; {1} left for KV = {2} blocks = {3} tokens":
         "llama-2-70b 在 H200 上：权重 {0}；留给 KV 的 {1} = {2} 个块 = {3} 个 token",

@@ -132,7 +132,7 @@ def memory_table(b: MemoryBudget) -> str:
     rows = [(r["gpu"], "yes" if r["fits"] else "no", fmt_bytes(r["free after weights"]) if r["free after weights"] >= 0
              else "weights do not fit", f"{r['requests that fit']:,}") for r in b.gpu_rows()]
     return "\n".join(lines) + text_table(rows, ["GPU", "fits?", "free after weights",
-                                               f"requests of {b.context:,} tokens that fit"])
+                                               f"requests of {b.context:,} tokens that fit"], translate=True)
 
 
 # --------------------------------------------------------------------------------- KV bytes per token
@@ -167,7 +167,7 @@ def kv_per_token_table(dtype="fp16", **kw) -> str:
     return text_table([(r["model"], r["kind"], r["layers"], r["cached per layer"], f"{r['values']:,}", f"{r['bytes']:,}",
                         fmt_bytes(r["bytes"]), f"{r['vs MHA']:.1f}x") for r in rows],
                       ["model", "kind", "layers", "cached per token per layer", "values", f"bytes ({dtype_name(dtype)})",
-                       "size", "smaller than MHA by"])
+                       "size", "smaller than MHA by"], translate=True)
 
 
 KIND_HATCHES = {"MHA": "", "GQA": "//", "MQA": "xx", "MLA": ".."}  # every bar is KV cache; the hatch names the kind

@@ -23,8 +23,8 @@ from .. import costs
 from . import style
 from ..device import DTYPES as _DTYPE_TABLE
 from ..device import dtype_name
-from ..i18n import t
-from ..text import SIG_DIGITS, _say, display_width, fmt_bytes, fmt_sig, pad, sig
+from ..i18n import say, t
+from ..text import SIG_DIGITS, display_width, fmt_bytes, fmt_sig, pad, sig
 from ..trace import check_trace
 from .live import LiveWidget, plotly_output, show_plotly
 from ..presets import MODEL_NAMES, resolve_model
@@ -120,8 +120,7 @@ def trace_points(trace, model, dtype="fp32", name: str | None = None) -> list[di
 
 
 def _text_table(rows: list[dict]) -> str:
-    say = _say()  # the header and the words in the notebook's language (lib.text.text_table does the same)
-    cols = [say(c) for c in rows[0]]
+    cols = [say(c) for c in rows[0]]  # the header and the words in the notebook's language (English rows: say)
     rows = [[say(v) if isinstance(v, str) else fmt(v) for v in r.values()] for r in rows]
     width = [max(display_width(c), *(display_width(r[j]) for r in rows)) for j, c in enumerate(cols)]
     line = lambda vals: "  ".join(pad(v, w, "right") for v, w in zip(vals, width)).rstrip()

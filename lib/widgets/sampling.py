@@ -25,7 +25,7 @@ import torch
 from .. import checks
 from . import style
 from ..checks import sampling as check_sampling
-from ..i18n import t
+from ..i18n import say, t
 from ..sampling import draw, filter_logits, make_generator
 from ..text import pad, token_label
 from . import figure_and_axes, frame_slider, try_prompt
@@ -193,7 +193,7 @@ def plot_bars(bars: Bars, ax=None, title: str | None = None, legend: bool = True
             tick.set_rotation(90)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel(t("probability"))
-    ax.set_title(title if title is not None else bars.summary(), loc="left")
+    ax.set_title(say(title) if title is not None else bars.summary(), loc="left")  # a cell's title: say
     if legend:
         ax.legend(handles=[Patch(facecolor=KEPT, edgecolor=style.MUTED, label=t(style.concept("kept").label)),
                            Patch(facecolor=REMOVED, edgecolor=style.MUTED, hatch=REMOVED_HATCH,
