@@ -215,7 +215,7 @@ def engine_table(frames: list[EngineFrame], every_tick: bool = False) -> str:
         rows.append([f.tick, _rids(f.arrived), _rids(f.admitted), _rids(f.preempted_now), _rids(f.finished_now),
                      f"{f.prefill_tokens} + {f.decode_tokens} / {budget}", len(f.waiting) + len(f.preempted),
                      f"{f.used_blocks} ({f.shared_blocks})"])
-    return text_table(rows, header=["tick", "arrived", "admitted", "preempted", "finished",
+    return text_table(rows, translate=True, header=["tick", "arrived", "admitted", "preempted", "finished",
                                     "prefill + decode / budget", "queue", "blocks used (shared)"])
 
 

@@ -20,7 +20,7 @@ def load_table(points) -> str:
     rows = [{k: v for k, v in p.row().items() if k in ("policy", "rate (req/s)", "tokens/s", "TTFT mean (ms)",
                                                         "TTFT p90 (ms)", "TPOT mean (ms)", "mean queue", "max queue")}
             for p in points]
-    return text_table(rows)
+    return text_table(rows, translate=True)
 
 
 def plot_load(points, title: str = ""):
