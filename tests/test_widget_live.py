@@ -12,12 +12,13 @@ import pytest
 import torch
 from IPython.core.formatters import DisplayFormatter
 
+import lib
 import lib.widgets
 from lib.widgets import live
 from lib.widgets.live import FrameStepping, LiveWidget
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-STEPPERS = {"GenerationPlayer", "RingStepper", "TileStepper"}
+STEPPERS = {"GenerationPlayer", "RingStepper", "ServingDashboard", "TileStepper"}
 
 
 def _classes_that_build_widgets() -> dict:
@@ -39,7 +40,7 @@ LIVE = _classes_that_build_widgets()
 
 
 def test_every_live_widget_class_stands_on_the_base():
-    assert len(LIVE) == 12, sorted(LIVE)
+    assert len(LIVE) == 13, sorted(LIVE)
     not_on_base = sorted(n for n, c in LIVE.items() if not issubclass(c, LiveWidget))
     assert not not_on_base, f"live widgets that do not subclass lib.widgets.live.LiveWidget: {not_on_base}"
     assert {n for n, c in LIVE.items() if issubclass(c, FrameStepping)} == STEPPERS
@@ -65,6 +66,7 @@ def _build(name: str, chat, draft):
         "RingStepper": lambda m: m.RingStepper(model, tok, ids, window=8),
         "RooflineExplorer": lambda m: m.RooflineExplorer(),
         "SamplingExplorer": lambda m: m.SamplingExplorer(model, tok, "<s>"),
+        "ServingDashboard": lambda m: m.ServingDashboard(*lib.load_demo("lm"), n_requests=4, max_new_tokens=6),
         "SpeculativeExplorer": lambda m: m.SpeculativeExplorer(model, draft, tok, "<s>", max_new_tokens=4),
         "TileStepper": lambda m: m.TileStepper(model, ids[None], block_size=4),
         "WorkedExplorer": lambda m: m.WorkedExplorer(model, tok, "<s>", max_new_tokens=3),

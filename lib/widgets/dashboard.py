@@ -551,15 +551,12 @@ class ServingDashboard(FrameStepping):
             self._quiet = False
         self.redraw()
 
-    def next(self) -> int:
-        """One tick forward: along the ticks kept, or, at the last one, the engine runs one more step."""
-        if self.slider.value < len(self.frames) - 1:
-            self.slider.value += 1
-        elif self.run.advance():
-            self._show_last()
+    def more(self) -> None:
+        """At the last tick kept: the engine runs one more step (a new frame); when the run is done, Play stops."""
+        if self.run.advance():
+            self.slider.max = len(self.frames) - 1
         else:
             self.play.playing = False
-        return self.slider.value
 
     def _played(self):
         if not self._quiet:
@@ -596,7 +593,7 @@ class ServingDashboard(FrameStepping):
     def send(self, text: str) -> int:
         """The learner's request (``EngineRun.send``): it arrives at the next tick, which is shown."""
         rid = self.run.send(text)
-        self.slider.value = len(self.frames) - 1
+        self._show_last()
         self.next()
         return rid
 

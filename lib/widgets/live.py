@@ -126,8 +126,9 @@ def within(i: int, n: int) -> int:
 
 
 class FrameStepping(LiveWidget):
-    """A live widget whose ``slider`` indexes its ``frames`` (the generation player, the tile and ring steppers):
-    ``step`` (get / set, checked against the frames), ``next()`` (stays on the last frame), ``back()`` (stays on
+    """A live widget whose ``slider`` indexes its ``frames`` (the generation player, the tile and ring steppers, the
+    serving dashboard): ``step`` (get / set, checked against the frames), ``next()`` (on the last frame: ``more()``,
+    then stays there), ``back()`` (stays on
     0), each returning the step shown; moving the slider redraws (the subclass observes it)."""
 
     frames = ()  # what the slider walks (the subclass sets its list)
@@ -144,9 +145,16 @@ class FrameStepping(LiveWidget):
         self.slider.value = checks.integer(value, "step", 0, len(self.frames) - 1)
 
     def next(self) -> int:
-        """One step forward (stays on the last step); returns the step shown."""
+        """One step forward (on the last step, ``more()`` may add frames; else it stays there); returns the step
+        shown."""
+        if self.slider.value >= len(self.frames) - 1:
+            self.more()
         self.slider.value = within(self.slider.value + 1, len(self.frames))
         return self.slider.value
+
+    def more(self) -> None:
+        """Add frames after the last one, when the widget makes them as it goes (the serving dashboard's engine
+        runs one more step); a step-through computed in advance has none to add."""
 
     def back(self) -> int:
         """One step back (stays on step 0); returns the step shown."""
