@@ -83,6 +83,17 @@ def nudge(slider) -> str:
     return key
 
 
+def nudge_and_wait(page, widget, slider, what: str) -> tuple[str, str]:
+    """``nudge`` the slider, then wait until its readout shows another value and the widget's drawing changed
+    (the kernel ran and redrew); returns the readout (before, after)."""
+    value, before = readout(slider), drawn(widget)
+    nudge(slider)
+    handle = slider.locator(".widget-readout").element_handle()
+    page.wait_for_function("([el, v]) => el.innerText.trim() !== v", arg=[handle, value], timeout=TIMEOUT_MS)
+    wait_drawn_change(page, widget, before, f"after moving {what}")
+    return value, readout(slider)
+
+
 # -- one driver per kind of widget (see kind_of) ---------------------------------------------------------
 
 def drive_stepper(page, widget, play: bool) -> list[str]:
@@ -208,14 +219,8 @@ def drive_ring(page, widget) -> list[str]:
     """The ring buffer (10): Step / Back, then one sink more (or fewer): the model runs again, the drawing
     changes and the sinks slider shows the new count."""
     checks = drive_stepper(page, widget, play=False)
-    sinks = control(widget, "slider", t("sinks"))
-    value = readout(sinks)
-    before = drawn(widget)
-    nudge(sinks)
-    handle = sinks.locator(".widget-readout").element_handle()
-    page.wait_for_function("([el, v]) => el.innerText.trim() !== v", arg=[handle, value], timeout=TIMEOUT_MS)
-    wait_drawn_change(page, widget, before, "after moving the sinks slider")
-    checks.append(f"sinks {value} -> {readout(sinks)}: the model ran again, drawing changed")
+    old, new = nudge_and_wait(page, widget, control(widget, "slider", t("sinks")), "the sinks slider")
+    checks.append(f"sinks {old} -> {new}: the model ran again, drawing changed")
     return checks
 
 
@@ -223,13 +228,8 @@ def drive_dashboard(page, widget) -> list[str]:
     """The serving dashboard (10): Step / Back / Play over the engine's ticks, then one notch of the token budget
     (a new run: the drawing changes), then a prompt typed in the box and Enter: it arrives at the next tick."""
     checks = drive_stepper(page, widget, play=True)
-    budget = control(widget, "slider", t("token budget"))
-    value, before = readout(budget), drawn(widget)
-    nudge(budget)
-    handle = budget.locator(".widget-readout").element_handle()
-    page.wait_for_function("([el, v]) => el.innerText.trim() !== v", arg=[handle, value], timeout=TIMEOUT_MS)
-    wait_drawn_change(page, widget, before, "after moving the token budget slider")
-    checks.append(f"token budget {value} -> {readout(budget)}: a new run, drawing changed")
+    old, new = nudge_and_wait(page, widget, control(widget, "slider", t("token budget")), "the token budget slider")
+    checks.append(f"token budget {old} -> {new}: a new run, drawing changed")
     box = control(widget, "text", t("your request")).locator("input")
     before = drawn(widget)
     box.fill("ROMEO.")
@@ -260,12 +260,8 @@ def drive_capacity(page, widget) -> list[str]:
 
     util = control(widget, "slider", "gpu_memory_utilization")
     act = control(widget, "slider", t("activations reserve (GiB)"))
-    value, before = readout(util), drawn(widget)
-    nudge(util)
-    handle = util.locator(".widget-readout").element_handle()
-    page.wait_for_function("([el, v]) => el.innerText.trim() !== v", arg=[handle, value], timeout=TIMEOUT_MS)
-    wait_drawn_change(page, widget, before, "after moving gpu_memory_utilization")
-    checks = [shows_lib(f"gpu_memory_utilization {value} -> {readout(util)}")]
+    old, new = nudge_and_wait(page, widget, util, "gpu_memory_utilization")
+    checks = [shows_lib(f"gpu_memory_utilization {old} -> {new}")]
     kv = _selected(widget, t("KV dtype"))
     new = "fp8" if kv != "fp8" else "auto"
     before = drawn(widget)
