@@ -17,7 +17,7 @@ EDITION ?= en
 MAP_en := notebooks/00_index.ipynb
 MAP_zh := notebooks/zh/00_index.ipynb
 
-.PHONY: corpus bench setup lab lab-zh fresh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean \
+.PHONY: corpus bench bench-widgets setup lab lab-zh fresh test test-lib test-notebooks test-browser system-deps classroom site gallery notebooks train clean \
 	hub hub-deps test-hub lint-workflow gpu-check serve
 
 setup: $(STAMP)
@@ -116,6 +116,11 @@ serve: setup
 # Decode speed, side by side: lib vs transformers on identical weights, cache vs no cache, bandwidth use.
 bench: setup
 	$(PY) -m tools.bench
+
+# How fast every live widget answers each of its controls, in the kernel (p50 / p95 ms over 20 changes, and the
+# bytes each change sends to the page): not a test, compare runs made side by side (tools/bench_widgets.py).
+bench-widgets: setup
+	$(PY) -m tools.bench_widgets
 
 # Rebuild shipped weights in assets/. MODEL=toys (default): the four memorising toys from assets/corpus.txt, in
 # seconds (bit-identical on the same machine; on another CPU the same phrases and loss, tests/test_demo.py).

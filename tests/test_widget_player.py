@@ -25,6 +25,11 @@ def pair(chat):
 
 
 @pytest.fixture(scope="module")
+def lm_pair():
+    return lib.load_demo("lm")
+
+
+@pytest.fixture(scope="module")
 def player(chat):
     return P.GenerationPlayer(*chat, "<s>", max_new_tokens=12)
 
@@ -362,6 +367,39 @@ def test_prompt_too_long_for_the_context_window(chat, player):
     assert "leaves room for at most 5 new token(s)" in player.message
     player.set(prompt="<s>", max_new_tokens=12)
     assert player.message == ""
+
+
+def test_a_run_longer_than_the_player_draws_says_so(lm_pair):
+    """lm's context holds 512 positions, the player draws 64: a prompt grown in the box with the most new tokens
+    gets a message that says both numbers (not a traceback from the frames)."""
+    model, tok = lm_pair
+    player = P.GenerationPlayer(model, tok, "<s>PORTIA.\n", max_new_tokens=56)
+    assert player.message == "" and len(player.frames) == 56  # one frame per step
+    player.set_prompt("<s>PORTIA.\nAy")
+    assert player.state()["n_steps"] == 0 and player.message.startswith(
+        "The player draws at most 64 positions after <s>: this prompt has 11 tokens, so 'max new tokens' can be at "
+        "most 54 (it is 56).")
+    player.set(max_new_tokens=54)
+    assert player.message == "" and len(player.frames) == 54
+
+
+def test_the_cache_checkbox_and_settings_seen_before_run_no_model(chat, monkeypatch):
+    """Both traces come from one run; the checkbox chooses which is shown, and settings shown before come back from
+    the player's last runs: the frames are those of a fresh run all the same."""
+    player = P.GenerationPlayer(*chat, "<s>", max_new_tokens=12)
+    runs = []
+    monkeypatch.setattr(P, "generate_pair", lambda *a, **k: runs.append(a[2:]) or PAIR(*a, **k))
+    player.use_cache.value = False
+    player.use_cache.value = True
+    assert runs == []
+    player.set_prompt("<s>深")
+    player.set_prompt("<s>")
+    assert runs == [("<s>深", 12, 0.0, None, None, 0)]
+    fresh = P.GenerationPlayer(*chat, "<s>", max_new_tokens=12)
+    assert [f.as_dict() for f in player.frames] == [f.as_dict() for f in fresh.frames]
+
+
+PAIR = P.generate_pair
 
 
 def test_empty_prompt(player):

@@ -62,6 +62,29 @@ def test_the_live_stepper_through_its_python_api(lm):
         assert "槽位" in ring.ring_html(w.frames[10]) and "汇点" in ring.ring_legend_html()
 
 
+def test_a_layer_or_head_and_a_ring_seen_before_run_no_model(lm, monkeypatch):
+    """The model runs once per text and ring (window, sinks); a layer or head is read from that run, and a ring
+    shown before comes back from the stepper's own cache: the frames equal a fresh ring_frames' all the same."""
+    model, tok, ids = lm
+    fresh = [f.as_dict() for f in ring.ring_frames(model, tok, ids, window=8, sinks=1, layer=3, head=1)]
+    layer_0 = ring.ring_frames(model, tok, ids, window=8, sinks=1)[-1].weights
+    w = ring.RingStepper(model, tok, ids, window=8, sinks=1)
+    passes = []
+    monkeypatch.setattr(ring, "ring_run", lambda *a, **k: passes.append(a[3:]) or RUN(*a, **k))
+    w.layer_box.value, w.head_box.value = 3, 1  # as in the browser
+    assert passes == [] and [f.as_dict() for f in w.frames] == fresh
+    w.sinks_box.value = 2
+    w.sinks_box.value = 1  # back to a ring already run
+    assert passes == [(8, 2)] and [f.as_dict() for f in w.frames] == fresh
+    assert w.frames[-1].weights != layer_0  # layer 3, head 1 is another head's picture
+    with pytest.raises(ValueError, match="layer must be an integer from 0 to 3"):
+        w.set(layer=4)
+    assert w.values["layer"] == 3 and passes == [(8, 2)]
+
+
+RUN = ring.ring_run
+
+
 def test_static_and_plotly_tiers(lm):
     model, tok, ids = lm
     frames = ring.ring_frames(model, tok, ids, window=8, sinks=1)

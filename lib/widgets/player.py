@@ -69,6 +69,7 @@ KV_MARKS = {k: s.glyph for k, s in style.KV_STATES.items()}  # the glyph in each
 CHOSEN_COLOR, BAR_COLOR = style.colour("newest"), style.colour("kept")  # the chosen token becomes the newest
 CHOSEN_HATCH = style.concept("newest").hatch
 MAX_POSITIONS = 64  # animations are capped at ~64 tokens (CONTRIBUTING.md)
+KEPT_RUNS = 8  # the player keeps its last runs of the model (two traces each), keyed by their settings
 
 
 @dataclass
@@ -593,6 +594,7 @@ class GenerationPlayer(FrameStepping):
                                                                   "Trace records)")
         self.model, self.tokenizer = model, tokenizer
         self.frames, self.traces, self.message = [], (None, None), ""
+        self._pairs = {}  # settings -> (cached, uncached) traces, the last KEPT_RUNS runs (_pair)
         self.last_run_seconds = self.last_update_seconds = 0.0  # the last model re-run / step redraw, in seconds
         # every description shown whole (style.control_style), every control filling its grid cell
         look = dict(style=style.control_style(), layout=w.Layout(**style.control_layout()))
@@ -678,8 +680,14 @@ class GenerationPlayer(FrameStepping):
         fresh = not self.frames  # the first run, or the first after a failed one: open on the first view again
         t0 = time.perf_counter()
         try:
-            cached, uncached = generate_pair(self.model, self.tokenizer, s["prompt"], s["max_new_tokens"],
-                                             s["temperature"], s["top_k"], s["top_p"], s["seed"])
+            n_prompt = len(self.tokenizer.encode(s["prompt"]))
+            n = n_prompt + s["max_new_tokens"]  # generate's own limit, max_seq_len + 1, speaks first (its message)
+            if MAX_POSITIONS + 1 < n <= self.model.config.max_seq_len + 1:  # the frames': every position drawn
+                return self._fail(t("The player draws at most {m} positions after <s>: this prompt has {n} tokens, so "
+                                    "'max new tokens' can be at most {k} (it is {v}). Lower it or shorten the prompt.",
+                                    m=MAX_POSITIONS, n=n_prompt, k=max(0, MAX_POSITIONS + 1 - n_prompt),
+                                    v=s["max_new_tokens"]))
+            cached, uncached = self._pair(s)
         except UnknownCharacterError as err:
             shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in err.chars)
             return self._fail(t("The prompt has {n} character(s) that are not in the model's vocabulary: "
@@ -704,6 +712,16 @@ class GenerationPlayer(FrameStepping):
             self.slider.value = step
         self.player.value = step
         self.redraw()
+
+    def _pair(self, s: dict) -> tuple:
+        """``generate_pair`` for the settings ``s``: the model runs once per prompt and sampling settings; the
+        cache checkbox only chooses which of the two traces is shown, and settings seen before come back from the
+        player's last runs (a learner who toggles a control back and forth waits once)."""
+        key = (s["prompt"], s["max_new_tokens"], s["temperature"], s["top_k"], s["top_p"], s["seed"])
+        if key not in self._pairs:
+            pair = generate_pair(self.model, self.tokenizer, *key)
+            self._pairs = {**dict(list(self._pairs.items())[-(KEPT_RUNS - 1):]), key: pair}
+        return self._pairs[key]
 
     def _fail(self, text: str):
         self.frames, self.traces, self.message = [], (None, None), text

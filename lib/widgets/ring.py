@@ -30,6 +30,7 @@ from ..i18n import colon, parens, t
 
 MAX_TOKENS = 64  # one frame per token: capped as every animation of the course
 MAX_SINKS = 4
+KEPT_RUNS = 8  # the ring stepper keeps its last runs of the model (each ~64 x layers x heads x 64 floats)
 WINDOWS = (4, 8, 12, 16, 24, 32)
 CACHES = ("window only", "window + sinks", "full cache")
 CACHE_CONCEPT = {"window only": "recomputed", "window + sinks": "sink", "full cache": "cached"}
@@ -77,10 +78,25 @@ def running_perplexity(model, ids: torch.Tensor, window: int, sinks: int) -> dic
     return {name: out[name] for name in CACHES}
 
 
+@dataclass
+class RingRun:
+    """What the model computed on one text with one ring (``window``, ``sinks``), for every layer and head: per
+    position, the slots' positions after it went in, and the newest query's weights (a (layers, heads, p + 1)
+    tensor); the running perplexities. A layer or head is only a choice among these (``ring_frames_of``)."""
+    ids: list
+    window: int
+    sinks: int
+    words: list  # per position: its token's text
+    slots: list  # per position: per slot, the position it holds (None: empty)
+    next_slot: list  # per position: the slot the next token overwrites (None after the last token)
+    attention: list  # per position: (n_layers, n_heads, p + 1) float tensor, the newest query's weights
+    perplexity: dict  # cache name -> running perplexities (CACHES)
+
+
 @torch.no_grad()
-def ring_frames(model, tokenizer, ids, window: int = 8, sinks: int = 0, layer: int = 0, head: int = 0) -> list[RingFrame]:
-    """Feed ``ids`` (one sequence) one token at a time through ``KVCache(..., window=window, sinks=sinks)``: one
-    ``RingFrame`` per token, the newest query's attention from the model's ``layer`` and ``head``."""
+def ring_run(model, tokenizer, ids, window: int = 8, sinks: int = 0) -> RingRun:
+    """Feed ``ids`` (one sequence) one token at a time through ``KVCache(..., window=window, sinks=sinks)`` and keep
+    what every layer and head saw (``RingRun``)."""
     ids = torch.as_tensor(ids).reshape(-1).tolist()
     checks.token_ids(ids, "ids", model.config.vocab_size)
     if not 2 <= len(ids) <= MAX_TOKENS:
@@ -88,30 +104,48 @@ def ring_frames(model, tokenizer, ids, window: int = 8, sinks: int = 0, layer: i
     window = checks.integer(window, "window", 2, len(ids), allowed=f"an integer from 2 to {len(ids)} (the text's length)")
     sinks = checks.integer(sinks, "sinks", 0, min(MAX_SINKS, window - 1),
                            allowed=f"an integer from 0 to {min(MAX_SINKS, window - 1)} (fewer than the window)")
-    layer = checks.integer(layer, "layer", 0, model.config.n_layers - 1)
-    head = checks.integer(head, "head", 0, model.config.n_heads - 1)
     T = len(ids)
     x = torch.tensor([ids], device=model.device)
-    ppl = running_perplexity(model, x, window, sinks)
     cache = KVCache(model.config, 1, T, device=model.device, dtype=model.dtype, window=window, sinks=sinks)
-    words = [_text(tokenizer, i) for i in ids]
-    frames = []
+    slots, next_slot, attention = [], [], []
     model.eval()
     for p in range(T):
         record = ForwardRecord()
         model(x[:, p:p + 1], cache=cache, record=record)
-        held = cache.held_positions().tolist()  # the keys the newest query saw
-        w = record.attention[layer][0, head].float().tolist()  # (p + 1,): its weight per position (0: not seen)
-        slots, weights = [None] * cache.slots, [None] * cache.slots
-        for pos in held:
-            s = int(cache.slot(torch.tensor(pos)))
-            slots[s], weights[s] = pos, sig(w[pos], 4)
-        kinds = ["empty" if q is None else "newest" if q == p else "sink" if q < sinks else "held" for q in slots]
-        nxt = int(cache.slot(torch.tensor(p + 1))) if p + 1 < T else None
-        frames.append(RingFrame(p, words[p], slots, [words[q] if q is not None else "" for q in slots], kinds, nxt,
-                                None if nxt is None else slots[nxt], weights,
-                                {n: (ppl[n][p - 1] if p >= 1 else None) for n in CACHES}, sinks))
+        row = [None] * cache.slots
+        for pos in cache.held_positions().tolist():  # the keys the newest query saw
+            row[int(cache.slot(torch.tensor(pos)))] = pos
+        slots.append(row)
+        next_slot.append(int(cache.slot(torch.tensor(p + 1))) if p + 1 < T else None)
+        attention.append(torch.stack([record.attention[layer][0] for layer in range(model.config.n_layers)])
+                         .float().cpu())  # (layers, heads, p + 1)
+    return RingRun(ids, window, sinks, [_text(tokenizer, i) for i in ids], slots, next_slot, attention,
+                   running_perplexity(model, x, window, sinks))
+
+
+def ring_frames_of(run: RingRun, layer: int = 0, head: int = 0) -> list[RingFrame]:
+    """One ``RingFrame`` per token of ``run``, the newest query's attention from ``layer`` and ``head`` (no model
+    run)."""
+    n_layers, n_heads = run.attention[0].shape[:2]
+    layer = checks.integer(layer, "layer", 0, n_layers - 1)
+    head = checks.integer(head, "head", 0, n_heads - 1)
+    frames = []
+    for p, (row, nxt) in enumerate(zip(run.slots, run.next_slot)):
+        w = run.attention[p][layer, head].tolist()  # (p + 1,): its weight per position (0: not seen)
+        weights = [None if q is None else sig(w[q], 4) for q in row]
+        kinds = ["empty" if q is None else "newest" if q == p else "sink" if q < run.sinks else "held" for q in row]
+        frames.append(RingFrame(p, run.words[p], row, [run.words[q] if q is not None else "" for q in row], kinds,
+                                nxt, None if nxt is None else row[nxt], weights,
+                                {n: (run.perplexity[n][p - 1] if p >= 1 else None) for n in CACHES}, run.sinks))
     return frames
+
+
+def ring_frames(model, tokenizer, ids, window: int = 8, sinks: int = 0, layer: int = 0, head: int = 0) -> list[RingFrame]:
+    """Feed ``ids`` (one sequence) one token at a time through ``KVCache(..., window=window, sinks=sinks)``: one
+    ``RingFrame`` per token, the newest query's attention from the model's ``layer`` and ``head``."""
+    checks.integer(layer, "layer", 0, model.config.n_layers - 1)  # refused before the model runs
+    checks.integer(head, "head", 0, model.config.n_heads - 1)
+    return ring_frames_of(ring_run(model, tokenizer, ids, window, sinks), layer, head)
 
 
 def ring_table(frames: list[RingFrame]) -> str:
@@ -321,7 +355,8 @@ class RingStepper(FrameStepping):
         self.model, self.tokenizer = model, tokenizer
         self.ids = torch.as_tensor(ids).reshape(-1)
         self.values = dict(window=window, sinks=sinks, layer=layer, head=head)
-        self.frames = ring_frames(model, tokenizer, self.ids, **self.values)  # refuses what set() refuses
+        self._runs = {}  # (ids, window, sinks) -> RingRun: a layer or head, or a ring seen before, runs no model
+        self.frames = self._frames(self.ids, self.values)  # refuses what set() refuses
         cfg = model.config
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
         self.window_box = W.SelectionSlider(options=[w for w in WINDOWS if w < len(self.ids)], value=window,
@@ -375,7 +410,7 @@ class RingStepper(FrameStepping):
                              f"{WINDOWS[0]}; got {len(ids) - 1}")
         window = self.values["window"] if self.values["window"] in fits else fits[-1]
         values = {**self.values, "window": window, "sinks": min(self.values["sinks"], window - 1)}
-        self.frames = ring_frames(self.model, self.tokenizer, ids, **values)
+        self.frames = self._frames(ids, values)
         self.ids, self.values = ids, values
         self._quiet = True  # the boxes follow; their callbacks must not run the model again
         try:
@@ -390,7 +425,7 @@ class RingStepper(FrameStepping):
         check_controls(values, self.CONTROLS)
         t0 = time.perf_counter()
         new = {**self.values, **values}
-        self.frames = ring_frames(self.model, self.tokenizer, self.ids, **new)
+        self.frames = self._frames(self.ids, new)
         self.values = new
         for key, box in (("window", self.window_box), ("sinks", self.sinks_box), ("layer", self.layer_box),
                          ("head", self.head_box)):
@@ -398,6 +433,17 @@ class RingStepper(FrameStepping):
                 box.value = new[key]
         self.redraw()
         self.last_update_ms = (time.perf_counter() - t0) * 1e3
+
+    def _frames(self, ids: torch.Tensor, values: dict) -> list[RingFrame]:
+        """The frames of ``values`` on ``ids``: the model runs once per text and ring (window, sinks); a layer or
+        head is read from that run (the last few runs are kept, so going back to a setting is instant too)."""
+        checks.integer(values["layer"], "layer", 0, self.model.config.n_layers - 1)  # refused before any run
+        checks.integer(values["head"], "head", 0, self.model.config.n_heads - 1)
+        key = (tuple(torch.as_tensor(ids).reshape(-1).tolist()), values["window"], values["sinks"])
+        if key not in self._runs:
+            run = ring_run(self.model, self.tokenizer, ids, values["window"], values["sinks"])
+            self._runs = {**dict(list(self._runs.items())[-(KEPT_RUNS - 1):]), key: run}
+        return ring_frames_of(self._runs[key], values["layer"], values["head"])
 
     def state(self) -> dict:
         return dict(settings=dict(self.values), step=self.slider.value, n_steps=len(self.frames),
