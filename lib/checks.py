@@ -100,12 +100,21 @@ def text(value, name: str) -> str:
     return value
 
 
-def index(value, name: str, n: int, context: str) -> int:
-    """An index into ``n`` things, from 0 to n - 1 (no negative indices: -1 is a slip, not "the last"), else an
-    IndexError; ``context`` says where n comes from ("the model has 4 layers")."""
+class IndexOutOfRange(IndexError, ValueError):
+    """An index outside 0..n-1: an ``IndexError``, as Python's own sequences raise, and a ``ValueError``, as every
+    other argument lib refuses (so a widget that shows a refused value as a message shows this one too)."""
+
+
+def index(value, name: str, n: int, context: str, allow_all: bool = False):
+    """An index into ``n`` things, from 0 to n - 1 (no negative indices: -1 is a slip, not "the last"), or the
+    string "all" where ``allow_all``; else an ``IndexOutOfRange`` that says what is allowed, ``context`` saying
+    where n comes from ("the model has 4 layers")."""
+    if allow_all and isinstance(value, str) and value == "all":
+        return value
     v = as_int(value)
     if v is None or not 0 <= v < n:
-        raise IndexError(f"{name} must be an integer from 0 to {n - 1} ({context}), got {_describe(value)}")
+        extra = ' or "all"' if allow_all else ""
+        raise IndexOutOfRange(f"{name} must be an integer from 0 to {n - 1}{extra} ({context}), got {_describe(value)}")
     return v
 
 

@@ -546,3 +546,18 @@ def test_fuzz_sizes_a_few_zeros_too_large_are_refused_before_allocating(chat, mo
     with pytest.raises(TypeError, match=r"input_ids must hold signed integer token ids \(torch.long, torch.int\), got "
                                         r"dtype torch.int16"):
         model(torch.tensor([[1, 5]], dtype=torch.int16))
+
+
+def test_one_index_check_raises_what_both_kinds_of_caller_catch():
+    """lib.checks.index is the one index check (the heat-maps' own is gone): its error is an IndexError, as
+    Python's sequences raise, and a ValueError, as the widgets catch to show a refused value as a message."""
+    from lib import checks
+
+    for bad in (4, -1, True, 1.0, "all", None):
+        with pytest.raises(checks.IndexOutOfRange) as err:
+            checks.index(bad, "layer", 4, "the model has 4 layers")
+        assert isinstance(err.value, IndexError) and isinstance(err.value, ValueError)
+        assert str(err.value) == f"layer must be an integer from 0 to 3 (the model has 4 layers), got {bad!r}"
+    assert checks.index("all", "head", 4, "4 heads", allow_all=True) == "all" and checks.index(3, "head", 4, "") == 3
+    with pytest.raises(ValueError, match=r'head must be an integer from 0 to 3 or "all" \(4 heads\), got 4'):
+        checks.index(4, "head", 4, "4 heads", allow_all=True)

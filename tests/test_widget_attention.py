@@ -130,13 +130,13 @@ def test_induction_prompt_and_head_are_measured(chat):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(layer=4), "layer must be an int from 0 to 3 (the model has 4 layers), got 4"),
-    (dict(layer=-1), "layer must be an int from 0 to 3 (the model has 4 layers), got -1"),
-    (dict(layer=True), "layer must be an int from 0 to 3 (the model has 4 layers), got True"),
-    (dict(head=4), "head must be an int from 0 to 3 (the model has 4 query heads), got 4"),
-    (dict(head="all"), "head must be an int from 0 to 3 (the model has 4 query heads), got 'all'"),
-    (dict(head=1.0), "head must be an int from 0 to 3 (the model has 4 query heads), got 1.0"),
-    (dict(batch=1), "batch must be an int from 0 to 0 (the trace holds 1 sequence(s)), got 1"),
+    (dict(layer=4), "layer must be an integer from 0 to 3 (the model has 4 layers), got 4"),
+    (dict(layer=-1), "layer must be an integer from 0 to 3 (the model has 4 layers), got -1"),
+    (dict(layer=True), "layer must be an integer from 0 to 3 (the model has 4 layers), got True"),
+    (dict(head=4), "head must be an integer from 0 to 3 (the model has 4 query heads), got 4"),
+    (dict(head="all"), "head must be an integer from 0 to 3 (the model has 4 query heads), got 'all'"),
+    (dict(head=1.0), "head must be an integer from 0 to 3 (the model has 4 query heads), got 1.0"),
+    (dict(batch=1), "batch must be an integer from 0 to 0 (the trace holds 1 sequence(s)), got 1"),
 ])
 def test_bad_layer_head_batch_say_what_is_allowed(run, chat, kwargs, message):
     with pytest.raises(ValueError) as e:
@@ -151,9 +151,9 @@ def test_bad_trace_and_step(run, chat):
                       sampling={}, prompt_ids=torch.zeros(1, 1, dtype=torch.long))
     with pytest.raises(ValueError, match="trace has no steps: generate at least one token with trace=True"):
         A.attention_view(empty, chat[1])
-    with pytest.raises(ValueError, match=r"step must be an int from 0 to 7 \(the trace has 8 steps\), got 8"):
+    with pytest.raises(ValueError, match=r"step must be an integer from 0 to 7 \(the trace has 8 steps\), got 8"):
         A.plot_attention(run.trace, chat[1], step=8)
-    with pytest.raises(ValueError, match=r"key must be an int from 0 to 8 \(the grid has 9 key positions\), got 9"):
+    with pytest.raises(ValueError, match=r"key must be an integer from 0 to 8 \(the grid has 9 key positions\), got 9"):
         A.attention_view(run.trace, chat[1]).hover(0, 9)
 
 
@@ -227,7 +227,7 @@ def test_small_multiples_one_panel_per_head_and_layer(run, chat):
                               torch.nan_to_num(grid, -1.0).double())
     one = A.plot_attention_heads(run.trace, tok, layer=1, step=3)
     assert len([ax for ax in one.axes if ax.get_images()]) == 4
-    with pytest.raises(ValueError, match="layer must be an int from 0 to 3"):
+    with pytest.raises(ValueError, match="layer must be an integer from 0 to 3"):
         A.plot_attention_heads(run.trace, tok, layer=5)
     plt.close("all")
 
@@ -424,11 +424,11 @@ def test_explorer_prompt_reruns_and_unknown_characters_give_a_message(chat):
 
 def test_explorer_bad_values_say_what_is_allowed(chat, explorer):
     model, tok = chat
-    with pytest.raises(ValueError, match=r"layer must be an int from 0 to 3 \(the model has 4 layers\), got 4"):
+    with pytest.raises(ValueError, match=r"layer must be an integer from 0 to 3 \(the model has 4 layers\), got 4"):
         A.AttentionExplorer(model, tok, layer=4)
-    with pytest.raises(ValueError, match=r'head must be an int from 0 to 3 or "all" .* got 7'):
+    with pytest.raises(ValueError, match=r'head must be an integer from 0 to 3 or "all" .* got 7'):
         explorer.set(head=7)
-    with pytest.raises(ValueError, match=r"step must be an int from 0 to 4 .* got 9"):
+    with pytest.raises(ValueError, match=r"step must be an integer from 0 to 4 .* got 9"):
         explorer.set(step=9)
 
 
@@ -450,5 +450,5 @@ def test_plotly_picker_can_offer_only_some_layers(run, chat):
     assert [b.label for b in picker.buttons] == ["layer 1", "layer 3"] and picker.active == 0
     with pytest.raises(ValueError, match=r"layers=\[0\] must include the layer the figure opens on \(layer=2\)"):
         A.attention_figure(tr, tok, 2, 0, layers=[0])
-    with pytest.raises(ValueError, match=r"each of layers must be an int from 0 to 3"):
+    with pytest.raises(ValueError, match=r"each of layers must be an integer from 0 to 3"):
         A.attention_figure(tr, tok, 0, 0, layers=[0, 7])

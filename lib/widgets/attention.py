@@ -67,29 +67,20 @@ FUTURE_PLOTLY = _quiet()  # FUTURE in plotly figures, which a dark JupyterLab sh
 
 # ------------------------------------------------------------------------------------------- checks
 
-def _check_index(value, name: str, n: int, context: str, allow_all: bool = False):
-    """``value`` if it is an int in 0..n-1 (or "all" when allowed), else a ValueError saying what is allowed;
-    ``context`` says where n comes from ("the model has 4 layers")."""
-    if allow_all and isinstance(value, str) and value == "all":
-        return value
-    extra = ' or "all"' if allow_all else ""
-    return checks.integer(value, name, 0, n - 1, allowed=f"an int from 0 to {n - 1}{extra} ({context})")
-
-
 def check_layer_head(trace: Trace, layer, head, batch: int = 0, allow_all: bool = False):
     """Raise a ValueError that says what is allowed unless layer / head / batch index this trace."""
     check_trace(trace)
-    _check_index(layer, "layer", trace.n_layers, f"the model has {trace.n_layers} layers")
-    _check_index(head, "head", trace.n_heads, f"the model has {trace.n_heads} query heads",
+    checks.index(layer, "layer", trace.n_layers, f"the model has {trace.n_layers} layers")
+    checks.index(head, "head", trace.n_heads, f"the model has {trace.n_heads} query heads",
                  allow_all=allow_all)
     B = trace.prompt_ids.shape[0]
-    _check_index(batch, "batch", B, f"the trace holds {B} sequence(s)")
+    checks.index(batch, "batch", B, f"the trace holds {B} sequence(s)")
 
 
 def _check_step(step, n_steps: int) -> int:
     if step is None:
         return n_steps - 1
-    return _check_index(step, "step", n_steps, f"the trace has {n_steps} steps")
+    return checks.index(step, "step", n_steps, f"the trace has {n_steps} steps")
 
 
 def _token_strings(ids, tokenizer) -> list[str]:
@@ -163,7 +154,7 @@ class AttentionView:
     def hover(self, step: int, key: int) -> str:
         """The text shown when pointing at a cell: query token, key token, weight."""
         _check_step(step, self.n_steps)
-        _check_index(key, "key", self.n_keys, f"the grid has {self.n_keys} key positions")
+        checks.index(key, "key", self.n_keys, f"the grid has {self.n_keys} key positions")
         w = float(self.grid[step, key])
         weight = t("not in the cache yet") if math.isnan(w) else f"{w:.{DECIMALS}f}"
         return t("step {step}: query {query} (pos {qpos}) -> key {key} (pos {kpos}): weight {weight}", step=step,
@@ -555,7 +546,7 @@ def _picker_layers(trace: Trace, layer: int, layers) -> list:
         return list(range(trace.n_layers))
     if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
         raise ValueError(f"layers must be None (every layer) or a list of layer indices, got {layers!r}")
-    picked = sorted({_check_index(l, "each of layers", trace.n_layers, f"the model has {trace.n_layers} layers")
+    picked = sorted({checks.index(l, "each of layers", trace.n_layers, f"the model has {trace.n_layers} layers")
                      for l in layers})
     if layer not in picked:
         raise ValueError(f"layers={list(layers)} must include the layer the figure opens on (layer={layer})")
@@ -630,8 +621,8 @@ class AttentionExplorer(LiveWidget):
         self.model, self.tokenizer = model, tokenizer
         self.max_new_tokens = checks.integer(max_new_tokens, "max_new_tokens", 1)
         c = model.config
-        layer = _check_index(layer, "layer", c.n_layers, f"the model has {c.n_layers} layers")
-        head = _check_index(head, "head", c.n_heads, f"the model has {c.n_heads} query heads", allow_all=True)
+        layer = checks.index(layer, "layer", c.n_layers, f"the model has {c.n_layers} layers")
+        head = checks.index(head, "head", c.n_heads, f"the model has {c.n_heads} query heads", allow_all=True)
         checks.text(prompt, "prompt")
         self.trace = None
         self.error = None  # plain text of the last problem with the prompt (None when the last run worked)
@@ -782,9 +773,9 @@ class AttentionExplorer(LiveWidget):
         and change nothing (a step is checked against the run of the new prompt, when one is given)."""
         c = self.model.config
         if layer is not None:
-            layer = _check_index(layer, "layer", c.n_layers, f"the model has {c.n_layers} layers")
+            layer = checks.index(layer, "layer", c.n_layers, f"the model has {c.n_layers} layers")
         if head is not None:
-            head = _check_index(head, "head", c.n_heads, f"the model has {c.n_heads} query heads", allow_all=True)
+            head = checks.index(head, "head", c.n_heads, f"the model has {c.n_heads} query heads", allow_all=True)
         if step is not None and prompt is None:
             _check_step(step, len(self.trace))
         if prompt is not None:
