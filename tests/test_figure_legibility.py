@@ -80,7 +80,7 @@ FACTORIES = {
     # -- nb01 -- the decoder block as a diagram (notebook 01), for the toy and for a GQA/RoPE/SwiGLU shape
     "decoder_diagram.decoder_diagram": lambda r: decoder_diagram.decoder_diagram(r["model"].config),
     "decoder_diagram.decoder_diagram (llama-3-8b)": lambda r: decoder_diagram.decoder_diagram(lib.PRESETS["llama-3-8b"]),
-    # plotly (tier 2)
+    # plotly (tier 2): from here on, PLOTLY_FACTORIES
     "player.player_figure": lambda r: player.player_figure(r["cached"], r["tok"], r["uncached"]),
     "attention.attention_figure": lambda r: attention.attention_figure(r["att"], r["tok"]),
     "sampling.sampling_figure": lambda r: sampling.sampling_figure(r["logits"], r["tok"], n_bars=8),
@@ -96,6 +96,9 @@ FACTORIES = {
     "gpu_memory.plot_serving_memory": lambda r: __import__("lib.widgets.gpu_memory", fromlist=["gpu_memory"])
     .plot_serving_memory("llama-3-8b", "H100 SXM", batches=(1, 16, 64), context=8192),
 }
+
+PLOTLY_FACTORIES = set(list(FACTORIES)[list(FACTORIES).index("player.player_figure"):]) | {
+    "cache_tensor.cache_tensor_figure"}
 
 # -- nb03 -- the cache tensor (lib/widgets/cache_tensor.py): the chat model's cache after a prefill and one decode step
 from lib.widgets import cache_tensor  # noqa: E402
@@ -143,6 +146,15 @@ def test_series_stay_apart_in_grey_scale_and_stand_out_in_both_themes(name, runs
     assert not found["merged"], f"{name}: series grey-scale cannot tell apart: {found['merged']}"
     assert not found["faint"], f"{name}: series under {style.MIN_GRAPHIC_CONTRAST}:1: {found['faint']}"
     assert not small, f"{name}: text under the floor ({style.SMALL_SIZE} pt / {style.PLOTLY_SMALL} px): {small[:8]}"
+
+
+@pytest.mark.parametrize("name", [n for n in FACTORIES if n not in PLOTLY_FACTORIES])
+def test_no_two_texts_of_a_figure_are_drawn_over_each_other(name, runs):
+    """Tick labels, titles, keys and texts in the panels each stand clear of the others (style.text_collisions):
+    what the checks above cannot see (a key wider than its figure squeezing the panels, x labels run together)."""
+    fig = _figure(FACTORIES[name](runs))
+    clashes = style.text_collisions(fig)
+    assert not clashes, f"{name}: texts drawn over each other (text, text, px): {clashes[:6]}"
 
 
 def test_plotly_figures_show_no_toolbar():

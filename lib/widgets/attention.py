@@ -297,7 +297,8 @@ def plot_attention(trace: Trace, tokenizer=None, layer: int = 0, head: int = 0, 
     fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label=t("attention weight"))
     ax.set_title(t("layer {layer}, head {head}: step {step}'s query {query} over {n} cached keys\n"
                    "(bright: this step's row; outlined: the K/V it appended)", layer=layer, head=head, step=step,
-                   query=view.query_tokens[step], n=view.keys_at(step)), loc="left")
+                   query=view.query_tokens[step], n=view.keys_at(step)), loc="left",
+                 pad=12)  # it runs on over the colour bar: clear of its top label
     return fig
 
 

@@ -272,7 +272,8 @@ def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, b
         ax.plot(x, [machine.attainable(v) / scale for v in x], color=ref.colour, lw=1, ls=ref.linestyle,
                 marker=ref.marker, ms=5, alpha=0.7, label=t("whole step, per context") if i == 0 else None)
         ax.annotate(t("step, ctx {ctx}", ctx=ctx), (x[-1], machine.attainable(x[-1]) / scale), fontsize=small,
-                    color=style.MUTED, xytext=(4, -3 - 13 * i), textcoords="offset points")
+                    color=style.MUTED, xytext=(6, -2), textcoords="offset points", ha="left", va="top",
+                    bbox=dict(fc=style.PAPER, ec="none", pad=0.5), zorder=4)  # on a card: no line strikes it
     weights, attention = "weight products", "attention"
     ax.scatter(xw, [machine.attainable(v) / scale for v in xw], color=GROUP_COLOURS[weights],
                marker=GROUP_MARKERS[weights], s=60, edgecolor=style.INK, linewidth=0.5, zorder=3,
@@ -284,7 +285,7 @@ def plot_operator_roofline(model="llama-2-7b", machine: Machine = DEFAULT_GPU, b
                marker=GROUP_MARKERS[attention], s=40, edgecolor=style.INK, linewidth=0.5, zorder=3,
                label=t("attention (any batch)"))
     ax.annotate(t("attention, ctx {contexts}", contexts=" / ".join(map(str, contexts))), (xa[-1], machine.attainable(xa[-1]) / scale),
-                fontsize=small, color=style.text_colour(attention), xytext=(10, -10), textcoords="offset points",
+                fontsize=small, color=style.text_colour(attention), xytext=(0, -12), textcoords="offset points",
                 ha="left", va="top")  # under the slope: clear of the batch labels above it
     ax.legend(loc="upper left")
     c = costs.model_config(model)

@@ -535,6 +535,52 @@ def text_sizes(fig, floor: float | None = None) -> list[tuple[str, float]]:
     return out
 
 
+def text_collisions(fig, tolerance_px: float = 2.0) -> list[tuple[str, str, float]]:
+    """Pairs of texts of the matplotlib figure ``fig`` drawn over each other: ``(text a, text b, overlap in px)``
+    for every two visible, non-empty texts (tick labels, axis labels, titles, texts in the axes, legend entries,
+    figure texts) whose drawn boxes overlap by more than ``tolerance_px`` in both directions. A text inside a
+    table cell or a legend is compared with the texts outside its own container only (a legend lays its own
+    entries out). What the legibility measures cannot see: "x1 … target" printed over each other, x labels that
+    run into each other, a title over a panel label."""
+    from matplotlib.legend import Legend
+    from matplotlib.table import Table
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    owner = {id(tx): id(box) for box in fig.findobj(lambda o: isinstance(o, (Legend, Table)))
+             for tx in box.findobj(Text)}  # a text inside a legend or a table: its container
+    ticks, drawn = set(), set()  # every tick label; those of the ticks matplotlib draws (inside the view)
+    for ax in fig.axes:
+        for axis in ax._axis_map.values():
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                ticks |= {id(tick.label1), id(tick.label2)}
+            if ax.axison and axis.get_visible():  # an axis switched off draws no tick labels
+                for tick in axis._update_ticks():
+                    drawn |= {id(tick.label1), id(tick.label2)}
+    boxes = []
+    for tx in fig.findobj(Text):
+        if not (tx.get_visible() and tx.get_text().strip()) or tx.get_alpha() == 0:
+            continue
+        if id(tx) in ticks and id(tx) not in drawn:
+            continue
+        if tx.axes is not None and not tx.axes.get_visible():
+            continue
+        bb = tx.get_window_extent(renderer)
+        if bb.width > 0 and bb.height > 0:
+            boxes.append((tx.get_text(), bb, owner.get(id(tx))))
+    out = []
+    for i, (ta, a, oa) in enumerate(boxes):
+        for tb, b, ob in boxes[i + 1:]:
+            if oa is not None and oa == ob:
+                continue
+            w = min(a.x1, b.x1) - max(a.x0, b.x0)
+            h = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if w > tolerance_px and h > tolerance_px:
+                out.append((ta, tb, round(min(w, h), 1)))
+    return out
+
+
 # -------------------------------------------------------------------------------------------- plotly
 _SCALE = 1.0  # the type scale ``apply`` last installed (1 in a notebook, ``classroom_scale()`` on a projector)
 
