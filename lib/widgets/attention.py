@@ -218,6 +218,7 @@ def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: boo
         _draw_key_axis(ax, view, step)
         ax.set_xticklabels([view.col_label(j) for j in range(view.n_keys)],
                            rotation=0 if view.n_keys <= 12 else 90)
+        _thin_key_labels(ax, view.n_keys)
         ax.set_yticks(list(range(view.n_steps)) + [view.n_steps + 0.25],
                       [view.row_label(s) for s in range(view.n_steps)] + ["K/V"])
         ax.set_xlabel(t("key in the cache: position and token"))
@@ -228,6 +229,19 @@ def _draw(ax, view: AttentionView, step: int, labels: bool = True, annotate: boo
         ax.set_yticklabels([])
     ax.tick_params(length=0)
     return im
+
+
+def _thin_key_labels(ax, n_keys: int) -> None:
+    """Where the columns are narrower than a (turned) key label is tall, label every 2nd, 3rd, ... key only, so the
+    labels never print over each other (the plotly twin and the explorer name every key on hover)."""
+    labels = ax.get_xticklabels()
+    if n_keys <= 12 or not labels:
+        return
+    fig = ax.figure
+    column_pt = 0.8 * fig.get_figwidth() * ax.get_position().width * 72 / n_keys  # 0.8: the colour bar's share
+    every = max(1, math.ceil(1.3 * labels[0].get_fontsize() / column_pt))
+    if every > 1:
+        ax.set_xticklabels([tx.get_text() if j % every == 0 else "" for j, tx in enumerate(labels)], rotation=90)
 
 
 def _draw_marks(ax, view: AttentionView, step: int):

@@ -254,17 +254,23 @@ def plot_engine(frames: list[EngineFrame]):
     from matplotlib.patches import Patch
 
     looks, n_blocks = owner_looks(frames), len(frames[0].owners)
-    fig, (pool, batch, queue) = plt.subplots(3, 1, figsize=(style.FIGURE_WIDTH, 8.0), sharex=True, layout="constrained",
-                                             gridspec_kw=dict(height_ratios=[2.4, 1.1, 1.1]))
+    pool_in = max(2.4, 0.21 * n_blocks)  # a row per block a little taller than a label (#7), so labels never touch
+    fig, (pool, batch, queue) = plt.subplots(3, 1, figsize=(style.FIGURE_WIDTH, pool_in + 3.4), sharex=True,
+                                             layout="constrained", gridspec_kw=dict(height_ratios=[pool_in, 1.5, 1.5]))
     plt.rcParams["hatch.color"] = HATCH_INK
+    above: set = set()  # the (start, owner) spans labelled in the row above: a block under one is not labelled again
     for b in range(n_blocks):
+        labelled = set()
         for start, width, key in _spans(frames, b):
             fill, hatch = _block_look(frames[start], b, looks)
             pool.broken_barh([(start - 0.5, width)], (b - 0.45, 0.9), facecolors=fill, hatch=hatch,
                              edgecolor=style.GRID, linewidth=0.5)
             if isinstance(key, tuple) and len(key) == 1 and width >= 6:
-                pool.text(start - 0.3, b, f"#{key[0]}", va="center", ha="left", fontsize=style.SMALL_SIZE,
-                          bbox=dict(boxstyle="square,pad=0.05", facecolor=fill, edgecolor="none"))
+                if (start, key) not in above:  # a request's next block from the same tick: its label is above
+                    pool.text(start - 0.3, b, f"#{key[0]}", va="center", ha="left", fontsize=style.SMALL_SIZE,
+                              bbox=dict(boxstyle="square,pad=0.05", facecolor=fill, edgecolor="none"))
+                labelled.add((start, key))
+        above = labelled
     pool.set_ylim(n_blocks - 0.5, -0.5)
     pool.set_ylabel(t("block"))
     pool.set_title(t("The pool over time: each block's owner (#request)"), loc="left")
