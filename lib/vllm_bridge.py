@@ -86,7 +86,7 @@ _SCHED = "vllm/v1/core/sched/scheduler.py"
 
 BRIDGE: tuple[Mapping, ...] = (
     Mapping(
-        "block pool", ("lib.paged.PagedKVPool", "lib.paged.BlockAllocator"),
+        "block pool", ("lib.paged.PagedKVPool", "lib.blocks.BlockAllocator"),
         _POOL, "BlockPool", "num_gpu_blocks_override", None, (_CACHE, "CacheConfig.num_gpu_blocks_override"),
         "all KV blocks of the GPU in one pool: a free queue, reference counts, a hash → block map for prefix "
         "caching; block 0 is a placeholder (null block) no request uses",
@@ -113,7 +113,7 @@ BRIDGE: tuple[Mapping, ...] = (
         "numbers, easier to read); ragged batches are padded",
         ("block_table: torch.Tensor",)),
     Mapping(
-        "KV cache manager", ("lib.paged.BlockAllocator.reserve",),
+        "KV cache manager", ("lib.blocks.BlockAllocator.reserve",),
         _MANAGER, "KVCacheManager.allocate_slots", None, None, None,
         "the scheduler asks it for the blocks a step's new tokens need; it returns None when the pool is short",
         "lib raises PoolExhaustedError, and the caller (lib.serving) decides to wait or preempt"),
@@ -139,7 +139,7 @@ BRIDGE: tuple[Mapping, ...] = (
         "the same count, summed over the layers",
         ("return (self.head_size + self.head_size_v) * get_dtype_size(self.dtype)",)),
     Mapping(
-        "prefix caching", ("lib.paged.BlockAllocator.match_prefix", "lib.paged.BlockAllocator.register_prefix"),
+        "prefix caching", ("lib.blocks.BlockAllocator.match_prefix", "lib.blocks.BlockAllocator.register_prefix"),
         _MANAGER, "KVCacheManager.get_computed_blocks", "enable_prefix_caching", True,
         (_CACHE, "CacheConfig.enable_prefix_caching"),
         "full blocks are found again by a hash chained over the blocks before them; on by default; never the "
@@ -147,7 +147,7 @@ BRIDGE: tuple[Mapping, ...] = (
         "lib indexes full blocks by the token tuple itself (no hash, no collision); off unless asked for",
         ("``request.num_tokens - 1``",)),
     Mapping(
-        "free list and eviction", ("lib.paged.BlockAllocator.free",),
+        "free list and eviction", ("lib.blocks.BlockAllocator.free",),
         _POOL, "BlockPool.free_blocks", None, None, None,
         "a freed block that no hash names is reused first (front of the queue); a cached one goes to the back, "
         "so cached blocks are evicted least recently used first",
