@@ -56,6 +56,13 @@ class GenerationResult:
         """(B, generated): the tokens after the prompt."""
         return self.sequences[:, self.prompt_len:]
 
+    def text(self, tokenizer, row: int = 0, prompt: bool = False) -> str:
+        """Row ``row``'s new tokens as text (``prompt=True``: the prompt before them too), special tokens shown
+        as <s>, <eos>: ``tokenizer.decode`` of ``new_tokens[row]``."""
+        row = checks.index(row, "row", self.sequences.shape[0], f"the result holds {self.sequences.shape[0]} "
+                                                                 f"sequence(s)")
+        return tokenizer.decode((self.sequences if prompt else self.new_tokens)[row])
+
 
 def make_cache(model, kind: str, batch_size: int, max_len: int, copies: int = 1):
     """A new, empty cache of ``kind`` (a kind registered in ``lib.cache.CACHE_KINDS``: "static", "concat",
@@ -110,6 +117,7 @@ class Run:
     trace: Trace | None
     capture: bool  # trace="full": every layer's tensors and the cache after each step too
     trace_top_k: int
+    on_token: object = None  # called with (step, (B,) ids on the CPU) after every step; None: nothing read back
     logits_check: LogitsCheck = field(default_factory=LogitsCheck)
 
 
@@ -186,6 +194,8 @@ def decode_loop(run: Run, seq: torch.Tensor, first: Pass, cache, max_new_tokens:
         n += 1
         if run.trace is not None:
             record_step(run, p, next_ids, finished, cache)
+        if run.on_token is not None:
+            run.on_token(step, next_ids.cpu())
         if run.eos_id is not None:
             finished = finished | (next_ids == run.eos_id)
             if bool(finished.all()):  # a host read per step, only with eos_id: the loop must know when to stop
@@ -243,7 +253,8 @@ def fork_for_samples(seq: torch.Tensor, first: Pass, n: int, undo: Undo) -> tupl
 def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temperature: float = 0.0,
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
              seed: int | None = None, trace=False, cache=None, *, cache_kind: str = "static",
-             num_samples: int = 1, pad_id: int | None = None, trace_top_k: int = 10) -> GenerationResult:
+             num_samples: int = 1, pad_id: int | None = None, trace_top_k: int = 10,
+             on_token=None) -> GenerationResult:
     """Generate up to ``max_new_tokens`` tokens after ``input_ids`` ((B, T) tensor, 1-D tensor or list).
 
     temperature=0 is greedy; otherwise tokens are sampled from softmax(logits / temperature), restricted to
@@ -258,7 +269,16 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
     tokens in flat memory. ``num_samples=n``: n continuations of every prompt (parallel sampling): the
     prompt is prefilled once and the cache forked (a paged one shares the blocks); B * n rows come back.
     ``trace=True`` records a ``Trace``; ``trace="full"`` also every layer's tensors and the cache after each
-    step (``TraceStep.tensors``), for the worked example.
+    step (``TraceStep.tensors``), for the worked example. ``on_token(step, ids)``: called after every step with
+    the (B,) ids just chosen, to watch the text appear (one read from the device per step; without it, none).
+
+    Example (``<s>`` starts every text the models were trained on: put it in the prompt)::
+
+        model, tok = lib.load_demo("lm")
+        out = lib.generate(model, tok.encode("<s>ROMEO.\n"), 40, eos_id=tok.eos_id)
+        print(out.text(tok))                       # the 40 new characters (tok.decode(out.new_tokens[0]))
+        lib.generate(model, tok.encode("<s>ROMEO.\n"), 40,
+                     on_token=lambda step, ids: print(tok.decode(ids[:1]), end=""))  # as it writes
     """
     input_ids = checks.generate_args(model, input_ids, max_new_tokens if context_ends(cache) else 1,
                                      eos_id=eos_id)  # every input checked once (max_new_tokens by loop_args)
@@ -270,7 +290,10 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
         cache = make_cache(model, cache_kind, B, prompt_len + max_new_tokens - 1, num_samples)
     tr = Trace.start(model.config, input_ids.repeat_interleave(num_samples, dim=0), cache,
                      dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)) if trace else None
-    run = Run(model, *chooser, make_generator(seed, model.device), eos_id, pad, tr, trace == "full", trace_top_k)
+    if on_token is not None and not callable(on_token):
+        raise TypeError(f"on_token must be a function on_token(step, ids) or None, got {type(on_token).__name__}")
+    run = Run(model, *chooser, make_generator(seed, model.device), eos_id, pad, tr, trace == "full", trace_top_k,
+              on_token)
     with eval_mode(model), Undo(cache) as undo:  # a call that fails leaves the cache as it was
         first = prefill(run, input_ids, cache)
         seq, decode_cache = input_ids, cache  # what the loop decodes on: the prompts and their cache, or forks

@@ -85,6 +85,12 @@ class CharTokenizer:
     def decode(self, ids, skip_special: bool = False) -> str:
         """Token ids (list, tuple, 1-D tensor or array, or one id) -> text; special tokens appear as <s>, <eos>, ..."""
         skip = checks.flag(skip_special, "skip_special")
+        if hasattr(ids, "sequences") and hasattr(ids, "new_tokens"):  # what lib.generate returned
+            raise TypeError("decode takes token ids, not the result of lib.generate: pass out.new_tokens[0] (the new "
+                            "tokens of the first row), out.sequences[0] (with the prompt), or call out.text(tokenizer)")
+        if getattr(ids, "ndim", 1) == 2 and ids.shape[0] >= 1:
+            raise ValueError(f"decode takes one sequence of token ids, got a batch of shape {tuple(ids.shape)}: pass "
+                             f"one row, ids[0] (or decode each row: [tok.decode(row) for row in ids])")
         return "".join(t for t in self.tokens(ids) if not (skip and t in SPECIALS))
 
     def tokens(self, ids) -> list[str]:

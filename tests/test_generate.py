@@ -232,3 +232,24 @@ def test_logits_that_go_bad_at_a_decode_step_fail_the_call_as_before(model, kw):
     assert cache.seq_len == 2
     with pytest.raises(ValueError, match=r"the logits at step 0 \(prefill\) hold NaN"):
         generate(NaNAtStep(model, 0), torch.tensor([[4]]), 9, **kw)
+
+
+def test_a_curious_learner_gets_text_back_and_can_watch_it_being_written(chat):
+    """out.text(tok) is the new tokens as text; on_token sees each step's ids as they are chosen (the same ids the
+    result holds); decode given the result or a batch says what to pass instead."""
+    m, tok = chat
+    seen = []
+    out = generate(m, tok.encode("<s>人"), 5, eos_id=tok.eos_id, on_token=lambda step, ids: seen.append((step, ids)))
+    assert out.text(tok) == tok.decode(out.new_tokens[0]) == "工智能<eos>"
+    assert out.text(tok, prompt=True) == "<s>人工智能<eos>"
+    assert [s for s, _ in seen] == list(range(4)) and torch.cat([ids for _, ids in seen]).tolist() == \
+        out.new_tokens[0].tolist()
+    assert generate(m, tok.encode("<s>人"), 5, eos_id=tok.eos_id).sequences.tolist() == out.sequences.tolist()
+    with pytest.raises(TypeError, match=r"not the result of lib.generate: pass out.new_tokens\[0\]"):
+        tok.decode(out)
+    with pytest.raises(ValueError, match=r"got a batch of shape \(1, 6\): pass one row, ids\[0\]"):
+        tok.decode(out.sequences)
+    with pytest.raises(IndexError, match="row must be an integer from 0 to 0 .the result holds 1 sequence"):
+        out.text(tok, row=1)
+    with pytest.raises(TypeError, match="on_token must be a function on_token.step, ids. or None, got str"):
+        generate(m, tok.encode("<s>人"), 2, on_token="print")
