@@ -418,8 +418,21 @@ def test_explorer_prompt_reruns_and_unknown_characters_give_a_message(chat):
     assert ex.trace is before  # the old picture stays
     assert "not in the vocabulary" in ex.message.value and "U+2713 CHECK MARK" in ex.message.value
     assert ex.error.startswith("1 character(s) not in the vocabulary: '✓' (U+2713 CHECK MARK).")
+    assert "The heat-map still shows the last prompt that worked, &#x27;&lt;s&gt;深&#x27;." in ex.message.value
     ex.set(prompt="")
     assert "the prompt is empty" in ex.message.value and ex.trace is before
+
+
+def test_explorer_puts_the_start_token_before_a_prompt_without_it_and_says_so(chat):
+    """The models learnt from texts that start with <s>: a prompt typed without it gets it, and the message says
+    so (without it the model would run on a start it never saw)."""
+    model, tok = chat
+    ex = A.AttentionExplorer(model, tok, "<s>", max_new_tokens=10)
+    ex.set(prompt="深")
+    assert ex.tokenizer.decode(ex.trace.tokens()) == "<s>深度学习<eos>" and ex.error is None
+    assert "(&lt;s&gt; added in front" in ex.message.value  # escaped: a bare <s> would strike the HTML through
+    ex.set(prompt="<s>深")
+    assert "added in front" not in ex.message.value
 
 
 def test_explorer_bad_values_say_what_is_allowed(chat, explorer):

@@ -98,6 +98,10 @@ ZH: dict[str, str] = {
         "提示词中有 {n} 个字符不在模型的词表中：{shown}。允许的字符：可打印 ASCII、训练语料中的汉字（tokenizer.chars），"
         "以及特殊 token <s>、<eos>、<pad>、<unk>。请删除或替换它们，例如试试 <s>人 或 <s>深。",
     "Cannot generate from this prompt: {err}": "无法从这个提示词生成：{err}",
+    "{problem} The heat-map still shows the last prompt that worked, {kept}.":
+        "{problem} 热力图仍显示上一个能用的提示词 {kept}。",
+    " (<s> added in front: every text the model learnt from starts with it)":
+        "（已在前面补上 <s>：模型学过的每段文本都以它开头）",
     "The player draws at most {m} positions after <s>: this prompt has {n} tokens, so 'max new tokens' can be at "
     "most {k} (it is {v}). Lower it or shorten the prompt.":
         "播放器最多画出 <s> 之后的 {m} 个位置：这个提示词有 {n} 个 token，所以“最多生成 token 数”最多只能是 {k}"

@@ -668,8 +668,9 @@ class AttentionExplorer(LiveWidget):
     def _run(self, text: str, keep_message: bool = False) -> bool:
         from ..generate import generate
 
+        added = bool(text.strip()) and not text.startswith("<s>")  # every text the model learnt from starts with it
         try:
-            ids = self.tokenizer.encode(text)
+            ids = self.tokenizer.encode("<s>" + text if added else text)
             n = min(self.max_new_tokens, self.model.config.max_seq_len - len(ids) + 1)
             if n < 1:
                 raise ValueError(t("the prompt has {n} tokens; the model's context window holds {limit}",
@@ -677,7 +678,10 @@ class AttentionExplorer(LiveWidget):
             out = generate(self.model, ids, n, eos_id=self.tokenizer.eos_id, trace=True)
         except ValueError as e:  # UnknownCharacterError is a ValueError, and so is an empty prompt
             self.error = prompt_problem(e)
-            self.message.value = problem_html(self.error)
+            kept = None if self.trace is None else self.tokenizer.decode(self.trace.prompt_ids[0])
+            self.message.value = problem_html(self.error if kept is None else t(
+                "{problem} The heat-map still shows the last prompt that worked, {kept}.", problem=self.error,
+                kept=repr(kept)))
             return False
         self.error = None
         self.trace = out.trace
@@ -686,7 +690,8 @@ class AttentionExplorer(LiveWidget):
         self._bases = {}  # number of panels -> the figure without weights, built once per trace
         if not keep_message:
             self.message.value = t("generated <b>{text}</b> in {n} steps",
-                                   text=html.escape(self.tokenizer.decode(out.new_tokens[0])), n=len(self.trace))
+                                   text=html.escape(self.tokenizer.decode(out.new_tokens[0])), n=len(self.trace)) + (
+                html.escape(t(" (<s> added in front: every text the model learnt from starts with it)")) if added else "")
         return True
 
     def _on_prompt(self, text: str):
