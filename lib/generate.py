@@ -277,8 +277,7 @@ def generate(model, input_ids, max_new_tokens: int, use_cache: bool = True, temp
         model, tok = lib.load_demo("lm")
         out = lib.generate(model, tok.encode("<s>ROMEO.\n"), 40, eos_id=tok.eos_id)
         print(out.text(tok))                       # the 40 new characters (tok.decode(out.new_tokens[0]))
-        lib.generate(model, tok.encode("<s>ROMEO.\n"), 40,
-                     on_token=lambda step, ids: print(tok.decode(ids[:1]), end=""))  # as it writes
+        lib.generate(model, tok.encode("<s>ROMEO.\n"), 40, on_token=lambda s, ids: print(tok.decode(ids[:1]), end=""))
     """
     input_ids = checks.generate_args(model, input_ids, max_new_tokens if context_ends(cache) else 1,
                                      eos_id=eos_id)  # every input checked once (max_new_tokens by loop_args)

@@ -367,6 +367,16 @@ def kv_capacity(model, gpu="H100 SXM", gpu_memory_utilization: float = 0.92, blo
                       kv_dtype, block_size, block_bytes, num_blocks, max_model_len, reported)
 
 
+def max_sequences(model, context: int, gpu="H100 SXM", dtype="bf16", **settings) -> int:
+    """How many sequences of ``context`` tokens the KV pool vLLM gives ``model`` on ``gpu`` holds at once: its usable
+    blocks // the blocks one sequence needs (``kv_capacity``'s arithmetic; ``settings``: its other arguments). The
+    batch a decode at that context can run at on one GPU, whatever the compute roof would allow; 0 when the
+    weights alone do not fit."""
+    cap = kv_capacity(model, gpu, dtype=dtype, **settings)
+    context = checks.integer(context, "context", 1, allowed="a number of tokens >= 1")
+    return cap.usable_blocks // math.ceil(context / cap.block_size)
+
+
 # ------------------------------------------------------------------------------- checking the source
 
 class _Source:

@@ -306,3 +306,34 @@ def test_engine_capacity_reads_what_vllm_sets(monkeypatch):
                         "num_blocks": available // lib_cap.block_bytes, "block_size": 16}
     for row in vb.compare_with_engine(measured):
         assert row["vLLM"] == row["lib"], row
+
+
+def test_the_batch_that_fits_is_vllms_pool_over_the_blocks_of_one_sequence():
+    """max_sequences: kv_capacity's usable blocks // blocks per sequence. Llama-2-7B on an H100 at 4,096 tokens
+    holds 30 (13's "maximum concurrency" 30.16, its whole part): a batch of 32 there does not fit (issue 38's N1)."""
+    from lib.vllm_bridge import kv_capacity, max_sequences
+
+    cap = kv_capacity("llama-2-7b", "H100 SXM", max_model_len=4096)
+    assert max_sequences("llama-2-7b", 4096) == cap.usable_blocks // 256 == 30 == int(cap.max_concurrency)
+    assert max_sequences("llama-2-7b", 4097) == cap.usable_blocks // 257  # a token more: a block more each
+    assert max_sequences("llama-3-8b", 4096) > 3 * max_sequences("llama-2-7b", 4096)  # GQA: a quarter of the bytes
+    assert max_sequences("llama-2-7b", 512, 12 * 2 ** 30) == 0  # the weights alone fill a 12 GiB card
+    with pytest.raises(ValueError, match="context must be a number of tokens >= 1, got 0"):
+        max_sequences("llama-2-7b", 0)
+
+
+def test_the_roofline_draws_open_the_batches_whose_cache_does_not_fit():
+    import matplotlib
+    matplotlib.use("Agg")
+    from lib.widgets import roofline as wr
+
+    h100, cpu = wr.REFERENCE_MACHINES["H100 SXM"], wr.Machine("this CPU", 100.0, 10.0, "fp32")
+    pts = wr.roofline_points(("llama-2-7b", "llama-3-8b"), "bf16", batches=(1, 8, 32, 256), length=4096)
+    open_ = wr.points_that_do_not_fit(pts, h100)
+    assert sorted((p["model"], p["batch"], p["phase"]) for p in pts if id(p) in open_) == [
+        ("llama-2-7b", 32, "decode"), ("llama-2-7b", 32, "prefill"), ("llama-2-7b", 256, "decode"),
+        ("llama-2-7b", 256, "prefill"), ("llama-3-8b", 256, "decode"), ("llama-3-8b", 256, "prefill")]
+    assert wr.points_that_do_not_fit(pts, cpu) == set()  # a machine of unknown memory judges nothing
+    fig = wr.plot_roofline(pts, h100)
+    assert "open: its KV cache does not fit" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "open: its KV cache" not in str([t.get_text() for t in wr.plot_roofline(pts[:2], h100).axes[0].get_legend().get_texts()])

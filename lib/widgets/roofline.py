@@ -26,6 +26,7 @@ from ..device import dtype_name
 from ..i18n import say, t
 from ..text import SIG_DIGITS, display_width, fmt_bytes, fmt_sig, pad, sig
 from ..trace import check_trace
+from ..vllm_bridge import max_sequences
 from .live import LiveWidget, plotly_output, show_plotly
 from ..presets import MODEL_NAMES, resolve_model
 from ..roofline import DEFAULT_GPU, REFERENCE_MACHINES, Machine, operator_groups, weight_products_ridge_batch
@@ -359,6 +360,26 @@ def _cluster_label(group: list[dict]) -> str:
     return f"B={group[0]['batch']}: " + ",\n".join(lines)
 
 
+def points_that_do_not_fit(points: list[dict], machine: Machine) -> set:
+    """The ids of ``points`` whose batch of sequences at their context needs more KV cache than vLLM's pool on
+    ``machine`` holds (``lib.vllm_bridge.max_sequences``); none when the machine's memory is not known (a measured
+    CPU) or a point's model is not one lib knows the weights of."""
+    if not machine.memory_gib:
+        return set()
+    out, limits = set(), {}
+    for p in points:
+        key = (p["model"], p["context"], p["cost"].dtype)
+        if key not in limits:
+            try:
+                limits[key] = max_sequences(p["model"], p["context"], int(machine.memory_gib * costs.GiB),
+                                            dtype=p["cost"].dtype)
+            except (ValueError, KeyError):  # a dtype or model vLLM's arithmetic does not cover: not judged
+                limits[key] = None
+        if limits[key] is not None and p["batch"] > limits[key]:
+            out.add(id(p))
+    return out
+
+
 def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, title: str | None = None,
                   annotate: bool = True):
     """Log-log roofline of ``machine`` with each point at (intensity, attainable): prefill the course's "prefill"
@@ -372,10 +393,13 @@ def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, t
     fig, ax = figure_and_axes(ax, (style.FIGURE_WIDTH * 0.9, 4.5))
     scale, unit = _y_unit(machine)
     _roof_axes(ax, machine, [p["cost"].intensity for p in points], t(" ridge {ridge} FLOP/byte", ridge=f"{machine.ridge:.4g}"))
+    too_big = points_that_do_not_fit(points, machine)
     for p in points:
         x = p["cost"].intensity
-        ax.scatter([x], [machine.attainable(x) / scale], color=PHASE_COLOURS[p["phase"]],
-                   marker=PHASE_MARKERS[p["phase"]], s=46, zorder=3, edgecolor=style.INK, linewidth=0.6)
+        hollow = id(p) in too_big  # its batch's KV cache does not fit in the machine's memory: drawn open
+        ax.scatter([x], [machine.attainable(x) / scale], marker=PHASE_MARKERS[p["phase"]], s=46, zorder=3,
+                   color=style.PAPER if hollow else PHASE_COLOURS[p["phase"]],
+                   edgecolor=PHASE_COLOURS[p["phase"]] if hollow else style.INK, linewidth=1.4 if hollow else 0.6)
     if annotate:  # on the slope: below-right (decode) or above-left (prefill); on the flat roof: above, centred;
         # neighbours along the roof take three heights in turn, so their labels never overprint
         groups = sorted(_clusters(points, scale, machine), key=lambda g: g[0]["cost"].intensity)
@@ -400,7 +424,10 @@ def plot_roofline(points: list[dict], machine: Machine = DEFAULT_GPU, ax=None, t
     phases = list(dict.fromkeys(p["phase"] for p in points))
     handles = [Line2D([], [], ls="", marker=PHASE_MARKERS[ph], color=PHASE_COLOURS[ph], markeredgecolor=style.INK,
                       ms=8, label=t(ph)) for ph in phases]
-    ax.legend(handles=handles, loc="lower right")
+    if too_big:
+        handles.append(Line2D([], [], ls="", marker="o", color=style.PAPER, markeredgecolor=style.MUTED, ms=8,
+                              markeredgewidth=1.4, label=t("open: its KV cache does not fit")))
+    ax.legend(handles=handles, loc="best")  # where no line or point is: below the roof on a GPU, above it on a CPU
     lengths = sorted({p["context"] for p in points})
     ax.set_title(title if title is not None else
                  t("{machine}: peak {peak} {unit} ({mdtype}), {bw} GB/s; points in {dtype}, prompt = context = "
