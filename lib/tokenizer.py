@@ -20,14 +20,20 @@ PRINTABLE_ASCII = "".join(chr(i) for i in range(32, 127))
 class UnknownCharacterError(ValueError):
     """Raised by ``encode`` for characters outside the vocabulary; ``.chars`` lists them."""
 
-    def __init__(self, chars, vocab_size):
-        self.chars, self.vocab_size = chars, vocab_size
+    def __init__(self, chars, vocab_size, suggestion: str | None = None):
+        self.chars, self.vocab_size, self.suggestion = chars, vocab_size, suggestion
         shown = ", ".join(f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')})" for c in chars[:10])
         more = f" and {len(chars) - 10} more" if len(chars) > 10 else ""
+        mean = "" if suggestion is None else f" Did you mean {suggestion!r}? (each of them written as the vocabulary has it)"
         super().__init__(
-            f"{len(chars)} character(s) not in the vocabulary: {shown}{more}. The vocabulary has {vocab_size} "
+            f"{len(chars)} character(s) not in the vocabulary: {shown}{more}.{mean} The vocabulary has {vocab_size} "
             f"tokens: printable ASCII, the Chinese characters and punctuation of the training corpus, and "
             f"{', '.join(SPECIALS)} (see tokenizer.chars). Use encode(text, unknown='unk') to map them to <unk>.")
+
+
+# Characters a keyboard or a word processor gives where the corpus has plain ASCII (NFKC covers full-width forms).
+LOOK_ALIKES = {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-",
+               "\u2026": "...", "\u00a0": " ", "\u2212": "-"}
 
 
 class CharTokenizer:
@@ -78,9 +84,20 @@ class CharTokenizer:
             ids += [self.stoi.get(ch, self.unk_id) for ch in piece]
         if missing:
             if unknown == "error":
-                raise UnknownCharacterError(missing, self.vocab_size)
+                raise UnknownCharacterError(missing, self.vocab_size, self._suggest(text, missing))
             warnings.warn(f"mapped {len(missing)} unknown character(s) to <unk>: {''.join(missing)!r}", stacklevel=2)
         return ids
+
+    def _suggest(self, text: str, missing: list) -> str | None:
+        """``text`` with every unknown character written as the vocabulary has it (a curly quote as ', a full-width
+        letter as its ASCII one: ``LOOK_ALIKES``, then Unicode's NFKC form), or None when some have no such form."""
+        out = text
+        for ch in missing:
+            alike = LOOK_ALIKES.get(ch) or unicodedata.normalize("NFKC", ch)
+            if alike == ch or not alike or any(c not in self.stoi for c in alike):
+                return None
+            out = out.replace(ch, alike)
+        return out
 
     def decode(self, ids, skip_special: bool = False) -> str:
         """Token ids (list, tuple, 1-D tensor or array, or one id) -> text; special tokens appear as <s>, <eos>, ..."""

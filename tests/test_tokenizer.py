@@ -60,3 +60,24 @@ def test_json_round_trip_and_vocab_contents(tok):
     for ch in "人工智能深度学习 azAZ09!~":
         assert ch in tok.stoi
     assert tok.vocab_size == len(tok) == 4 + len(tok.chars)
+
+
+def test_an_unknown_character_with_a_form_the_vocabulary_has_is_offered_in_that_form():
+    """Curly quotes, dashes and full-width letters come from keyboards and word processors; the message offers the
+    text written with the vocabulary's own characters (and a widget shows it), and says nothing more for an emoji."""
+    from lib import load_demo
+    from lib.i18n import speaking
+    from lib.tokenizer import UnknownCharacterError
+    from lib.widgets import prompt_problem
+
+    _, tok = load_demo("lm")
+    with pytest.raises(UnknownCharacterError, match=r"""Did you mean '<s>"Hi," she said - ABC'\?""") as err:
+        tok.encode("<s>“Hi,” she said – ＡＢＣ")
+    assert err.value.suggestion == '<s>"Hi," she said - ABC' and tok.encode(err.value.suggestion)
+    with pytest.raises(UnknownCharacterError) as err:
+        tok.encode("<s>cat 🐱 “hi”")  # the emoji has no such form: no suggestion for the text
+    assert err.value.suggestion is None and "Did you mean" not in str(err.value)
+    with pytest.raises(UnknownCharacterError) as err:
+        tok.encode("<s>ＡＢ")
+    with speaking("zh"):
+        assert prompt_problem(err.value).endswith("你是不是想输入 '<s>AB'？")

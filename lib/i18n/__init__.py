@@ -98,6 +98,7 @@ ZH: dict[str, str] = {
         "提示词中有 {n} 个字符不在模型的词表中：{shown}。允许的字符：可打印 ASCII、训练语料中的汉字（tokenizer.chars），"
         "以及特殊 token <s>、<eos>、<pad>、<unk>。请删除或替换它们，例如试试 <s>人 或 <s>深。",
     "Cannot generate from this prompt: {err}": "无法从这个提示词生成：{err}",
+    " Did you mean {text}?": "你是不是想输入 {text}？",
     "open: its KV cache does not fit": "空心：KV 缓存放不下",
     "{problem} The heat-map still shows the last prompt that worked, {kept}.":
         "{problem} 热力图仍显示上一个能用的提示词 {kept}。",

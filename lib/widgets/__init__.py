@@ -22,15 +22,20 @@ def prompt_problem(err: ValueError) -> str:
         return t("{n} character(s) not in the vocabulary: {chars}. The vocabulary has {size} tokens: printable "
                  "ASCII, the Chinese characters and punctuation of the training corpus (such as 人工智能深度学习), and "
                  "<s>, <eos>, <pad>, <unk>.", n=len(err.chars), size=err.vocab_size,
-                 chars=", ".join(f"{c!r} (U+{ord(c):04X})" for c in err.chars))
+                 chars=", ".join(f"{c!r} (U+{ord(c):04X})" for c in err.chars)) + _did_you_mean(err)
     return str(err)
+
+
+def _did_you_mean(err: UnknownCharacterError) -> str:
+    """" Did you mean '...'?" where the tokenizer found the text with every unknown character in a form it has."""
+    return "" if getattr(err, "suggestion", None) is None else t(" Did you mean {text}?", text=repr(err.suggestion))
 
 
 def kept_prompt_message(err: ValueError, kept: str) -> str:
     """What a live widget says when a new prompt fails (``err``) and it keeps showing the last good one."""
     if isinstance(err, UnknownCharacterError):
         what = t("not in this model's vocabulary: {chars}. It knows printable ASCII, <s>, <eos> and the corpus's "
-                 "Chinese characters (such as 人工智能深度学习)", chars=repr("".join(err.chars)))
+                 "Chinese characters (such as 人工智能深度学习)", chars=repr("".join(err.chars))) + _did_you_mean(err)
     else:
         what = str(err)
     return t("{what}; still showing {kept}.", what=what, kept=repr(kept))
