@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import drive
 import kvlab_browser as kb
 from helpers import opted_in
 
@@ -51,6 +52,12 @@ def pytest_terminal_summary(terminalreporter):
     tr.write_line(f"{sum(s for _, s in TIMINGS):7.1f} s  in all (server and browser start-up not counted)")
     if kb.SCREENSHOTS.exists():
         tr.write_line(f"screenshots: {kb.SCREENSHOTS} ({len(list(kb.SCREENSHOTS.glob('*.png')))} files)")
+    if drive.E2E:
+        lines = ["control changed in the page -> the widget's new drawing on it, end to end (ms; make test's other "
+                 "work runs beside it)"] + [f"{ms:8.0f}  {kind:18s} {what}" for kind, what, ms in drive.E2E]
+        out = kb.SCREENSHOTS.parent / "widget-timings.txt"
+        out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tr.write_line(f"widget timings, end to end: {out} ({len(drive.E2E)} changes)")
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,17 @@ language (``lang="zh"`` for the Chinese edition), exactly as the widget computes
 """
 from __future__ import annotations
 
+import time
 
 from lib.i18n import speaking, t
 
 TIMEOUT_MS = 60_000  # every change goes through the kernel; the machine may be busy
+# End to end, as a learner waits: from a control's change in the page to the widget's new drawing on it (the kernel's
+# work, the messages both ways and the page's redraw), one row per change the drivers make: (widget, control, ms).
+# The browser test writes them to test-artifacts/widget-timings.txt (issue 36; make bench-widgets has the kernel's
+# share alone). A measurement, not a check: the machine may be busy with the rest of make test.
+E2E: list[tuple[str, str, float]] = []
+_kind_now = ""  # the widget kind being driven (drive sets it), for E2E's rows
 
 # What a widget teaches, as one string: the text of its HTML views (their words and numbers, not their markup, so a
 # focus ring or a hover style is no change), the bytes of its images, and the data, title and annotation texts of
@@ -87,10 +94,12 @@ def nudge_and_wait(page, widget, slider, what: str) -> tuple[str, str]:
     """``nudge`` the slider, then wait until its readout shows another value and the widget's drawing changed
     (the kernel ran and redrew); returns the readout (before, after)."""
     value, before = readout(slider), drawn(widget)
+    t0 = time.perf_counter()
     nudge(slider)
     handle = slider.locator(".widget-readout").element_handle()
     page.wait_for_function("([el, v]) => el.innerText.trim() !== v", arg=[handle, value], timeout=TIMEOUT_MS)
     wait_drawn_change(page, widget, before, f"after moving {what}")
+    E2E.append((_kind_now, f"slider {what}", (time.perf_counter() - t0) * 1e3))
     return value, readout(slider)
 
 
@@ -141,11 +150,13 @@ def drive_heatmap(page, widget) -> list[str]:
         current = select.evaluate("s => s.options[s.selectedIndex].label")
         choice = next(o for o in options if o != current)
         before = drawn(widget)
+        t0 = time.perf_counter()
         select.select_option(label=choice)
         wait_drawn_change(page, widget, before, f"after picking {label} {choice}")
         title = widget.locator(".js-plotly-plot .gtitle").first
         page.wait_for_function("([el, want]) => el.textContent.includes(want)",
                                arg=[title.element_handle(), named(choice)], timeout=TIMEOUT_MS)
+        E2E.append(("heatmap", f"dropdown {label}", (time.perf_counter() - t0) * 1e3))
         checks.append(f"{label} {current} -> {choice}: title {title.text_content()!r}")
     return checks
 
@@ -331,8 +342,10 @@ def drive(page, widget, kind: str, lang: str = "en") -> list[str]:
     """Drive one widget by its kind (``kind_of``), looking for its controls and texts in the notebook's language
     ``lang``; returns what was checked, one line per action. The widget is left in a driven state that differs
     from its first view in what it teaches (``drawn``: its text, images, figure data), checked last."""
+    global _kind_now
     widget.scroll_into_view_if_needed()
     first = drawn(widget)
+    _kind_now = kind if lang == "en" else f"{kind} ({lang})"
     with speaking(lang):
         checks = _drive(page, widget, kind)
     after = drawn(widget)
