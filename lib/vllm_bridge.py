@@ -100,7 +100,7 @@ BRIDGE: tuple[Mapping, ...] = (
         "lib's default is also 16 (PagedKVPool.for_model); the notebooks use 2–4 to make blocks visible",
         ("self.block_size = self.DEFAULT_BLOCK_SIZE",)),
     Mapping(
-        "block table", ("lib.paged.BlockTable",),
+        "block table", ("lib.blocks.BlockTable",),
         "vllm/v1/worker/block_table.py", "BlockTable", None, None, None,
         "on the GPU worker, one row of physical block ids per running request, and the slot of every new token",
         "lib keeps one BlockTable object per sequence and builds the tensor per pass (PagedKVPool.table_tensor)"),
