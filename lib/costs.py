@@ -46,6 +46,7 @@ import torch
 from . import checks
 from .config import ModelConfig
 from .device import dtype_info, dtype_name
+from .i18n import say
 from .presets import MLAConfig, model_config, resolve_model  # models by name: the one registry, lib/presets.py
 from .text import fmt_bytes, fmt_count
 
@@ -421,18 +422,18 @@ def generation_flops(config, prompt_len: int, n_new: int, use_cache: bool) -> di
 
 def describe(config, name: str | None = None, dtype=torch.float16) -> str:
     """One line: name (looked up in the presets and demo models if not given), shapes, attention kind, params,
-    KV per token."""
+    KV per token; in the current language (``lib.i18n.say``)."""
     found, config = resolve_model(config, allow_mla=True)
     if name is not None and not isinstance(name, str):
         raise TypeError(f"describe(name=...) must be a string or None, got {type(name).__name__}")
     name = found if name is None else name
     kv = f"{fmt_bytes(kv_bytes_per_token(config, dtype), 3)}/token in {dtype_name(dtype)}"
     if isinstance(config, MLAConfig):
-        return (f"{name}: {config.n_layers} layers, d_model {config.d_model}, {config.n_heads} heads with "
-                f"MLA (caches {config.kv_lora_rank} latent + {config.qk_rope_head_dim} rope values per layer); "
-                f"KV cache {kv}")
+        return say(f"{name}: {config.n_layers} layers, d_model {config.d_model}, {config.n_heads} heads with "
+                   f"MLA (caches {config.kv_lora_rank} latent + {config.qk_rope_head_dim} rope values per layer); "
+                   f"KV cache {kv}")
     c = config
     params = fmt_count(param_count(c))
-    return (f"{name}: {c.n_layers} layers, d_model {c.d_model}, {c.n_heads} query heads / {c.n_kv_heads} KV "
-            f"heads ({c.attention_kind}), head_dim {c.head_dim}, d_ff {c.d_ff} {c.activation}, "
-            f"{c.positions} positions; {params} params, KV cache {kv}")
+    return say(f"{name}: {c.n_layers} layers, d_model {c.d_model}, {c.n_heads} query heads / {c.n_kv_heads} KV "
+               f"heads ({c.attention_kind}), head_dim {c.head_dim}, d_ff {c.d_ff} {c.activation}, "
+               f"{c.positions} positions; {params} params, KV cache {kv}")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import checks
+from .i18n import say
 from .text import fmt_bytes, text_table
 
 __all__ = ["flash_attention", "plain_attention", "flash_decoding", "split_k_partials", "merge_partials",
@@ -74,7 +75,7 @@ class Traffic:
         rows = [[n, f"{self.reads.get(n, 0):,}", f"{self.writes.get(n, 0):,}"] for n in names]
         rows.append(["total", f"{self.read_bytes:,}", f"{self.write_bytes:,}"])
         return text_table(rows, header=["tensor", "bytes read", "bytes written"], translate=True) + \
-            f"\n{self.total:,} bytes moved ({fmt_bytes(self.total)})"
+            "\n" + say(f"{self.total:,} bytes moved ({fmt_bytes(self.total)})")
 
 
 def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:

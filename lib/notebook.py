@@ -6,16 +6,13 @@ picks the device (``KVLAB_DEVICE`` overrides; the stored outputs were made on th
 """
 from __future__ import annotations
 
-import builtins
 import os
 import random
-import sys
 
 import torch
 
 from . import i18n
 from .device import pick_device
-from .i18n.outputs import translate_printed
 from .widgets import style
 from .widgets.fonts import use_cjk_font
 
@@ -110,11 +107,11 @@ def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None 
 
     ``threads`` (default 1) fixes torch's CPU threads: the demo models are tiny, one thread is fastest for
     them (thread hand-offs cost more than the maths), and it makes CPU results bit-identical on any machine.
-    Pass ``threads=None`` to keep torch's default. ``lang="zh"`` makes widgets, figures, lib's tables and the
-    lines the notebook prints speak Chinese (the Chinese edition's notebooks, ``notebooks/zh/``, say so in this
-    one line)."""
+    Pass ``threads=None`` to keep torch's default. ``lang="zh"`` makes lib speak Chinese: its widgets, figures,
+    tables and messages (the Chinese edition's notebooks, ``notebooks/zh/``, say so in this one line). What a
+    notebook cell prints or draws itself is in the cell's own words: the Chinese edition's code cells carry their
+    Chinese strings (``tools.edition``); nothing here patches ``print``, ``Text.set_text`` or ``Markdown``."""
     i18n.set_language(lang)
-    _speak_prints(lang)
     seed_everything(seed)
     if threads is not None:
         torch.set_num_threads(threads)
@@ -129,52 +126,3 @@ def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None 
         print(i18n.t("device: {device}   torch {version}   seed {seed}", device=dev.type,
                      version=torch.__version__.split('+')[0], seed=seed))
     return dev
-
-
-_PRINT = builtins.print
-_SET_TEXT = __import__("matplotlib.text", fromlist=["Text"]).Text.set_text
-
-
-def _speaking_print(*args, sep=" ", end="\n", file=None, flush=False):
-    """``print`` of a Chinese notebook: a line to stdout that ``lib.i18n.outputs.ZH_PRINTED`` knows is printed in
-    Chinese (the notebooks' code cells are the same in both editions; their f-strings are English)."""
-    if (file is None or file is sys.stdout) and i18n.language() == "zh":
-        text = (" " if sep is None else sep).join(map(str, args))
-        return _PRINT(translate_printed(text, i18n.ZH), end=end, file=file, flush=flush)
-    return _PRINT(*args, sep=sep, end=end, file=file, flush=flush)
-
-
-def _speak_prints(lang: str) -> None:
-    """In a notebook of ``lang``: "zh" routes ``print`` through ``_speaking_print`` and a figure's texts through
-    ``_speaking_set_text`` (a title, label or legend a cell writes in English); "en" gives both back."""
-    from matplotlib.text import Text
-    builtins.print = _speaking_print if lang == "zh" else _PRINT
-    Text.set_text = _speaking_set_text if lang == "zh" else _SET_TEXT
-    global _MARKDOWN
-    try:
-        from IPython.display import Markdown
-    except ImportError:  # no IPython: no Markdown to display
-        return
-    if _MARKDOWN is None:
-        _MARKDOWN = Markdown._repr_markdown_
-    Markdown._repr_markdown_ = _speaking_markdown if lang == "zh" else _MARKDOWN
-
-
-_MARKDOWN = None  # IPython's Markdown._repr_markdown_, kept when a Chinese notebook routes it
-
-
-def _speaking_markdown(self):
-    """``Markdown._repr_markdown_`` of a Chinese notebook: a table a cell builds, cell by cell, in Chinese."""
-    out = _MARKDOWN(self)
-    if i18n.language() != "zh":
-        return out
-    if isinstance(out, tuple):
-        return (translate_printed(out[0], i18n.ZH, whole=True, markdown=True), *out[1:])
-    return translate_printed(out, i18n.ZH, whole=True, markdown=True) if isinstance(out, str) else out
-
-
-def _speaking_set_text(self, s):
-    """``Text.set_text`` of a Chinese notebook: a text ``ZH_PRINTED`` or ``ZH`` knows is drawn in Chinese."""
-    if isinstance(s, str) and s and i18n.language() == "zh":
-        s = translate_printed(s, i18n.ZH, whole=True)
-    return _SET_TEXT(self, s)

@@ -30,6 +30,7 @@ import torch
 
 from .cache import KVCache
 from . import checks, progress
+from .i18n import say
 from .model import eval_mode
 from .sampling import choose, draw, make_generator, residual_distribution as _residual, sampling_probs
 from .text import text_table
@@ -249,11 +250,12 @@ class SpeculativeResult:
         return text_table(self.rows(tokenizer), translate=True) if self.rounds else "(no rounds)"
 
     def summary(self) -> str:
-        """One line: tokens, target passes (vs one per token), draft passes, acceptance."""
-        return (f"{self.n_new} new tokens in {self.target_forwards} target passes (generate: "
-                f"{self.baseline_target_forwards}) + {self.draft_forwards} draft passes; "
-                f"{self.n_accepted}/{self.n_proposed} proposals kept ({self.acceptance_rate:.1%}), "
-                f"{self.tokens_per_target_pass:.2f} tokens per target pass")
+        """One line: tokens, target passes (vs one per token), draft passes, acceptance (in the current
+        language, ``lib.i18n.say``)."""
+        return say(f"{self.n_new} new tokens in {self.target_forwards} target passes (generate: "
+                   f"{self.baseline_target_forwards}) + {self.draft_forwards} draft passes; "
+                   f"{self.n_accepted}/{self.n_proposed} proposals kept ({self.acceptance_rate:.1%}), "
+                   f"{self.tokens_per_target_pass:.2f} tokens per target pass")
 
 
 # ----------------------------------------------------------------------------------------------- the loop
@@ -545,8 +547,8 @@ class ChiSquare:
 
     def __str__(self):
         p = f"= {self.p_value:.3g}" if self.p_value > 0 else "< 1e-300"  # below float64's range it reads 0
-        return (f"chi-square = {self.statistic:.2f} with {self.dof} degrees of freedom over {self.n} samples, "
-                f"p-value {p}")
+        return say(f"chi-square = {self.statistic:.2f} with {self.dof} degrees of freedom over {self.n} samples, "
+                   f"p-value {p}")
 
 
 def chi_square_test(observed: dict, probs: dict, min_expected: float = 5.0) -> ChiSquare:
@@ -630,9 +632,9 @@ class DistributionCheck:
         return self.n_accepted / self.n_proposed if self.n_proposed else 0.0
 
     def summary(self) -> str:
-        return (f"{self.runs} runs: {self.n_accepted}/{self.n_proposed} proposals kept "
-                f"({self.acceptance_rate:.1%}), {self.n_new} tokens in {self.target_forwards} target passes; "
-                f"{self.chi}")
+        return say(f"{self.runs} runs: {self.n_accepted}/{self.n_proposed} proposals kept "
+                   f"({self.acceptance_rate:.1%}), {self.n_new} tokens in {self.target_forwards} target passes; "
+                   f"{self.chi}")
 
 
 def distribution_check(target, draft, input_ids, runs: int = 1000, n_tokens: int = 2, k: int = 1,

@@ -243,7 +243,7 @@ def test_importing_the_model_loads_no_plotting_library():
         import lib
         print(sorted({{m.split(".")[0] for m in sys.modules}} & set({PLOTTING!r})))
         print(sorted(m for m in sys.modules if m.startswith(("lib.widgets", "lib.i18n"))))
-        print(lib.notebook.__name__, "matplotlib" in sys.modules)  # lib.notebook comes the moment it is asked for
+        print(lib.notebook.__name__, "lib.notebook" in sys.modules)  # lib.notebook comes the moment it is asked for
         """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     loaded, words, lazy = out.stdout.strip().split("\n")

@@ -238,36 +238,32 @@ def test_every_exercise_speaks_chinese():
     assert "Hint" in ex.check("kv_bytes", lambda *a: 1.5, quiet=True).message  # English again outside
 
 
-def test_a_chinese_notebook_prints_and_draws_in_chinese_and_an_english_one_does_not(capsys):
+def test_a_chinese_notebook_patches_nothing_its_cells_say_their_own_words(capsys):
+    """``setup(lang="zh")`` switches lib's language and nothing else: ``print``, a figure's ``Text.set_text`` and
+    IPython's ``Markdown`` stay the originals (the Chinese edition's cells carry their Chinese strings,
+    ``tools.edition``'s code blocks), so a line a cell prints is the line its code writes."""
     import builtins
     import matplotlib.pyplot as plt
+    from IPython.display import Markdown
+    from matplotlib.text import Text
     import lib
     from lib import i18n
+    originals = builtins.print, Text.set_text, Markdown._repr_markdown_
     try:
         lib.notebook.setup(lang="zh", verbose=False)
-        print("12 notebooks in notebooks/; the map lists 12; same: True")
-        print("attention:", "right")
-        fig, ax = plt.subplots()
-        ax.set_xlabel("key position")
-        ax.set_title("the same 8 requests: static batches drain, continuous batching refills every step")
-        assert [ax.get_xlabel(), ax.get_title()] == ["键位置", "同样的 8 个请求：静态批次越跑越空，连续批处理每步都补满"]
-        plt.close(fig)
-        from IPython.display import Markdown
-        assert Markdown("| n tokens | ratio |\n|---:|---:|\n| 5 | 3.0 |")._repr_markdown_() == \
-            "| n 个 token | 比值 |\n|---:|---:|\n| 5 | 3.0 |"
-        lib.notebook.setup(lang="en", verbose=False)
-        assert Markdown("| n tokens | ratio |")._repr_markdown_() == "| n tokens | ratio |"
+        assert (builtins.print, Text.set_text, Markdown._repr_markdown_) == originals
+        assert i18n.language() == "zh" and i18n.t("queue") == "队列"  # lib's own words do speak Chinese
         print("attention:", "right")
         fig, ax = plt.subplots()
         ax.set_xlabel("key position")
         assert ax.get_xlabel() == "key position"
         plt.close(fig)
+        assert Markdown("| n tokens | ratio |")._repr_markdown_() == "| n tokens | ratio |"
     finally:
-        i18n.set_language("en")
-        lib.notebook._speak_prints("en")
-    assert capsys.readouterr().out.splitlines() == ["notebooks/ 里有 12 个笔记本；地图列出 12 个；一致：True", "注意力：对",
-                                                    "attention: right"]
-    assert builtins.print is lib.notebook._PRINT
+        lib.notebook.setup(lang="en", verbose=False)
+    assert capsys.readouterr().out.splitlines() == ["attention: right"]
+    assert not any(hasattr(lib.notebook, name) for name in ("_speaking_print", "_speaking_set_text",
+                                                             "_speaking_markdown", "_speak_prints"))
 
 
 def test_the_font_has_every_chinese_character_a_cell_can_draw():
@@ -278,6 +274,24 @@ def test_the_font_has_every_chinese_character_a_cell_can_draw():
     cmap = TTFont(str(FONT_PATH)).getBestCmap()
     missing = sorted({c for zh in ZH_PRINTED.values() for c in zh if re.match(r"[\u4e00-\u9fff]", c)
                       and ord(c) not in cmap})
+    assert missing == [], f"rebuild the font subset (python -m tools.fonts --rebuild): {''.join(missing)}"
+
+
+def test_the_font_has_every_chinese_character_of_the_code_blocks():
+    """A Chinese code cell's own strings (``notebooks/zh/src/*.md``'s code blocks) are drawn in its figures too."""
+    from fontTools.ttLib import TTFont
+    from lib.widgets.fonts import FONT_PATH
+    from tools import edition
+    cmap = TTFont(str(FONT_PATH)).getBestCmap()
+    import nbformat
+    used = set()
+    for name in edition.translated_names("zh"):  # the characters a translation brought (not a prompt's, say)
+        english = nbformat.read(edition.NOTEBOOKS / f"{name}.ipynb", as_version=4)
+        had = {c for cell in english.cells if cell.cell_type == "code" for c in cell.source}
+        used |= {c for _, code in edition.read_code("zh", name).values() for c in code
+                 if re.match(r"[\u4e00-\u9fff]", c) and c not in had}
+    assert used, "no code block holds Chinese"
+    missing = sorted(c for c in used if ord(c) not in cmap)
     assert missing == [], f"rebuild the font subset (python -m tools.fonts --rebuild): {''.join(missing)}"
 
 
@@ -293,7 +307,7 @@ def test_every_text_of_the_vllm_map_has_a_chinese_entry():
 
 def test_lib_translates_where_it_prints_not_through_the_notebook_patches(capsys):
     """lib puts what it prints and draws in the notebook's language itself (``lib.i18n.t`` / ``say``), never by
-    leaning on the ``print`` and ``Text.set_text`` that ``lib.notebook.setup(lang="zh")`` patches: with both left
+    leaning on a patched ``print`` or ``Text.set_text`` (``lib.notebook.setup`` patches neither now): with both left
     as Python and matplotlib have them, a Chinese ``reveal`` (a cell's English ``why``), ``check``, ``hf``'s
     message, a sampling figure's title from a cell and lib's tables already speak Chinese; English again outside."""
     import builtins
@@ -308,7 +322,7 @@ def test_lib_translates_where_it_prints_not_through_the_notebook_patches(capsys)
     from lib.text import text_table
     from lib.widgets import sampling
 
-    assert builtins.print is lib.notebook._PRINT and Text.set_text is lib.notebook._SET_TEXT  # nothing patched
+    assert (builtins.print.__qualname__, Text.set_text.__qualname__) == ("print", "Text.set_text")  # nothing patched
     why = "One pass per new token, <eos> included: 4 characters + <eos> = 5 passes."
     bars = sampling.Bars(ids=[0, 1], labels=["a", "b"], model=[0.6, 0.4], before=[0.6, 0.4], probs=[1.0, 0.0],
                          kept=[True, False], temperature=1.0, top_k=1, top_p=None, n_kept=1, vocab_size=2)

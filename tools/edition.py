@@ -11,17 +11,34 @@ language (``lib.notebook.setup(...)`` gains ``lang="zh"``); its markdown cells c
 
 ``cell`` is the English cell's id, ``en`` the first 8 hex digits of the SHA-1 of the English text the
 translation was made from. When an English markdown cell changes, its hash no longer matches and the build (and
-``tests/test_edition.py``) names the stale translation; a missing translation is an error too. The outputs come
-from running the built notebook (``python -m tools.runner notebooks/zh/NN_name.ipynb``), so they are the
-same code's outputs in the notebook's language.
+``tests/test_edition.py``) names the stale translation; a missing translation is an error too.
+
+A code cell that prints, draws or shows words has a block of its own in the same file, the whole cell as the
+Chinese edition has it: the English code with its string literals (prints, f-strings, titles, labels, Markdown
+tables, ``reveal``'s ``why``/``what``) written in Chinese::
+
+    <!-- code 5c0e7d21 | en 9a3f11b0 -->
+    ```python
+    print(f"缓存里有 {cache.seq_len} 个位置")
+    ```
+
+``en`` is the English code cell's hash, so an edited English cell names its stale block. The code cannot drift:
+the build refuses a block whose syntax tree differs from the English cell's anywhere but in string literals (every
+string constant, and every literal part of an f-string, is compared as a placeholder; names, calls, numbers, the
+expressions inside an f-string's braces and their format specs must be the same; comments are free) and names
+the cell and the first statement that differs. A cell with nothing to translate has no block and is copied as it
+is. Either way the one declared line then picks the language. So the Chinese edition's code says its own words,
+nothing translates a ``print`` behind a learner's back. The outputs come from running the built notebook
+(``python -m tools.runner --edition zh NN_name``), so they are that code's outputs.
 
     python -m tools.edition skeleton zh 03_kv_cache   # add a block for every untranslated cell (English text)
     python -m tools.edition build zh [NN_name ...]    # write notebooks/zh/NN_name.ipynb (not yet run)
-    python -m tools.edition check zh                  # missing or stale translations, as a list
+    python -m tools.edition check zh                  # missing or stale translations (prose and code), as a list
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import re
 import sys
@@ -37,7 +54,8 @@ from . import NOTEBOOKS, notebook_paths
 ALL_EDITIONS = LANGUAGES
 EDITIONS = tuple(lang for lang in ALL_EDITIONS if lang != "en")  # built from the English notebooks
 SETUP_CALL = re.compile(r"(notebook\.setup\()(\s*\))?")  # the declared line: lib.notebook.setup(...)
-HEADER = re.compile(r"^<!-- cell (?P<id>[0-9A-Za-z_-]+) \| en (?P<hash>[0-9a-f]{8}) -->[ \t]*$", re.M)
+HEADER = re.compile(r"^<!-- (?P<kind>cell|code) (?P<id>[0-9A-Za-z_-]+) \| en (?P<hash>[0-9a-f]{8}) -->[ \t]*$", re.M)
+FENCE = re.compile(r"\A(?P<fence>`{3,})python[ \t]*\n(?P<code>.*?)\n(?P=fence)[ \t]*\Z", re.S)  # a code block's body
 
 
 def edition_dir(lang: str) -> Path:
@@ -51,7 +69,7 @@ def source_path(lang: str, name: str) -> Path:
 
 
 def english_hash(text: str) -> str:
-    """The first 8 hex digits of the SHA-1 of an English markdown cell's text."""
+    """The first 8 hex digits of the SHA-1 of an English cell's text (markdown or code)."""
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
 
 
@@ -62,8 +80,8 @@ def declared_line(source: str, lang: str) -> str:
     return SETUP_CALL.sub(add, source, count=1)
 
 
-def read_translations(lang: str, name: str) -> dict[str, tuple[str, str]]:
-    """cell id -> (hash of the English text it translates, the translation) from the translation file."""
+def _blocks(lang: str, name: str) -> dict[str, tuple[str, str, str]]:
+    """cell id -> (kind: "cell" or "code", hash of the English text it translates, its body) from the file."""
     path = source_path(lang, name)
     if not path.is_file():
         return {}
@@ -75,17 +93,75 @@ def read_translations(lang: str, name: str) -> dict[str, tuple[str, str]]:
         body = text[m.end():end].strip("\n")
         if m["id"] in out:
             raise ValueError(f"{path}: cell {m['id']} is translated twice")
-        out[m["id"]] = (m["hash"], body)
+        if m["kind"] == "code":
+            fenced = FENCE.match(body)
+            if not fenced:
+                raise ValueError(f"{path}: the code block of cell {m['id']} is not one fenced ```python block")
+            body = fenced["code"]
+        out[m["id"]] = (m["kind"], m["hash"], body)
     return out
 
 
+def read_translations(lang: str, name: str) -> dict[str, tuple[str, str]]:
+    """cell id -> (hash of the English text it translates, the translation) from the translation file: the
+    markdown cells' blocks (``<!-- cell ... -->``)."""
+    return {i: (h, body) for i, (kind, h, body) in _blocks(lang, name).items() if kind == "cell"}
+
+
+def read_code(lang: str, name: str) -> dict[str, tuple[str, str]]:
+    """cell id -> (hash of the English code it translates, the code in ``lang``): the code blocks
+    (``<!-- code ... -->``) of the translation file."""
+    return {i: (h, body) for i, (kind, h, body) in _blocks(lang, name).items() if kind == "code"}
+
+
+class _Literals(ast.NodeTransformer):
+    """A syntax tree with every string literal replaced by one placeholder: a string constant, and an f-string
+    as the sorted dumps of its ``{...}`` parts (their expressions with their own literals placeholdered, their
+    format specs exact), so a translation may reorder the parts of an f-string but not change them."""
+
+    def visit_Constant(self, node):
+        return ast.Constant("<str>") if isinstance(node.value, str) else node
+
+    def visit_JoinedStr(self, node):
+        parts = sorted(ast.dump(ast.FormattedValue(self.visit(v.value), v.conversion, v.format_spec))
+                       for v in node.values if isinstance(v, ast.FormattedValue))
+        return ast.Constant("<str>" + "".join(parts)) if parts else ast.Constant("<str>")
+
+
+def _shape(source: str) -> list[str]:
+    """The statements of ``source`` as ``_Literals`` sees them (one dump per top-level statement)."""
+    return [ast.dump(_Literals().visit(stmt)) for stmt in ast.parse(source).body]
+
+
+def code_drift(english: str, translated: str) -> str | None:
+    """Where ``translated`` is more than ``english`` with other string literals: None when the two differ in
+    string literals only, else the first statement that differs (line and text in both), or the syntax error."""
+    try:
+        en, tr = _shape(english), _shape(translated)
+    except SyntaxError as e:
+        return f"it does not parse: {e.msg} (line {e.lineno})"
+    en_lines = [s.lineno for s in ast.parse(english).body]
+    tr_lines = [s.lineno for s in ast.parse(translated).body]
+    for i, (a, b) in enumerate(zip(en, tr)):
+        if a != b:
+            return (f"statement {i + 1} differs in more than its strings: English line {en_lines[i]} "
+                    f"{english.splitlines()[en_lines[i] - 1].strip()!r}, translated line {tr_lines[i]} "
+                    f"{translated.splitlines()[tr_lines[i] - 1].strip()!r}")
+    if len(en) != len(tr):
+        return f"it has {len(tr)} statements, the English cell {len(en)}"
+    return None
+
+
 def problems(lang: str, name: str) -> list[str]:
-    """What keeps ``name`` from being built in ``lang``: untranslated, stale or unknown cells."""
+    """What keeps ``name`` from being built in ``lang``: untranslated, stale or unknown cells, and code blocks
+    that are stale or change more than string literals."""
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    tr = read_translations(lang, name)
+    tr, code = read_translations(lang, name), read_code(lang, name)
     found, ids = [], set()
     for cell in nb.cells:
         ids.add(cell.id)
+        if cell.cell_type == "code":
+            found += _code_problems(name, cell, code)
         if cell.cell_type != "markdown":
             continue
         if cell.id not in tr:
@@ -96,8 +172,24 @@ def problems(lang: str, name: str) -> list[str]:
         elif not tr[cell.id][1].strip():
             found.append(f"{name}: the translation of cell {cell.id} is empty")
     found += [f"{name}: the translation file has cell {i}, which the English notebook no longer has"
-              for i in sorted(set(tr) - ids)]
+              for i in sorted((set(tr) | set(code)) - ids)]
+    kinds = {c.id: c.cell_type for c in nb.cells}
+    found += [f"{name}: the translation file has a {what} block for cell {i}, which is a {kinds[i]} cell"
+              for blocks, what, want in ((tr, "markdown", "markdown"), (code, "code", "code"))
+              for i in sorted(blocks) if i in kinds and kinds[i] != want]
     return found
+
+
+def _code_problems(name: str, cell, code: dict) -> list[str]:
+    """A code block that is stale (the English code changed) or changes more than string literals."""
+    if cell.id not in code:
+        return []
+    made_from, translated = code[cell.id]
+    if made_from != english_hash(cell.source):
+        return [f"{name}: the code block of cell {cell.id} is stale (the English code changed; translated from "
+                f"{made_from}, now {english_hash(cell.source)})"]
+    drift = code_drift(cell.source, translated)
+    return [f"{name}: the code block of cell {cell.id} changes more than string literals: {drift}"] if drift else []
 
 
 def built(lang: str, name: str):
@@ -109,14 +201,15 @@ def built(lang: str, name: str):
         raise ValueError(f"cannot build the {lang} edition of {name}:\n  " + "\n  ".join(found) +
                          f"\nadd them with: python -m tools.edition skeleton {lang} {name}")
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    tr = read_translations(lang, name)
+    tr, code = read_translations(lang, name), read_code(lang, name)
     declared = 0
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = tr[cell.id][1]
         elif cell.cell_type == "code":
-            new = declared_line(cell.source, lang)
-            declared += new != cell.source
+            source = code[cell.id][1] if cell.id in code else cell.source
+            new = declared_line(source, lang)
+            declared += new != source
             cell.source, cell.outputs, cell.execution_count = new, [], None
     if declared != 1:
         raise ValueError(f"{name}: expected exactly one `lib.notebook.setup(...)` line to declare the language, "
@@ -186,7 +279,8 @@ def main(argv=None) -> int:
         parser.error(f"unknown notebook(s) {unknown}; the notebooks are: {', '.join(sorted(english))}")
     if args.action == "check":
         found = [p for n in names for p in problems(args.lang, n)]
-        print("\n".join(found) or f"{len(names)} notebook(s): every markdown cell translated and current")
+        print("\n".join(found) or f"{len(names)} notebook(s): every markdown cell translated and current, every "
+                                    "code block current and the English code apart from its strings")
         return 1 if found else 0
     for n in names:
         print((build if args.action == "build" else skeleton)(args.lang, n))

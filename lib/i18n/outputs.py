@@ -1,8 +1,10 @@
 """The Chinese of lib's text outputs (not its widgets): the tables and sentences a notebook prints through lib
-(``Trace.table``, the worked example's tables, the vLLM map, ...), the sentences a notebook cell prints through
-``lib.i18n.t``, and every exercise's title, hint, case and feedback (``lib.exercises``) in ``ZH_OUTPUTS``, which
-``lib.i18n`` merges into ``ZH``; the lines a Chinese notebook's ``print`` writes in ``ZH_PRINTED``, matched by
-``translate_printed``. Its rules are ``lib.i18n``'s (same placeholders, terms from ``notebooks/zh/GLOSSARY.md``).
+(``Trace.table``, the worked example's tables, the vLLM map, ...) and every exercise's title, hint, case and
+feedback (``lib.exercises``) in ``ZH_OUTPUTS``, which ``lib.i18n`` merges into ``ZH``; the lines lib shows already
+filled in (a table's cells, ``costs.describe``, ``memory_table``, a ``why`` or title a cell hands to lib) in
+``ZH_PRINTED``, matched line by line by ``translate_printed`` when lib calls ``lib.i18n.say``. Nothing patches
+``print``: a notebook cell's own words are in its code, per edition (the Chinese edition's code blocks,
+``tools.edition``). Its rules are ``lib.i18n``'s (same placeholders, terms from ``notebooks/zh/GLOSSARY.md``).
 Kept apart from the widgets' words so that each table stays one screenful of one kind of text; like ``lib.i18n``
 it imports nothing from lib.
 """
@@ -1306,10 +1308,8 @@ ZH_PRINTED.update({  # -- nb0708 -- values and lines 08 prints
         "{0} 次和 {1} 次运行后仍分不开：两者的范围重叠（{2} 对 {3}）",
     "chi-square = {0} with {1} degrees of freedom over {2} samples, p-value {3}":
         "χ² = {0}，自由度 {1}，共 {2} 个样本，p 值 {3}",
-    "trained draft: {0} runs: {1}/{2} proposals kept ({3}), {4} tokens in {5} target passes; {6}":
-        "训练过的草稿模型：{0} 次运行，{2} 个提议中 {1} 个被接受（{3}），目标模型 {5} 次前向传播得到 {4} 个 token；{6}",
-    "untrained draft: {0} runs: {1}/{2} proposals kept ({3}), {4} tokens in {5} target passes; {6}":
-        "未训练的草稿模型：{0} 次运行，{2} 个提议中 {1} 个被接受（{3}），目标模型 {5} 次前向传播得到 {4} 个 token；{6}",
+    "{0} runs: {1}/{2} proposals kept ({3}), {4} tokens in {5} target passes; {6}":  # DistributionCheck.summary
+        "{0} 次运行，{2} 个提议中 {1} 个被接受（{3}），目标模型 {5} 次前向传播得到 {4} 个 token；{6}",
 })
 
 ZH_OUTPUTS.update({  # -- nb12 (issue 32) -- 12's tables and answers on a model that reads its context

@@ -33,7 +33,7 @@ from ..costs import (GiB, kv_bytes_per_token, kv_cache_bytes, kv_memory_crossove
                      param_count, weight_bytes)
 from ..device import DTYPES, dtype_name
 from ..presets import MLA_PRESETS, PRESETS, resolve_model
-from ..i18n import t
+from ..i18n import say, t
 from ..text import fmt_bytes, sig, text_table
 from . import YOUR_MODEL, frame_slider, picker_models, picker_options
 from .live import LiveWidget
@@ -131,7 +131,7 @@ def memory_table(b: MemoryBudget) -> str:
     ]
     rows = [(r["gpu"], "yes" if r["fits"] else "no", fmt_bytes(r["free after weights"]) if r["free after weights"] >= 0
              else "weights do not fit", f"{r['requests that fit']:,}") for r in b.gpu_rows()]
-    return "\n".join(lines) + text_table(rows, ["GPU", "fits?", "free after weights",
+    return say("\n".join(lines)) + text_table(rows, ["GPU", "fits?", "free after weights",
                                                f"requests of {b.context:,} tokens that fit"], translate=True)
 
 
