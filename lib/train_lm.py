@@ -156,6 +156,14 @@ SPECS = {
     "lm-en": LMSpec(config=LM_CONFIG, steps=1000, lr=5e-4, init="lm", teacher="lm-base", distill=0.7, repeat_min=16,
                     warmup=50, decay_from=0.2, alphabet="text", languages=("en", "zh", "en", "zh", "zh"),
                     shapes=((16, 64, 0.3, 0.2, 0.3), (8, 512, 0.4, 0.1, 0.0))),
+    # another experiment (2026-12-07, not shipped): from lm-en, win the held-out text back: lm-base teaching the plain
+    # windows (0.9), three rows in four Chinese, fewer repeats at 512, text repeats kept at 64, lr 2e-4; 1,000 steps,
+    # 88 min on one thread beside other work. Whole split: held-out en 1.949 -> 1.943, zh 5.865 -> 5.806 (lm-base
+    # 1.941 / 5.752), but English passages 0.35 -> 0.54, letters 0.27 -> 0.33 and the 64-position window on text that
+    # returns from far back +6% (lm: +19%): fewer far repeats, less far copying. Not a start for the next stage.
+    "lm-mend": LMSpec(config=LM_CONFIG, steps=1000, lr=2e-4, init="lm-en", teacher="lm-base", distill=0.9,
+                      repeat_min=16, warmup=30, decay_from=0.3, alphabet="text", languages=("en", "zh", "zh", "zh"),
+                      shapes=((8, 512, 0.15, 0.05, 0.0), (16, 64, 0.3, 0.1, 0.2))),
     # the draft for speculative decoding: same corpus, so the same vocabulary (lm_vocabulary is deterministic)
     "lm-draft-base": LMSpec(config=DRAFT_CONFIG, steps=3000, lr=3e-3),
     "lm-draft": LMSpec(config=DRAFT_CONFIG, steps=6000, lr=1e-3, init="lm-draft-base", **READS_CONTEXT),
