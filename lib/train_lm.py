@@ -388,29 +388,10 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
     windows = Windows.build(tokenizer, texts, T, spec)
     val = val_windows(tokenizer, {lang: read_split(lang, "val", corpus) for lang in LANGUAGES}, T)
     opt = make_optimizer(model, spec)
-    record = dict(losses=[], val=[], seconds=0.0)
-    state_path, start = STATE / f"{name}.pt", 0
-    load_from = Path(resume_from) if resume_from else state_path if resume and state_path.is_file() else None
-    if load_from is not None:
-        if not load_from.is_file():
-            raise FileNotFoundError(f"--resume-from {load_from} is not a file: give a state a run saved (NAME.pt)")
-        state = torch.load(load_from, weights_only=True)  # tensors, numbers, strings: no pickled code runs
-        model.load_state_dict(state["model"]), opt.load_state_dict(state["opt"]), windows.gen.set_state(state["gen"])
-        start, record = state["step"], state["record"]
-        print(f"[{name}] resuming at step {start} from {load_from}")
-    else:
-        init, record["stages"] = initial_weights(name, spec, corpus, threads, verbose, init_weights)
-        if init is not None:
-            model.load_state_dict(init)
-            record["init"] = str(init_weights or spec.init)
-            record["val"].append([0, evaluate(model, val, tokenizer)])
-            print(f"[{name}] from {record['init']}: {record['val'][-1][1]}", flush=True)
-    teacher = None
-    if spec.teacher:
-        teacher = MiniTransformer(shipped.replace(attn_impl="sdpa")).eval()
-        taught_by = LMSpec(config=spec.config, steps=0, init=spec.teacher)  # the teacher's weights, as an init's
-        teacher.load_state_dict(initial_weights(spec.teacher, taught_by, corpus, threads, verbose)[0])
-        teacher.requires_grad_(False)
+    state_path = STATE / f"{name}.pt"
+    start, record = starting_point(name, spec, model, opt, windows, val, tokenizer, state_path, resume, resume_from,
+                                   corpus, threads, verbose, init_weights)
+    teacher = teacher_model(spec, shipped, corpus, threads, verbose)
     model.train()
     run, resumed_with = [], record["seconds"]  # the log's s/step counts this session's steps only
     end = spec.stop_at or spec.steps  # a stage may take only the first steps of its schedule
@@ -443,6 +424,39 @@ def train_lm(name: str, steps: int | None = None, resume: bool = False, save_eve
                 parameters=model.num_parameters())
     info["stages"] = record.get("stages", []) + stages(info)  # the stages before this one, then this one
     return trained(model, shipped), tokenizer, info
+
+
+def starting_point(name, spec, model, opt, windows, val, tokenizer, state_path, resume, resume_from, corpus, threads,
+                   verbose, init_weights) -> tuple[int, dict]:
+    """Where a run of stage ``name`` starts -> (step, training record): from a saved state (``resume``, or
+    ``resume_from`` a state elsewhere: model, optimiser and data generator as they were), else from the weights
+    ``initial_weights`` gives (evaluated once: the record's step 0), else from random weights at step 0."""
+    record = dict(losses=[], val=[], seconds=0.0)
+    load_from = Path(resume_from) if resume_from else state_path if resume and state_path.is_file() else None
+    if load_from is not None:
+        if not load_from.is_file():
+            raise FileNotFoundError(f"--resume-from {load_from} is not a file: give a state a run saved (NAME.pt)")
+        state = torch.load(load_from, weights_only=True)  # tensors, numbers, strings: no pickled code runs
+        model.load_state_dict(state["model"]), opt.load_state_dict(state["opt"]), windows.gen.set_state(state["gen"])
+        print(f"[{name}] resuming at step {state['step']} from {load_from}")
+        return state["step"], state["record"]
+    init, record["stages"] = initial_weights(name, spec, corpus, threads, verbose, init_weights)
+    if init is not None:
+        model.load_state_dict(init)
+        record["init"] = str(init_weights or spec.init)
+        record["val"].append([0, evaluate(model, val, tokenizer)])
+        print(f"[{name}] from {record['init']}: {record['val'][-1][1]}", flush=True)
+    return 0, record
+
+
+def teacher_model(spec: LMSpec, shipped: ModelConfig, corpus, threads, verbose):
+    """The finished weights of the stage ``spec.teacher`` as a frozen model (None when the stage has no teacher)."""
+    if not spec.teacher:
+        return None
+    teacher = MiniTransformer(shipped.replace(attn_impl="sdpa")).eval()
+    taught_by = LMSpec(config=spec.config, steps=0, init=spec.teacher)  # the teacher's weights, as an init's
+    teacher.load_state_dict(initial_weights(spec.teacher, taught_by, corpus, threads, verbose)[0])
+    return teacher.requires_grad_(False)
 
 
 def toy_induction(batch: int = 16, context: int = 64, vocab: int = 64, lr: float = 1e-3, max_steps: int = 20000,
