@@ -55,6 +55,11 @@ def _is_number(v) -> bool:
     return True
 
 
+class Code(str):
+    """A name from code (a parameter, a file, a function) in a table cell: ``text_table`` shows it as written, never
+    translated (vLLM's ``watermark`` stays ``watermark`` in the column that names the parameter)."""
+
+
 def text_table(rows, header=None, align=None, *, translate: bool = True) -> str:
     """An aligned text table: a header line, a line of dashes, one line per row.
 
@@ -85,7 +90,8 @@ def text_table(rows, header=None, align=None, *, translate: bool = True) -> str:
         sides = _sides(align, len(header))
     word = say if translate else str  # the header, and a cell that is a known text (or template), or as given
     header = [word(h) for h in header]
-    cells = [header] + [[word(v) if isinstance(v, str) else str(v) for v in r] for r in rows]
+    cells = [header] + [[word(v) if isinstance(v, str) and not isinstance(v, Code) else str(v) for v in r]
+                        for r in rows]
     widths = [max(display_width(r[j]) for r in cells) for j in range(len(header))]
     line = lambda r: "  ".join(pad(v, w, a) for v, w, a in zip(r, widths, sides)).rstrip()
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])

@@ -42,6 +42,7 @@ from .costs import GiB, kv_cache_bytes, weight_bytes
 from .device import DTYPES, dtype_info, dtype_name
 from .presets import resolve_model
 from .i18n import language, t
+from .text import Code
 
 VLLM_VERSION = "0.33.0"  # the vLLM release BRIDGE and kv_capacity were read from (wheel from the package registry)
 VLLM_COMMIT = "g4ba787ec9"  # its vllm/_version.py commit id
@@ -230,10 +231,10 @@ BRIDGE: tuple[Mapping, ...] = (
 
 def bridge_rows() -> list[dict]:
     """The map as rows for ``lib.text.text_table``: idea, lib, vLLM file, vLLM name, engine argument, default."""
-    return [{"idea": m.idea, "in lib": m.lib_names[0].removeprefix("lib."),
-             "vLLM file": m.vllm_path.removeprefix("vllm/"), "vLLM name": m.vllm_name,
-             "engine argument": m.engine_arg or "—", f"default ({VLLM_VERSION})": m.default_text}
-            for m in BRIDGE]
+    return [{"idea": m.idea, "in lib": Code(m.lib_names[0].removeprefix("lib.")),
+             "vLLM file": Code(m.vllm_path.removeprefix("vllm/")), "vLLM name": Code(m.vllm_name),
+             "engine argument": Code(m.engine_arg) if m.engine_arg else "—", f"default ({VLLM_VERSION})": m.default_text}
+            for m in BRIDGE]  # names from code are Code: a table in Chinese shows them as written
 
 
 def bridge_notes(width: int = 110) -> str:

@@ -337,3 +337,16 @@ def test_the_roofline_draws_open_the_batches_whose_cache_does_not_fit():
     fig = wr.plot_roofline(pts, h100)
     assert "open: its KV cache does not fit" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "open: its KV cache" not in str([t.get_text() for t in wr.plot_roofline(pts[:2], h100).axes[0].get_legend().get_texts()])
+
+
+def test_names_from_code_stay_as_written_in_a_chinese_table():
+    """The bridge's names from code (lib's, vLLM's files and names, the engine argument) are lib.text.Code: a table
+    in Chinese translates the idea (水位线) and leaves the parameter a teacher copies into a config as it is."""
+    from lib.i18n import speaking
+    from lib.text import Code, text_table
+
+    rows = [r for r in vb.bridge_rows() if r["idea"] == "watermark"]
+    assert isinstance(rows[0]["engine argument"], Code) and rows[0]["engine argument"] == "watermark"
+    with speaking("zh"):
+        table = text_table([{k: r[k] for k in ("idea", "engine argument")} for r in rows])
+    assert table.splitlines()[-1].split() == ["水位线", "watermark"]
