@@ -113,6 +113,21 @@ class LiveWidget:
         return {**self.widget._repr_mimebundle_(**kwargs), "text/plain": self.plain_text()}
 
 
+class RecentRuns:
+    """A live widget's last ``keep`` runs of the model, by the settings they ran with: ``get(key, run)`` gives the
+    kept result for ``key`` or calls ``run()`` and keeps it (the oldest goes), so a learner who goes back to a
+    setting, or changes only what needs no run, waits for nothing."""
+
+    def __init__(self, keep: int = 8):
+        self.keep, self.runs = checks.integer(keep, "keep", 1), {}
+
+    def get(self, key, run):
+        if key not in self.runs:
+            result = run()
+            self.runs = {**dict(list(self.runs.items())[-(self.keep - 1):] if self.keep > 1 else []), key: result}
+        return self.runs[key]
+
+
 def problem_html(text: str) -> str:
     """A problem said under a live widget's controls (a prompt it cannot use): theme-coloured text edged in the
     "wasted" colour."""

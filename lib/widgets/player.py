@@ -46,7 +46,7 @@ from ..text import display_width, pad, token_label
 from ..tokenizer import UnknownCharacterError
 from ..trace import check_trace
 from . import check_controls, frame_slider, play_buttons
-from .live import FrameStepping
+from .live import FrameStepping, RecentRuns
 
 # -- colours and words, shared by every tier --------------------------------------------------------------
 
@@ -69,7 +69,6 @@ KV_MARKS = {k: s.glyph for k, s in style.KV_STATES.items()}  # the glyph in each
 CHOSEN_COLOR, BAR_COLOR = style.colour("newest"), style.colour("kept")  # the chosen token becomes the newest
 CHOSEN_HATCH = style.concept("newest").hatch
 MAX_POSITIONS = 64  # animations are capped at ~64 tokens (CONTRIBUTING.md)
-KEPT_RUNS = 8  # the player keeps its last runs of the model (two traces each), keyed by their settings
 
 
 @dataclass
@@ -594,7 +593,7 @@ class GenerationPlayer(FrameStepping):
                                                                   "Trace records)")
         self.model, self.tokenizer = model, tokenizer
         self.frames, self.traces, self.message = [], (None, None), ""
-        self._pairs = {}  # settings -> (cached, uncached) traces, the last KEPT_RUNS runs (_pair)
+        self._pairs = RecentRuns()  # settings -> (cached, uncached) traces, the last runs (_pair)
         self.last_run_seconds = self.last_update_seconds = 0.0  # the last model re-run / step redraw, in seconds
         # every description shown whole (style.control_style), every control filling its grid cell
         look = dict(style=style.control_style(), layout=w.Layout(**style.control_layout()))
@@ -718,10 +717,7 @@ class GenerationPlayer(FrameStepping):
         cache checkbox only chooses which of the two traces is shown, and settings seen before come back from the
         player's last runs (a learner who toggles a control back and forth waits once)."""
         key = (s["prompt"], s["max_new_tokens"], s["temperature"], s["top_k"], s["top_p"], s["seed"])
-        if key not in self._pairs:
-            pair = generate_pair(self.model, self.tokenizer, *key)
-            self._pairs = {**dict(list(self._pairs.items())[-(KEPT_RUNS - 1):]), key: pair}
-        return self._pairs[key]
+        return self._pairs.get(key, lambda: generate_pair(self.model, self.tokenizer, *key))
 
     def _fail(self, text: str):
         self.frames, self.traces, self.message = [], (None, None), text

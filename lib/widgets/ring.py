@@ -25,12 +25,11 @@ from ..model import ForwardRecord
 from ..sinks import drift_sweep
 from ..text import sig, text_table
 from . import check_controls, frame_slider, play_buttons, style
-from .live import FrameStepping
+from .live import FrameStepping, RecentRuns
 from ..i18n import colon, parens, t
 
 MAX_TOKENS = 64  # one frame per token: capped as every animation of the course
 MAX_SINKS = 4
-KEPT_RUNS = 8  # the ring stepper keeps its last runs of the model (each ~64 x layers x heads x 64 floats)
 WINDOWS = (4, 8, 12, 16, 24, 32)
 CACHES = ("window only", "window + sinks", "full cache")
 CACHE_CONCEPT = {"window only": "recomputed", "window + sinks": "sink", "full cache": "cached"}
@@ -355,7 +354,7 @@ class RingStepper(FrameStepping):
         self.model, self.tokenizer = model, tokenizer
         self.ids = torch.as_tensor(ids).reshape(-1)
         self.values = dict(window=window, sinks=sinks, layer=layer, head=head)
-        self._runs = {}  # (ids, window, sinks) -> RingRun: a layer or head, or a ring seen before, runs no model
+        self._runs = RecentRuns()  # (ids, window, sinks) -> RingRun: a layer, head or ring seen before runs no model
         self.frames = self._frames(self.ids, self.values)  # refuses what set() refuses
         cfg = model.config
         look = dict(style=style.control_style(), layout=W.Layout(**style.control_layout()))
@@ -440,10 +439,8 @@ class RingStepper(FrameStepping):
         checks.integer(values["layer"], "layer", 0, self.model.config.n_layers - 1)  # refused before any run
         checks.integer(values["head"], "head", 0, self.model.config.n_heads - 1)
         key = (tuple(torch.as_tensor(ids).reshape(-1).tolist()), values["window"], values["sinks"])
-        if key not in self._runs:
-            run = ring_run(self.model, self.tokenizer, ids, values["window"], values["sinks"])
-            self._runs = {**dict(list(self._runs.items())[-(KEPT_RUNS - 1):]), key: run}
-        return ring_frames_of(self._runs[key], values["layer"], values["head"])
+        run = self._runs.get(key, lambda: ring_run(self.model, self.tokenizer, ids, values["window"], values["sinks"]))
+        return ring_frames_of(run, values["layer"], values["head"])
 
     def state(self) -> dict:
         return dict(settings=dict(self.values), step=self.slider.value, n_steps=len(self.frames),
