@@ -64,6 +64,10 @@ def eval_mode(model):
     trains is its owner's business. ``model``: anything with ``.training``, ``.eval()`` and ``.train(mode)``
     (a ``MiniTransformer``, a ``FastDecoder``)."""
     was_training = model.training
+    modules = getattr(model, "modules", None)
+    if not was_training and modules is not None and not any(m.training for m in modules()):
+        yield model  # in eval mode throughout already: nothing to switch (a switch walks every module, twice a step)
+        return
     model.eval()
     try:
         yield model

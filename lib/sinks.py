@@ -102,11 +102,15 @@ def drift_sweep(model, input_ids, settings) -> list[dict]:
     if T < 2:
         raise ValueError("input_ids needs at least 2 tokens: each position is scored on the next one")
     model.eval()
-    full = model(ids, cache=KVCache(model.config, n, T, device=model.device, dtype=model.dtype)).float()
+    full_cache = KVCache(model.config, n, T, device=model.device, dtype=model.dtype)
+    full = model(ids, cache=full_cache).float()
     out = []
     for window, sinks in progress.bar(settings, desc="window settings", unit="setting"):  # a bar where it is long
         cache = KVCache(model.config, n, T, device=model.device, dtype=model.dtype, window=window, sinks=sinks)
-        logits = model(ids, cache=cache).float()  # (n, T, vocab): one pass, the cache's window masks it
+        if (cache.window, cache.sinks) == (full_cache.window, full_cache.sinks):  # the full cache: its pass above
+            cache, logits = full_cache, full
+        else:
+            logits = model(ids, cache=cache).float()  # (n, T, vocab): one pass, the cache's window masks it
         logp = torch.log_softmax(logits[:, :-1], dim=-1)  # (n, T-1, vocab): position t predicts token t+1
         nll = -logp.gather(2, ids[:, 1:, None])[..., 0]  # (n, T-1)
         out.append({"window": cache.window, "sinks": cache.sinks, "nll": float(nll.mean()),
@@ -130,7 +134,8 @@ def stream_perplexity(model, input_ids, window: int, sinks: int = 4, stride: int
     Positions t < W see the whole text in all three; the scored ``positions`` are W, W + stride, ... up to T - 2,
     the same for all three. -> dict: window, sinks, stride, positions, and per way (its key above) a dict:
     ``nll`` (nats, the mean over the scored positions and rows), ``perplexity`` (exp of it), ``nll_by_position``
-    (the mean over rows at each scored position), ``cache_bytes`` (the K and V it holds for all n rows: flat;
+    (the mean over rows at each scored position), ``perplexity_by_row`` (each row's own, n floats: several texts
+    of one length streamed side by side, one step for all of them), ``cache_bytes`` (the K and V it holds for all n rows: flat;
     re-computation holds W positions' while it encodes). ``full_cache_bytes``: what a cache of all T positions
     would hold (beyond ``max_seq_len`` the model could not use it anyway)."""
     ids = _ids(model, input_ids)
@@ -155,7 +160,8 @@ def stream_perplexity(model, input_ids, window: int, sinks: int = 4, stride: int
            "full_cache_bytes": kv_cache_bytes(c, T, n, model.dtype)}
     for name, (nll, nbytes) in ways.items():
         out[name] = {"nll": float(nll.mean()), "perplexity": math.exp(float(nll.mean())),
-                     "nll_by_position": nll.mean(0).tolist(), "cache_bytes": nbytes}
+                     "nll_by_position": nll.mean(0).tolist(), "cache_bytes": nbytes,
+                     "perplexity_by_row": [math.exp(float(row)) for row in nll.mean(1)]}
     return out
 
 

@@ -170,3 +170,23 @@ def test_a_block_called_on_its_own_is_causal_as_in_the_pass():
     changed = rec.tensors["embedding"].clone()
     changed[:, -1] += 1.0  # the last position changes: no earlier position may notice
     assert torch.allclose(model.blocks[0](changed)[:, :-1], alone[:, :-1], atol=1e-6)
+
+
+def test_eval_mode_runs_in_eval_and_puts_back_every_module_s_mode():
+    """``lib.model.eval_mode``: inside, every module is in eval mode, also a child left training under a root in
+    eval mode (the switch is skipped only when no module trains); after, the model is back in the mode it was in,
+    every module with it (``model.train(mode)``)."""
+    from lib.model import eval_mode
+    model = MiniTransformer(ModelConfig(vocab_size=11, n_layers=2, d_model=16, n_heads=2, d_ff=32, max_seq_len=8))
+    for setup in ("train", "eval", "eval, one block training"):
+        model.train(setup == "train")
+        if setup.endswith("training"):
+            model.blocks[1].train()
+        was = model.training
+        with eval_mode(model) as inside:
+            assert inside is model and not any(m.training for m in model.modules()), setup
+        assert all(m.training == was for m in model.modules()), setup
+    with pytest.raises(RuntimeError, match="boom"):
+        with eval_mode(model.train()):
+            raise RuntimeError("boom")
+    assert all(m.training for m in model.modules())

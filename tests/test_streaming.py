@@ -246,6 +246,19 @@ def test_stream_perplexity_with_a_stride_scores_every_stride_th_position_of_the_
         assert some[way]["nll_by_position"] == pytest.approx(picked, abs=ATOL)
 
 
+def test_texts_streamed_side_by_side_give_each_its_own_perplexity():
+    """Notebook 12 streams its English and its Chinese text as two rows of one stream: each row's perplexity is
+    the one that text gets streamed alone."""
+    model = rope_model(13, n_kv_heads=2)
+    ids = stream(n=2, T=30, seed=13)
+    both = stream_perplexity(model, ids, 8, 2, stride=3)
+    for way in WAYS:
+        alone = [stream_perplexity(model, row.tolist(), 8, 2, stride=3)[way]["perplexity"] for row in ids]
+        assert both[way]["perplexity_by_row"] == pytest.approx(alone, rel=1e-5)
+        assert math.log(both[way]["perplexity"]) == pytest.approx(
+            sum(math.log(p) for p in both[way]["perplexity_by_row"]) / 2, rel=1e-6)
+
+
 def test_stream_perplexity_refuses_what_it_cannot_measure():
     model = rope_model(12)
     with pytest.raises(ValueError, match=r"the stream has 9 tokens, but window=8 needs at least window \+ 2 = 10"):
