@@ -27,6 +27,29 @@ def pytest_configure(config):
             config._kvlab_figure_check = path
 
 
+def _run_seconds(path: Path) -> float:
+    """The notebook's own run time, as tools.runner stored it (``kvlab_run_seconds``; 0 when it has none)."""
+    try:
+        return float(json.loads(path.read_text(encoding="utf-8"))["metadata"].get("kvlab_run_seconds", 0))
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Under nbval, the longest notebooks first (each notebook's cells stay together and in order): pytest-xdist's
+    ``--dist loadfile`` hands the notebooks out in this order, so the two workers end together rather than one
+    finishing a long notebook alone at the end (longest first is the classic way to balance such a queue)."""
+    if not _nbval(config):
+        return
+    seconds = {}
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.suffix == ".ipynb" and path not in seconds:
+            seconds[path] = _run_seconds(path)
+    order = {path: i for i, path in enumerate(sorted(seconds, key=lambda p: -seconds[p]))}
+    items.sort(key=lambda item: order.get(Path(str(item.fspath)), -1))  # stable: cells keep their order
+
+
 def pytest_sessionfinish(session, exitstatus):
     path = getattr(session.config, "_kvlab_figure_check", None)
     if not path:
