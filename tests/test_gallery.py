@@ -29,6 +29,8 @@ NAMES = ["lab-light-02_autoregressive_generation-c30-o0-player.png",
          "lab-light-05_kv_cache_memory-c32-o0-memory.png",  # its dark one is missing
          "classroom-02_autoregressive_generation-widget-0-player.png",
          "site-05_kv_cache_memory-plotly-0.png",
+         "site-zh-05_kv_cache_memory-figure-0.png",  # the Chinese edition's page
+         "classroom-zh-05_kv_cache_memory-widget-0-memory.png",
          "notes.png"]  # not the browser test's: left out
 
 
@@ -51,7 +53,9 @@ def test_collect_groups_by_notebook_pairs_the_themes_and_orders_by_cell(shots):
     assert two.shots[1].files["dark"] == shots / "lab-dark-02_autoregressive_generation-c30-o0-player.png"
     assert set(five.shots[0].files) == {"light"}
     assert [(v, w) for v, w, _ in two.others] == [("classroom", "widget-0-player")]
-    assert [(v, w) for v, w, _ in five.others] == [("site", "plotly-0")]
+    assert [(v, w) for v, w, _ in five.others] == [("classroom-zh", "widget-0-memory"), ("site", "plotly-0"),
+                                                   ("site-zh", "figure-0")]
+    assert "static site, Chinese edition: figure-0" in gallery.render(books, shots.parent)
 
 
 def test_page_shows_every_screenshot_side_by_side_with_relative_paths_and_nothing_remote(shots):

@@ -7,8 +7,9 @@ grouped by notebook, so a reviewer sees the whole course at a glance. The screen
 (``test-artifacts/screenshots/``): ``lab-<variant>-<notebook>-c<cell>-o<output>-<kind>.png`` for JupyterLab
 (variant: ``light``, ``dark``, or ``zh-light`` for the Chinese notebook ``notebooks/zh/<notebook>``, whose cells
 and outputs are the English one's; kind: image, plotly, or the widget's kind, ``-driven`` once its controls were
-used), and ``classroom-<notebook>-…`` / ``site-<notebook>-…`` for the classroom view and the static site. The
-page refers to them by relative paths (it sits next to the folder) and loads nothing else.
+used), and ``classroom-[zh-]<notebook>-…`` / ``site-[zh-]<notebook>-…`` for the classroom view and the static site
+(``zh-``: the Chinese edition's). The page refers to them by relative paths (it sits next to the folder) and loads
+nothing else.
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ THEMES = ("light", "dark")
 # Every column a figure can have: the two themes, then the Chinese edition's twin (shown only when there are any).
 VARIANTS = {"light": "JupyterLab Light", "dark": "JupyterLab Dark", "zh-light": "中文版 (Chinese), JupyterLab Light"}
 _LAB = re.compile(r"^lab-(?P<theme>light|dark|zh-light)-(?P<nb>\d\d_[A-Za-z0-9_]+)-c(?P<cell>\d+)-o(?P<out>\d+)-(?P<kind>.+)$")
-_OTHER = re.compile(r"^(?P<view>classroom|site)-(?P<nb>\d\d_[A-Za-z0-9_]+)-(?P<what>.+)$")
-VIEWS = {"classroom": "classroom view (make classroom)", "site": "static site (make site)"}
+_OTHER = re.compile(r"^(?P<view>(?:classroom|site)(?:-zh)?)-(?P<nb>\d\d_[A-Za-z0-9_]+)-(?P<what>.+)$")
+VIEWS = {"classroom": "classroom view (make classroom)", "site": "static site (make site)",
+         "classroom-zh": "classroom view, Chinese edition", "site-zh": "static site, Chinese edition"}
 
 
 @dataclass

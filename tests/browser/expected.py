@@ -59,10 +59,12 @@ MUST_DRIVE = {
 # the top of the first control to the bottom of the widget must fit the notebook panel's visible height
 # (the worked example: its step slider and its KV-cache table on one screen).
 # The Chinese notebooks opened in JupyterLab, their widgets found and driven by their Chinese labels. Every Chinese
-# notebook runs under nbval; in the browser these three cover every kind of control the Chinese labels name (the
-# memory explorer's slider and dropdowns, the ring's Step/Back, layer, head and sinks, the same buttons and labels
-# the player, the heat-map and the block stepper use), which keeps the browser test within make test's budget.
-ZH_IN_LAB = {"05_kv_cache_memory", "10_serving", "12_sliding_window"}
+# notebook runs under nbval, every Chinese page of the static site is drawn in the browser (test_browser_site.py),
+# and every live widget is driven in Chinese control by control without a browser (tests/test_i18n.py); in
+# JupyterLab these two cover every kind of control the Chinese labels name (the memory explorer's slider and
+# dropdowns, the ring's Step/Back, layer, head and sinks, the same buttons and labels the player, the heat-map, the
+# block stepper and 10's dashboard use), which keeps the browser test within make test's budget.
+ZH_IN_LAB = {"05_kv_cache_memory", "12_sliding_window"}
 
 MUST_FIT = {"04_worked_example"}
 

@@ -6,7 +6,8 @@ Chromium, from disk (file://): two pages draw their figures and math with no con
 off the machine, a plotly step-through figure animates when its Play button is pressed, and on the other
 page a figure's slider jumps when clicked. The Chinese edition's pages (``site/zh/``) are built and checked the
 same way without a browser; in the browser, the Chinese 02 and 05 draw their figures and math, speak Chinese in
-their navigation, and their language switch ("English") opens the English twin, whose "中文" leads back.
+their navigation, and their language switch ("English") opens the English twin, whose "中文" leads back; and every
+Chinese page draws all its figures, each saved as a screenshot.
 """
 from __future__ import annotations
 
@@ -169,3 +170,34 @@ def test_chinese_page_from_disk_and_its_language_switch(name, built, browser, gu
         assert back.inner_text() == "中文" and back.evaluate("a => a.href") == (out / "zh" / f"{name}.html").as_uri()
         page.wait_for_function(MATH_DONE_JS, timeout=60_000)
         print(f"\n{label}: {want['plotly']} plotly figures drawn; English switch -> {name}.html, 中文 leads back")
+
+
+@pytest.mark.parametrize("name", chinese_names())
+def test_every_chinese_page_draws_every_figure(name, built, browser, guard, clean_screenshots):
+    """The Chinese edition in the browser, every notebook (JupyterLab runs the Chinese notebooks of ZH_IN_LAB; these
+    pages need no kernel, so all of them are cheap to look at): each page draws as many PNG and plotly figures as
+    its notebook holds, with no console error and no request off the machine, says its text in Chinese, and each
+    figure is saved (``site-zh-<notebook>-figure-k`` / ``-plotly-k``) for the gallery and a reviewer."""
+    out, _ = built
+    want = EXPECTED[name]
+    with kb.checked_page(browser, guard, f"site zh {name} figures") as page:
+        page.goto((out / "zh" / f"{name}.html").as_uri())
+        page.wait_for_load_state("load")
+        page.wait_for_function(MATH_DONE_JS, timeout=60_000)
+        page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= "
+                               f"{want['plotly']}", timeout=60_000)
+        assert page.evaluate("document.documentElement.lang") == "zh"
+        assert len(re.findall(r"[\u4e00-\u9fff]", page.locator("body").inner_text())) > 200, \
+            f"{name}: the Chinese page says little in Chinese"
+        figures = page.locator('img[src^="data:image/png"]')
+        page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=60_000)
+        drawn = figures.evaluate_all("imgs => imgs.filter(i => i.naturalWidth > 0).length")
+        assert figures.count() == drawn == want["images"], \
+            f"{name}: {drawn} of {figures.count()} PNG figures drawn, {want['images']} in the notebook"
+        plots = page.locator(".js-plotly-plot")
+        assert plots.count() == want["plotly"], f"{name}: {plots.count()} plotly figures, {want['plotly']} expected"
+        for k in range(figures.count()):
+            kb.screenshot(figures.nth(k), f"site-zh-{name}-figure-{k}")
+        for k in range(plots.count()):
+            kb.screenshot(plots.nth(k), f"site-zh-{name}-plotly-{k}")
+        print(f"\nsite zh {name}: {drawn} PNG and {plots.count()} plotly figures drawn and saved")
