@@ -1,10 +1,11 @@
 """pytest's root conftest: under nbval (``--nbval``, ``make test-notebooks``), the notebooks' kernels draw no progress
 bar (``lib.progress``: a long cell's bar is for a learner watching; the stored outputs that nbval compares have none),
-and every figure they show is checked for texts drawn over each other (``lib.notebook.report_collisions``: the
-kernels append what they find to one file). At the end the run lists each such figure and writes the list to
-``test-artifacts/figure-collisions.txt``: a report for the look, not a failure, because some figures draw what this
-machine measured (06's roofline of this CPU, 03's and 10's timings) and may crowd on one CPU and not on another;
-lib's own figures, on fixed inputs, are held to it by tests/test_figure_legibility.py."""
+and every figure they show is checked for texts drawn over each other and legends over lines
+(``lib.notebook.report_collisions``: the kernels append what they find to one file). At the end the run lists each
+such figure and writes the list to ``test-artifacts/figure-collisions.txt``: a report for the look, not a failure,
+because some figures draw what this machine measured (06's roofline of this CPU, 03's and 10's timings) and may
+crowd on one CPU and not on another; lib's own figures, on fixed inputs, are held to it by
+tests/test_figure_legibility.py."""
 import json
 import os
 import tempfile
@@ -61,7 +62,7 @@ def pytest_sessionfinish(session, exitstatus):
         os.unlink(path)
         os.environ.pop(FIGURE_CHECK, None)
     lines = [f"{len(rows)} figure(s) shown by the notebooks draw texts over each other "
-             "(lib.widgets.style.text_collisions: text, text, overlap in px):"]
+             "(lib.widgets.style.text_collisions: text, text, overlap in px; legend_collisions: legend, line, points):"]
     lines += [f"  {r['figure'][:100]!r} ({r['cwd']}): {r['collisions'][:4]}" for r in rows]
     out = Path(os.environ.get("KVLAB_ARTIFACTS", Path(__file__).resolve().parent / "test-artifacts"))
     try:

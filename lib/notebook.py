@@ -60,7 +60,8 @@ FIGURE_CHECK = "KVLAB_FIGURE_CHECK"  # a file: each figure a notebook shows is c
 
 def report_collisions(fig) -> list:
     """Where the environment names a file in ``KVLAB_FIGURE_CHECK`` (nbval's kernels and the runner's: see the root
-    conftest.py and tools/runner.py), the texts of ``fig`` drawn over each other (``style.text_collisions``) are
+    conftest.py and tools/runner.py), the texts of ``fig`` drawn over each other (``style.text_collisions``) and
+    its legends over lines (``style.legend_collisions``: "legend: <first entry>", the line, points under it) are
     appended to it as one JSON line, with the figure's first title to find it by; returns them. Nothing is
     measured otherwise (a learner's kernel)."""
     path = os.environ.get(FIGURE_CHECK)
@@ -68,7 +69,7 @@ def report_collisions(fig) -> list:
         return []
     import json
 
-    clashes = style.text_collisions(fig)
+    clashes = style.text_collisions(fig) + [(f"legend: {a}", b, n) for a, b, n in style.legend_collisions(fig)]
     if clashes:
         titles = [t for t in [getattr(fig, "_suptitle", None)] + [t for ax in fig.axes for t in
                                                                    (ax.title, ax._left_title, ax._right_title)]

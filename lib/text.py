@@ -176,6 +176,13 @@ def fmt_count(n, digits: int = 3) -> str:
     return f"{fmt_sig(float(value), digits)}{unit}"
 
 
+def fmt_si(n, digits: int = 3) -> str:
+    """A large quantity with an SI prefix and ``digits`` significant digits, as an axis of FLOPs says it:
+    '0', '750', '4G', '1.2T' (k = 10³, M, G, T, P; no "1e9" above the axis to multiply by)."""
+    value, unit = _scaled(n, ("", "k", "M", "G", "T", "P"), 1000)
+    return f"{fmt_sig(float(value), digits)}{unit}"
+
+
 def token_label(token: str) -> str:
     """A token as a label: a space becomes ␣ (newline ⏎, tab ⇥) so it stays visible; <eos> stays <eos>; a
     character beyond the Basic Multilingual Plane (a few rare CJK characters of the real model's vocabulary, which

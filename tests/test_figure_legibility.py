@@ -157,6 +157,15 @@ def test_no_two_texts_of_a_figure_are_drawn_over_each_other(name, runs):
     assert not clashes, f"{name}: texts drawn over each other (text, text, px): {clashes[:6]}"
 
 
+@pytest.mark.parametrize("name", [n for n in FACTORIES if n not in PLOTLY_FACTORIES])
+def test_no_legend_is_drawn_over_a_line(name, runs):
+    """A key never sits on the curves (style.legend_collisions samples every line along its segments): where the
+    curves fill a panel, style.place_legend grows room above them."""
+    fig = _figure(FACTORIES[name](runs))
+    covered = style.legend_collisions(fig)
+    assert not covered, f"{name}: legends over lines (legend, line, points under it): {covered[:6]}"
+
+
 def test_plotly_figures_show_no_toolbar():
     import plotly.graph_objects as go
     import plotly.io as pio

@@ -57,7 +57,7 @@ from ..config import ModelConfig
 from ..costs import generation_steps, kv_cache_bytes, kv_computations, kv_memory_crossover_tokens, weight_bytes
 from ..device import dtype_name
 from ..presets import PRESETS, resolve_model
-from ..text import fmt_bytes
+from ..text import fmt_bytes, fmt_si
 from ..i18n import t
 from .live import LiveWidget, plotly_output, show_plotly
 from ..measure import cumulative, fit_loglog_slope, larger_config
@@ -89,6 +89,7 @@ MODE_DASH = {"static": "solid", "concat": "dash", "no cache": "dot", "cache": "s
 DASH = {"linear": "solid", "attention": "dash", "total": "dot"}  # the FLOPs parts (the cache: colour + label)
 MPL_STYLE = {"solid": "-", "dash": "--", "dot": ":"}
 _PLOTLY_MARKER = {"o": "circle", "s": "square", "X": "x"}
+MARKER_SIZE = 6  # ● with a cache, ✖ without: big enough to read as shapes, not dots
 SLOPE_DIGITS = 2
 MS_DIGITS = 4  # measured milliseconds go into figures rounded to 0.1 µs
 
@@ -228,7 +229,7 @@ def _finish(ax, loglog: bool, xlabel: str, ylabel: str, title: str):
     ax.set_ylabel(ylabel)
     ax.set_title(title, loc="left")
     ax.grid(alpha=0.5, which="both" if loglog else "major")
-    ax.legend()
+    style.place_legend(ax)  # never over the curves: room above them where the curves fill the panel
 
 
 def _with_slope(label: str, slope, loglog: bool) -> str:
@@ -247,7 +248,8 @@ def plot_kv_counts(n: int = 16, prompt_len: int = 1):
     for cache in CACHES:
         per = kv_computations(prompt_len, n, use_cache=(cache == "cache"))
         cum = cumulative(per)
-        cue = dict(color=COLORS[cache], marker=MARKERS[cache], ms=4, ls=style.concept(CONCEPT[cache]).linestyle)
+        cue = dict(color=COLORS[cache], marker=MARKERS[cache], ms=MARKER_SIZE,
+                   ls=style.concept(CONCEPT[cache]).linestyle)
         a.plot(pos, per, **cue, label=_with_cache(cache))
         b.plot(pos, cum, **cue, label=t("{which}: {n} in total", which=_with_cache(cache), n=f"{cum[-1]:,}"))
     from matplotlib.ticker import MaxNLocator
@@ -274,9 +276,13 @@ def plot_flops(model="chat", n: int = 64, prompt_len: int = 1, cumulative: bool 
         for part in ("linear", "attention"):
             label = _with_cache(cache, t(PART_LABELS[part]))
             ax.plot(c["positions"], series[cache][part], MPL_STYLE[DASH[part]], color=COLORS[cache],
-                    marker=MARKERS[cache], ms=4, markevery=_mark_every(len(c["positions"]), loglog),
+                    marker=MARKERS[cache], ms=MARKER_SIZE, markevery=_mark_every(len(c["positions"]), loglog),
                     label=_with_slope(label, c["slopes"][view][cache][part], loglog))
     what = t("cumulative FLOPs") if cumulative else t("FLOPs per step")
+    if not loglog:  # 4G, not 4 under a "1e9" the eye has to find
+        from matplotlib.ticker import FuncFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_si(v)))
     _finish(ax, loglog, t("context length t (tokens)"), what,
             f"{c['name']}: {what}" + (t(" (log-log, slopes fitted over the last half)") if loglog else ""))
     return fig
@@ -307,7 +313,8 @@ def plot_measured(measurements, cumulative: bool = False, loglog: bool = False, 
     view = "cumulative" if cumulative else "per_step"
     fig, ax = figure_and_axes(ax, FIGSIZE)
     for mode, ys in series.items():
-        ax.plot(m["positions"], ys, MPL_STYLE[MODE_DASH[mode]], marker=MARKERS[mode], ms=4, color=COLORS[mode],
+        ax.plot(m["positions"], ys, MPL_STYLE[MODE_DASH[mode]], marker=MARKERS[mode], ms=MARKER_SIZE,
+                color=COLORS[mode],
                 label=t("{label} (slope {slope})", label=_mode_label(mode), slope=f"{m['slopes'][mode][view]:.2f}"))
     cfg = m.get("config", {})
     what = t("cumulative ms") if cumulative else t("ms per step")
@@ -364,8 +371,12 @@ def plot_cost_curves(model="chat", n: int = 64, measurements=None, loglog: bool 
     for cache in CACHES:
         label = f"{_with_cache(cache)}: {c['kv_cumulative'][cache][-1]:,}"
         a.plot(c["positions"], c["kv_cumulative"][cache], color=COLORS[cache], ls=LINESTYLE[cache],
-               marker=MARKERS[cache], ms=4, markevery=_mark_every(len(c["positions"]), loglog),
+               marker=MARKERS[cache], ms=MARKER_SIZE, markevery=_mark_every(len(c["positions"]), loglog),
                label=_with_slope(label, c["slopes"]["cumulative"][cache]["kv"], loglog))
+    if not loglog:  # 120k, not 120000
+        from matplotlib.ticker import FuncFormatter
+
+        a.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_si(v)))
     _finish(a, loglog, t("context length t"), t("K/V computed so far (per layer)"), t("K/V computations, cumulative"))
     plot_flops(model, n, prompt_len, cumulative=False, loglog=loglog, ax=axes[1])
     plot_flops(model, n, prompt_len, cumulative=True, loglog=loglog, ax=axes[2])

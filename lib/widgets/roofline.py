@@ -466,8 +466,8 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
             ax.scatter([ctx], [w], color=kv.colour, marker=marker, edgecolor=style.INK, linewidth=0.5, zorder=3)
             ax.annotate(f"{ctx:,.0f}", (ctx, w), fontsize=style.SMALL_SIZE, xytext=(4, -10), textcoords="offset points")
     ax.axvline(c.max_seq_len, color=ref.colour, ls=":", lw=1)
-    ax.text(c.max_seq_len, 0.02, f" max_seq_len {c.max_seq_len}", fontsize=style.SMALL_SIZE, color=style.MUTED,
-            transform=ax.get_xaxis_transform())
+    ax.text(c.max_seq_len, 0.98, f"max_seq_len {c.max_seq_len} ", fontsize=style.SMALL_SIZE, color=style.MUTED,
+            transform=ax.get_xaxis_transform(), va="top", ha="right")  # top left of it: the lower right is the legend's
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     style.no_minor_log_labels(ax)
@@ -475,7 +475,7 @@ def plot_bytes_split(model="llama-2-7b", dtype="bf16", batches=(1, 8, 64), conte
     ax.set_ylabel(t("GB read per decode step"))
     ax.set_title(t("{model} in {dtype}: weights read vs KV-cache reads per decode step", model=_name(model),
                    dtype=dtype_name(dtype)))
-    ax.legend(loc="upper left")
+    style.place_legend(ax, loc="lower right")  # under the lines' ends, clear of them
     return fig
 
 

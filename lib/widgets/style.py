@@ -581,6 +581,69 @@ def text_collisions(fig, tolerance_px: float = 2.0) -> list[tuple[str, str, floa
     return out
 
 
+def _drawn_points(line, per_segment: int = 12):
+    """The display-space points of a line: its vertices and ``per_segment`` points along each segment
+    (a legend over a straight stretch between two markers covers data too), its markers as drawn."""
+    import numpy as np
+
+    xy = line.get_transform().transform(np.asarray(line.get_xydata(), dtype=float))  # (n, 2) px (axvline: blended)
+    xy = xy[np.isfinite(xy).all(axis=1)]
+    if line.get_linestyle() in ("None", "none", "", " ") or len(xy) < 2:
+        return xy
+    t = np.linspace(0.0, 1.0, per_segment, endpoint=False)[None, :, None]  # (1, k, 1)
+    along = xy[:-1, None, :] + t * (xy[1:, None, :] - xy[:-1, None, :])  # (n - 1, k, 2)
+    return np.concatenate([along.reshape(-1, 2), xy[-1:]])
+
+
+def _legend_over_lines(ax, renderer, tolerance_px: float = 1.0) -> list[tuple[str, str, int]]:
+    """``legend_collisions`` for the legend of one axes (drawn already)."""
+    from matplotlib.legend import Legend
+
+    legend = ax.get_legend()
+    if not isinstance(legend, Legend) or not legend.get_visible() or not ax.get_visible():
+        return []
+    box = legend.get_window_extent(renderer)
+    x0, y0, x1, y1 = box.x0 + tolerance_px, box.y0 + tolerance_px, box.x1 - tolerance_px, box.y1 - tolerance_px
+    first = next((tx.get_text() for tx in legend.get_texts()), "")
+    out = []
+    for line in ax.get_lines():
+        if line.get_visible() and line.get_transform() == ax.transData:  # not axhline/axvline: a reference across
+            pts = _drawn_points(line)  # (n, 2) px                           # the panel that a legend may cross
+            inside = int(((pts[:, 0] > x0) & (pts[:, 0] < x1) & (pts[:, 1] > y0) & (pts[:, 1] < y1)).sum())
+            if inside:
+                out.append((first, line.get_label(), inside))
+    return out
+
+
+def legend_collisions(fig, tolerance_px: float = 1.0) -> list[tuple[str, str, int]]:
+    """Legends of the matplotlib figure ``fig`` drawn over data: ``(the legend's first entry, the line's label,
+    points of the line under the legend)`` for every visible line of a legend's axes that passes under the
+    legend's box (shrunk by ``tolerance_px``), sampled along each segment; reference lines across the whole panel
+    (``axhline`` / ``axvline``) are not counted. What ``text_collisions`` cannot see: a key laid over the very
+    curves it names."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return [c for ax in fig.axes for c in _legend_over_lines(ax, renderer, tolerance_px)]
+
+
+def place_legend(ax, **kwargs):
+    """``ax.legend(**kwargs)`` where it covers no line: where asked (matplotlib's best place by default) if the
+    lines leave it free; otherwise, on a linear y axis, the axis grows room above the data as tall as the legend
+    and the legend goes to its upper left; on a log axis (where added decades would read as data) the legend goes
+    beside the panel, on its right. Returns the Legend."""
+    legend = ax.legend(**kwargs)
+    ax.figure.canvas.draw()
+    renderer = ax.figure.canvas.get_renderer()
+    if not _legend_over_lines(ax, renderer):
+        return legend
+    if ax.get_yscale() == "log":
+        return ax.legend(**{**kwargs, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)})
+    share = min(0.6, legend.get_window_extent(renderer).height / ax.get_window_extent(renderer).height + 0.06)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, lo + (hi - lo) / (1 - share))
+    return ax.legend(**{**kwargs, "loc": "upper left"})
+
+
 # -------------------------------------------------------------------------------------------- plotly
 _SCALE = 1.0  # the type scale ``apply`` last installed (1 in a notebook, ``classroom_scale()`` on a projector)
 

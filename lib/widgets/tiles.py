@@ -188,7 +188,7 @@ def plot_tiles(frames: list[TileFrame], title: str = ""):
               label=t("log of running sum l"))
     ax_m.set_xlabel(t("step"))
     ax_m.set_title(t("query row {r}", r=last.row), fontsize=style.FONT_SIZE)
-    ax_m.legend(loc="best", fontsize=style.SMALL_SIZE)
+    style.place_legend(ax_m, loc="best", fontsize=style.SMALL_SIZE)
     fb, pb = style.concept("flash bytes"), style.concept("plain bytes")
     ax_b.plot([f.step + 1 for f in frames], [f.flash_bytes / 1024 for f in frames], color=fb.colour, marker=fb.marker,
               ms=3, ls=fb.linestyle, label=t("tiled loop, so far"))
@@ -196,7 +196,7 @@ def plot_tiles(frames: list[TileFrame], title: str = ""):
     ax_b.set_xlabel(t("step"))
     ax_b.set_ylabel(t("KiB moved (HBM)"))
     ax_b.set_ylim(0, last.plain_bytes / 1024 * 1.15)
-    ax_b.legend(loc="lower right", fontsize=style.SMALL_SIZE)
+    style.place_legend(ax_b, loc="best", fontsize=style.SMALL_SIZE)
     if title:
         fig.suptitle(title)
     return fig
