@@ -44,10 +44,26 @@ def test_running_perplexity_is_drift_sweeps(lm):
     assert frames[7].perplexity["window only"] == frames[7].perplexity["full cache"]  # window not full yet
 
 
+def test_the_widgets_open_where_the_first_slot_is_overwritten(lm):
+    """A ring opens full, on the token that overwrites a slot (position W), not on an empty ring; a text shorter
+    than that opens on its last token; the plotly twin opens on the same frame, and on any frame asked for."""
+    model, tok, ids = lm
+    frames = ring.ring_frames(model, tok, ids, window=8, sinks=2)
+    assert ring.first_eviction(frames) == 8 and frames[8].position == 8
+    assert ring.first_eviction(frames[:5]) == 4
+    fig = ring.ring_figure(frames)
+    assert fig.layout.sliders[0].active == 8 and list(fig.data[0].text) == list(fig.frames[8].data[0].text)
+    assert ring.ring_figure(frames, start=3).layout.sliders[0].active == 3
+    with pytest.raises(IndexError, match="start"):
+        ring.ring_figure(frames, start=len(frames))
+
+
 def test_the_live_stepper_through_its_python_api(lm):
     model, tok, ids = lm
     w = ring.RingStepper(model, tok, ids, window=8)
-    assert w.step == 0 and w.next() == 1 and w.back() == 0
+    assert w.step == 8 == ring.first_eviction(w.frames)  # it opens on a full ring: position 8 overwrites a slot
+    w.step = 0
+    assert w.next() == 1 and w.back() == 0
     w.step = 10
     assert "slot 7" in w.state()["html"]
     w.set(sinks=3)

@@ -43,7 +43,6 @@ def plot_load(points, title: str = ""):
     tput.set_xlabel(t("arrival rate (requests/s)"))
     tput.set_ylabel(t("tokens/s"))
     tput.set_ylim(bottom=0)
-    tput.legend(loc="upper left", frameon=False)
     ttft.set_xlabel(t("arrival rate (requests/s)"))
     ttft.set_ylabel(t("time to first token (ms)"))
     ttft.set_yscale("log")
@@ -51,4 +50,5 @@ def plot_load(points, title: str = ""):
     ttft.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     if title:
         fig.suptitle(title, x=0.01, ha="left")
+    style.place_legend(tput, loc="upper left", frameon=False)  # last, on the final layout: clear of the curves
     return fig

@@ -224,10 +224,17 @@ def _ppl_line(f: RingFrame) -> str:
     return t("running perplexity") + colon() + " · ".join(f"{t(c)} {f.perplexity[c]:.3f}" for c in CACHES)
 
 
-def ring_figure(frames: list[RingFrame], title: str = ""):
+def first_eviction(frames: list[RingFrame]) -> int:
+    """The frame the widgets open on: the first token that overwrites a slot (its position is the window W), so
+    the ring is full, the sinks are marked and the overwritten slot is in view; the last frame of a shorter text."""
+    return min(len(frames[0].slots), len(frames) - 1)
+
+
+def ring_figure(frames: list[RingFrame], title: str = "", start: int | None = None):
     """One plotly frame per token: the slots (what each holds, sinks as triangles, the newest heavy-edged, the
     slot the next token overwrites ringed), the newest query's weight on each slot's key below them, the
-    running perplexities in the title; a slider and a Play button."""
+    running perplexities in the title; a slider and a Play button. It opens on frame ``start`` (default
+    ``first_eviction``: the first token that overwrites a slot)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -259,7 +266,9 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
     fig = make_subplots(rows=2, cols=1, row_heights=[0.35, 0.65], shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=(t("the slots (position, token)"),
                                         t("the newest query's weight on each slot's key")))
-    for tr, r in zip(data(frames[0], first=True), (1, 2)):
+    start = first_eviction(frames) if start is None else checks.index(start, "start", len(frames),
+                                                                       f"the text has {len(frames)} positions")
+    for tr, r in zip(data(frames[start], first=True), (1, 2)):
         fig.add_trace(tr, row=r, col=1)
     fig.frames = [go.Frame(name=str(f.position), data=data(f), traces=[0, 1], layout=dict(title_text=head(f)))
                   for f in frames]
@@ -267,9 +276,10 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
     fig.update_xaxes(showgrid=False, row=1, col=1)
     fig.update_yaxes(range=[0, 1.15], title_text=t("weight"), row=2, col=1)
     fig.update_xaxes(title_text=t("slot"), dtick=1, range=[-0.6, n - 0.4], row=2, col=1)
-    fig.update_layout(title_text=(f"{title}<br>" if title else "") + head(frames[0]), height=500,
+    fig.update_layout(title_text=(f"{title}<br>" if title else "") + head(frames[start]), height=500,
                       margin=dict(t=110, b=110),
-                      sliders=[frame_slider([f.position for f in frames], t("position "), x=0.24, y=-0.1, len=0.76,
+                      sliders=[frame_slider([f.position for f in frames], t("position "), active=start, x=0.24,
+                                            y=-0.1, len=0.76,
                                            xanchor="left", yanchor="top", pad=dict(t=0))],
                       updatemenus=[play_buttons(500, (t("▶ Play"), t("❚❚ Pause")), direction="left", x=0.0,
                                                 y=-0.14, xanchor="left", yanchor="top", pad=dict(r=10, t=0))])
@@ -277,6 +287,11 @@ def ring_figure(frames: list[RingFrame], title: str = ""):
 
 
 # ------------------------------------------------------------------------------------ tier 3: live widget
+
+def label_bg(kind: str) -> str:
+    """The background of a slot's label: white on a filled chip (legible over its stripes), none on an empty one."""
+    return "transparent" if kind == "empty" else style.PAPER
+
 
 def _chip(kind: str, next_here: bool) -> str:
     edge = style.colour("plain bytes") if next_here else None
@@ -294,11 +309,11 @@ def ring_setting(f: RingFrame) -> str:
 
 
 def ring_legend_html() -> str:
-    items = [(_chip(k, False), SLOT_LOOK[k].glyph or "·", t(SLOT_LOOK[k].label))
+    items = [(_chip(k, False), SLOT_LOOK[k].glyph or "·", t(SLOT_LOOK[k].label), label_bg(k))
              for k in ("sink", "held", "newest", "empty")]
-    items.append((_chip("held", True), "↻", t("the next token overwrites it")))
-    return " · ".join(f'<span style="{css};min-width:1.4em"><span style="background:{style.PAPER};padding:0 2px">'
-                      f"{html.escape(g)}</span></span> {html.escape(w)}" for css, g, w in items)
+    items.append((_chip("held", True), "↻", t("the next token overwrites it"), label_bg("held")))
+    return " · ".join(f'<span style="{css};min-width:1.4em"><span style="background:{bg};padding:0 2px">'
+                      f"{html.escape(g)}</span></span> {html.escape(w)}" for css, g, w, bg in items)
 
 
 def ring_html(f: RingFrame) -> str:
@@ -316,7 +331,7 @@ def ring_html(f: RingFrame) -> str:
                                     f'{w:.3f}</div>')
         cells.append(f'<div style="display:inline-block;vertical-align:bottom;text-align:center;margin:0 1px">'
                      f'<div style="font-size:0.75em;color:{muted}">{e(t("slot {s}", s=s))}</div>'
-                     f'<div style="{_chip(k, nxt)}"><span style="background:{style.PAPER};padding:0 2px">{body}'
+                     f'<div style="{_chip(k, nxt)}"><span style="background:{label_bg(k)};padding:0 2px">{body}'
                      f'</span></div><div style="height:58px;display:flex;flex-direction:column;justify-content:flex-end">'
                      f"{bar}</div></div>")
     ppl = f.perplexity
@@ -364,7 +379,8 @@ class RingStepper(FrameStepping):
                                      continuous_update=False, **look)
         self.layer_box = W.Dropdown(options=list(range(cfg.n_layers)), value=layer, description=t("layer"), **look)
         self.head_box = W.Dropdown(options=list(range(cfg.n_heads)), value=head, description=t("head"), **look)
-        self.slider = W.IntSlider(value=0, min=0, max=len(self.frames) - 1, description=t("position"),
+        self.slider = W.IntSlider(value=first_eviction(self.frames), min=0, max=len(self.frames) - 1,  # a full ring
+                                  description=t("position"),
                                   style=style.control_style(), layout=W.Layout(width="24em"))
         self.view = W.HTML()
         self._quiet = False  # True while set_text moves the boxes

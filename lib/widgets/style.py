@@ -602,8 +602,9 @@ def _legend_over_lines(ax, renderer, tolerance_px: float = 1.0) -> list[tuple[st
     legend = ax.get_legend()
     if not isinstance(legend, Legend) or not legend.get_visible() or not ax.get_visible():
         return []
-    box = legend.get_window_extent(renderer)
-    x0, y0, x1, y1 = box.x0 + tolerance_px, box.y0 + tolerance_px, box.x1 - tolerance_px, box.y1 - tolerance_px
+    box, inside_axes = legend.get_window_extent(renderer), ax.get_window_extent(renderer)  # only drawn data counts
+    x0, y0 = max(box.x0, inside_axes.x0) + tolerance_px, max(box.y0, inside_axes.y0) + tolerance_px
+    x1, y1 = min(box.x1, inside_axes.x1) - tolerance_px, min(box.y1, inside_axes.y1) - tolerance_px
     first = next((tx.get_text() for tx in legend.get_texts()), "")
     out = []
     for line in ax.get_lines():
@@ -627,20 +628,25 @@ def legend_collisions(fig, tolerance_px: float = 1.0) -> list[tuple[str, str, in
 
 
 def place_legend(ax, **kwargs):
-    """``ax.legend(**kwargs)`` where it covers no line: where asked (matplotlib's best place by default) if the
-    lines leave it free; otherwise, on a linear y axis, the axis grows room above the data as tall as the legend
-    and the legend goes to its upper left; on a log axis (where added decades would read as data) the legend goes
-    beside the panel, on its right. Returns the Legend."""
-    legend = ax.legend(**kwargs)
-    ax.figure.canvas.draw()
-    renderer = ax.figure.canvas.get_renderer()
-    if not _legend_over_lines(ax, renderer):
-        return legend
-    if ax.get_yscale() == "log":
-        return ax.legend(**{**kwargs, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)})
+    """``ax.legend(**kwargs)`` where it covers no line: where asked if the lines leave it free, else where
+    matplotlib finds the best place if that one is free; otherwise the y axis grows room above the data, as tall as
+    the legend (in decades on a log axis), and the legend goes to its upper left. Call it last, once the figure
+    holds everything it draws (a later title, panel or text can move the axes under the legend). Returns the
+    Legend."""
+    for loc in dict.fromkeys([kwargs.get("loc", "best"), "best"]):
+        legend = ax.legend(**{**kwargs, "loc": loc})
+        ax.figure.canvas.draw()
+        renderer = ax.figure.canvas.get_renderer()
+        if not _legend_over_lines(ax, renderer):
+            return legend
     share = min(0.6, legend.get_window_extent(renderer).height / ax.get_window_extent(renderer).height + 0.06)
     lo, hi = ax.get_ylim()
-    ax.set_ylim(lo, lo + (hi - lo) / (1 - share))
+    if ax.get_yscale() == "log":
+        import math
+
+        ax.set_ylim(lo, 10 ** (math.log10(lo) + (math.log10(hi) - math.log10(lo)) / (1 - share)))
+    else:
+        ax.set_ylim(lo, lo + (hi - lo) / (1 - share))
     return ax.legend(**{**kwargs, "loc": "upper left"})
 
 
@@ -806,10 +812,12 @@ CONCEPTS.update({  # the widgets' words for ideas that already have a concept
 def chip_css(concept_name: str, *, bold: bool = False, dashed: bool = False, edge: str | None = None) -> str:
     """Inline CSS of an HTML chip (a cell of a tile grid, a slot of a ring) in a concept's cues: its fill, diagonal
     stripes where the concept has a hatch (the second cue), a heavy edge for the current one, a dashed edge for an
-    empty one. Text on a chip is INK (the fill is fixed, so it reads in light and dark themes alike)."""
+    empty one. Text on a chip is INK (the fill is fixed, so it reads in light and dark themes alike); an empty chip
+    has no fill (the theme's background shows: no white box glowing in the dark theme) and the heavy edge is the
+    theme's ink (``css("ink")``: black on white, light on JupyterLab's dark), so it never vanishes into the page."""
     c = concept(concept_name)
-    fill = PAPER if c.name == "free" and dashed else c.colour
+    fill = "transparent" if c.name == "free" and dashed else c.colour
     stripes = (f"background-image:repeating-linear-gradient(45deg,{PAPER} 0 1.5px,transparent 1.5px 5px);"
                if c.hatch else "")
-    border = f"{'3px' if bold else '1px'} {'dashed' if dashed else 'solid'} {edge or (INK if bold else MUTED)}"
+    border = f"{'3px' if bold else '1px'} {'dashed' if dashed else 'solid'} {edge or (css('ink') if bold else MUTED)}"
     return f"background-color:{fill};{stripes}color:{INK};border:{border}"
