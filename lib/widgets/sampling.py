@@ -258,7 +258,8 @@ def sampling_figure(logits, tokenizer, temperatures=TEMPERATURES, top_k: int | N
 
 # -- tier 3: live ipywidgets ----------------------------------------------------------------------------------
 def bars_html(bars: Bars, width_px: int = 260) -> str:
-    """The bars as an HTML table (token, bar, p sample, p model) — what the live explorer shows."""
+    """The bars as an HTML table (token, bar, p sample, p model) — what the live explorer shows. Each bar lies on
+    a white track, a small card like the figures': its fixed colours read the same in a light and a dark theme."""
     rows = []
     cell = "padding:1px 0.6em;vertical-align:bottom"
     num = f"{cell};text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
@@ -266,7 +267,7 @@ def bars_html(bars: Bars, width_px: int = 260) -> str:
         h = p if k else b
         fill = (f"background:{KEPT}" if k else  # removed: the light fill, dotted (the hatch of the figures)
                 f"background:{REMOVED} radial-gradient({style.MUTED} 0.8px, transparent 1px) 0 0 / 4px 4px")
-        bar = (f'<div style="position:relative;width:{width_px}px;height:14px">'
+        bar = (f'<div style="position:relative;width:{width_px}px;height:14px;background:{style.PAPER}">'
                f'<div style="position:absolute;left:0;top:2px;height:10px;width:{h * width_px:.1f}px;'
                f'box-sizing:border-box;border:1px solid {style.MUTED};{fill}"></div>'
                f'<div style="position:absolute;left:{m * width_px:.1f}px;top:0;height:14px;width:2px;'
