@@ -252,7 +252,12 @@ def test_budget_html_bars():
     w24 = b.weight_bytes / (24 * GIB) * 100
     kv24 = min(b.kv_bytes / (24 * GIB), 1 - w24 / 100) * 100  # 64 GiB of cache: the bar stops at the GPU's end
     assert f"width:{w24:.1f}%;background:{striped}" in h and f"width:{kv24:.1f}%;background:{kv}" in h
+    # 28.55 GiB on a 24 GiB GPU: its box is 24 / 28.55 of the bar, the 4.55 GiB that do not fit run on, dashed
+    box, past = 100 * 24 * GIB / b.total_bytes, 100 * (b.total_bytes - 24 * GIB) / b.total_bytes
+    assert f"width:{box:.1f}%;box-sizing:border-box;border:1px solid" in h
+    assert h.count("border-left:none") == 1 and f"width:{past:.1f}%;box-sizing:border-box" in h  # the 40+ fit
     assert "model weights (striped)" in _pieces(h) and "KV cache (solid)" in _pieces(h)  # a text legend
+    assert "past the GPU's memory (dashed)" in _pieces(h)
     assert f"{b.max_requests(80):,} requests of 4,096 tokens fit next to the weights" in _pieces(h)
 
 

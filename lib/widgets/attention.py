@@ -444,7 +444,8 @@ def _key_strip_notes(view: AttentionView, yref: str = "y2") -> list:
     """The brackets' words: prefill's on the upper line from its bracket's left end, decode's on the lower line
     to its bracket's right end."""
     return [dict(text=words, x=b + 0.45 if i else a - 0.45, y=-1.05 - 0.45 * i, xref="x", yref=yref,
-                 xanchor="right" if i else "left", yanchor="top", showarrow=False, font=dict(size=style.PLOTLY_SMALL))
+                 xanchor="right" if i else "left", yanchor="top", showarrow=False,
+                 font=dict(size=style.plotly_px(style.PLOTLY_SMALL)))
             for i, (a, b, words) in enumerate(_spans(view))]
 
 
@@ -468,7 +469,7 @@ def _chip_trace(view: AttentionView, step: int, xs: list, yaxis: str = "y2") -> 
     return dict(type="scatter", x=xs, y=[0] * view.n_keys, xaxis="x", yaxis=yaxis, mode="markers+text",
                 text=look["text"] if glyph else [""] * view.n_keys, hovertext=look["hovertext"], hoverinfo="text",
                 marker=dict(look["marker"], size=size), showlegend=False, cliponaxis=False,
-                textfont=dict(size=KV_GLYPH_SIZE, color=style.INK))
+                textfont=dict(size=style.plotly_px(KV_GLYPH_SIZE), color=style.INK))
 
 
 def _heatmap_panels(trace: Trace, tokenizer, layer: int, heads: list, batch: int, base: AttentionView,
@@ -484,6 +485,7 @@ def _heatmap_panels(trace: Trace, tokenizer, layer: int, heads: list, batch: int
     fig = make_subplots(rows=math.ceil(len(heads) / ncols), cols=ncols,
                         subplot_titles=[t("head {h}", h=h) for h in heads] if small else None,
                         horizontal_spacing=0.04, vertical_spacing=0.12)
+    style.scale_subplot_titles(fig)
     x_labels = [_plotly_safe(base.col_label(j)) for j in range(W)]
     y_labels = [_plotly_safe(base.row_label(s)) for s in range(n)]  # "3 智", as the key columns
     for k, h in enumerate(heads):
@@ -495,7 +497,8 @@ def _heatmap_panels(trace: Trace, tokenizer, layer: int, heads: list, batch: int
         suffix = "" if k == 0 else str(k + 1)
         fig.layout["xaxis" + suffix].update(type="category", range=[-0.5, W - 0.5], fixedrange=True, showgrid=False,
                                             showticklabels=not small or W <= 16, tickangle=0 if W <= 16 else -90,
-                                            tickvals=x_labels if small else None, tickfont=dict(size=style.PLOTLY_SMALL),
+                                            tickvals=x_labels if small else None,
+                                            tickfont=dict(size=style.plotly_px(style.PLOTLY_SMALL)),
                                             ticktext=x_labels if small else None)
         fig.layout["yaxis" + suffix].update(type="category", range=[n - 0.5, -0.5], fixedrange=True, showgrid=False,
                                             showticklabels=k % ncols == 0)

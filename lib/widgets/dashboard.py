@@ -367,7 +367,7 @@ def engine_figure(frames: list[EngineFrame], cols: int = 14):
         if first:
             pool = dict(x=x, y=y, mode="markers+text", hoverinfo="skip", showlegend=False, text=pool["text"],
                         marker=dict(symbol="square", size=30, color=fills, line=dict(color=style.MUTED, width=1)),
-                        textfont=dict(color=style.INK, size=style.PLOTLY_SMALL - 2))
+                        textfont=dict(color=style.INK, size=style.plotly_px(style.PLOTLY_SMALL - 2)))
             bars = [dict(y=[t("batch")], orientation="h", xaxis="x2", yaxis="y2", **bar, **look) for bar, look in zip(bars, (
                 dict(name=t("prefill tokens"), marker=dict(color=style.colour("prefill"), pattern_shape="/")),
                 dict(name=t("decode tokens"), marker=dict(color=style.colour("decode")))))]
@@ -376,11 +376,12 @@ def engine_figure(frames: list[EngineFrame], cols: int = 14):
     def notes(f):
         top = dict(x=0, y=1, xref="paper", yref="paper", showarrow=False, xanchor="left", yanchor="bottom")
         words = t("{p} prefill + {d} decode tokens", p=f.prefill_tokens, d=f.decode_tokens)
-        return [dict(text=f"<b>{html.escape(tick_caption(f))}</b>", yshift=30, font=dict(size=style.PLOTLY_SMALL + 1),
+        return [dict(text=f"<b>{html.escape(tick_caption(f))}</b>", yshift=30,
+                     font=dict(size=style.plotly_px(style.PLOTLY_SMALL + 1)), **top),
+                dict(text=html.escape(queues_line(f)), yshift=6, font=dict(size=style.plotly_px(style.PLOTLY_SMALL)),
                      **top),
-                dict(text=html.escape(queues_line(f)), yshift=6, font=dict(size=style.PLOTLY_SMALL), **top),
                 dict(text=html.escape(words), x=1, y=1, xref="paper", yref="y2 domain", showarrow=False,
-                     xanchor="right", yanchor="bottom", font=dict(size=style.PLOTLY_SMALL))]
+                     xanchor="right", yanchor="bottom", font=dict(size=style.plotly_px(style.PLOTLY_SMALL)))]
 
     fig = make_subplots(rows=2, cols=1, row_heights=[0.72, 0.28], vertical_spacing=0.16)
     first = informative(frames)

@@ -325,10 +325,28 @@ def memory_figure(model="llama-2-7b", dtype="fp16", batches=(1, 2, 4, 8, 16, 32,
 def _bar_fill(concept: str) -> str:
     """CSS background of a budget bar's part: the concept's colour, striped for the weights (the second cue, so the
     two parts read apart without colour; the legend under the bars says the same in words)."""
+    if concept == "over":  # what does not fit: the KV cache's colour, paled, past the GPU's box
+        return f"repeating-linear-gradient(90deg,{style.colour('cached')} 0 4px,{style.PAPER} 4px 6px)"
     c = style.colour(concept)
     if concept == "weights":
         return f"repeating-linear-gradient(135deg,{c} 0 5px,{style.PAPER} 5px 7px)"
     return c
+
+
+def _gpu_bar(b: MemoryBudget, row: dict, muted: str) -> str:
+    """One GPU's bar: a box as wide as its memory holding the weights, then the KV cache; what does not fit runs
+    on past the box, dashed, as long as it is (the bar is scaled to the larger of the GPU and the total)."""
+    cap = float(row["gpu"].split()[0]) * GiB
+    span = max(b.total_bytes, cap)
+    w = min(b.weight_bytes, cap)
+    kv = min(b.kv_bytes, cap - w)
+    over = max(b.total_bytes - cap, 0.0)
+    box = (f"<div style='width:{100 * cap / span:.1f}%;box-sizing:border-box;border:1px solid {muted};display:flex'>"
+           f"<div style='width:{100 * w / cap:.1f}%;background:{_bar_fill('weights')}'></div>"
+           f"<div style='width:{100 * kv / cap:.1f}%;background:{_bar_fill('cached')}'></div></div>")
+    past = (f"<div style='width:{100 * over / span:.1f}%;box-sizing:border-box;background:{_bar_fill('over')};"
+            f"border:1px dashed {style.colour('recomputed')};border-left:none'></div>" if over else "")
+    return f"<div style='width:100%;min-width:160px;height:12px;display:flex'>{box}{past}</div>"
 
 
 def budget_html(b: MemoryBudget) -> str:
@@ -357,23 +375,19 @@ def budget_html(b: MemoryBudget) -> str:
            f"</th><th style='{cell};text-align:left'>{t('verdict')}</th><th style='{cell};text-align:right'>"
            f"{t('requests that fit')}</th><th style='{cell};text-align:left'>{t('memory: weights, KV cache, free')}"
            f"</th></tr>"]
+    over_edge = style.colour("recomputed")
     for r in b.gpu_rows():
-        cap = float(r["gpu"].split()[0]) * GiB
-        w = min(b.weight_bytes / cap, 1.0) * 100
-        kv = min(b.kv_bytes / cap, 1.0 - w / 100) * 100
-        verdict = t("fits") if r["fits"] else t("does not fit")
-        out.append(
-            f"<tr><td style='{num}'>{r['gpu']}</td><td style='{cell}'>{verdict}</td>"
-            f"<td style='{num}'>" + t("{n} requests of {context} tokens fit next to the weights",
-                                      n=f"{r['requests that fit']:,}", context=f"{b.context:,}") +
-            f"</td><td style='{cell};width:45%'><div style='width:100%;min-width:160px;height:12px;"
-            f"border:1px solid {muted};display:flex'>"
-            f"<div style='width:{w:.1f}%;background:{_bar_fill('weights')}'></div>"
-            f"<div style='width:{kv:.1f}%;background:{_bar_fill('cached')}'></div></div></td></tr>")
+        out.append(f"<tr><td style='{num}'>{r['gpu']}</td><td style='{cell};white-space:nowrap'>"
+                   f"{t('fits') if r['fits'] else t('does not fit')}</td><td style='{num}'>"
+                   + t("{n} requests of {context} tokens fit next to the weights", n=f"{r['requests that fit']:,}",
+                       context=f"{b.context:,}") + f"</td><td style='{cell};width:45%'>{_gpu_bar(b, r, muted)}</td></tr>")
     key = " ".join(f"<span style='display:inline-block;width:14px;height:10px;margin:0 4px 0 10px;"
-                   f"border:1px solid {muted};background:{fill}'></span>{label}"
-                   for fill, label in ((_bar_fill("weights"), t("model weights (striped)")),
-                                       (_bar_fill("cached"), t("KV cache (solid)")), ("transparent", t("free"))))
+                   f"border:1px {edge} {colour};background:{fill}'></span>{label}"
+                   for fill, edge, colour, label in (
+                       (_bar_fill("weights"), "solid", muted, t("model weights (striped)")),
+                       (_bar_fill("cached"), "solid", muted, t("KV cache (solid)")),
+                       ("transparent", "solid", muted, t("free")),
+                       (_bar_fill("over"), "dashed", over_edge, t("past the GPU's memory (dashed)"))))
     out.append(f"</table><div style='color:{muted};font-size:0.92em;margin-top:4px'>{t('bars, left to right:')}{key}"
                f"</div></div>")
     return "".join(out)

@@ -451,11 +451,11 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
                                         t("K/V computed so far (per layer)")))
     first = _plotly_traces(frames[0], width, n_bars)
     fig.add_trace(go.Scatter(mode="markers+text", marker_symbol="square", marker_size=26, hoverinfo="text",
-                             textfont=dict(size=style.FONT_SIZE + 3, color=style.INK),
+                             textfont=dict(size=style.plotly_px(style.FONT_SIZE + 3), color=style.INK),
                              **{k: v for k, v in first[0].items() if k != "type"}), 1, 1)
     cell, glyph = kv_chip_size(width)
     fig.add_trace(go.Scatter(mode="markers+text", marker_size=cell, hoverinfo="text",
-                             textfont=dict(size=glyph, color=style.INK),
+                             textfont=dict(size=style.plotly_px(glyph), color=style.INK),
                              **{k: v for k, v in first[1].items() if k != "type"}), 1, 1)
     fig.add_trace(go.Bar(orientation="h", textposition="outside", hoverinfo="skip", cliponaxis=False,
                          **{k: v for k, v in first[2].items() if k != "type"}), 2, 1)
@@ -470,7 +470,8 @@ def player_figure(trace, tokenizer, other=None, layer: int = 0, top_k: int = 5, 
     fig.update_xaxes(range=[0, 1.35 * max(max_count, 1)], row=2, col=2)
     fig.update_yaxes(autorange="reversed", row=2, col=2)
     for a, axis in zip(fig.layout.annotations, ("xaxis", "xaxis2", "xaxis3")):  # each title left-aligned over its
-        a.update(x=fig.layout[axis].domain[0], xanchor="left", align="left", font_size=style.FONT_SIZE + 2)  # no overlap
+        a.update(x=fig.layout[axis].domain[0], xanchor="left", align="left",  # no overlap
+                 font_size=style.plotly_px(style.FONT_SIZE + 2))
     fig.update_layout(
         title_text=html.escape(frames[0].caption), showlegend=False, height=520,
         margin=dict(l=60, r=30, t=110, b=110),

@@ -254,7 +254,7 @@ def ring_figure(frames: list[RingFrame], title: str = "", start: int | None = No
                     text=["" if w is None else f"{w:.2f}" for w in f.weights])
         if first:  # what stays the same in every frame goes in the figure's own traces only
             slots.update(x=list(range(n)), y=[0] * n, mode="markers+text", hoverinfo="skip", showlegend=False,
-                         textfont=dict(color=style.INK, size=style.PLOTLY_SMALL), textposition="middle center")
+                         textfont=dict(color=style.INK, size=style.plotly_px(style.PLOTLY_SMALL)), textposition="middle center")
             slots["marker"].update(size=min(44, 560 // n), line=dict(color=edge, width=3))
             bars.update(x=list(range(n)), showlegend=False, textposition="outside", hoverinfo="skip",
                         marker=dict(color=style.colour("held")))
@@ -266,6 +266,7 @@ def ring_figure(frames: list[RingFrame], title: str = "", start: int | None = No
     fig = make_subplots(rows=2, cols=1, row_heights=[0.35, 0.65], shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=(t("the slots (position, token)"),
                                         t("the newest query's weight on each slot's key")))
+    style.scale_subplot_titles(fig)
     start = first_eviction(frames) if start is None else checks.index(start, "start", len(frames),
                                                                        f"the text has {len(frames)} positions")
     for tr, r in zip(data(frames[start], first=True), (1, 2)):

@@ -656,7 +656,7 @@ _SCALE = 1.0  # the type scale ``apply`` last installed (1 in a notebook, ``clas
 
 def plotly_template(scale: float | None = None):
     """The ``kvlab`` plotly template: the palette, the fonts, a white card, legends above the plot (never on it),
-    titles left-aligned with room under them, and no fixed width (a figure takes its cell's width). ``scale``
+    titles left-aligned with the plot (not the card's edge) with room under them, and no fixed width (a figure takes its cell's width). ``scale``
     multiplies every font size and the margins that hold text (the classroom view passes ``classroom_scale()``);
     None: the scale ``apply`` last installed."""
     import plotly.graph_objects as go
@@ -670,12 +670,26 @@ def plotly_template(scale: float | None = None):
     return go.layout.Template(layout=dict(
         colorway=CATEGORICAL, font=dict(size=px(FONT_SIZE + 2), color=INK),
         paper_bgcolor=PAPER, plot_bgcolor=PAPER, autosize=True,
-        title=dict(x=0, xanchor="left", font=dict(size=px(TITLE_SIZE + 3))),
+        title=dict(x=0, xref="paper", xanchor="left", font=dict(size=px(TITLE_SIZE + 3))),  # at the plot's left
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left",
                     font=dict(size=px(SMALL_SIZE + 2))),
-        margin=dict(l=round(60 * k), r=20, t=round(80 * k), b=round(50 * k)), xaxis=axis, yaxis=axis,
+        margin=dict(l=round(60 * k), r=round(24 * k), t=round(80 * k), b=round(50 * k)), xaxis=axis, yaxis=axis,
         colorscale=dict(sequential="Viridis", diverging="PuOr"),
     ))
+
+
+def plotly_px(size: float) -> float:
+    """A plotly font size (px) at the type scale ``apply`` installed: ``size`` in a notebook (a whole size stays an
+    int, so a stored figure is unchanged), ``size × classroom_scale()`` on a projector. Every size a figure sets
+    itself (annotations, glyphs, table cells, subplot titles) goes through it, as the template's do."""
+    v = round(size * _SCALE, 1)
+    return int(v) if v == int(v) else v
+
+
+def scale_subplot_titles(fig, size: float | None = None):
+    """make_subplots writes its subplot titles at a fixed 16 px: set them to the course's small type (or ``size``)
+    at the installed scale. Call it right after make_subplots, before any other annotation. Returns ``fig``."""
+    return fig.update_annotations(font_size=plotly_px(SMALL_SIZE + 2 if size is None else size))
 
 
 def _checked_scale(scale) -> float:

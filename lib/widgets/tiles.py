@@ -273,7 +273,7 @@ def tile_figure(frames: list[TileFrame], title: str = ""):
         states = [f.grid[i][j] for i, j in cells]
         grid = go.Scatter(
             x=[j for _, j in cells], y=[i for i, _ in cells], mode="markers+text",
-            text=[TILE_LOOK[s].glyph for s in states], textfont=dict(color=style.INK, size=14),
+            text=[TILE_LOOK[s].glyph for s in states], textfont=dict(color=style.INK, size=style.plotly_px(14)),
             hovertext=[t(TILE_LOOK[s].label) for s in states], hoverinfo="text",
             marker=dict(symbol=[symbol[s] for s in states], size=min(34, 300 // max(n_q, n_k)),
                         color=[style.concept(_concept(s)).colour if s not in ("pending", "skip") else style.MUTED
@@ -296,6 +296,7 @@ def tile_figure(frames: list[TileFrame], title: str = ""):
 
     fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
                         subplot_titles=(t("query tile × key tile"), t("KiB moved from HBM")))
+    style.scale_subplot_titles(fig)
     for tr, col in zip(data(frames[0]), (1, 2)):
         fig.add_trace(tr, row=1, col=col)
     fig.frames = [go.Frame(name=str(f.step), data=data(f), traces=[0, 1], layout=dict(title_text=head(f)))

@@ -421,7 +421,7 @@ def worked_figure(case: WorkedCase):
     key_head = [t("layer")] + [plotly_text(k) for k in _key_labels(case, n_pos)]
     cache_head = [t("pos ({mark}: new)", mark=NEW_MARK), t("token")] + [f"L{l} {kv}" for l in range(case.config.n_layers)
                                                            for kv in ("K", "V")]
-    mono = dict(family="monospace", size=TABLE_SIZE, color=style.INK)
+    mono = dict(family="monospace", size=style.plotly_px(TABLE_SIZE), color=style.INK)
 
     # every row as tall as its text, wrapped lines included (plotly's fixed 20-px rows cut the descenders: "layer 0
     # q" read "layer 0 g"), and every table as tall as its most rows in any frame (else it scrolls inside itself and a
@@ -438,7 +438,7 @@ def worked_figure(case: WorkedCase):
     y = lambda v: v / plot  # pixels from the bottom of the plot area -> the domain's fraction
     cand_bottom = plot - px["candidates"]
     head = lambda key: dict(values=layout[key][2], fill_color=HEAD_FILL, align="left", height=size[key][0],
-                            font=dict(size=TABLE_SIZE, color=style.INK), line=dict(color=style.GRID))
+                            font=dict(size=style.plotly_px(TABLE_SIZE), color=style.INK), line=dict(color=style.GRID))
 
     def tables(f):
         cells = lambda key, **kw: dict(values=f[key], align="left", height=size[key][1], line=dict(color=style.GRID),
@@ -451,7 +451,7 @@ def worked_figure(case: WorkedCase):
             go.Table(domain=dict(x=[0.6, 1], y=[y(cand_bottom - GAP - px["attention"]), y(cand_bottom - GAP)]),
                      header=head("attention"), cells=cells("attention", font=mono)),
             go.Table(domain=dict(x=[0, 1], y=[0, y(bottom)]), header=head("cache"), columnwidth=layout["cache"][1],
-                     cells=cells("cache", fill_color=[f["cache_fill"]], font=dict(mono, size=TABLE_SIZE - 1))),
+                     cells=cells("cache", fill_color=[f["cache_fill"]], font=dict(mono, size=style.plotly_px(TABLE_SIZE - 1)))),
         ]
 
     fig = go.Figure(data=tables(frames[0]),
