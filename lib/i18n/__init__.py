@@ -71,7 +71,7 @@ ZH: dict[str, str] = {
         "计数按每层计（共 {n} 层，显示第 {layer} 层）；{which}的计数来自 {src}",
     "a second Trace": "第二个 Trace", "uncached": "无缓存", "cached": "有缓存", "position": "位置",
     "tokens": "token", "token": "token", "probability (sampling distribution)": "概率（采样分布）",
-    "top-{k} next tokens": "top-{k} 下一个 token", "with cache": "有缓存", "without": "无缓存",
+    "top-{k} next tokens": "top-{k} 下一个 token", "with cache": "有缓存", "count row\x04without": "无缓存",
     "without cache": "无缓存", "with KV cache": "使用 KV 缓存",
     "K/V vectors computed so far (per layer)": "累计计算的 K/V 向量（每层）",
     "running count after step {step}\n(steps 0–{last}: {n} in all)": "第 {step} 步后的累计数\n（第 0–{last} 步，共 {n} 步）",
@@ -164,7 +164,7 @@ ZH: dict[str, str] = {
     "allocated": "被分配", "shared": "共享", "copied on write": "被写时复制", "freed": "被释放",
     "prefix-cache hit": "命中前缀缓存", "evicted from the prefix index": "被移出前缀索引",
     "start": "开始", "hit": "前缀命中", "fork": "分叉", "cow": "写时复制", "finish": "完成", "end": "结束",
-    "full": "池满", "used": "已用", "block state\x04cached": "仍在前缀缓存中",
+    "block event\x04full": "池满", "used": "已用", "block state\x04cached": "仍在前缀缓存中",
     # -- cost curves --
     "{what}, with cache": "{what}，有缓存", "{what}, without cache": "{what}，无缓存",
     "CPU time": "CPU 时间", "wall time": "墙钟时间", "{label} (slope {slope})": "{label}（斜率 {slope}）",
@@ -316,7 +316,7 @@ ZH: dict[str, str] = {
         "<kbd>PgUp</kbd>（或 <kbd>j</kbd> / <kbd>k</kbd>）跳到下一节 / 上一节",
     # -- the request timeline of a serving run (lib/widgets/timeline.py) --
     "request": "请求", "forward pass": "前向传播", "{policy}: {steps} passes": "{policy}：{steps} 次前向传播",
-    "static": "静态批处理", "continuous": "连续批处理", "waiting in the queue": "在队列中等待",
+    "batching policy\x04static": "静态批处理", "batching policy\x04continuous": "连续批处理", "waiting in the queue": "在队列中等待",
     "prefill (its first pass)": "预填充（它的第一次前向传播）", "decoding": "解码",
     "finished, slot still held (static batching)": "已完成，槽位仍被占着（静态批处理）",
     # -- RoPE as a picture (lib/widgets/rope.py) --

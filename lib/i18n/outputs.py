@@ -214,7 +214,7 @@ ZH_OUTPUTS: dict[str, str] = {
     "runs": "运行次数", "new tokens": "新 token", "target passes": "目标模型前向传播", "saved": "节省",
     "draft passes": "草稿模型前向传播", "drafts kept": "草稿被接受", "tokens/pass": "token/前向传播",
     "full rounds": "完整轮次", "tokens/full round": "token/完整轮次", "predicted": "预测", "p target": "p 目标",
-    "q draft": "q 草稿", "keep if proposed": "提议时的接受概率", "residual": "残差分布", "output": "输出",
+    "q draft": "q 草稿", "keep if proposed": "提议时的接受概率", "output": "输出",
     "kind": "类型", "events": "事件", "policy": "策略", "seconds": "秒", "tokens/s": "token/秒", "ms per pass": "每次前向传播 ms",
     "mean TTFT (ms)": "平均首 token 时间（ms）", "mean latency (ms)": "平均延迟（ms）", "run": "运行",
     "preemptions": "抢占次数", "forward passes": "前向传播次数", "prefill tokens": "预填充 token",
@@ -728,8 +728,6 @@ ZH_PRINTED: dict[str, str] = {
     "target passes: {0} alone, {1} with the draft (+ {2} passes of the {3:.0f}x smaller draft)":
         "目标模型前向传播次数：单独 {0} 次，配草稿模型 {1} 次（另加小 {3} 倍的草稿模型 {2} 次）",
     "{0}, the first prompt: {1}": "{0}，第一个提示词：{1}",
-    "greedy, {0} held-out {1}:": "贪心，{0} 条留出的{1}文本：",
-    "temperature 1, {0} held-out {1}:": "温度 1，{0} 条留出的{1}文本：",
     "English": "英文", "Chinese": "中文", "{0} CPU thread": "{0} 个 CPU 线程", "{0} CPU threads": "{0} 个 CPU 线程",
     "k = 4, greedy, English: drafts kept {0}, {1} tokens per target pass": "k = 4，贪心，英文：草稿被接受 {0}，目标模型每次前向传播 {1} 个 token",
     "α implied by {0} tokens per pass: {1:.2f}": "由每次前向传播 {0} 个 token 推出的 α：{1}",
