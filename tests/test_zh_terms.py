@@ -9,6 +9,10 @@ removed):
 - **quoted labels** (``test_quoted_labels_are_what_the_widgets_show``): where the English cell quotes a control,
   a legend entry or a table column (in "…", “…”, **…** or backticks) that lib translates, the Chinese cell has that
   label exactly as the Chinese widget, figure or table shows it (symbols such as ▶ aside);
+- **table words** (``test_quoted_table_words_are_on_the_chinese_page``): a word the Chinese prose quotes in
+  backticks or bold that is a header or a row label of a table the English notebook prints (``fed``,
+  ``kv_computed``, ``drafts kept``) is on the Chinese page too, in that notebook's Chinese outputs; otherwise the
+  prose points at a column the Chinese table calls something else (输入, 计算 K/V, 草稿被接受);
 - **wrong names** (``test_no_superseded_names``): words a translation used for a legend or button that shows
   something else (奖励 for the legend's 额外, 纠正 for 修正, 双对数 for the button 对数坐标);
 - **the glossary's "not …"** (``test_the_glossary_words_not_their_rivals``): 浏览器 is a web browser (the widgets are
@@ -134,6 +138,68 @@ def quoted_labels(name: str) -> list[str]:
     return found
 
 
+RULE = re.compile(r"^-+(?: {2,}-+)*\s*$")  # the dashes under a text table's header
+MD_RULE = re.compile(r"^\|?\s*:?-{3,}")
+
+
+def output_text(name: str, lang: str) -> str:
+    """Everything a notebook of that edition shows as text: streams, plain text, Markdown, HTML."""
+    nb = nbformat.read(NOTEBOOKS / (f"zh/{name}.ipynb" if lang == "zh" else f"{name}.ipynb"), as_version=4)
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", ""))
+            for kind in ("text/plain", "text/markdown", "text/html"):
+                parts.append(out.get("data", {}).get(kind, ""))
+    return "\n".join("".join(p) if isinstance(p, list) else p for p in parts)
+
+
+def table_words(text: str) -> set[str]:
+    """The header words and row labels (first column) of the text and Markdown tables in ``text``."""
+    words, lines = set(), text.splitlines()
+    for i, line in enumerate(lines[1:], 1):
+        if RULE.match(line) and lines[i - 1].strip():
+            spans = [m.span() for m in re.finditer(r"-+", line)]
+            head = lines[i - 1]
+            words |= {head[a:b if k + 1 < len(spans) else None].strip() for k, (a, b) in enumerate(spans)}
+            for row in lines[i + 1:]:
+                if not row.strip() or RULE.match(row):
+                    break
+                words.add(row[:spans[0][1]].strip())
+        elif MD_RULE.match(line) and lines[i - 1].lstrip().startswith("|"):
+            words |= {c.strip().strip("*") for c in lines[i - 1].strip().strip("|").split("|")}
+            for row in lines[i + 1:]:
+                if not row.lstrip().startswith("|"):
+                    break
+                words.add(row.strip().strip("|").split("|")[0].strip().strip("*"))
+    return {w for w in words if re.search(r"[A-Za-z]", w) and not re.fullmatch(r"[\d\W_]*", w)}
+
+
+def _argument(q: str, code: str) -> bool:
+    """Whether the English code names ``q`` as an argument (``watermark=``, ``def f(position, ...)``): then prose
+    quotes the argument, which keeps its name in both editions, not the table's word. A string value (``"paged"``,
+    ``"drafts kept"``) is not: the Chinese table shows it in Chinese, and the prose names what it shows."""
+    w = re.escape(q)
+    return bool(re.search(rf"\b{w}\s*=(?!=)|def \w+\([^)]*\b{w}\b", code))
+
+
+def quoted_table_words(name: str) -> list[str]:
+    english = table_words(output_text(name, "en"))
+    shown = output_text(name, "zh")
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    found = []
+    for no, line in lines_of(name):
+        for m in QUOTE.finditer(line):
+            if not m.group(0).startswith(("`", "**")):
+                continue
+            q = next(g for g in m.groups() if g).strip()
+            on_page = re.search(rf"(?<![A-Za-z_]){re.escape(q)}(?![A-Za-z_])", shown)
+            if q in english and not on_page and not _argument(q, code):
+                found.append(f"line {no}: {m.group(0)} is a table word of the English page, not on the Chinese one")
+    return found
+
+
 def superseded(name: str) -> list[str]:
     found = []
     for no, line in lines_of(name):
@@ -193,7 +259,8 @@ def kernels(name: str) -> list[str]:
     return found
 
 
-CHECKS = {"english_buttons": english_buttons, "quoted_labels": quoted_labels, "superseded": superseded,
+CHECKS = {"english_buttons": english_buttons, "quoted_labels": quoted_labels, "table_words": quoted_table_words,
+          "superseded": superseded,
           "rivals": rivals, "kernels": kernels}
 
 
@@ -207,6 +274,18 @@ def test_no_english_button_names(name):
 def test_quoted_labels_are_what_the_widgets_show(name):
     found = quoted_labels(name)
     assert not found, f"{name}: the English quotes a label the Chinese does not write as shown:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_quoted_table_words_are_on_the_chinese_page(name):
+    found = quoted_table_words(name)
+    assert not found, f"{name}: the prose quotes a table's English header or row label:\n" + "\n".join(found)
+
+
+def test_table_words_are_headers_and_row_labels():
+    text = ("step  phase    fed\n----  -------  ---\n   0  prefill  <s>\n\nk  drafts kept\n-  -----------\n1  50%\n\n"
+            "| | **saved** | ms per pass |\n|---|---:|---:|\n| **static** | 1 | 2 |\n")
+    assert table_words(text) == {"step", "phase", "fed", "k", "drafts kept", "saved", "ms per pass", "static"}
 
 
 @pytest.mark.parametrize("name", FILES)
