@@ -536,3 +536,42 @@ def test_every_live_widget_of_the_course_works_in_chinese_control_by_control(zh)
             elif isinstance(w, W.Output):
                 shown += [str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in w.outputs]
         assert any(cjk.search(s) for s in shown + labels), f"{name}: nothing it shows is in Chinese"
+
+
+def test_the_errors_a_notebook_asks_the_learner_to_read_speak_its_language(chat):
+    """02's context-window errors and 09's exhausted pool: the same exception types, the English text as tests
+    and programmers know it, the Chinese one under zh (issue 39)."""
+    import torch
+    from lib.blocks import PoolExhaustedError
+    from lib.paged import PagedKVPool
+
+    model, tok = chat
+    long_prompt = tok.encode("<s>" + "人工智能" * 15)
+
+    def errors():
+        out = []
+        with pytest.raises(ValueError) as e:
+            lib.generate(model, long_prompt, 10)
+        out.append(str(e.value))
+        with pytest.raises(ValueError) as e:
+            model(torch.tensor([tok.encode("<s>" + "人" * 64)]))
+        out.append(str(e.value))
+        pool = PagedKVPool.for_model(model, n_blocks=3, block_size=4)
+        request = pool.cache([pool.new_table("req-1")])
+        model(torch.tensor([tok.encode("<s>attention")]), cache=request)
+        with pytest.raises(PoolExhaustedError) as e:
+            model(torch.tensor([tok.encode(" is all")]), cache=request)
+        out.append(str(e.value))
+        return out
+
+    english = errors()
+    assert english[0].startswith("a prompt of 61 tokens leaves room for at most 4 new token(s)")
+    assert english[1] == ("sequence too long for the context window: positions 0..64 were asked for, but this model "
+                          "has max_seq_len=64 (positions 0..63)")
+    assert english[2].startswith("KV block pool exhausted: appending 7 token(s) to 1 sequence(s) needs 2 free block(s)")
+    with i18n.speaking("zh"):
+        chinese = errors()
+    assert chinese[0] == "61 个 token 的提示词在上下文窗口（max_seq_len=64）里最多只留得下 4 个新 token，但 max_new_tokens=10"
+    assert chinese[1].startswith("序列超出了上下文窗口：要用到位置 0..64")
+    assert chinese[2].startswith("KV 块池已用尽：向 1 个序列追加 7 个 token，需要 2 个空闲块") and "n_blocks >= 5" in chinese[2]
+    assert errors() == english  # and back

@@ -492,6 +492,25 @@ def parens(text: str) -> str:
     return f"（{text}）" if _current == "zh" else f" ({text})"
 
 
+ZH.update({  # -- errors a notebook asks the learner to read (02's context window, 09's exhausted pool); the type stays
+    "a prompt of {prompt_len} tokens leaves room for at most {room} new token(s) in the context window "
+    "(max_seq_len={max_seq_len}), but {name}={n_new}":
+        "{prompt_len} 个 token 的提示词在上下文窗口（max_seq_len={max_seq_len}）里最多只留得下 {room} 个新 token，"
+        "但 {name}={n_new}",
+    "sequence too long for the context window{row}: positions{within} {first}..{end} were asked for, but this model "
+    "has max_seq_len={max_seq_len} (positions 0..{last})":
+        "序列超出了上下文窗口{row}：要用到位置{within} {first}..{end}，但这个模型的 max_seq_len={max_seq_len}"
+        "（位置 0..{last}）",
+    " (row {b})": "（第 {b} 行）", " within the cache": "（按缓存内的位置计）",
+    "KV block pool exhausted: {what} needs {needed} free block(s) of {block_size} tokens, but only {free} of "
+    "{n_blocks} are free. Release finished sequences, preempt a running one, let the request wait, or build a pool "
+    "with more blocks (n_blocks >= {least} would do).":
+        "KV 块池已用尽：{what}需要 {needed} 个空闲块（每块 {block_size} 个 token），但 {n_blocks} 个块中只有 {free} 个"
+        "空闲。可以释放已完成的序列、抢占一个正在运行的序列、让请求等待，或者建一个块更多的池（n_blocks >= {least} 就够）。",
+    "this request": "这个请求", "this sequence": "这个序列", "sequence {name}": "序列 {name} ",
+    "appending {n} token(s) to {m} sequence(s)": "向 {m} 个序列追加 {n} 个 token，",
+})
+
 ZH.update({  # -- nb01 -- the decoder block as a diagram (lib/widgets/decoder_diagram.py)
     "one decoder block (layer ℓ)": "一个解码器块（第 ℓ 层）", "h {shape}": "残差流 h {shape}",
     "causal attention, {h} heads\nsoftmax(QKᵀ/√{d} + mask) · V": "因果注意力，{h} 个头\nsoftmax(QKᵀ/√{d} + 掩码) · V",
