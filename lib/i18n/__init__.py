@@ -175,14 +175,14 @@ ZH: dict[str, str] = {
     "cumulative FLOPs": "累计 FLOPs", "FLOPs per step": "每步 FLOPs", "context length t (tokens)": "上下文长度 t（token）",
     "cumulative ms": "累计毫秒", "ms per step": "每步毫秒",
     "measured: {layers} layers, d_model {d}; log-log slopes over the last half":
-        "实测：{layers} 层，d_model {d}；对数坐标斜率取自后半段",
+        "实测：{layers} 层，d_model {d}；双对数坐标下的斜率取自后半段",
     "tokens per sequence": "每个序列的 token 数", "bytes ({dtype})": "字节（{dtype}）",
     "{name}: KV cache memory = weight memory\nat {n} tokens per sequence": "{name}：每个序列 {n} 个 token 时\nKV 缓存显存 = 权重显存",
     "{name}: at {n} tokens per sequence the KV cache\nis {share} of the weights' memory":
         "{name}：每个序列 {n} 个 token 时\nKV 缓存显存是权重显存的 {share}",
     "K/V computations, cumulative": "K/V 计算量，累计",
     "{name}: generating {n} tokens with and without a KV cache (slopes: log-log fit over the last half)":
-        "{name}：有无 KV 缓存时生成 {n} 个 token（斜率：后半段的对数坐标拟合）",
+        "{name}：有无 KV 缓存时生成 {n} 个 token（斜率：后半段在双对数坐标下拟合）",
     "{model}, n = {n}: K/V computed {kv_c} with cache vs {kv_n} without ({kv_x}x); FLOPs {f_c} vs {f_n} ({f_x}x); "
     "KV cache {kv_bytes} vs weights in memory {w_bytes}":
         "{model}，n = {n}：计算的 K/V 有缓存 {kv_c} 个，无缓存 {kv_n} 个（{kv_x} 倍）；FLOPs {f_c} 对 {f_n}（{f_x} 倍）；"
@@ -191,9 +191,9 @@ ZH: dict[str, str] = {
     "weights in memory: {size}": "显存中的权重：{size}", "K/V computed (per layer)": "计算的 K/V（每层）",
     "FLOPs (solid: proj. + FFN, dashed: attention)": "FLOPs（实线：投影 + FFN，虚线：注意力）",
     "memory, bytes ({dtype})": "显存，字节（{dtype}）", "KV cache bytes": "KV 缓存字节数", "weights in memory": "显存中的权重",
-    "{which}: {n} in total": "{which}：共 {n} 个", " (log-log, slopes fitted over the last half)": "（对数坐标，斜率由后半段拟合）",
+    "{which}: {n} in total": "{which}：共 {n} 个", " (log-log, slopes fitted over the last half)": "（双对数坐标，斜率由后半段拟合）",
     "measured: {layers} layers, d_model {d} (slopes: log-log fit over the last half)":
-        "实测：{layers} 层，d_model {d}（斜率：后半段的对数坐标拟合）",
+        "实测：{layers} 层，d_model {d}（斜率：后半段在双对数坐标下拟合）",
     "chat (demo model, d_model 64)": "chat（演示模型，d_model 64）",
     "lm (real small language model, d_model 256)": "lm（真实的小语言模型，d_model 256）",
     "larger (random weights, d_model 256)": "larger（更大的随机权重模型，d_model 256）",

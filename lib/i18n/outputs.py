@@ -644,7 +644,7 @@ ZH_PRINTED: dict[str, str] = {
     "KV cache memory = weight memory at {0:,.0f} tokens per sequence at batch 1, {1:,.0f} at batch 8":
         "KV 缓存显存 = 权重显存：批次 1 时每个序列 {0} 个 token，批次 8 时 {1} 个",
     "at t = 512 a step without the cache takes {0:.0f}x as long as one with it": "t = 512 时，无缓存的一步耗时是有缓存的 {0} 倍",
-    "{0:9} ms per step at t = {1} … {2}: {3:.2f} … {4:.2f}, log-log slope {5}": "{0} t = {1} … {2} 时每步毫秒数：{3} … {4}，对数坐标斜率 {5}",
+    "{0:9} ms per step at t = {1} … {2}: {3:.2f} … {4:.2f}, log-log slope {5}": "{0} t = {1} … {2} 时每步毫秒数：{3} … {4}，双对数坐标下的斜率 {5}",
     "one token's K and V in all {0} layers: {1:,} bytes (fp32)": "一个 token 在全部 {0} 层的 K 和 V：{1} 字节（fp32）",
     "without: {0}": "无缓存：{0}", "with: {0}": "有缓存：{0}",
     # -- 04_worked_example --
