@@ -25,19 +25,20 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
-from . import checks
+from . import checks, i18n
 
 
 class PoolExhaustedError(RuntimeError):
     """Not enough free blocks for what was asked. ``needed`` and ``free`` are block counts; the scheduler
     above decides what to do (let the request wait, preempt a running sequence, finish one first)."""
 
-    def __init__(self, needed: int, free: int, n_blocks: int, block_size: int, what: str = "this request"):
+    def __init__(self, needed: int, free: int, n_blocks: int, block_size: int, what: str | None = None):
         self.needed, self.free, self.n_blocks, self.block_size = needed, free, n_blocks, block_size
-        super().__init__(
-            f"KV block pool exhausted: {what} needs {needed} free block(s) of {block_size} tokens, but only {free} "
-            f"of {n_blocks} are free. Release finished sequences, preempt a running one, let the request wait, "
-            f"or build a pool with more blocks (n_blocks >= {n_blocks - free + needed} would do).")
+        super().__init__(i18n.t(  # in the notebook's language: 09 asks the learner to read it
+            "KV block pool exhausted: {what} needs {needed} free block(s) of {block_size} tokens, but only {free} "
+            "of {n_blocks} are free. Release finished sequences, preempt a running one, let the request wait, "
+            "or build a pool with more blocks (n_blocks >= {least} would do).", what=what or i18n.t("this request"),
+            needed=needed, block_size=block_size, free=free, n_blocks=n_blocks, least=n_blocks - free + needed))
 
 
 @dataclass
@@ -116,7 +117,7 @@ class BlockAllocator:
             self.events.append((op, block, detail))
 
     # -- single blocks --------------------------------------------------------------------------------
-    def _allocate(self, what="this request") -> int:
+    def _allocate(self, what=None) -> int:
         if not self._free:
             raise PoolExhaustedError(1, 0, self.n_blocks, self.block_size, what)
         block, _ = self._free.popitem(last=False)
@@ -178,7 +179,8 @@ class BlockAllocator:
         need = self.blocks_needed([table], n)
         if need > self.n_free:
             raise PoolExhaustedError(need, self.n_free, self.n_blocks, bs,
-                                     f"sequence {table.name!r}" if table.name else "this sequence")
+                                     i18n.t("sequence {name}", name=repr(table.name)) if table.name
+                                     else i18n.t("this sequence"))
         copies = []
         for i in range(start // bs, min(len(table.blocks), blocks_for(end, bs))):
             old = table.blocks[i]

@@ -14,6 +14,8 @@ import os
 
 import torch
 
+from . import i18n  # a message a notebook asks the learner to read is in the notebook's language
+
 
 def _describe(value) -> str:
     return repr(value) if isinstance(value, (int, float, str, type(None), numbers.Number)) \
@@ -375,8 +377,9 @@ def new_tokens_fit(config, prompt_len: int, n_new, name: str = "max_new_tokens")
                          f"max_seq_len={config.max_seq_len}; shorten the prompt")
     room = config.max_seq_len - prompt_len + 1
     if n_new > room:
-        raise ValueError(f"a prompt of {prompt_len} tokens leaves room for at most {room} new token(s) in the "
-                         f"context window (max_seq_len={config.max_seq_len}), but {name}={n_new}")
+        raise ValueError(i18n.t("a prompt of {prompt_len} tokens leaves room for at most {room} new token(s) in the "
+                                "context window (max_seq_len={max_seq_len}), but {name}={n_new}", prompt_len=prompt_len,
+                                room=room, max_seq_len=config.max_seq_len, name=name, n_new=n_new))
     return n_new
 
 

@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import checks
+from . import checks, i18n
 from .cache import Feed
 from .config import ModelConfig
 
@@ -304,10 +304,11 @@ class MiniTransformer(nn.Module):
         for b, start in enumerate([0] * B if cache is None else cache.next_positions):
             n = T if lengths is None else lengths[b]
             if start + n > c.max_seq_len:
-                raise ValueError(
-                    f"sequence too long for the context window{f' (row {b})' if B > 1 else ''}: positions{within} "
-                    f"{start}..{start + n - 1} were asked for, but this model has max_seq_len={c.max_seq_len} "
-                    f"(positions 0..{c.max_seq_len - 1})")
+                raise ValueError(i18n.t(
+                    "sequence too long for the context window{row}: positions{within} {first}..{end} were asked for, "
+                    "but this model has max_seq_len={max_seq_len} (positions 0..{last})",
+                    row=i18n.t(" (row {b})", b=b) if B > 1 else "", within=i18n.t(within) if within else "",
+                    first=start, end=start + n - 1, max_seq_len=c.max_seq_len, last=c.max_seq_len - 1))
         return lengths
 
     def forward(self, input_ids, cache=None, record: ForwardRecord | None = None, *, last_only: bool = False,

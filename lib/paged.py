@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import torch
 
-from . import checks, costs
+from . import checks, costs, i18n
 from .blocks import BlockAllocator, BlockTable, PoolExhaustedError, blocks_for, check_n_blocks
 from .cache import CacheBase, Feed, register_cache_kind
 from .config import ModelConfig
@@ -271,7 +271,7 @@ class PagedKVCache(CacheBase):
         need = a.blocks_needed(self.tables, lens)
         if need > a.n_free:
             raise PoolExhaustedError(need, a.n_free, a.n_blocks, a.block_size,
-                                     f"appending {sum(lens)} token(s) to {len(self.tables)} sequence(s)")
+                                     i18n.t("appending {n} token(s) to {m} sequence(s)", n=sum(lens), m=len(self.tables)))
         undo = [(t, t.n_tokens, self.pool.reserve(t, n)) for t, n in zip(self.tables, lens)]
         bs, dev = self.block_size, self.device
         slots = [(t.blocks[p // bs], p % bs) for t, s, n in zip(self.tables, starts, lens) for p in range(s, s + n)]

@@ -107,6 +107,91 @@ def test_every_english_text_has_one_entry():
     assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})
 
 
+def _table_entries():
+    """(English key, its Chinese, where) for every entry of every translation table as written in lib/i18n/*.py:
+    ``ZH``, ``ZH_OUTPUTS`` (merged into ``ZH``) and ``ZH_PRINTED`` (what ``say`` matches first), their updates too."""
+    for path in sorted(Path(i18n.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict):
+                for k, v in zip(node.keys, node.values):
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                        try:
+                            yield k.value, ast.literal_eval(v), f"{path.name}:{k.lineno}"
+                        except ValueError:
+                            continue  # not a translation (a value computed at import)
+
+
+def test_one_english_key_means_one_thing_in_every_table():
+    """A key written twice with two Chinese texts means two things: whichever table or update comes last wins
+    everywhere (08's 剩余分布 was 残差 because the decoder diagram's "residual" came later; 09's pool is full, 池满,
+    was 12's full cache). Such a key gets a context per meaning (``"block event\\x04full"``)."""
+    seen: dict[str, dict[str, str]] = {}
+    for key, zh, where in _table_entries():
+        seen.setdefault(key, {}).setdefault(zh, where)
+    two = {k: v for k, v in seen.items() if len(v) > 1}
+    assert len(seen) > 1500  # every table was read
+    assert not two, "one English key, two Chinese texts (give each meaning a context key): " + "; ".join(
+        f"{k!r}: " + ", ".join(f"{zh} ({w})" for zh, w in v.items()) for k, v in sorted(two.items()))
+
+
+def test_a_context_key_keeps_its_meaning_off_the_bare_word():
+    """A context key exists because the bare word means something else: the bare word (in ``ZH`` or in
+    ``ZH_PRINTED``, which a table's cells go through) never carries the context's Chinese. So a table cell "full" (12's
+    full cache) is not 池满, the pool's event, and a bare "static" (a static cache) is not 静态批处理."""
+    from lib.i18n import say
+    from lib.i18n.outputs import ZH_PRINTED
+
+    with i18n.speaking("zh"):
+        assert say("full") != "池满" and t("block event\x04full") == "池满"
+        assert t("batching policy\x04static") == "静态批处理" and say("static") == "静态"
+        assert t("count row\x04without") == "无缓存" and say("without") == "无"
+    # "trace column" and "event code" key every name of one table, a few of which mean the same bare: not a meaning
+    namespaces = ("trace column", "event code")
+    contexts = {k: v for k, v in ZH.items() if i18n.CONTEXT in k and k.split(i18n.CONTEXT)[0] not in namespaces}
+    assert len(contexts) >= 5
+    for key, zh in contexts.items():
+        bare = key.split(i18n.CONTEXT)[-1]
+        assert zh not in (ZH.get(bare), ZH_PRINTED.get(bare)), f"{bare!r} is {zh!r} without its context {key!r}"
+    assert t("block event\x04full") == "full" and t("count row\x04without") == "without"
+
+
+CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[./][A-Za-z_][A-Za-z0-9_]*)*(?:\.py|\(\))?")
+
+
+def identifier_columns(rows) -> list[str]:
+    """The columns of a table whose cells name code: most of their cells (dashes aside) are written like a
+    parameter, a module path or a file (``block_size``, ``paged.PagedKVPool``, ``v1/core/block_pool.py``)."""
+    out = []
+    for col in rows[0]:
+        cells = [str(r[col]) for r in rows if str(r[col]) not in ("—", "-", "")]
+        coded = [c for c in cells if CODE_NAME.fullmatch(c) and re.search(r"[_./]|[a-z][A-Z]|^[A-Z][a-z]+[A-Z]", c)]
+        if cells and len(coded) >= 0.6 * len(cells):
+            out.append(col)
+    return out
+
+
+def test_a_column_that_names_code_is_never_translated():
+    """A column of parameter, class and file names shows in Chinese exactly what it shows in English, every cell,
+    even a name that is also an English word (vLLM's engine argument ``watermark``, once 水位线: a teacher who copies
+    it into a config gets an error). The idea column beside it is translated."""
+    from lib import vllm_bridge as vb
+    from lib.text import text_table
+
+    rows = vb.bridge_rows()
+    columns = identifier_columns(rows)
+    assert {"in lib", "vLLM file", "vLLM name", "engine argument"} <= set(columns) and "idea" not in columns
+
+    def column(col, lang):
+        with i18n.speaking(lang):
+            return [line.strip() for line in text_table([{col: r[col]} for r in rows]).splitlines()[2:]]
+
+    for col in columns:
+        english, chinese = column(col, "en"), column(col, "zh")
+        changed = [(e, z) for e, z in zip(english, chinese) if e != z]
+        assert not changed, f"{col!r} names code, yet the Chinese table translates {changed}"
+    assert "水位线" in column("idea", "zh") and "watermark" in column("engine argument", "zh")
+
+
 def test_translations_keep_their_placeholders_and_are_chinese():
     for key, zh in ZH.items():
         assert sorted(PLACEHOLDER.findall(key)) == sorted(PLACEHOLDER.findall(zh)), (key, zh)
@@ -117,7 +202,7 @@ def test_translations_keep_their_placeholders_and_are_chinese():
 def test_dynamic_words_have_entries():
     """Words that reach t() through a variable: phases, K/V states, concepts, event and frame kinds, options."""
     from lib.widgets import style
-    from lib.widgets import blocks, cost_curves, player, speculative
+    from lib.widgets import blocks, cost_curves, player, speculative, timeline
 
     words = ([*player.KV_SHORT.values(), *player.KV_MEANING.values(), "prefill", "decode", "recompute",
               *(f"{k} token" for k in player.CHIP_COLORS), "prompt", "generated", "newest", "off", "0 (greedy)",
@@ -126,7 +211,8 @@ def test_dynamic_words_have_entries():
               "no cache", "static cache (in place)", "concat cache (torch.cat)", *speculative.MEANING.values(),
               *blocks.EVENT_WORDS.values(), "memory-bound", "compute-bound", "free", "shared", "used",
               "block state\x04cached", "k (new)", "v (new)", "weights @ V", "attention output", "FFN output"]
-             + ["start", "prefill", "hit", "fork", "decode", "cow", "finish", "end", "full"])
+             + ["start", "prefill", "hit", "fork", "decode", "cow", "finish", "end", "block event\x04full"]
+             + [*timeline.POLICY_WORDS.values(), "count row\x04without"])
     assert [w for w in words if w not in ZH] == []
 
 
@@ -450,3 +536,42 @@ def test_every_live_widget_of_the_course_works_in_chinese_control_by_control(zh)
             elif isinstance(w, W.Output):
                 shown += [str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in w.outputs]
         assert any(cjk.search(s) for s in shown + labels), f"{name}: nothing it shows is in Chinese"
+
+
+def test_the_errors_a_notebook_asks_the_learner_to_read_speak_its_language(chat):
+    """02's context-window errors and 09's exhausted pool: the same exception types, the English text as tests
+    and programmers know it, the Chinese one under zh (issue 39)."""
+    import torch
+    from lib.blocks import PoolExhaustedError
+    from lib.paged import PagedKVPool
+
+    model, tok = chat
+    long_prompt = tok.encode("<s>" + "人工智能" * 15)
+
+    def errors():
+        out = []
+        with pytest.raises(ValueError) as e:
+            lib.generate(model, long_prompt, 10)
+        out.append(str(e.value))
+        with pytest.raises(ValueError) as e:
+            model(torch.tensor([tok.encode("<s>" + "人" * 64)]))
+        out.append(str(e.value))
+        pool = PagedKVPool.for_model(model, n_blocks=3, block_size=4)
+        request = pool.cache([pool.new_table("req-1")])
+        model(torch.tensor([tok.encode("<s>attention")]), cache=request)
+        with pytest.raises(PoolExhaustedError) as e:
+            model(torch.tensor([tok.encode(" is all")]), cache=request)
+        out.append(str(e.value))
+        return out
+
+    english = errors()
+    assert english[0].startswith("a prompt of 61 tokens leaves room for at most 4 new token(s)")
+    assert english[1] == ("sequence too long for the context window: positions 0..64 were asked for, but this model "
+                          "has max_seq_len=64 (positions 0..63)")
+    assert english[2].startswith("KV block pool exhausted: appending 7 token(s) to 1 sequence(s) needs 2 free block(s)")
+    with i18n.speaking("zh"):
+        chinese = errors()
+    assert chinese[0] == "61 个 token 的提示词在上下文窗口（max_seq_len=64）里最多只留得下 4 个新 token，但 max_new_tokens=10"
+    assert chinese[1].startswith("序列超出了上下文窗口：要用到位置 0..64")
+    assert chinese[2].startswith("KV 块池已用尽：向 1 个序列追加 7 个 token，需要 2 个空闲块") and "n_blocks >= 5" in chinese[2]
+    assert errors() == english  # and back

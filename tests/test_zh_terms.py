@@ -9,10 +9,14 @@ removed):
 - **quoted labels** (``test_quoted_labels_are_what_the_widgets_show``): where the English cell quotes a control,
   a legend entry or a table column (in "…", “…”, **…** or backticks) that lib translates, the Chinese cell has that
   label exactly as the Chinese widget, figure or table shows it (symbols such as ▶ aside);
+- **table words** (``test_quoted_table_words_are_on_the_chinese_page``): a word the Chinese prose quotes in
+  backticks or bold that is a header or a row label of a table the English notebook prints (``fed``,
+  ``kv_computed``, ``drafts kept``) is on the Chinese page too, in that notebook's Chinese outputs; otherwise the
+  prose points at a column the Chinese table calls something else (输入, 计算 K/V, 草稿被接受);
 - **wrong names** (``test_no_superseded_names``): words a translation used for a legend or button that shows
   something else (奖励 for the legend's 额外, 纠正 for 修正, 双对数 for the button 对数坐标);
 - **the glossary's "not …"** (``test_the_glossary_words_not_their_rivals``): 浏览器 is a web browser (the widgets are
-  探索器), 投机解码 is 推测解码（投机采样）, 组批 is 批处理, 复制 alone is not a fork (分叉), 显存带宽 is not a CPU's;
+  探索器), 组批 is 批处理, 首 token 时间 is 首 token 延迟, 旋转位置嵌入 is 旋转位置编码, … (every "不写“…”" of the glossary), 复制 alone is not a fork (分叉), 显存带宽 is not a CPU's;
 - **kernels** (``test_kernels_are_told_apart``): 内核 says which one (GPU 内核 / Jupyter 内核) at its first use
   in a file, and every time in a file that has both.
 """
@@ -37,8 +41,26 @@ BUTTONS = ["▶ Play", "❚❚ Pause", "Step ▶", "◀ Back", "all", "log-log",
 LABEL_WORDS = ("column", "button", "legend", "slider", "checkbox", "menu", "toggle", "label", "marked", "row")
 # A legend entry or button the prose once called by another name: (the wrong word, the English key it names).
 SUPERSEDED = [("奖励", "target's bonus token"), ("纠正", "target's correction"), ("双对数", "log-log")]
-# The glossary's rivals (notebooks/zh/GLOSSARY.md, "不写……"), wrong wherever they stand: word -> the glossary's word.
-RIVALS = {"投机解码": "推测解码（投机采样）", "组批": "批处理"}
+GLOSSARY = NOTEBOOKS / "zh" / "GLOSSARY.md"
+# Words the glossary's "不写……" names but that are right in some places: checked by the checks below, in context.
+IN_CONTEXT = {"复制": "cell_rivals", "浏览器": "cell_rivals", "显存带宽": "rival_words (a CPU's)", "内核": "kernels"}
+
+
+def glossary_rivals() -> dict[str, str]:
+    """The glossary's rivals (notebooks/zh/GLOSSARY.md, every row's "不写“…”"), word -> the row's Chinese term:
+    wrong wherever they stand, except the words IN_CONTEXT, which depend on what the sentence means."""
+    out = {}
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) < 4:
+            continue
+        for said in re.findall(r"不单?写((?:“[^”]+”[、和及]?)+)", cells[3]):
+            for word in re.findall(r"“([^”]+)”", said):
+                out[word] = cells[1].split(" / ")[0]
+    return out
+
+
+RIVALS = {w: right for w, right in glossary_rivals().items() if w not in IN_CONTEXT}
 # ... and two that depend on what the English cell says: (English word, unless the English also says, the rival,
 # the glossary's word). 浏览器 is right where the English means a web browser; 复制 where it means a copy.
 CELL_RIVALS = [(r"\bexplorers?\b", r"\bbrowsers?\b", r"浏览器", "探索器"),
@@ -134,6 +156,68 @@ def quoted_labels(name: str) -> list[str]:
     return found
 
 
+RULE = re.compile(r"^-+(?: {2,}-+)*\s*$")  # the dashes under a text table's header
+MD_RULE = re.compile(r"^\|?\s*:?-{3,}")
+
+
+def output_text(name: str, lang: str) -> str:
+    """Everything a notebook of that edition shows as text: streams, plain text, Markdown, HTML."""
+    nb = nbformat.read(NOTEBOOKS / (f"zh/{name}.ipynb" if lang == "zh" else f"{name}.ipynb"), as_version=4)
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", ""))
+            for kind in ("text/plain", "text/markdown", "text/html"):
+                parts.append(out.get("data", {}).get(kind, ""))
+    return "\n".join("".join(p) if isinstance(p, list) else p for p in parts)
+
+
+def table_words(text: str) -> set[str]:
+    """The header words and row labels (first column) of the text and Markdown tables in ``text``."""
+    words, lines = set(), text.splitlines()
+    for i, line in enumerate(lines[1:], 1):
+        if RULE.match(line) and lines[i - 1].strip():
+            spans = [m.span() for m in re.finditer(r"-+", line)]
+            head = lines[i - 1]
+            words |= {head[a:b if k + 1 < len(spans) else None].strip() for k, (a, b) in enumerate(spans)}
+            for row in lines[i + 1:]:
+                if not row.strip() or RULE.match(row):
+                    break
+                words.add(row[:spans[0][1]].strip())
+        elif MD_RULE.match(line) and lines[i - 1].lstrip().startswith("|"):
+            words |= {c.strip().strip("*") for c in lines[i - 1].strip().strip("|").split("|")}
+            for row in lines[i + 1:]:
+                if not row.lstrip().startswith("|"):
+                    break
+                words.add(row.strip().strip("|").split("|")[0].strip().strip("*"))
+    return {w for w in words if re.search(r"[A-Za-z]", w) and not re.fullmatch(r"[\d\W_]*", w)}
+
+
+def _argument(q: str, code: str) -> bool:
+    """Whether the English code names ``q`` as an argument (``watermark=``, ``def f(position, ...)``): then prose
+    quotes the argument, which keeps its name in both editions, not the table's word. A string value (``"paged"``,
+    ``"drafts kept"``) is not: the Chinese table shows it in Chinese, and the prose names what it shows."""
+    w = re.escape(q)
+    return bool(re.search(rf"\b{w}\s*=(?!=)|def \w+\([^)]*\b{w}\b", code))
+
+
+def quoted_table_words(name: str) -> list[str]:
+    english = table_words(output_text(name, "en"))
+    shown = output_text(name, "zh")
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    found = []
+    for no, line in lines_of(name):
+        for m in QUOTE.finditer(line):
+            if not m.group(0).startswith(("`", "**")):
+                continue
+            q = next(g for g in m.groups() if g).strip()
+            on_page = re.search(rf"(?<![A-Za-z_]){re.escape(q)}(?![A-Za-z_])", shown)
+            if q in english and not on_page and not _argument(q, code):
+                found.append(f"line {no}: {m.group(0)} is a table word of the English page, not on the Chinese one")
+    return found
+
+
 def superseded(name: str) -> list[str]:
     found = []
     for no, line in lines_of(name):
@@ -193,7 +277,8 @@ def kernels(name: str) -> list[str]:
     return found
 
 
-CHECKS = {"english_buttons": english_buttons, "quoted_labels": quoted_labels, "superseded": superseded,
+CHECKS = {"english_buttons": english_buttons, "quoted_labels": quoted_labels, "table_words": quoted_table_words,
+          "superseded": superseded,
           "rivals": rivals, "kernels": kernels}
 
 
@@ -207,6 +292,18 @@ def test_no_english_button_names(name):
 def test_quoted_labels_are_what_the_widgets_show(name):
     found = quoted_labels(name)
     assert not found, f"{name}: the English quotes a label the Chinese does not write as shown:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_quoted_table_words_are_on_the_chinese_page(name):
+    found = quoted_table_words(name)
+    assert not found, f"{name}: the prose quotes a table's English header or row label:\n" + "\n".join(found)
+
+
+def test_table_words_are_headers_and_row_labels():
+    text = ("step  phase    fed\n----  -------  ---\n   0  prefill  <s>\n\nk  drafts kept\n-  -----------\n1  50%\n\n"
+            "| | **saved** | ms per pass |\n|---|---:|---:|\n| **static** | 1 | 2 |\n")
+    assert table_words(text) == {"step", "phase", "fed", "k", "drafts kept", "saved", "ms per pass", "static"}
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -229,12 +326,20 @@ def test_kernels_are_told_apart(name):
 
 def test_the_checks_find_what_they_look_for(monkeypatch, tmp_path):
     """The line checks on a made-up translation: each wrong name is found, the right ones pass."""
-    text = "点 **Play** 或“all”，再按 ▶ 播放。图例里的奖励 token。按钮：双对数坐标；投机解码。没有内核时。GPU 内核很快。"
+    text = "点 **Play** 或“all”，再按 ▶ 播放。图例里的奖励 token。按钮：双对数坐标；旋转位置嵌入。没有内核时。GPU 内核很快。"
     monkeypatch.setattr(edition, "source_path", lambda lang, name: tmp_path / f"{name}.md")
     (tmp_path / "99_x.md").write_text(f"<!-- cell a | en 00000000 -->\n{text}\n", encoding="utf-8")
     assert english_buttons("99_x") == ["line 2: **Play** -> 播放", "line 2: “all” -> 全部"]
     assert superseded("99_x") == ["line 2: 奖励 -> 目标模型的额外 token", "line 2: 双对数 -> 对数坐标"]
-    assert rival_words("99_x") == ["line 2: 投机解码 -> 推测解码（投机采样）"]
+    assert rival_words("99_x") == ["line 2: 旋转位置嵌入 -> 旋转位置编码（RoPE）"]
     assert kernels("99_x") == ["line 2: the first 内核 says neither GPU 内核 nor Jupyter 内核"]
     (tmp_path / "99_x.md").write_text("<!-- cell a | en 00000000 -->\nJupyter 内核；GPU 内核；内核。\n", encoding="utf-8")
     assert kernels("99_x") == ["line 2: a bare 内核 in a file that has both GPU 内核 and Jupyter 内核"]
+
+
+def test_the_rivals_are_the_glossarys():
+    """Every "不写“…”" of the glossary is checked: wherever it stands (RIVALS) or by a check that reads its context."""
+    said = glossary_rivals()
+    assert {"组批", "首 token 时间", "旋转位置嵌入", "普通注意力", "热图", "尤利乌斯·凯撒"} <= set(RIVALS)
+    assert set(said) == set(RIVALS) | set(IN_CONTEXT)
+    assert "投机解码" not in said and "推测解码" not in said  # one the glossary's term, the other its alias

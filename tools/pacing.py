@@ -7,8 +7,14 @@ map in 00 (its time column) and the Chinese translation files, so that the three
             + the notebook's own run time (``tools.runner`` stores it in the notebook's metadata)
     rounded up to 5 minutes
 
-The words are the English edition's (the Chinese one translates the same cells). The pace is stated in every
-notebook's first cell, so a reader can rescale it to their own.
+The English edition counts its words. The Chinese edition counts what its own translation file says: Chinese
+characters at CHARS_PER_MINUTE (the Latin words among them, code names and terms such as KV or GQA, at the English
+pace), its own code cells, widgets and figures, and its own run time::
+
+    minutes = CJK characters / CHARS_PER_MINUTE + characters in tables / (3 × CHARS_PER_MINUTE)
+            + Latin words / WORDS_PER_MINUTE + ...   (the rest as above)
+
+The pace is stated in every notebook's first cell, so a reader can rescale it to their own.
 """
 from __future__ import annotations
 
@@ -21,6 +27,12 @@ from pathlib import Path
 from . import NOTEBOOKS, all_notebooks
 
 WORDS_PER_MINUTE = 130  # technical prose read with care (general prose is read at 200-250)
+# Chinese technical prose read with care: 400 characters a minute, the middle of the 300-500 usually quoted for
+# technical reading. General Chinese text is read at about 500-700 characters a minute, and the English pace above
+# is about 0.55-0.65 of its general rate: the same share gives 300-450. Not the English count rescaled: the
+# editions' prose has 1.4-1.5 characters per English word, and a native reader reads the denser text faster.
+CHARS_PER_MINUTE = 400
+CJK = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
 CODE_CELL_MINUTES = 0.5  # read a code cell, run it, look at what it printed or drew
 WIDGET_MINUTES = 3.0  # play with a live widget
 PLOTLY_MINUTES = 1.0  # step through an exported plotly figure
@@ -42,10 +54,13 @@ class Pace:
     widgets: int
     plotly: int
     run_seconds: float
+    prose_chars: int = 0  # Chinese characters (the Chinese edition)
+    table_chars: int = 0
 
     @property
     def minutes(self) -> int:
         raw = (self.prose_words / WORDS_PER_MINUTE + self.table_words / (3 * WORDS_PER_MINUTE)
+               + self.prose_chars / CHARS_PER_MINUTE + self.table_chars / (3 * CHARS_PER_MINUTE)
                + self.code_cells * CODE_CELL_MINUTES + self.widgets * WIDGET_MINUTES + self.plotly * PLOTLY_MINUTES
                + self.run_seconds / 60)
         return 5 * max(1, math.ceil(raw / 5))
@@ -59,7 +74,7 @@ class Pace:
     def sentence(self, lang: str = "en") -> str:
         """The first cell's time line (without the following "You should know" part)."""
         if lang == "zh":
-            return (f"**时间：** 约 {self.minutes} 分钟（按每分钟读 {WORDS_PER_MINUTE} 个英文词、每个代码单元连同输出约半分钟、"
+            return (f"**时间：** 约 {self.minutes} 分钟（按每分钟读 {CHARS_PER_MINUTE} 个汉字、每个代码单元连同输出约半分钟、"
                     f"每个交互控件约 {WIDGET_MINUTES:.0f} 分钟估算；笔记本本身运行{self.run_text('zh')}）。")
         return (f"**Time:** about {self.minutes} minutes (read at {WORDS_PER_MINUTE} words a minute, half a minute per "
                 f"code cell and its output, {WIDGET_MINUTES:.0f} per live widget; the notebook itself runs in "
@@ -95,6 +110,45 @@ def paces() -> dict[str, Pace]:
     return {p.stem: pace(p) for p in all_notebooks()}
 
 
+def pace_zh(name: str) -> Pace:
+    """The counts of one Chinese notebook: the Chinese characters and Latin words of its translation file's prose
+    (its markdown blocks; the first cell's time line aside), and its own notebook's code cells, widgets, figures and
+    run time (the English one's where the Chinese notebook is not built yet)."""
+    import nbformat
+    from . import edition
+    prose = table = prose_chars = table_chars = 0
+    blocks = edition.read_translations("zh", name)
+    built = NOTEBOOKS / "zh" / f"{name}.ipynb"
+    nb = nbformat.read(built if built.is_file() else NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    first = nb.cells[0].id if nb.cells else None
+    for cid, (_, text) in blocks.items():
+        if cid == first:
+            text = ZH_TIME.sub("", text)
+        text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
+        for line in text.splitlines():
+            chars, words = len(CJK.findall(line)), len(WORD.findall(line))
+            if line.lstrip().startswith("|"):
+                table, table_chars = table + words, table_chars + chars
+            else:
+                prose, prose_chars = prose + words, prose_chars + chars
+    code = widgets = plotly = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            code += 1
+            for out in cell.get("outputs", []):
+                data = out.get("data", {})
+                widgets += WIDGET_MIME in data
+                plotly += PLOTLY_MIME in data
+    english = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    run = float(nb.metadata.get(RUN_KEY, english.metadata.get(RUN_KEY, 0.0)))
+    return Pace(name, prose, table, code, widgets, plotly, run, prose_chars, table_chars)
+
+
+def paces_zh() -> dict[str, Pace]:
+    from . import edition
+    return {p.stem: pace_zh(p.stem) for p in all_notebooks() if edition.source_path("zh", p.stem).is_file()}
+
+
 def stated(path: Path, lang: str = "en") -> int | None:
     """The minutes a notebook's first cell states (English notebook or Chinese translation file)."""
     text = path.read_text(encoding="utf-8")
@@ -128,7 +182,7 @@ def write() -> list[str]:
     its English hash moved on); a stale one stays stale, for its translator to see. Returns what changed."""
     import nbformat
     from . import edition
-    est = paces()
+    est, est_zh = paces(), paces_zh()
     changed = []
     for name, p in est.items():
         path = NOTEBOOKS / f"{name}.ipynb"
@@ -145,7 +199,8 @@ def write() -> list[str]:
         if moved:
             nbformat.write(nb, path)
             changed.append(f"{name}: {p.minutes} min")
-            _write_zh(name, nb, p, est, moved, edition)
+        if name in est_zh and _write_zh(name, nb, est_zh[name], est_zh, moved, edition):
+            changed.append(f"zh {name}: {est_zh[name].minutes} 分钟")
     return changed
 
 
@@ -156,25 +211,32 @@ def _set_map(text: str, est: dict[str, Pace], unit: str) -> str:
     return re.sub(rf"^(\| \d\d \| \[[^\]]*\]\((\d\d_\w+)\.ipynb\)[^\n]*?\| )\d+ {unit} \|", one, text, flags=re.M)
 
 
-def _write_zh(name: str, nb, p: Pace, est: dict[str, Pace], moved: dict, edition) -> None:
+def _write_zh(name: str, nb, p: Pace, est: dict[str, Pace], moved: dict, edition) -> bool:
+    """The Chinese first cell's time line and 00's map, from the Chinese estimates ``est``; a block whose English
+    cell moved follows it (its hash) if it was current. Returns whether the file changed."""
     path = edition.source_path("zh", name)
     if not path.is_file():
-        return
+        return False
     tr = edition.read_translations("zh", name)
-    text = path.read_text(encoding="utf-8")
+    old_text = text = path.read_text(encoding="utf-8")
     first = nb.cells[0].id
-    for cid, (before, after) in moved.items():
+    current = {c.id: edition.english_hash(c.source) for c in nb.cells if c.cell_type == "markdown"}
+    for cid in dict.fromkeys([first, *moved, *(current if name == "00_index" else ())]):
+        before, after = moved.get(cid, (current.get(cid), current.get(cid)))
         if cid not in tr or tr[cid][0] != before:
             continue  # missing or already stale: leave it for the translator
         body = tr[cid][1]
         new = ZH_TIME.sub(p.sentence("zh"), body, count=1) if cid == first else body
         new = _set_map(new, est, "分钟") if name == "00_index" else new
         text = text.replace(f"<!-- cell {cid} | en {before} -->\n{body}", f"<!-- cell {cid} | en {after} -->\n{new}", 1)
+    if text == old_text:
+        return False
     path.write_text(text, encoding="utf-8")
     try:
         edition.refresh_markdown("zh", name)  # the committed Chinese notebook says what its translation now says
     except ValueError:
         pass  # a stale translation elsewhere in the file: the drift test names it
+    return True
 
 
 def main(argv=None) -> int:
@@ -187,6 +249,9 @@ def main(argv=None) -> int:
     for name, p in paces().items():
         print(f"{name:32s} {p.minutes:3d} min  prose {p.prose_words:5d} words, tables {p.table_words:4d}, "
               f"{p.code_cells:2d} code cells, {p.widgets} widgets, {p.plotly} plotly, runs {p.run_seconds:.0f} s")
+    for name, p in paces_zh().items():
+        print(f"zh {name:29s} {p.minutes:3d} min  prose {p.prose_chars:5d} 字 + {p.prose_words:4d} words, tables "
+              f"{p.table_chars:4d} 字, {p.code_cells:2d} code cells, {p.widgets} widgets, runs {p.run_seconds:.0f} s")
     return 0
 
 

@@ -71,7 +71,7 @@ ZH: dict[str, str] = {
         "计数按每层计（共 {n} 层，显示第 {layer} 层）；{which}的计数来自 {src}",
     "a second Trace": "第二个 Trace", "uncached": "无缓存", "cached": "有缓存", "position": "位置",
     "tokens": "token", "token": "token", "probability (sampling distribution)": "概率（采样分布）",
-    "top-{k} next tokens": "top-{k} 下一个 token", "with cache": "有缓存", "without": "无缓存",
+    "top-{k} next tokens": "概率最高的 {k} 个候选 token", "with cache": "有缓存", "count row\x04without": "无缓存",
     "without cache": "无缓存", "with KV cache": "使用 KV 缓存",
     "K/V vectors computed so far (per layer)": "累计计算的 K/V 向量（每层）",
     "running count after step {step}\n(steps 0–{last}: {n} in all)": "第 {step} 步后的累计数\n（第 0–{last} 步，共 {n} 步）",
@@ -82,7 +82,7 @@ ZH: dict[str, str] = {
     "position {p}: {text} ({kind})": "位置 {p}：{text}（{kind}）", "position {p}: {what}": "位置 {p}：{what}",
     "position {p}: {kind}": "位置 {p}：{kind}",
     " ← chosen": " ← 选中", "  ← chosen": "  ← 选中", "← chosen": "← 选中",
-    "top-{k} next tokens (sampling distribution)": "top-{k} 下一个 token（采样分布）",
+    "top-{k} next tokens (sampling distribution)": "概率最高的 {k} 个候选 token（采样分布）",
     "K/V computed so far (per layer)": "累计计算的 K/V（每层）",
     "tokens (grey: prompt, white: generated, yellow with a heavy edge: newest) and their K/V:":
         "token（灰：提示词，白：已生成，黄色粗边：最新）及其 K/V：",
@@ -113,11 +113,11 @@ ZH: dict[str, str] = {
         "第 {step} 步：查询 {query}（位置 {qpos}）-> 键 {key}（位置 {kpos}）：权重 {weight}",
     "layer {layer}, head {head}: step {step}'s query {query} over {n} cached keys\n(bright: this step's row; "
     "outlined: the K/V it appended)":
-        "第 {layer} 层，第 {head} 头：第 {step} 步的查询 {query} 作用于 {n} 个缓存的键\n（亮：本步的行；描边：本步追加的 K/V）",
+        "第 {layer} 层，第 {head} 头：第 {step} 步的查询“{query}”关注 {n} 个缓存的键\n（亮：本步的行；描边：本步追加的 K/V）",
     "all heads, step {step}: query {query} over {n} keys (outlined: the K/V it appended)":
-        "所有头，第 {step} 步：查询 {query} 作用于 {n} 个键（描边：本步追加的 K/V）",
+        "所有头，第 {step} 步：查询“{query}”关注 {n} 个键（描边：本步追加的 K/V）",
     "step {step}: query {query} reads {n} cached key(s); outlined = the K/V it appended":
-        "第 {step} 步：查询 {query} 读取 {n} 个缓存的键；描边 = 本步追加的 K/V",
+        "第 {step} 步：查询“{query}”读取 {n} 个缓存的键；描边 = 本步追加的 K/V",
     "prefill: {n} prompt key(s), one pass": "预填充：提示词的 {n} 个键，一次前向传播",
     "decode: one key appended per step": "解码：每步追加一个键",
     "{name} of layer {layer}": "第 {layer} 层的 {name}",
@@ -164,7 +164,7 @@ ZH: dict[str, str] = {
     "allocated": "被分配", "shared": "共享", "copied on write": "被写时复制", "freed": "被释放",
     "prefix-cache hit": "命中前缀缓存", "evicted from the prefix index": "被移出前缀索引",
     "start": "开始", "hit": "前缀命中", "fork": "分叉", "cow": "写时复制", "finish": "完成", "end": "结束",
-    "full": "池满", "used": "已用", "block state\x04cached": "仍在前缀缓存中",
+    "block event\x04full": "池满", "used": "已用", "block state\x04cached": "仍在前缀缓存中",
     # -- cost curves --
     "{what}, with cache": "{what}，有缓存", "{what}, without cache": "{what}，无缓存",
     "CPU time": "CPU 时间", "wall time": "墙钟时间", "{label} (slope {slope})": "{label}（斜率 {slope}）",
@@ -175,14 +175,14 @@ ZH: dict[str, str] = {
     "cumulative FLOPs": "累计 FLOPs", "FLOPs per step": "每步 FLOPs", "context length t (tokens)": "上下文长度 t（token）",
     "cumulative ms": "累计毫秒", "ms per step": "每步毫秒",
     "measured: {layers} layers, d_model {d}; log-log slopes over the last half":
-        "实测：{layers} 层，d_model {d}；对数坐标斜率取自后半段",
+        "实测：{layers} 层，d_model {d}；双对数坐标下的斜率取自后半段",
     "tokens per sequence": "每个序列的 token 数", "bytes ({dtype})": "字节（{dtype}）",
     "{name}: KV cache memory = weight memory\nat {n} tokens per sequence": "{name}：每个序列 {n} 个 token 时\nKV 缓存显存 = 权重显存",
     "{name}: at {n} tokens per sequence the KV cache\nis {share} of the weights' memory":
         "{name}：每个序列 {n} 个 token 时\nKV 缓存显存是权重显存的 {share}",
     "K/V computations, cumulative": "K/V 计算量，累计",
     "{name}: generating {n} tokens with and without a KV cache (slopes: log-log fit over the last half)":
-        "{name}：有无 KV 缓存时生成 {n} 个 token（斜率：后半段的对数坐标拟合）",
+        "{name}：有无 KV 缓存时生成 {n} 个 token（斜率：后半段在双对数坐标下拟合）",
     "{model}, n = {n}: K/V computed {kv_c} with cache vs {kv_n} without ({kv_x}x); FLOPs {f_c} vs {f_n} ({f_x}x); "
     "KV cache {kv_bytes} vs weights in memory {w_bytes}":
         "{model}，n = {n}：计算的 K/V 有缓存 {kv_c} 个，无缓存 {kv_n} 个（{kv_x} 倍）；FLOPs {f_c} 对 {f_n}（{f_x} 倍）；"
@@ -191,12 +191,12 @@ ZH: dict[str, str] = {
     "weights in memory: {size}": "显存中的权重：{size}", "K/V computed (per layer)": "计算的 K/V（每层）",
     "FLOPs (solid: proj. + FFN, dashed: attention)": "FLOPs（实线：投影 + FFN，虚线：注意力）",
     "memory, bytes ({dtype})": "显存，字节（{dtype}）", "KV cache bytes": "KV 缓存字节数", "weights in memory": "显存中的权重",
-    "{which}: {n} in total": "{which}：共 {n} 个", " (log-log, slopes fitted over the last half)": "（对数坐标，斜率由后半段拟合）",
+    "{which}: {n} in total": "{which}：共 {n} 个", " (log-log, slopes fitted over the last half)": "（双对数坐标，斜率由后半段拟合）",
     "measured: {layers} layers, d_model {d} (slopes: log-log fit over the last half)":
-        "实测：{layers} 层，d_model {d}（斜率：后半段的对数坐标拟合）",
+        "实测：{layers} 层，d_model {d}（斜率：后半段在双对数坐标下拟合）",
     "chat (demo model, d_model 64)": "chat（演示模型，d_model 64）",
     "lm (real small language model, d_model 256)": "lm（真实的小语言模型，d_model 256）",
-    "larger (random weights, d_model 256)": "larger（随机权重，d_model 256）",
+    "larger (random weights, d_model 256)": "larger（更大的随机权重模型，d_model 256）",
     "projections + FFN": "投影 + FFN", "attention": "注意力", "both": "两者", "per step": "每步", "cumulative": "累计",
     "no cache": "无缓存", "static cache (in place)": "静态缓存（原地写入）", "concat cache (torch.cat)": "拼接缓存（torch.cat）",
     "linear": "线性坐标", "log-log": "对数坐标",
@@ -206,7 +206,7 @@ ZH: dict[str, str] = {
     "{name} in {formats}: weights + KV cache": "{name}（{formats}）：权重 + KV 缓存",
     "{name} in {dtype}, batch {batch}: KV cache memory = weight memory at {n} tokens per request":
         "{name}（{dtype}），批次 {batch}：每个请求 {n} 个 token 时 KV 缓存显存 = 权重显存",
-    "KV cache of": "KV 缓存类型", "weights in memory ({size} GiB)": "显存中的权重（{size} GiB）", "{g} GiB GPU": "{g} GiB GPU",
+    "KV cache of": "注意力结构", "weights in memory ({size} GiB)": "显存中的权重（{size} GiB）", "{g} GiB GPU": "{g} GiB GPU",
     "KV cache per token": "每个 token 的 KV 缓存", "KV cache ({batch} x {context} tokens)": "KV 缓存（{batch} x {context} 个 token）",
     "{size} ({share} of total)": "{size}（占总量 {share}）", "total": "总计",
     "KV cache memory = weight memory at": "KV 缓存显存 = 权重显存 时",
@@ -272,7 +272,7 @@ ZH: dict[str, str] = {
     # -- speculative decoding --
     "k={k}, {rule}: {n} new tokens in {passes} target passes (generate: {base}){sep}{drafts} draft passes, "
     "{kept}/{proposed} proposals kept ({rate})":
-        "k={k}，{rule}：目标模型 {passes} 次前向传播生成 {n} 个新 token（generate：{base} 次）{sep}草稿模型 {drafts} 次前向传播，"
+        "k={k}，{rule}：目标模型 {passes} 次前向传播生成 {n} 个新 token（单用 generate 要 {base} 次）{sep}草稿模型 {drafts} 次前向传播，"
         "{kept}/{proposed} 个提议被接受（{rate}）",
     "round {round}: {label} — {meaning}": "第 {round} 轮：{label} — {meaning}", "greedy": "贪心",
     "T={temp}, seed {seed}": "T={temp}，随机种子 {seed}", "k (draft tokens proposed per round)": "k（每轮提议的草稿 token 数）",
@@ -281,8 +281,8 @@ ZH: dict[str, str] = {
     "1 (α = 0)": "1（α = 0）", "predicted from the measured α": "由实测 α 预测", "measured, full rounds": "实测，完整轮次",
     "measured, all passes": "实测，全部前向传播", "tokens per target pass: predicted vs measured": "目标模型每次前向传播的 token 数：预测与实测",
     "{title} — round {upto}: {new} new tokens in {passes} target passes (generate: {new})":
-        "{title} — 第 {upto} 轮：目标模型 {passes} 次前向传播生成 {new} 个新 token（generate：{new} 次）",
-    "text: <code>{text}</code>": "文本：<code>{text}</code>", "target": "目标", "speculative decoding": "推测解码",
+        "{title} — 第 {upto} 轮：目标模型 {passes} 次前向传播生成 {new} 个新 token（单用 generate 要 {new} 次）",
+    "text: <code>{text}</code>": "文本：<code>{text}</code>", "target": "目标", "speculative decoding": "投机解码",
     "draft token kept": "草稿 token 被接受", "draft token rejected": "草稿 token 被拒绝", "dropped after a rejection": "拒绝后丢弃",
     "target's correction": "目标模型的修正", "target's bonus token": "目标模型的额外 token", "target alone": "仅目标模型",
     "after <eos>, unused": "<eos> 之后，未使用",
@@ -294,7 +294,7 @@ ZH: dict[str, str] = {
     "<b>KV cache, layer {l}</b> ({n} rows; this step's rows highlighted and marked {mark})":
         "<b>KV 缓存，第 {l} 层</b>（{n} 行；本步写入的行高亮并标记 {mark}）",
     "generated: {text} ({n} forward passes)": "已生成：{text}（{n} 次前向传播）", "layer {l} {name}": "第 {l} 层 {name}",
-    "quantity": "量", "numbers": "数值",
+    "quantity": "项目", "numbers": "数值",
     "step {step} ({phase}): feed {fed} → next token {chosen}; the cache now holds {n} K and V rows per layer":
         "第 {step} 步（{phase}）：输入 {fed} → 下一个 token {chosen}；缓存现在每层有 {n} 行 K 和 V",
     "pos": "位置", "quantity (newest token)": "量（最新 token）", "rank": "名次", "next token": "下一个 token", "prob": "概率",
@@ -316,7 +316,7 @@ ZH: dict[str, str] = {
         "<kbd>PgUp</kbd>（或 <kbd>j</kbd> / <kbd>k</kbd>）跳到下一节 / 上一节",
     # -- the request timeline of a serving run (lib/widgets/timeline.py) --
     "request": "请求", "forward pass": "前向传播", "{policy}: {steps} passes": "{policy}：{steps} 次前向传播",
-    "static": "静态批处理", "continuous": "连续批处理", "waiting in the queue": "在队列中等待",
+    "batching policy\x04static": "静态批处理", "batching policy\x04continuous": "连续批处理", "waiting in the queue": "在队列中等待",
     "prefill (its first pass)": "预填充（它的第一次前向传播）", "decoding": "解码",
     "finished, slot still held (static batching)": "已完成，槽位仍被占着（静态批处理）",
     # -- RoPE as a picture (lib/widgets/rope.py) --
@@ -330,7 +330,7 @@ ZH: dict[str, str] = {
     "tile (query × key)": "分块（查询 × 键）", "what the loop does": "循环做了什么", "m of row {r}": "第 {r} 行的 m",
     "l of row {r}": "第 {r} 行的 l", "moved so far": "累计搬运",
     "plain attention moves {plain} for the same call: {x}x the tiled loop":
-        "普通注意力做同一次调用要搬运 {plain}：是分块循环的 {x} 倍",
+        "朴素注意力做同一次调用要搬运 {plain}：是分块循环的 {x} 倍",
     "key tile": "键分块", "query tile": "查询分块", "F/M + visit order, ·: skipped": "F/M + 访问顺序，·：跳过",
     "query row {r}": "查询第 {r} 行", "KiB moved (HBM)": "搬运的 KiB（HBM）",
     "the model's own output: {out}": "模型自己的输出：{out}",
@@ -339,7 +339,7 @@ ZH: dict[str, str] = {
     "crosses the diagonal: computed with the mask": "跨过对角线：带掩码计算",
     "wholly above the diagonal: skipped, nothing loaded": "整块在对角线之上：跳过，什么都不加载",
     "running max m": "当前最大值 m", "log of running sum l": "当前和 l 的对数",
-    "tiled loop, so far": "分块循环（到目前为止）", "plain attention (whole call)": "普通注意力（整次调用）",
+    "tiled loop, so far": "分块循环（到目前为止）", "plain attention (whole call)": "朴素注意力（整次调用）",
     "row {r}: m = {m}, l = {l}": "第 {r} 行：m = {m}，l = {l}",
     "row {r}: its tile not reached yet": "第 {r} 行：所在分块还没轮到",
     "this step works on its tile": "这一步正在处理它所在的分块",
@@ -348,7 +348,7 @@ ZH: dict[str, str] = {
     "bytes moved from HBM": "从 HBM 搬运的字节", "tile size": "分块大小", "view": "视图", "query row": "查询行",
     "chunks merged": "已合并的段数", "keys covered": "覆盖的键",
     "weight of each chunk, exp(lse_i − lse)": "每段的权重，exp(lse_i − lse)",
-    "merged output, first {n} dims": "合并后的输出（前 {n} 维）", "plain attention": "普通注意力",
+    "merged output, first {n} dims": "合并后的输出（前 {n} 维）", "plain attention": "朴素注意力",
     "split-K so far": "split-K（到目前为止）", "exact output": "精确输出", "keys {a}..{b}": "键 {a}..{b}",
     "= the merge of every chunk": "= 所有段的合并结果",
     "the model’s attention output": "模型的注意力输出", "<b>row {r}</b> ({where})": "<b>第 {r} 行</b>（{where}）",
@@ -376,7 +376,7 @@ ZH: dict[str, str] = {
         "W = {w} 个槽位：{s} 个汇点永久保留，{r} 个轮流存放最近的位置",
     "window W": "窗口 W", "your text": "你的文本", "sinks": "汇点数", "slot {s}": "槽位 {s}", "position ": "位置 ",
     "positions 1..{p}": "位置 1..{p}", "sink: kept for good": "汇点：永久保留", "held (the window)": "保留（窗口内）",
-    "the newest token": "最新的 token", "empty": "空", "window only": "只有窗口", "window + sinks": "窗口 + 汇点",
+    "the newest token": "最新的 token", "empty": "空", "window only": "仅窗口", "window + sinks": "窗口 + 汇点",
     # the capacity explorer (lib/widgets/capacity.py)
     "{model} on {total}, gpu_memory_utilization {u}: {blocks} blocks of {bs} tokens = {tokens} tokens; "
     "{r} requests of {len} tokens":
@@ -426,7 +426,7 @@ ZH.update({  # -- the serving dashboard (lib/widgets/dashboard.py) --
     "#{rid} (prefill)": "#{rid}（预填充）", "your request": "你的请求",
     # the load curves (lib/widgets/load.py) and their table (lib.serving.LoadPoint.row)
     "{p}, mean": "{p}，均值", "{p}, p90": "{p}，p90 分位", "arrival rate (requests/s)": "到达率（请求/秒）",
-    "time to first token (ms)": "首 token 时间（ms）", "rate (req/s)": "到达率（请求/秒）",
+    "time to first token (ms)": "首 token 延迟（ms）", "rate (req/s)": "到达率（请求/秒）",
     "TTFT mean (ms)": "TTFT 均值（ms）", "TTFT p90 (ms)": "TTFT p90（ms）", "TPOT mean (ms)": "TPOT 均值（ms）",
     "TPOT p90 (ms)": "TPOT p90（ms）", "mean queue": "平均队列长度", "max queue": "最长队列", "clock": "时钟",
     "prefix hit rate": "前缀缓存命中率",
@@ -491,6 +491,25 @@ def parens(text: str) -> str:
     """``text`` in parentheses after a word: " (text)" in English, "（text）" (full-width, no space) in Chinese."""
     return f"（{text}）" if _current == "zh" else f" ({text})"
 
+
+ZH.update({  # -- errors a notebook asks the learner to read (02's context window, 09's exhausted pool); the type stays
+    "a prompt of {prompt_len} tokens leaves room for at most {room} new token(s) in the context window "
+    "(max_seq_len={max_seq_len}), but {name}={n_new}":
+        "{prompt_len} 个 token 的提示词在上下文窗口（max_seq_len={max_seq_len}）里最多只留得下 {room} 个新 token，"
+        "但 {name}={n_new}",
+    "sequence too long for the context window{row}: positions{within} {first}..{end} were asked for, but this model "
+    "has max_seq_len={max_seq_len} (positions 0..{last})":
+        "序列超出了上下文窗口{row}：要用到位置{within} {first}..{end}，但这个模型的 max_seq_len={max_seq_len}"
+        "（位置 0..{last}）",
+    " (row {b})": "（第 {b} 行）", " within the cache": "（按缓存内的位置计）",
+    "KV block pool exhausted: {what} needs {needed} free block(s) of {block_size} tokens, but only {free} of "
+    "{n_blocks} are free. Release finished sequences, preempt a running one, let the request wait, or build a pool "
+    "with more blocks (n_blocks >= {least} would do).":
+        "KV 块池已用尽：{what}需要 {needed} 个空闲块（每块 {block_size} 个 token），但 {n_blocks} 个块中只有 {free} 个"
+        "空闲。可以释放已完成的序列、抢占一个正在运行的序列、让请求等待，或者建一个块更多的池（n_blocks >= {least} 就够）。",
+    "this request": "这个请求", "this sequence": "这个序列", "sequence {name}": "序列 {name} ",
+    "appending {n} token(s) to {m} sequence(s)": "向 {m} 个序列追加 {n} 个 token，",
+})
 
 ZH.update({  # -- nb01 -- the decoder block as a diagram (lib/widgets/decoder_diagram.py)
     "one decoder block (layer ℓ)": "一个解码器块（第 ℓ 层）", "h {shape}": "残差流 h {shape}",

@@ -22,7 +22,7 @@ ZH_OUTPUTS: dict[str, str] = {
         "写 _write(layer, k, v)：把 k 和 v（形状 (1, n_kv_heads, T, head_dim)）沿第 2 维（torch.cat）接到这一层已有的键和值"
         "后面，并把两者返回；kv(layer) 返回它们。循环：只建一个缓存，先预填充一次 model(prompt, cache=cache)，之后每步取最后"
         "一个位置 logits 的 argmax，单独输入。",
-    "One speculative round: verify, accept, roll back": "一轮推测解码：验证、接受、回滚",
+    "One speculative round: verify, accept, roll back": "一轮投机解码：验证、接受、回滚",
     "feed [pending, *drafts] in one call with the cache; row i of the logits is the target's choice after the i-th "
     "prefix. Keep drafts while they equal those choices, then add the target's choice at the first mismatch (or "
     "after the last draft). Finally crop the cache to its length before the call + 1 + the number kept.":
@@ -123,7 +123,7 @@ ZH_OUTPUTS: dict[str, str] = {
         "注意力后端（FlashAttention、FlashInfer、Triton 等）拿到 block_table，就地读取键和值；所有序列的 token 首尾相接，没有填充",
     "lib gathers a sequence's blocks into one tensor and runs the model's plain attention on it (same numbers, "
     "easier to read); ragged batches are padded":
-        "lib 把一个序列的块收集成一个张量，再对它跑模型的普通注意力（数值相同，更好读）；长短不一的批次要填充",
+        "lib 把一个序列的块收集成一个张量，再对它跑模型的朴素注意力（数值相同，更好读）；长短不一的批次要填充",
     "KV cache manager": "KV 缓存管理器",
     "the scheduler asks it for the blocks a step's new tokens need; it returns None when the pool is short":
         "调度器向它要一步的新 token 所需的块；池里不够时它返回 None",
@@ -214,16 +214,16 @@ ZH_OUTPUTS: dict[str, str] = {
     "runs": "运行次数", "new tokens": "新 token", "target passes": "目标模型前向传播", "saved": "节省",
     "draft passes": "草稿模型前向传播", "drafts kept": "草稿被接受", "tokens/pass": "token/前向传播",
     "full rounds": "完整轮次", "tokens/full round": "token/完整轮次", "predicted": "预测", "p target": "p 目标",
-    "q draft": "q 草稿", "keep if proposed": "提议时的接受概率", "residual": "残差分布", "output": "输出",
+    "q draft": "q 草稿", "keep if proposed": "提议时的接受概率", "output": "输出",
     "kind": "类型", "events": "事件", "policy": "策略", "seconds": "秒", "tokens/s": "token/秒", "ms per pass": "每次前向传播 ms",
-    "mean TTFT (ms)": "平均首 token 时间（ms）", "mean latency (ms)": "平均延迟（ms）", "run": "运行",
+    "mean TTFT (ms)": "平均首 token 延迟（ms）", "mean latency (ms)": "平均延迟（ms）", "run": "运行",
     "preemptions": "抢占次数", "forward passes": "前向传播次数", "prefill tokens": "预填充 token",
     "of them recomputed": "其中重算", "blocks to CPU": "换出到 CPU 的块", "blocks from CPU": "从 CPU 换入的块",
     "most blocks on CPU": "CPU 上最多的块数", "bytes moved": "搬运字节数", "tokens %": "token 占比 %",
     "reserved, later %": "预留，之后用 %", "reserved, never %": "预留，从未用 %", "free %": "空闲 %",
     "tokens / allocated %": "token / 已分配 %", "mean batch": "平均批次", "max batch": "最大批次", "steps": "步数",
     "tensor": "张量", "bytes read": "读取字节", "bytes written": "写入字节", "keys": "键", "rescale old sums": "旧和的缩放",
-    "acc / l so far": "目前的 acc / l", "chunk": "段", "plain": "普通", "flash, tiles of 64": "flash，分块 64",
+    "acc / l so far": "目前的 acc / l", "chunk": "段", "plain": "朴素", "flash, tiles of 64": "flash，分块 64",
     "held positions": "保存的位置数", "slot of the newest": "最新的槽位", "keys(0) length": "keys(0) 长度",
     "every position": "保留每个位置", "ring": "环形", "model, text": "模型，文本", "even spread": "平均分配",
     "largest share on position 0": "位置 0 上的最大占比", "at": "位于", "cache": "缓存", "perplexity": "困惑度",
@@ -326,7 +326,7 @@ ZH_OUTPUTS: dict[str, str] = {
     "positions, p itself included); compare the positions, not the indices.":
         "当 j <= p（因果）且 j > p - window（最近 `window` 个位置，含 p 自己）时，位置 p 的查询看得到位置 j 的键；"
         "比较的是位置，不是下标。",
-    "The acceptance rule of speculative decoding": "推测解码的接受规则",
+    "The acceptance rule of speculative decoding": "投机解码的接受规则",
     "keep x with probability min(1, p[x] / q[x]); after a rejection the target draws from max(0, p - q), divided "
     "by its sum so it adds up to 1 (and if p == q, nothing is left: use p)":
         "以概率 min(1, p[x] / q[x]) 接受 x；被拒绝后，目标模型从 max(0, p - q) 采样，先除以它的和使总和为 1"
@@ -427,13 +427,13 @@ ZH_PRINTED: dict[str, str] = {
     "time on an H100, llama-2-13b: max {0:.1f} s, paged {1:.1f} s ({2:.1f}x less), prefills and recomputation charged":
         "在 H100 上跑 llama-2-13b 的时间：max {0} 秒，分页 {1} 秒（max 用时是分页的 {2} 倍），预填充和重计算都已计入",
     "GQA, {0} sequences share a {1}-token prompt": "GQA，{0} 个序列共用一段 {1} token 的提示词",
-    "GQA, speculative verify of k={0}": "GQA，推测解码验证 k={0}",
+    "GQA, speculative verify of k={0}": "GQA，投机解码验证 k={0}",
     # -- templates of table cells --
     "head {0}": "头 {0}", "layer {0}, head {1}": "第 {0} 层，第 {1} 头", "window {0} only": "仅窗口 {0}",
     "window {0} + {1} sinks": "窗口 {0} + {1} 个汇点", "window {0} + 1 sink": "窗口 {0} + 1 个汇点", "window {0}": "窗口 {0}",
     "alloc {0}": "分配 {0}", "free {0}": "释放 {0}", "share {0}": "共享 {0}", "hit {0}": "命中 {0}", "cow {0}": "写时复制 {0}",
     "{0} (correction)": "{0}（修正）", "{0} (bonus)": "{0}（额外）",
-    "- (text ended at <eos>)": "-（文本在 <eos> 处结束）", "flash, {0}": "flash，{0}", "plain / flash {0}": "普通 / flash {0}",
+    "- (text ended at <eos>)": "-（文本在 <eos> 处结束）", "flash, {0}": "flash，{0}", "plain / flash {0}": "朴素 / flash {0}",
     "recompute, prefix cache {0}": "重计算，前缀缓存{0}", "swap, prefix cache {0}": "换出，前缀缓存{0}",
     "{0} ({1} runs)": "{0}（{1} 次运行）", "{0} ms ({1}–{2} ms, {3} runs)": "{0} ms（{1}–{2} ms，{3} 次运行）",
     "{0} bytes moved ({1})": "搬运 {0} 字节（{1}）",
@@ -449,7 +449,7 @@ ZH_PRINTED: dict[str, str] = {
     "  KV cache memory = weight memory at batch x context = {0} tokens (at batch {1}: {2} tokens per request)":
         "  KV 缓存显存 = 权重显存：批次 × 上下文 = {0} 个 token（批次 {1} 时每个请求 {2} 个 token）",
     "{0} new tokens in {1} target passes (generate: {2}) + {3} draft passes; {4}/{5} proposals kept ({6}), {7} "
-    "tokens per target pass": "目标模型 {1} 次前向传播生成 {0} 个新 token（generate：{2} 次）+ 草稿模型 {3} 次前向传播；"
+    "tokens per target pass": "目标模型 {1} 次前向传播生成 {0} 个新 token（单用 generate 要 {2} 次）+ 草稿模型 {3} 次前向传播；"
                               "{5} 个提议中 {4} 个被接受（{6}），目标模型每次前向传播 {7} 个 token",
     # -- Markdown tables a cell displays (03): each cell of a row is looked up --
     "without KV cache: recompute + compute": "无 KV 缓存：重算 + 计算", "K/V computed": "计算的 K/V",
@@ -495,7 +495,7 @@ ZH_PRINTED: dict[str, str] = {
     "block size (positions)": "块大小（位置数）", "% of the slots held": "占所持槽位的 %", "vLLM's default: 16": "vLLM 的默认值：16",
     "block-table entries per sequence": "每个序列的块表项数", "table entries per sequence": "每个序列的表项数",
     "F: computed, M: computed with the mask (hatched), ·: skipped": "F：计算，M：带掩码计算（斜线），·：跳过",
-    "plain (S and P through HBM)": "普通（S 和 P 经过 HBM）", "flash, tiles of {0}": "flash，分块 {0}",
+    "plain (S and P through HBM)": "朴素（S 和 P 经过 HBM）", "flash, tiles of {0}": "flash，分块 {0}",
     "the window above: {0} tokens, tiles of 64": "上面的窗口：{0} 个 token，分块大小 64",
     "the same {0} tokens, tiles of 32": "同样的 {0} 个 token，分块大小 32",
     # figure titles and legend entries that the notebooks' own plotting cells write
@@ -644,7 +644,7 @@ ZH_PRINTED: dict[str, str] = {
     "KV cache memory = weight memory at {0:,.0f} tokens per sequence at batch 1, {1:,.0f} at batch 8":
         "KV 缓存显存 = 权重显存：批次 1 时每个序列 {0} 个 token，批次 8 时 {1} 个",
     "at t = 512 a step without the cache takes {0:.0f}x as long as one with it": "t = 512 时，无缓存的一步耗时是有缓存的 {0} 倍",
-    "{0:9} ms per step at t = {1} … {2}: {3:.2f} … {4:.2f}, log-log slope {5}": "{0} t = {1} … {2} 时每步毫秒数：{3} … {4}，对数坐标斜率 {5}",
+    "{0:9} ms per step at t = {1} … {2}: {3:.2f} … {4:.2f}, log-log slope {5}": "{0} t = {1} … {2} 时每步毫秒数：{3} … {4}，双对数坐标下的斜率 {5}",
     "one token's K and V in all {0} layers: {1:,} bytes (fp32)": "一个 token 在全部 {0} 层的 K 和 V：{1} 字节（fp32）",
     "without: {0}": "无缓存：{0}", "with: {0}": "有缓存：{0}",
     # -- 04_worked_example --
@@ -696,7 +696,7 @@ ZH_PRINTED: dict[str, str] = {
     "tokens that differ in the {0} steps: {1}": "{0} 步中不同的 token：{1}",
     "llama-2-7b on 80 GiB: {0} requests if each reserves 4,096 tokens, {1} if each holds the 600 it uses ({2:.1f}x "
     "more at once)": "llama-2-7b，80 GiB：每个请求预留 4,096 个 token 时放得下 {0} 个，只存实际用到的 600 个时 {1} 个"
-                     "（同时多 {2} 倍）",
+                     "（同时容纳的请求是前者的 {2} 倍）",
     "skipped: no model of your own loaded": "已跳过：没有加载你自己的模型",
     "cache after {0} tokens: {1:,} bytes (= kv_cache_bytes)": "{0} 个 token 之后的缓存：{1} 字节（= kv_cache_bytes）",
     # -- 07_misconceptions --
@@ -726,10 +726,8 @@ ZH_PRINTED: dict[str, str] = {
     "draft + target:    {0}": "草稿 + 目标：     {0}",
     "identical tokens:  {0}": "token 相同：      {0}",
     "target passes: {0} alone, {1} with the draft (+ {2} passes of the {3:.0f}x smaller draft)":
-        "目标模型前向传播次数：单独 {0} 次，配草稿模型 {1} 次（另加小 {3} 倍的草稿模型 {2} 次）",
+        "目标模型前向传播次数：单独 {0} 次，配草稿模型 {1} 次（另加草稿模型 {2} 次，它的大小是目标模型的 1/{3}）",
     "{0}, the first prompt: {1}": "{0}，第一个提示词：{1}",
-    "greedy, {0} held-out {1}:": "贪心，{0} 条留出的{1}文本：",
-    "temperature 1, {0} held-out {1}:": "温度 1，{0} 条留出的{1}文本：",
     "English": "英文", "Chinese": "中文", "{0} CPU thread": "{0} 个 CPU 线程", "{0} CPU threads": "{0} 个 CPU 线程",
     "k = 4, greedy, English: drafts kept {0}, {1} tokens per target pass": "k = 4，贪心，英文：草稿被接受 {0}，目标模型每次前向传播 {1} 个 token",
     "α implied by {0} tokens per pass: {1:.2f}": "由每次前向传播 {0} 个 token 推出的 α：{1}",
@@ -804,7 +802,7 @@ ZH_PRINTED: dict[str, str] = {
     "models: {0}": "模型：{0}", "every block back in the pool: {0}": "所有块都已还回池中：{0}",
     "both policies give every request the same tokens; answers from {0} to {1} tokens": "两种策略给每个请求的 token 相同；回答长度从 {0} 到 {1} 个 token",
     "continuous / static: {0:.2f}x the tokens per second, {1:.2f}x the mean time to first token":
-        "连续批处理 / 静态批处理：每秒 token 数为 {0} 倍，平均首 token 时间为 {1} 倍",
+        "连续批处理 / 静态批处理：每秒 token 数为 {0} 倍，平均首 token 延迟为 {1} 倍",
     "for llama-2-13b in fp16 ({0:,} bytes of K/V per position):": "对 llama-2-13b（fp16，每个位置 {0} 字节 K/V）：",
     "  swap moves {0:.1f} GiB between GPU and CPU memory (out and back) and holds up to {1:.2f} GiB in CPU memory at "
     "once": "  换出在 GPU 和 CPU 内存之间搬运 {0} GiB（换出再换回），CPU 内存中同时最多存 {1} GiB",
@@ -832,14 +830,14 @@ ZH_PRINTED: dict[str, str] = {
     "{0:>11}, batch  1, context {1:>5}: KV reads are {2:4.1f}% of the bytes": "{0}，批次  1，上下文 {1}：KV 读取占字节数的 {2}%",
     "correct": "正确",
     # -- 11_flash_attention --
-    "plain / flash: {0:.2f}x the bytes; the score matrix is never written": "普通 / flash：字节数为 {0} 倍；分数矩阵从不写出",
+    "plain / flash: {0:.2f}x the bytes; the score matrix is never written": "朴素 / flash：字节数为 {0} 倍；分数矩阵从不写出",
     "softmax(scores) · values = {0:.4f}, the same as the last acc / l": "softmax(scores) · values = {0}，与最后的 acc / l 相同",
     "{0} tokens of held-out text, starting {1} ...": "{0} 个 token 的留出文本，开头是 {1} ...",
     "the naive path holds P {0}: {1} per layer, and S before it as much; flash holds one 64 x 64 tile of scores per "
-    "head: {2}, {3}x less": "朴素实现要存 P {0}：每层 {1}，之前的 S 也一样多；flash 每个头只存一个 64 x 64 的分数分块：{2}，少 {3} 倍",
+    "head: {2}, {3}x less": "朴素实现要存 P {0}：每层 {1}，之前的 S 也一样多；flash 每个头只存一个 64 x 64 的分数分块：{2}，只有前者的 1/{3}",
     "{0}: {1} tiles, {2} full, {3} masked, {4} skipped": "{0}：{1} 个分块，完整 {2} 个，带掩码 {3} 个，跳过 {4} 个",
     "S and P, written and read back by plain attention: {0}; plain / flash: {1:.2f}x the bytes":
-        "普通注意力写出再读回的 S 和 P：{0}；普通 / flash：字节数为 {1} 倍",
+        "朴素注意力写出再读回的 S 和 P：{0}；朴素 / flash：字节数为 {1} 倍",
     "cache: {0} positions; layer {1}; each chunk's weight in the merge, exp(lse_i - lse), per head":
         "缓存：{0} 个位置；第 {1} 层；合并时每一段的权重 exp(lse_i - lse)，按头",
     "merged chunks = the model's attention for this step = flash_attention with one query": "合并的各段 = 模型这一步的注意力 = 只有一个查询的 flash_attention",
@@ -1154,8 +1152,8 @@ ZH_OUTPUTS.update({  # -- nb0910 -- notebook 10: the scheduler-step exercise, ch
     "{n} blocks are free after your step, which is not the expected number": "你的这一步之后有 {n} 个空闲块，与预期的数目不符",
     # chunked prefill and latency tables
     "token budget": "token 预算", "longest pass with decodes (ms)": "含解码的最长一次前向传播（ms）",
-    "whole run (ms)": "整次运行（ms）", "TTFT (ms)": "首 token 时间 TTFT（ms）",
-    "TPOT (ms)": "每输出 token 时间 TPOT（ms）", "TTFT / TPOT": "TTFT / TPOT 之比", "prefill bound": "预填充受限于",
+    "whole run (ms)": "整次运行（ms）", "TTFT (ms)": "首 token 延迟 TTFT（ms）",
+    "TPOT (ms)": "每个输出 token 的延迟 TPOT（ms）", "TTFT / TPOT": "TTFT / TPOT 之比", "prefill bound": "预填充受限于",
     "decode bound": "解码受限于",
     "its first token (pass)": "它的首 token（第几次前向传播）", "its first token (ms)": "它的首 token（ms）",
     # the why of the predictions and questions of notebooks 09 and 10

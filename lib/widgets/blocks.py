@@ -65,6 +65,12 @@ EVENT_WORDS = {"alloc": "allocated", "share": "shared", "cow": "copied on write"
 MAX_FRAMES = 64
 
 
+def kind_word(kind: str) -> str:
+    """A frame's kind in the notebook's language; "full" (the pool ran out) is keyed by its context: a bare "full"
+    means other things elsewhere (12's full cache)."""
+    return t("block event\x04full") if kind == "full" else t(kind)
+
+
 @dataclass
 class BlockView:
     """One physical block at one moment."""
@@ -305,7 +311,7 @@ def story_table(frames) -> str:
     lines = [f"{'#':>2}  " + pad(t("kind"), 7) + " " + t("used shared free  events")]
     for f in frames:
         ev = ", ".join(f"{t('event code' + CONTEXT + k)} {v}" for k, v in f.event_counts().items())
-        lines.append(f"{f.index:>2}  " + pad(t(f.kind), 7) + f" {f.n_used:4d} {f.n_shared:6d} {f.n_free:4d}  {ev}")
+        lines.append(f"{f.index:>2}  " + pad(kind_word(f.kind), 7) + f" {f.n_used:4d} {f.n_shared:6d} {f.n_free:4d}  {ev}")
     return "\n".join(lines)
 
 
@@ -349,7 +355,7 @@ def plot_pool(frame: PoolFrame, ax=None, colors: dict | None = None, cols: int |
     ax.set_ylim(-rows, 0)
     ax.axis("off")  # blocks wider than tall: room for their tokens at the type floor
     if title:
-        ax.set_title(t("{i}. {kind}: {used} used, {shared} shared, {free} free", i=frame.index, kind=t(frame.kind),
+        ax.set_title(t("{i}. {kind}: {used} used, {shared} shared, {free} free", i=frame.index, kind=kind_word(frame.kind),
                        used=frame.n_used, shared=frame.n_shared, free=frame.n_free),
                      fontsize=style.FONT_SIZE)
     return ax

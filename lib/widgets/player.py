@@ -334,7 +334,7 @@ def _draw_counts(axc, f: PlayerFrame, last: PlayerFrame):
     # with a cache every K/V is computed once ("computed"); without, most are computed again ("wasted")
     axc.barh([1, 0], vals, color=[KV_COLORS["new"], KV_COLORS["recomputed"]],
              hatch=[KV_HATCH["new"], KV_HATCH["recomputed"]], edgecolor=style.MUTED, linewidth=0.6)
-    axc.set_yticks([1, 0], [t("with cache"), t("without")])
+    axc.set_yticks([1, 0], [t("with cache"), t("count row\x04without")])
     axc.set_xlim(0, 1.25 * max(last.without_cache, 1))
     for y, v in zip([1, 0], vals):
         axc.text(v + 0.02 * last.without_cache, y, str(v), va="center", fontsize=style.SMALL_SIZE)

@@ -17,6 +17,8 @@ from . import style
 from ..i18n import t
 
 STATES = ("waiting", "prefill", "decode", "idle")
+# a policy's name in a title, keyed by its context: a bare "static" is a static cache elsewhere (静态, not 静态批处理)
+POLICY_WORDS = {"static": "batching policy\x04static", "continuous": "batching policy\x04continuous"}
 _LOOK = {"waiting": "free", "prefill": "prefill", "decode": "decode", "idle": "wasted"}  # state -> concept
 _LABEL = {"waiting": "waiting in the queue", "prefill": "prefill (its first pass)", "decode": "decoding",
           "idle": "finished, slot still held (static batching)"}
@@ -66,7 +68,7 @@ def plot_timeline(run, ax=None, title: str | None = None):
     ax.set_yticks(range(len(run.records)), [str(r.rid) for r in run.records])
     ax.set_ylabel(t("request"))
     ax.set_xlabel(t("forward pass"))
-    ax.set_title(title if title is not None else t("{policy}: {steps} passes", policy=t(run.policy),
+    ax.set_title(title if title is not None else t("{policy}: {steps} passes", policy=t(POLICY_WORDS[run.policy]),
                                                    steps=run.steps), loc="left")
     return ax
 
