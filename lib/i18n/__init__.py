@@ -220,6 +220,7 @@ ZH: dict[str, str] = {
     "weights + KV": "权重 + KV", "KV memory = weight memory": "KV 显存 = 权重显存",
     "{n} requests of {context} tokens fit next to the weights": "除权重外还放得下 {n} 个 {context} token 的请求",
     "model weights (striped)": "模型权重（条纹）", "KV cache (solid)": "KV 缓存（实心）",
+    "past the GPU's memory (dashed)": "超出显存的部分（虚线）",
     # -- roofline --
     " ridge {ridge}": " 脊点 {ridge}", "attention, ctx {contexts}": "注意力，上下文 {contexts}",
     "arithmetic intensity (FLOP / byte)": "算术强度（FLOP / 字节）", "attainable {unit}": "可达 {unit}",
