@@ -95,3 +95,14 @@ def test_a_themed_widget_repaints_only_the_card_colours_and_only_in_dark():
     box = style.themed(W.VBox([W.Label("a")]))
     assert "kvlab-themed" in box._dom_classes and box.children[0].value == "a"  # the carrier goes last
     assert box.children[-1].value == f"<style>{css}</style>" and box.children[-1].layout.display == "none"
+
+
+def test_an_empty_chip_shows_the_page_and_speaks_in_the_theme_s_ink():
+    """A filled chip keeps its fixed colours (INK on the fill reads in both themes); an empty one has no fill, so its
+    text and a heavy edge take the theme's ink (on JupyterLab's dark page INK would be 1.08:1, the browser test's
+    finding on the ring's legend)."""
+    from lib.widgets import style
+    empty, filled = style.chip_css("free", dashed=True, bold=True), style.chip_css("cached")
+    assert "background-color:transparent" in empty and f"color:{style.css('ink')}" in empty
+    assert f"3px dashed {style.css('ink')}" in empty
+    assert f"background-color:{style.colour('cached')}" in filled and f"color:{style.INK}" in filled

@@ -827,11 +827,13 @@ def chip_css(concept_name: str, *, bold: bool = False, dashed: bool = False, edg
     """Inline CSS of an HTML chip (a cell of a tile grid, a slot of a ring) in a concept's cues: its fill, diagonal
     stripes where the concept has a hatch (the second cue), a heavy edge for the current one, a dashed edge for an
     empty one. Text on a chip is INK (the fill is fixed, so it reads in light and dark themes alike); an empty chip
-    has no fill (the theme's background shows: no white box glowing in the dark theme) and the heavy edge is the
-    theme's ink (``css("ink")``: black on white, light on JupyterLab's dark), so it never vanishes into the page."""
+    has no fill (the theme's background shows: no white box glowing in the dark theme) and its text, like the heavy
+    edge, is the theme's ink (``css("ink")``: black on white, light on JupyterLab's dark), so neither vanishes into
+    the page."""
     c = concept(concept_name)
     fill = "transparent" if c.name == "free" and dashed else c.colour
     stripes = (f"background-image:repeating-linear-gradient(45deg,{PAPER} 0 1.5px,transparent 1.5px 5px);"
                if c.hatch else "")
     border = f"{'3px' if bold else '1px'} {'dashed' if dashed else 'solid'} {edge or (css('ink') if bold else MUTED)}"
-    return f"background-color:{fill};{stripes}color:{INK};border:{border}"
+    ink = css("ink") if fill == "transparent" else INK  # on no fill, the text is on the page: the theme's ink
+    return f"background-color:{fill};{stripes}color:{ink};border:{border}"
