@@ -45,6 +45,19 @@ ZH_TIME = re.compile(r"\*\*时间：\*\*[^\n]*?(?:约 )?(\d+) 分钟[^\n]*?(?=\*
 WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
 
 
+
+def _code_counts(nb) -> tuple[int, int, int]:
+    """(code cells, live widgets, plotly figures) of a notebook, from its cells and stored outputs."""
+    code = widgets = plotly = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            code += 1
+            for out in cell.get("outputs", []):
+                data = out.get("data", {})
+                widgets += WIDGET_MIME in data
+                plotly += PLOTLY_MIME in data
+    return code, widgets, plotly
+
 @dataclass(frozen=True)
 class Pace:
     name: str
@@ -85,7 +98,7 @@ def pace(path: Path) -> Pace:
     """The counts of one English notebook."""
     import nbformat
     nb = nbformat.read(path, as_version=4)
-    prose = table = code = widgets = plotly = 0
+    prose = table = 0
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             text = cell.source
@@ -97,13 +110,7 @@ def pace(path: Path) -> Pace:
                     table += n
                 else:
                     prose += n
-        elif cell.cell_type == "code":
-            code += 1
-            for out in cell.get("outputs", []):
-                data = out.get("data", {})
-                widgets += WIDGET_MIME in data
-                plotly += PLOTLY_MIME in data
-    return Pace(path.stem, prose, table, code, widgets, plotly, float(nb.metadata.get(RUN_KEY, 0.0)))
+    return Pace(path.stem, prose, table, *_code_counts(nb), float(nb.metadata.get(RUN_KEY, 0.0)))
 
 
 def paces() -> dict[str, Pace]:
@@ -131,14 +138,7 @@ def pace_zh(name: str) -> Pace:
                 table, table_chars = table + words, table_chars + chars
             else:
                 prose, prose_chars = prose + words, prose_chars + chars
-    code = widgets = plotly = 0
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            code += 1
-            for out in cell.get("outputs", []):
-                data = out.get("data", {})
-                widgets += WIDGET_MIME in data
-                plotly += PLOTLY_MIME in data
+    code, widgets, plotly = _code_counts(nb)
     english = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     run = float(nb.metadata.get(RUN_KEY, english.metadata.get(RUN_KEY, 0.0)))
     return Pace(name, prose, table, code, widgets, plotly, run, prose_chars, table_chars)

@@ -662,9 +662,8 @@ def plotly_template(scale: float | None = None):
     import plotly.graph_objects as go
 
     k = _SCALE if scale is None else _checked_scale(scale)
-    def px(size):  # a whole size stays an int (a stored figure's template is unchanged at scale 1)
-        v = round(size * k, 1)
-        return int(v) if v == int(v) else v
+    def px(size):
+        return plotly_px(size, k)
     axis = dict(gridcolor=GRID, linecolor=MUTED, zerolinecolor=GRID, tickfont=dict(size=px(SMALL_SIZE + 2)),
                 title=dict(font=dict(size=px(FONT_SIZE + 2))), automargin=True)
     return go.layout.Template(layout=dict(
@@ -678,11 +677,12 @@ def plotly_template(scale: float | None = None):
     ))
 
 
-def plotly_px(size: float) -> float:
+def plotly_px(size: float, scale: float | None = None) -> float:
     """A plotly font size (px) at the type scale ``apply`` installed: ``size`` in a notebook (a whole size stays an
     int, so a stored figure is unchanged), ``size × classroom_scale()`` on a projector. Every size a figure sets
-    itself (annotations, glyphs, table cells, subplot titles) goes through it, as the template's do."""
-    v = round(size * _SCALE, 1)
+    itself (annotations, glyphs, table cells, subplot titles) goes through it, as the template's do (``scale``:
+    another scale than the installed one)."""
+    v = round(size * (_SCALE if scale is None else scale), 1)
     return int(v) if v == int(v) else v
 
 
