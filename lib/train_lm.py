@@ -92,6 +92,10 @@ class LMSpec:
     teacher: str | None = None
     distill: float = 0.0
     languages: tuple = LANGUAGES  # a batch's rows take these in turn: ("en", "zh", "zh", "zh") is 3/4 Chinese
+    # parameters a stage leaves as they are: those whose name holds one of these (".attn." keeps every attention
+    # projection, the heads that read the context, while the embeddings and MLPs, where a model keeps its
+    # vocabulary, learn; Geva et al. 2021, "Transformer feed-forward layers are key-value memories")
+    frozen: tuple = ()
 
 
 LM_SHAPE = dict(norm="rmsnorm", activation="swiglu", positions="rope", max_seq_len=512)
@@ -164,6 +168,14 @@ SPECS = {
     "lm-mend": LMSpec(config=LM_CONFIG, steps=1000, lr=2e-4, init="lm-en", teacher="lm-base", distill=0.9,
                       repeat_min=16, warmup=30, decay_from=0.3, alphabet="text", languages=("en", "zh", "zh", "zh"),
                       shapes=((8, 512, 0.15, 0.05, 0.0), (16, 64, 0.3, 0.1, 0.2))),
+    # an experiment (2026-12-07, sixth session): from lm-en (which copies English passages), win the held-out text
+    # back with every attention projection frozen (``frozen``): the heads that read the context stay as they are,
+    # the embeddings and MLPs relearn the vocabulary the kindling stages cost (mid-frequency hanzi's embeddings grew
+    # ~1.6x in norm and turned away from lm-base's, cosine 0.44-0.51), lm-base teaching the plain windows (0.9),
+    # three rows in four Chinese, text repeats as lm-en had them so copying keeps its work
+    "lm-recall": LMSpec(config=LM_CONFIG, steps=1000, lr=3e-4, init="lm-en", teacher="lm-base", distill=0.9,
+                        repeat_min=16, warmup=30, decay_from=0.2, alphabet="text", languages=("en", "zh", "zh", "zh"),
+                        frozen=(".attn.",), shapes=((8, 512, 0.3, 0.1, 0.0), (16, 64, 0.3, 0.2, 0.3))),
     # the draft for speculative decoding: same corpus, so the same vocabulary (lm_vocabulary is deterministic)
     "lm-draft-base": LMSpec(config=DRAFT_CONFIG, steps=3000, lr=3e-3),
     "lm-draft": LMSpec(config=DRAFT_CONFIG, steps=6000, lr=1e-3, init="lm-draft-base", **READS_CONTEXT),
@@ -279,9 +291,13 @@ def lr_at(spec: LMSpec, step: int) -> float:
 
 
 def make_optimizer(model: MiniTransformer, spec: LMSpec) -> torch.optim.AdamW:
-    """AdamW with weight decay on the matrices (embeddings, projections) only, not on the norms' gains."""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    keep = [p for p in model.parameters() if p.dim() < 2]
+    """AdamW with weight decay on the matrices (embeddings, projections) only, not on the norms' gains; the
+    parameters ``spec.frozen`` names are left out (and need no gradient)."""
+    for name, p in model.named_parameters():
+        p.requires_grad_(not any(part in name for part in spec.frozen))
+    learns = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in learns if p.dim() >= 2]
+    keep = [p for p in learns if p.dim() < 2]
     return torch.optim.AdamW([{"params": decay, "weight_decay": spec.weight_decay},
                               {"params": keep, "weight_decay": 0.0}], lr=spec.lr, betas=(0.9, 0.95))
 
