@@ -87,6 +87,20 @@ def test_every_notebook_states_the_time_its_own_counts_give():
     assert not stale, "run `python -m tools.pacing --write`:\n" + "\n".join(stale)
 
 
+def test_the_map_and_the_readme_add_up_the_notebooks_times_exercises_included():
+    """00's "In all" line is the sum of the times its map states, split into reading and the exercises, and the
+    README says the same range and total, in both editions."""
+    from tools import pacing
+
+    for lang, est in (("en", pacing.paces()), ("zh", pacing.paces_zh())):
+        line, readme = pacing.stated_total(lang)
+        assert line == pacing.total_sentence(est, lang), f"{lang}: run `python -m tools.pacing --write` ({line})"
+        assert readme == pacing.readme_phrase(est, lang), f"{lang} README: run `python -m tools.pacing --write`"
+        assert sum(pacing.map_minutes(lang).values()) == sum(p.minutes for p in est.values())
+    en = pacing.paces()
+    assert sum(p.build_its for p in en.values()) >= 19 and sum(p.predictions for p in en.values()) >= 90
+
+
 def test_the_pace_adds_up_what_a_learner_reads_runs_and_plays():
     from tools.pacing import Pace
 
@@ -95,3 +109,12 @@ def test_the_pace_adds_up_what_a_learner_reads_runs_and_plays():
     assert p.minutes == 25 and p.run_text() == "under a minute" and "about 25 minutes" in p.sentence()
     assert "约 25 分钟" in p.sentence("zh")
     assert Pace("y", 0, 0, 0, 0, 0, 0).minutes == 5
+    # the learner's own work on top: 2 build-its x 10 + 7 predictions x 1 = 27 minutes, rounded up to 30
+    q = Pace("x", 1300, 390, 10, 1, 2, 30, build_its=2, predictions=7)
+    assert (q.reading_minutes, q.exercise_minutes, q.minutes) == (25, 30, 55)
+    assert q.sentence().startswith("**Time:** about 55 minutes: 25 to read and run (")
+    assert "30 for its 2 build-it exercises and 7 predictions (10 minutes a build-it, 1 a prediction)" in q.sentence()
+    assert q.sentence("zh").startswith("**时间：** 约 55 分钟：阅读和运行约 25 分钟（")
+    assert "2 个动手实现、7 个预测约 30 分钟" in q.sentence("zh")
+    one = Pace("z", 0, 0, 0, 0, 0, 0, build_its=1)
+    assert "for its 1 build-it exercise (" in one.sentence() and one.minutes == 15

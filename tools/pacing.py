@@ -5,7 +5,14 @@ map in 00 (its time column) and the Chinese translation files, so that the three
     minutes = prose words / WORDS_PER_MINUTE  +  words in tables / (3 × WORDS_PER_MINUTE)   (a table is scanned)
             + code cells × CODE_CELL_MINUTES  +  live widgets × WIDGET_MINUTES  +  plotly figures × PLOTLY_MINUTES
             + the notebook's own run time (``tools.runner`` stores it in the notebook's metadata)
-    rounded up to 5 minutes
+    rounded up to 5 minutes (reading and running), then
+
+    exercises = build-its × BUILD_IT_MINUTES  +  predictions × PREDICTION_MINUTES      rounded up to 5 minutes
+
+A build-it is a code cell where the learner writes a piece and ``lib.exercises.check`` grades it (its worked
+solution, a collapsed cell, is not counted again); a prediction is a cell that ends in ``lib.exercises.reveal``
+(the learner writes a guess first). The notebook's time is the sum of the two; 00's map adds every notebook's time
+into a total (``**In all:**``) and the README states the range and the total, so the four say one thing.
 
 The English edition counts its words. The Chinese edition counts what its own translation file says: Chinese
 characters at CHARS_PER_MINUTE (the Latin words among them, code names and terms such as KV or GQA, at the English
@@ -36,6 +43,11 @@ CJK = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
 CODE_CELL_MINUTES = 0.5  # read a code cell, run it, look at what it printed or drew
 WIDGET_MINUTES = 3.0  # play with a live widget
 PLOTLY_MINUTES = 1.0  # step through an exported plotly figure
+# A first-timer's exercise work. Not timed on learners (no learner was timed for this estimate): a build-it is a
+# 5-15 line function written against hidden cases, with a hint or two, so 10 minutes; a prediction is one number
+# thought through and written down, so a minute. Stated in every first cell, so a reader can rescale them.
+BUILD_IT_MINUTES = 10.0
+PREDICTION_MINUTES = 1.0
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 RUN_KEY = "kvlab_run_seconds"  # notebook metadata written by tools.runner
@@ -58,6 +70,19 @@ def _code_counts(nb) -> tuple[int, int, int]:
                 plotly += PLOTLY_MIME in data
     return code, widgets, plotly
 
+
+def _exercise_counts(nb) -> dict:
+    """The learner's own work in a notebook: build-its (code cells that grade the learner's function with
+    ``exercises.check``, not the collapsed worked solutions) and predictions (cells that ``reveal`` an answer)."""
+    build_its = predictions = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        hidden = cell.metadata.get("jupyter", {}).get("source_hidden", False)
+        build_its += "exercises.check(" in cell.source and not hidden
+        predictions += "reveal(" in cell.source
+    return dict(build_its=build_its, predictions=predictions)
+
 @dataclass(frozen=True)
 class Pace:
     name: str
@@ -69,9 +94,21 @@ class Pace:
     run_seconds: float
     prose_chars: int = 0  # Chinese characters (the Chinese edition)
     table_chars: int = 0
+    build_its: int = 0
+    predictions: int = 0
 
     @property
     def minutes(self) -> int:
+        """Reading and running, and the exercises: what the first cell and the map state."""
+        return self.reading_minutes + self.exercise_minutes
+
+    @property
+    def exercise_minutes(self) -> int:
+        raw = self.build_its * BUILD_IT_MINUTES + self.predictions * PREDICTION_MINUTES
+        return 5 * math.ceil(raw / 5)
+
+    @property
+    def reading_minutes(self) -> int:
         raw = (self.prose_words / WORDS_PER_MINUTE + self.table_words / (3 * WORDS_PER_MINUTE)
                + self.prose_chars / CHARS_PER_MINUTE + self.table_chars / (3 * CHARS_PER_MINUTE)
                + self.code_cells * CODE_CELL_MINUTES + self.widgets * WIDGET_MINUTES + self.plotly * PLOTLY_MINUTES
@@ -87,11 +124,28 @@ class Pace:
     def sentence(self, lang: str = "en") -> str:
         """The first cell's time line (without the following "You should know" part)."""
         if lang == "zh":
-            return (f"**时间：** 约 {self.minutes} 分钟（按每分钟读 {CHARS_PER_MINUTE} 个汉字、每个代码单元连同输出约半分钟、"
-                    f"每个交互控件约 {WIDGET_MINUTES:.0f} 分钟估算；笔记本本身运行{self.run_text('zh')}）。")
-        return (f"**Time:** about {self.minutes} minutes (read at {WORDS_PER_MINUTE} words a minute, half a minute per "
-                f"code cell and its output, {WIDGET_MINUTES:.0f} per live widget; the notebook itself runs in "
-                f"{self.run_text()}).")
+            how = (f"按每分钟读 {CHARS_PER_MINUTE} 个汉字、每个代码单元连同输出约半分钟、每个交互控件约 "
+                   f"{WIDGET_MINUTES:.0f} 分钟估算；笔记本本身运行{self.run_text('zh')}")
+            if not self.exercise_minutes:
+                return f"**时间：** 约 {self.minutes} 分钟（{how}）。"
+            work = "、".join(x for x in (f"{self.build_its} 个动手实现" if self.build_its else "",
+                                         f"{self.predictions} 个预测" if self.predictions else "") if x)
+            return (f"**时间：** 约 {self.minutes} 分钟：阅读和运行约 {self.reading_minutes} 分钟（{how}），{work}约 "
+                    f"{self.exercise_minutes} 分钟（每个动手实现按 {BUILD_IT_MINUTES:.0f} 分钟、每个预测按 "
+                    f"{PREDICTION_MINUTES:.0f} 分钟计）。")
+        how = (f"read at {WORDS_PER_MINUTE} words a minute, half a minute per code cell and its output, "
+               f"{WIDGET_MINUTES:.0f} per live widget; the notebook itself runs in {self.run_text()}")
+        if not self.exercise_minutes:
+            return f"**Time:** about {self.minutes} minutes ({how})."
+        work = " and ".join(x for x in (_count(self.build_its, "build-it exercise"),
+                                        _count(self.predictions, "prediction")) if x)
+        return (f"**Time:** about {self.minutes} minutes: {self.reading_minutes} to read and run ({how}), "
+                f"{self.exercise_minutes} for its {work} ({BUILD_IT_MINUTES:.0f} minutes a build-it, "
+                f"{PREDICTION_MINUTES:.0f} a prediction).")
+
+
+def _count(n: int, what: str) -> str:
+    return "" if not n else f"{n} {what}{'s' if n > 1 else ''}"
 
 
 def pace(path: Path) -> Pace:
@@ -110,7 +164,8 @@ def pace(path: Path) -> Pace:
                     table += n
                 else:
                     prose += n
-    return Pace(path.stem, prose, table, *_code_counts(nb), float(nb.metadata.get(RUN_KEY, 0.0)))
+    return Pace(path.stem, prose, table, *_code_counts(nb), float(nb.metadata.get(RUN_KEY, 0.0)),
+                **_exercise_counts(nb))
 
 
 def paces() -> dict[str, Pace]:
@@ -141,7 +196,7 @@ def pace_zh(name: str) -> Pace:
     code, widgets, plotly = _code_counts(nb)
     english = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     run = float(nb.metadata.get(RUN_KEY, english.metadata.get(RUN_KEY, 0.0)))
-    return Pace(name, prose, table, code, widgets, plotly, run, prose_chars, table_chars)
+    return Pace(name, prose, table, code, widgets, plotly, run, prose_chars, table_chars, **_exercise_counts(nb))
 
 
 def paces_zh() -> dict[str, Pace]:
@@ -192,7 +247,8 @@ def write() -> list[str]:
             if cell.cell_type != "markdown":
                 continue
             new = EN_TIME.sub(p.sentence().replace("\\", "\\\\"), cell.source, count=1) if i == 0 else cell.source
-            new = _set_map(new, est, "min") if name == "00_index" else new
+            if name == "00_index":
+                new = EN_TOTAL.sub(total_sentence(est).replace("\\", "\\\\"), _set_map(new, est, "min"), count=1)
             if new != cell.source:
                 moved[cell.id] = (edition.english_hash(cell.source), edition.english_hash(new))
                 cell.source = new
@@ -201,6 +257,66 @@ def write() -> list[str]:
             changed.append(f"{name}: {p.minutes} min")
         if name in est_zh and _write_zh(name, nb, est_zh[name], est_zh, moved, edition):
             changed.append(f"zh {name}: {est_zh[name].minutes} 分钟")
+    return changed + _write_readmes(est, est_zh)
+
+
+EN_TOTAL = re.compile(r"^\*\*In all:\*\* [^\n]*$", re.M)
+ZH_TOTAL = re.compile(r"^\*\*合计：\*\*[^\n]*$", re.M)
+EN_README = re.compile(r"Fourteen notebooks, \d+ to \d+ minutes each \([^;]*;")
+ZH_README = re.compile(r"共 14 个笔记本，每个 \d+ 到 \d+ 分钟（[^，]*，")
+README = NOTEBOOKS.parent / "README.md"
+README_ZH = NOTEBOOKS.parent / "README.zh.md"
+
+
+def hours(minutes: int, lang: str = "en") -> str:
+    h, m = divmod(minutes, 60)
+    if lang == "zh":
+        return f"{h} 小时 {m} 分钟" if m else f"{h} 小时"
+    return f"{h} h {m} min" if m else f"{h} h"
+
+
+def total_sentence(est: dict[str, Pace], lang: str = "en") -> str:
+    """00's line under the map: every notebook's time added up, and how much of it is the exercises."""
+    whole = sum(p.minutes for p in est.values())
+    read = sum(p.reading_minutes for p in est.values())
+    build, guess = sum(p.build_its for p in est.values()), sum(p.predictions for p in est.values())
+    if lang == "zh":
+        return (f"**合计：** {len(est)} 个笔记本约 {hours(whole, 'zh')}：阅读和运行约 {hours(read, 'zh')}，"
+                f"{build} 个动手实现和 {guess} 个预测约 {hours(whole - read, 'zh')}（每个笔记本的时间见上表）。")
+    return (f"**In all:** about {hours(whole)} for the {len(est)} notebooks: {hours(read)} to read and run, "
+            f"{hours(whole - read)} for the {build} build-it exercises and {guess} predictions (each notebook's "
+            f"time is in the table).")
+
+
+def readme_phrase(est: dict[str, Pace], lang: str = "en") -> str:
+    low, high = min(p.minutes for p in est.values()), max(p.minutes for p in est.values())
+    whole = sum(p.minutes for p in est.values())
+    if lang == "zh":
+        return f"共 14 个笔记本，每个 {low} 到 {high} 分钟（连同练习合计约 {hours(whole, 'zh')}，"
+    return f"Fourteen notebooks, {low} to {high} minutes each (about {hours(whole)} in all with the exercises;"
+
+
+def stated_total(lang: str = "en") -> tuple[str | None, str | None]:
+    """(00's ``In all`` line, the README's phrase) as written now (None where missing)."""
+    if lang == "zh":
+        m = ZH_TOTAL.search((NOTEBOOKS / "zh" / "src" / "00_index.md").read_text(encoding="utf-8"))
+        r = ZH_README.search(README_ZH.read_text(encoding="utf-8"))
+    else:
+        import nbformat
+        text = "\n".join(c.source for c in nbformat.read(NOTEBOOKS / "00_index.ipynb", as_version=4).cells)
+        m, r = EN_TOTAL.search(text), EN_README.search(README.read_text(encoding="utf-8"))
+    return (m.group(0) if m else None), (r.group(0) if r else None)
+
+
+def _write_readmes(est: dict[str, Pace], est_zh: dict[str, Pace]) -> list[str]:
+    changed = []
+    for path, pattern, phrase in ((README, EN_README, readme_phrase(est)),
+                                  (README_ZH, ZH_README, readme_phrase(est_zh, "zh"))):
+        text = path.read_text(encoding="utf-8")
+        new = pattern.sub(phrase, text, count=1)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(f"{path.name}: {phrase}")
     return changed
 
 
@@ -227,7 +343,8 @@ def _write_zh(name: str, nb, p: Pace, est: dict[str, Pace], moved: dict, edition
             continue  # missing or already stale: leave it for the translator
         body = tr[cid][1]
         new = ZH_TIME.sub(p.sentence("zh"), body, count=1) if cid == first else body
-        new = _set_map(new, est, "分钟") if name == "00_index" else new
+        if name == "00_index":
+            new = ZH_TOTAL.sub(total_sentence(est, "zh"), _set_map(new, est, "分钟"), count=1)
         text = text.replace(f"<!-- cell {cid} | en {before} -->\n{body}", f"<!-- cell {cid} | en {after} -->\n{new}", 1)
     if text == old_text:
         return False
