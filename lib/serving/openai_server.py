@@ -28,6 +28,7 @@ FastAPI and uvicorn are imported when a server is built, so ``lib.serving`` impo
 """
 
 import asyncio
+import functools
 import json
 import socket
 import threading
@@ -293,18 +294,12 @@ class EngineLoop:
                 pass
 
 
-def build_app(loop_: EngineLoop, tokenizer, model_name: str = "lm"):
-    """The FastAPI app: GET /v1/models and POST /v1/completions over ``loop_``'s engine."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, StreamingResponse
-    from starlette.exceptions import HTTPException
+@functools.cache
+def _event_stream():
+    """The response class of a streamed completion (fastapi is imported only when a server is built)."""
+    from fastapi.responses import StreamingResponse
 
-    engine = loop_.engine
-    config, pool = engine.model.config, engine.pool
-    app = FastAPI(title="KV Cache Lab", docs_url=None, redoc_url=None, openapi_url=None)
-    started = int(time.time())
-
-    class _Stream(StreamingResponse):
+    class EventStream(StreamingResponse):
         """Server-sent events that abort their request however the stream ends (done, client gone, stopping)."""
 
         def __init__(self, chunks, on_close):
@@ -317,17 +312,38 @@ def build_app(loop_: EngineLoop, tokenizer, model_name: str = "lm"):
             finally:
                 self.on_close()
 
-    def error(e: ApiError) -> JSONResponse:
-        return JSONResponse(e.body(), status_code=e.status)
+    return EventStream
+
+
+def _error(e: ApiError):
+    from fastapi.responses import JSONResponse
+    return JSONResponse(e.body(), status_code=e.status)
+
+
+def _answer_errors_as_openai_does(app):
+    """Every error the app meets becomes an OpenAI-shaped JSON error: 404 / 405 naming what the server has, 500 for
+    anything unexpected."""
+    from starlette.exceptions import HTTPException
 
     @app.exception_handler(HTTPException)
     async def http_error(request, exc):  # 404 for an unknown path, 405 for a wrong method: OpenAI's shape too
-        return error(ApiError(f"{exc.detail}: {request.method} {request.url.path}; this server has GET /v1/models "
-                              f"and POST /v1/completions", status=exc.status_code))
+        return _error(ApiError(f"{exc.detail}: {request.method} {request.url.path}; this server has GET /v1/models "
+                               f"and POST /v1/completions", status=exc.status_code))
 
     @app.exception_handler(Exception)
     async def internal_error(request, exc):
-        return error(ApiError(f"internal error: {type(exc).__name__}: {exc}", status=500, kind="server_error"))
+        return _error(ApiError(f"internal error: {type(exc).__name__}: {exc}", status=500, kind="server_error"))
+
+
+def build_app(loop_: EngineLoop, tokenizer, model_name: str = "lm"):
+    """The FastAPI app: GET /v1/models and POST /v1/completions over ``loop_``'s engine."""
+    from fastapi import FastAPI, Request
+
+    engine = loop_.engine
+    config, pool = engine.model.config, engine.pool
+    app = FastAPI(title="KV Cache Lab", docs_url=None, redoc_url=None, openapi_url=None)
+    _answer_errors_as_openai_does(app)
+    started = int(time.time())
 
     @app.get("/v1/models")
     async def models():
@@ -340,17 +356,17 @@ def build_app(loop_: EngineLoop, tokenizer, model_name: str = "lm"):
             c = completion_request(await request.body(), model_name, tokenizer, config, pool.n_blocks,
                                    pool.block_size)
         except ApiError as e:
-            return error(e)
+            return _error(e)
         queue = asyncio.Queue()
         loop_.submit(c, asyncio.get_running_loop(), queue)
         kind, value = await queue.get()
         if kind == "error":
-            return error(ApiError(value, status=400 if loop_.error is None else 500))
+            return _error(ApiError(value, status=400 if loop_.error is None else 500))
         rid, text = value, TextStream(tokenizer, c.stop)
         head = {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time()),
                 "model": model_name}
         if c.stream:
-            return _Stream(_chunks(queue, text, head), lambda: loop_.abort(rid))
+            return _event_stream()(_chunks(queue, text, head), lambda: loop_.abort(rid))
         try:
             return await _answer(request, queue, text, head, len(c.prompt_ids))
         finally:
@@ -384,8 +400,6 @@ async def _chunks(queue, text: TextStream, head: dict):
 
 async def _answer(request, queue, text: TextStream, head: dict, prompt_tokens: int):
     """A whole completion (stream: false), or None when the client went away before it was done."""
-    from fastapi.responses import JSONResponse
-
     pieces = []
     while True:
         try:
@@ -403,7 +417,7 @@ async def _answer(request, queue, text: TextStream, head: dict, prompt_tokens: i
                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
                                      "total_tokens": prompt_tokens + n}}
         else:
-            return JSONResponse(ApiError(value, status=500, kind="server_error").body(), status_code=500)
+            return _error(ApiError(value, status=500, kind="server_error"))
 
 
 class Server:
