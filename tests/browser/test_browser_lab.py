@@ -1,6 +1,7 @@
 """Every notebook in JupyterLab, in headless Chromium: the English ones in the light and the dark theme, the Chinese
 edition's (notebooks/zh/) listed in ZH_IN_LAB in the light theme (their code is the
-English code, whose dark-theme look is proven on the English twins); restart the kernel, run all cells, then check
+English code, whose dark-theme look is proven on the English twins); open it (a new kernel), clear its stored
+outputs, run all cells, then check
 what a reader would see and drive every widget once (a Chinese notebook's widgets are found and driven by their
 Chinese labels, computed with lib.i18n).
 
@@ -61,6 +62,9 @@ OUTPUTS_JS = """(name) => {
   });
   return res;
 }"""
+
+OUTPUT_COUNT_JS = """() => window.jupyterapp.shell.currentWidget.content.widgets
+  .filter(c => c.model.type === 'code' && (c.model.outputs.length > 0 || c.model.executionCount !== null)).length"""
 
 NOT_RUN_JS = """() => window.jupyterapp.shell.currentWidget.content.widgets
   .map((c, i) => (c.model.type === 'code' && c.model.sharedModel.source.trim() && c.model.executionCount === null)
@@ -165,13 +169,19 @@ def test_chinese_notebooks_expect_the_english_rows():
 
 
 def run_all(page, path: str):
-    """Open the notebook, restart its kernel and run every cell, as a person does from the Kernel menu."""
+    """Open the notebook, clear its stored outputs and run every cell, as a person does with Edit -> Clear Outputs
+    of All Cells and Run -> Run All Cells. Opening it starts a new kernel (the previous notebook's was shut down with
+    its tab), so nothing of another notebook is in it; a restart first would only start a second kernel (5-9 s
+    each). Clearing first makes every output on the page this run's, and a cell that did not run one without an
+    execution count (the committed notebooks store theirs)."""
     kb.settle(page, "(path) => window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'})",
               path, timeout_ms=180_000, what=f"opening {path}")
     page.wait_for_function(KERNEL_IDLE_JS, arg=path, timeout=180_000)
-    page.evaluate("() => { window.__kvlabRun = null; window.jupyterapp.commands.execute('notebook:restart-run-all')"
+    kb.settle(page, "() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')",
+              what=f"clearing {path}'s stored outputs")
+    assert not page.evaluate(OUTPUT_COUNT_JS), f"{path}: outputs left after clearing them"
+    page.evaluate("() => { window.__kvlabRun = null; window.jupyterapp.commands.execute('notebook:run-all-cells')"
                   ".then(r => window.__kvlabRun = String(r), e => window.__kvlabRun = 'failed: ' + e); }")
-    page.locator(".jp-Dialog .jp-mod-accept").click()  # "Restart Kernel?" -> Restart
     page.wait_for_function("() => window.__kvlabRun !== null", timeout=RUN_ALL_TIMEOUT_MS)
     page.wait_for_function(KERNEL_IDLE_JS, arg=path, timeout=60_000)
 
@@ -219,7 +229,10 @@ def test_notebook_in_jupyterlab(lang, themes, name, lab_page, guard):
     page = lab_page
     path = f"{name}.ipynb" if lang == "en" else f"{lang}/{name}.ipynb"  # relative to the server's root
     guard.label = f"{lang} {name}"
-    set_theme(page, themes[0])
+    # Looked at in each theme before driving, driven in the last, then looked at again back to the first: two theme
+    # switches a notebook (each redraws the whole page), starting in the theme the last notebook ended in.
+    order = sorted(themes, key=lambda t: not page.evaluate(THEME_IS_JS, kb.THEMES[t]))
+    set_theme(page, order[0])
     want = EXPECTED.get(name)  # a Chinese notebook has its English twin's outputs
     assert want is not None, f"{name} has no row in tests/browser/expected.py; add " \
                              f"{name!r}: {counted(kb.edition_folder(lang) / f'{name}.ipynb')!r}"
@@ -275,10 +288,9 @@ def test_notebook_in_jupyterlab(lang, themes, name, lab_page, guard):
                     (", once driven" if driven else "") + ": text below 4.5:1 contrast:\n" + "\n".join(unreadable[:20])
                 kb.screenshot(out, f"{shot}-{o['id']}-{kind}" + ("-driven" if driven else ""))
 
-        for theme in themes:
+        for theme in order:
             look(theme, driven=False)
-        set_theme(page, themes[0])
-        notes = []
+        notes = []  # driven in the theme last looked at
         for o in by_kind["widget"]:
             out, kind = output(o), widget_kinds[o["id"]]
             notes.append(f"{o['id']} {kind}: {kb.text_pieces(out)} pieces of text, all >= 4.5:1 contrast")
@@ -286,7 +298,7 @@ def test_notebook_in_jupyterlab(lang, themes, name, lab_page, guard):
                 notes.append(f"{o['id']} {kind}: " + fits_on_screen(out, f"{name} {o['id']}"))
             notes += [f"{o['id']} {kind}: {line}" for line in drive(page, out, kind, lang)]
             kinds.add(kind)
-        for theme in themes:
+        for theme in reversed(order):
             look(theme, driven=True)
 
         body = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").inner_text()
