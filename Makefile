@@ -59,13 +59,17 @@ fresh: setup
 # The browser test runs beside the unit tests and nbval: it drives one notebook at a time and leaves most of a core
 # idle, which the others use (the whole run: about 13 minutes on 2 cores instead of 18 one after another). Its log
 # is printed when it ends; the exit status fails if any of the three failed.
+# KVLAB_MEMO (lib/memo.py): one new folder for the whole run, so that a slow pure measurement that nbval's two
+# editions and the browser test all run is computed once in this run and read back by the others; removed after.
+# The unit tests run without it: they test those functions themselves.
 test: setup
 	@mkdir -p test-artifacts; \
+	export KVLAB_MEMO=$$(mktemp -d -t kvlab-memo.XXXXXX); \
 	$(MAKE) --no-print-directory test-browser > test-artifacts/browser.log 2>&1 & browser=$$!; \
-	$(PY) -m pytest -q -n 2 tests --ignore=tests/browser; lib=$$?; \
+	env -u KVLAB_MEMO $(PY) -m pytest -q -n 2 tests --ignore=tests/browser; lib=$$?; \
 	$(MAKE) --no-print-directory test-notebooks; notebooks=$$?; \
 	echo "make test-browser (beside the above; its log: test-artifacts/browser.log) ..."; \
-	wait $$browser; browser=$$?; cat test-artifacts/browser.log; \
+	wait $$browser; browser=$$?; cat test-artifacts/browser.log; rm -rf "$$KVLAB_MEMO"; \
 	echo "make test: unit tests exit $$lib, nbval exit $$notebooks, browser test exit $$browser"; \
 	test $$lib -eq 0 && test $$notebooks -eq 0 && test $$browser -eq 0
 
@@ -74,7 +78,9 @@ test-lib: setup
 
 test-notebooks: setup
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
+		own=; [ -n "$$KVLAB_MEMO" ] || { own=$$(mktemp -d -t kvlab-memo.XXXXXX); export KVLAB_MEMO=$$own; }; \
 		$(PY) -m pytest -q -n 2 --dist loadfile --nbval notebooks --nbval-current-env -p no:cacheprovider; \
+		status=$$?; [ -z "$$own" ] || rm -rf "$$own"; exit $$status; \
 	else echo "no notebooks yet: nothing for nbval to compare"; fi
 
 # Headless Chromium (Debian's, driven by Playwright) against JupyterLab (light and dark theme), the classroom

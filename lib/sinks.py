@@ -34,6 +34,7 @@ import math
 import torch
 
 from . import checks, progress
+from .memo import memoised
 from .cache import KVCache
 from .costs import kv_cache_bytes
 from .model import ForwardRecord
@@ -94,6 +95,7 @@ def streaming_drift(model, input_ids, window: int | None = None, sinks: int = 0)
     return drift_sweep(model, input_ids, [(window, sinks)])[0]
 
 
+@memoised
 @torch.no_grad()
 def drift_sweep(model, input_ids, settings) -> list[dict]:
     """``streaming_drift`` for each (window, sinks) of ``settings``, with the full cache's pass run once."""
@@ -120,6 +122,7 @@ def drift_sweep(model, input_ids, settings) -> list[dict]:
     return out
 
 
+@memoised
 @torch.no_grad()
 def stream_perplexity(model, input_ids, window: int, sinks: int = 4, stride: int = 1, batch: int = 64) -> dict:
     """StreamingLLM's comparison on a text longer than the window, teacher-forced (position t predicts token t + 1

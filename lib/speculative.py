@@ -30,6 +30,7 @@ import torch
 
 from .cache import KVCache
 from . import checks, progress
+from .memo import memoised
 from .i18n import say
 from .model import eval_mode
 from .sampling import choose, draw, make_generator, residual_distribution as _residual, sampling_probs
@@ -454,6 +455,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, k: int =
     return res
 
 
+@memoised
 def measure_acceptance(target, draft, prompts, ks=(2, 4, 6), max_new_tokens: int = 40, temperature: float = 0.0,
                        top_k=None, top_p=None, eos_id=None, seeds=(0,)) -> list[dict]:
     """Run every prompt (list of token-id lists) for every seed with each k; one row of totals per k:
@@ -637,6 +639,7 @@ class DistributionCheck:
                    f"{self.chi}")
 
 
+@memoised
 def distribution_check(target, draft, input_ids, runs: int = 1000, n_tokens: int = 2, k: int = 1,
                        max_new_tokens: int | None = None, temperature: float = 1.0, top_k=None, top_p=None,
                        seed: int = 0) -> DistributionCheck:

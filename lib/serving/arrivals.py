@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import checks
+from ..memo import memoised
 from ..text import sig
 from .batching import text_requests
 from .engine import Engine
@@ -160,6 +161,7 @@ def run_arrivals(engine: Engine, requests, rate: float = float("nan"), clock: st
                      queue, res.steps, res.prefill_tokens, res.prefix_hit_blocks * engine.pool.block_size)
 
 
+@memoised(when=lambda a: a["clock"] != "measured")  # a measured clock is not a pure function
 def rate_sweep(model, tokenizer, rates, policies=("static", "continuous"), n: int = 24, seed: int = 0,
                clock: str = "measured", priced_as=None, machine=None, prompts=None, system_prompt: str | None = None,
                max_prompt: int = 64, max_new_tokens: int = 32, **engine_settings) -> list[LoadPoint]:
