@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 
 import torch
 
@@ -96,6 +97,16 @@ def _store_compact_pngs() -> None:
     ip.display_formatter.formatters["image/png"].for_type(Figure, figure_png)
 
 
+def _skip_iri_grammar():
+    """Every notebook shows a plotly figure, and ``plotly.io`` imports ``nbformat``, which imports ``jsonschema``,
+    which imports ``rfc3987_syntax`` when it is installed (jupyter-events installs it) to check IRI formats: that
+    import builds some forty Earley parsers, 3 s of every kernel's first cell (jsonschema issue #1428). No notebook
+    validates an IRI, so the kernel does without it: jsonschema skips that one format check when the import fails,
+    as it does where the package is not installed. Only this process, and only if jsonschema is not loaded yet."""
+    if "jsonschema" not in sys.modules:
+        sys.modules.setdefault("rfc3987_syntax", None)  # None in sys.modules: `import rfc3987_syntax` fails
+
+
 def language() -> str:
     """The notebook's language, as its ``setup(lang=...)`` line set it: "en" in notebooks/, "zh" in notebooks/zh/. A
     cell that shows the real model a prompt in its reader's language picks it with this (``lib.lm.PLAYER_PROMPTS``)."""
@@ -112,6 +123,7 @@ def setup(seed: int = 0, device=None, verbose: bool = True, threads: int | None 
     tables and messages (the Chinese edition's notebooks, ``notebooks/zh/``, say so in this one line). What a
     notebook cell prints or draws itself is in the cell's own words: the Chinese edition's code cells carry their
     Chinese strings (``tools.edition``); nothing here patches ``print``, ``Text.set_text`` or ``Markdown``."""
+    _skip_iri_grammar()
     i18n.set_language(lang)
     seed_everything(seed)
     if threads is not None:

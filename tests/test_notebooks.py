@@ -118,3 +118,16 @@ def test_matplotlib_renders_the_vocabulary_without_missing_glyphs():
         ax.set_title("<s> → 人工智能 <eos> · 深度学习")
         fig.canvas.draw()
         plt.close(fig)
+
+
+def test_a_notebook_s_first_cell_builds_no_iri_grammar_and_plotly_still_renders():
+    """lib.notebook.setup keeps jsonschema from importing rfc3987_syntax (3 s of Earley parsers in every kernel,
+    jsonschema issue #1428): after it, plotly's figures render as the notebooks store them, no IRI grammar loaded."""
+    import subprocess
+    import sys
+    code = ("import sys, lib.notebook; lib.notebook.setup(verbose=False)\n"
+            "import plotly.graph_objects as go, plotly.io as pio, jsonschema\n"
+            "bundle = pio.renderers['plotly_mimetype'].to_mimebundle(go.Figure(go.Bar(y=[1, 2])).to_dict())\n"
+            "print(sorted(bundle), sys.modules.get('rfc3987_syntax'), 'nbformat' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "['application/vnd.plotly.v1+json'] None True", out
