@@ -322,6 +322,7 @@ NEW_MARK = "+"  # the player's mark for K/V computed for the first time
 TABLE_SIZE = style.PLOTLY_SMALL + 1  # plotly table text (px); its smallest, TABLE_SIZE - 1, is the floor
 GAP = 24  # px between the worked figure's tables
 WIDTH_PX = 860  # the narrowest plot width the worked figure is sized for (a JupyterLab cell at a 1,280-px window)
+NUMBERS_X, RIGHT_X = 0.56, 0.6  # the numbers table spans [0, NUMBERS_X] of the width, the two beside it [RIGHT_X, 1]
 
 
 def _lines(text: str, px: float, size: float, mono: bool) -> int:
@@ -342,16 +343,20 @@ def _lines(text: str, px: float, size: float, mono: bool) -> int:
 
 
 def _table_size(frames, key: str, share: float, columns: list, header: list) -> tuple[int, int, int]:
-    """(header height, row height, whole table height) in px of the worked figure's table ``key``: rows as tall as
-    the most wrapped cell of any frame, the table as tall as its most rows."""
+    """(header height, row height, whole table height) in px of the worked figure's table ``key``. The row height is
+    one line's: plotly makes a row whose text wraps taller by itself, so only those rows grow (one height for all
+    made every row of the English numbers two lines tall for one wrapped label). The table is as tall as its rows
+    are in the frame where they are tallest."""
     col_px = [WIDTH_PX * share * c / sum(columns) for c in columns]
     size = TABLE_SIZE - 1 if key == "cache" else TABLE_SIZE
     line = round(size * 1.4)  # plotly's line height in a table cell
     plain = [html.unescape(str(h)) for h in header]  # "&lt;s&gt;" is drawn as "<s>"
     head = max(_lines(h, w, TABLE_SIZE, False) for h, w in zip(plain, col_px)) * round(TABLE_SIZE * 1.4) + 12
-    cells = max(_lines(v, w, size, True) for f in frames for col, w in zip(f[key], col_px) for v in col)
-    rows = max(len(f[key][0]) for f in frames)
-    return head, cells * line + 12, head + rows * (cells * line + 14) + 16  # + the borders plotly adds
+    def row_lines(f):  # each row's lines in frame f: its most wrapped cell ("&lt;s&gt;" is drawn as "<s>")
+        return [max(_lines(html.unescape(str(col[i])), w, size, True) for col, w in zip(f[key], col_px))
+                for i in range(len(f[key][0]))]
+    body = max(sum(n * line + 14 for n in row_lines(f)) for f in frames)
+    return head, line + 12, head + body + 16  # + the borders plotly adds
 
 
 def plotly_text(text: str) -> str:
@@ -426,9 +431,9 @@ def worked_figure(case: WorkedCase):
     # every row as tall as its text, wrapped lines included (plotly's fixed 20-px rows cut the descenders: "layer 0
     # q" read "layer 0 g"), and every table as tall as its most rows in any frame (else it scrolls inside itself and a
     # screenshot or a projector shows it cut): sized for the narrowest page the course expects (WIDTH_PX)
-    layout = {"numbers": (0.56, [1.1, 1.9], [t("quantity (newest token)"), t("numbers")]),
-              "candidates": (0.4, [1] * 4, [t("rank"), t("next token"), "logit", t("prob")]),
-              "attention": (0.4, [1] * len(key_head), key_head),
+    layout = {"numbers": (NUMBERS_X, [1.1, 1.9], [t("quantity (newest token)"), t("numbers")]),
+              "candidates": (1 - RIGHT_X, [1] * 4, [t("rank"), t("next token"), "logit", t("prob")]),
+              "attention": (1 - RIGHT_X, [1] * len(key_head), key_head),
               "cache": (1.0, [0.9, 0.6] + [2] * (len(cache_head) - 2), cache_head)}
     size = {key: _table_size(frames, key, *spec) for key, spec in layout.items()}  # key -> (header, row, total) px
     px = {key: v[2] for key, v in size.items()}
@@ -444,11 +449,11 @@ def worked_figure(case: WorkedCase):
         cells = lambda key, **kw: dict(values=f[key], align="left", height=size[key][1], line=dict(color=style.GRID),
                                        **kw)
         return [
-            go.Table(domain=dict(x=[0, 0.56], y=[y(plot - left), 1]), columnwidth=layout["numbers"][1],
+            go.Table(domain=dict(x=[0, NUMBERS_X], y=[y(plot - left), 1]), columnwidth=layout["numbers"][1],
                      header=head("numbers"), cells=cells("numbers", font=mono)),
-            go.Table(domain=dict(x=[0.6, 1], y=[y(cand_bottom), 1]), header=head("candidates"),
+            go.Table(domain=dict(x=[RIGHT_X, 1], y=[y(cand_bottom), 1]), header=head("candidates"),
                      cells=cells("candidates", font=mono)),
-            go.Table(domain=dict(x=[0.6, 1], y=[y(cand_bottom - GAP - px["attention"]), y(cand_bottom - GAP)]),
+            go.Table(domain=dict(x=[RIGHT_X, 1], y=[y(cand_bottom - GAP - px["attention"]), y(cand_bottom - GAP)]),
                      header=head("attention"), cells=cells("attention", font=mono)),
             go.Table(domain=dict(x=[0, 1], y=[0, y(bottom)]), header=head("cache"), columnwidth=layout["cache"][1],
                      cells=cells("cache", fill_color=[f["cache_fill"]], font=dict(mono, size=style.plotly_px(TABLE_SIZE - 1)))),
