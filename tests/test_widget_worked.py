@@ -309,3 +309,29 @@ def test_every_table_of_the_figure_shows_all_its_rows_at_their_texts_height(case
         assert table.header.height >= 1.4 * table.header.font.size
         domain_px = (table.domain.y[1] - table.domain.y[0]) * plot
         assert domain_px >= table.header.height + rows * table.cells.height, f"table {i} scrolls inside itself"
+
+
+def test_a_row_is_one_line_tall_unless_its_own_text_wraps(tiny):
+    """Look pass 3: one wrapped English label ("layer 0 attention output") made all sixteen rows of the numbers two
+    lines tall, and a token's escaped "&lt;s&gt;" was measured for the "<s>" it draws. The rows' height is one
+    line's (plotly grows a wrapping row by itself), and each table still holds the rows that wrap, in both
+    languages."""
+    from lib.i18n import set_language
+    for lang in ("en", "zh"):
+        set_language(lang)
+        try:
+            case = W.run_worked_case(*tiny, "<s>", 8)
+            fig = W.worked_figure(case)
+        finally:
+            set_language("en")
+        one_line = round(W.TABLE_SIZE * 1.4) + 12
+        numbers, candidates = fig.data[0], fig.data[1]
+        assert numbers.cells.height == candidates.cells.height == one_line, lang
+        frames = W.figure_frames(case)
+        head, row, total = W._table_size(frames, "numbers", W.NUMBERS_X, [1.1, 1.9], ["q", "n"])
+        rows = max(len(f["numbers"][0]) for f in frames)
+        assert total >= head + rows * (row + 2) + 16  # every row at least its one line
+        if lang == "en":  # the long labels wrap in the narrowest cell, so the table holds more than one line each
+            assert total > head + rows * (row + 2) + 16
+        cand = W._table_size(frames, "candidates", 1 - W.RIGHT_X, [1] * 4, ["r", "t", "l", "p"])
+        assert cand[2] == cand[0] + len(frames[0]["candidates"][0]) * (one_line + 2) + 16  # "<s>", "<eos>": one line
