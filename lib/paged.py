@@ -19,9 +19,9 @@ Because blocks are reference counted they can be shared:
 Fork and copy-on-write are the vLLM paper's design (Kwon et al., 2023) for parallel sampling and beam search,
 and ``lib.generate(..., num_samples=n)`` uses them. vLLM today (the V1 engine) does it differently: a request
 for n samples becomes n independent child requests that share only *full* blocks, found by the prefix cache's
-hash (on by default); the last, partly filled block is computed by each child, so nothing is ever copied on
-write (V1 keeps copy-on-write for one hybrid-model case only); beam search runs outside the engine, on top of
-such requests. Freed blocks that no prefix is cached in are handed out first; cached ones are evicted least
+hash (on by default); the last, partly filled block is computed by each child, so nothing is copied on write
+(read in vLLM 0.33.0's source: ``lib.vllm_bridge.BRIDGE``); beam search runs outside the engine, on top of such
+requests. Freed blocks that no prefix is cached in are handed out first; cached ones are evicted least
 recently used first.
 
 Layers, each on the one below:

@@ -2,7 +2,8 @@
 
 The course's models read one character per token (``lib.tokenizer.CharTokenizer``): every token is a
 character you can see, a prompt of ``n`` characters is ``n`` positions, and a KV-cache count is a character
-count. Real models use **byte-level BPE** (byte-pair encoding), as OpenAI's published encodings do:
+count. Many real models use **byte-level BPE** (byte-pair encoding), as OpenAI's published encodings do (others,
+such as Llama 2, use SentencePiece's BPE with a byte fallback):
 
 1. *pre-tokenize*: a regular expression cuts the text into pieces (words with their leading space, runs of
    digits, punctuation, ...);

@@ -342,6 +342,9 @@ def test_operator_group_table_and_figure():
         ["model", "context", "batch"]
     with pytest.raises(ValueError, match="needs at least one context"):
         wr.operator_group_rows("llama-2-7b", contexts=())
+    fits = wr.operator_group_rows("llama-2-7b", h100, batches=(30, 31), contexts=(4096,))
+    assert [r["fits?"] for r in fits] == ["yes", "no"]  # vLLM's pool on the H100 holds 30 sequences of 4,096
+    assert "fits?" not in wr.operator_group_rows("llama-2-7b", rl.Machine("cpu", 50.0, 20.0, "fp32"), (1,), (128,))[0]
     fig = wr.plot_operator_roofline("llama-3-8b", h100, batches=(1, 64, 1024), contexts=(128, 8192))
     ax = fig.axes[0]
     blue, red = [c.get_offsets() for c in ax.collections]
@@ -458,3 +461,29 @@ def test_points_on_one_spot_share_one_label_and_models_get_no_concept_colour():
     assert fills - {style.PAPER.upper()} == phases and hollow <= phases  # colour = phase (a concept), never the model
     assert hollow  # llama-2-7b's 64 sequences of 4,096 tokens do not fit on the H100: drawn open, in their phase's colour
     plt.close(fig)
+
+
+def test_capacity_caps_the_batch_before_the_compute_roof():
+    """capacity_rows: the largest batch vLLM's pool holds (lib.vllm_bridge.max_sequences), the step's intensity
+    there, against the batch the ridge needs. Llama-2-7B on an H100 at 4,096 tokens: 30 sequences, about 6
+    FLOP/byte, 50 times below the ridge; Qwen2.5-7B (GQA, 7 query heads per KV head) at 512 tokens holds more
+    sequences than the ridge needs, the one compute-bound row (issue 38's N1)."""
+    from lib.vllm_bridge import max_sequences
+
+    h100 = rl.DEFAULT_GPU
+    rows = wr.capacity_rows(("llama-2-7b", "qwen2.5-7b"), h100, contexts=(512, 4096))
+    assert [(r["model"], r["context"], r["sequences that fit"]) for r in rows] == [
+        ("llama-2-7b", 512, max_sequences("llama-2-7b", 512)), ("llama-2-7b", 4096, 30),
+        ("qwen2.5-7b", 512, max_sequences("qwen2.5-7b", 512)), ("qwen2.5-7b", 4096, max_sequences("qwen2.5-7b", 4096))]
+    x = costs.decode_cost("llama-2-7b", 4096, 30, "bf16").intensity
+    assert rows[1]["step FLOP/B at that batch"] == wr.sig(x) and 5 < x < 7 and rows[1]["bound"] == "memory"
+    assert rows[1]["batch to ridge"] == "never"
+    assert rows[2]["batch to ridge"] <= rows[2]["sequences that fit"] and rows[2]["bound"] == "compute"
+    assert [r["bound"] for r in rows].count("compute") == 1
+    small = rl.Machine("12 GiB card", 100e3, 1e3, "bf16", memory_gib=12)  # the weights alone fill it
+    assert wr.capacity_rows(("llama-2-7b",), small, (512,))[0]["bound"] == "does not start"
+    assert wr.capacity_table(("llama-2-7b",), h100, (4096,)).splitlines()[0].split()[:5] == \
+        ["model", "context", "sequences", "that", "fit"]
+    with pytest.raises(ValueError, match="needs a machine whose memory is known"):
+        wr.capacity_rows(("llama-2-7b",), rl.Machine("cpu", 50.0, 20.0, "fp32"))
+    assert wr.batch_that_fits("llama-2-7b", 4096, h100) == 30 and wr.batch_that_fits("llama-2-7b", 4096, small) == 0

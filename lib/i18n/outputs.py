@@ -206,6 +206,8 @@ ZH_OUTPUTS: dict[str, str] = {
     "KV write MB": "写入 KV MB", "bound": "受限于", "time ms": "时间 ms", "weights read B": "读取权重 B",
     "KV read B": "读取 KV B", "KV write B": "写入 KV B", "operator": "算子", "memory": "访存", "compute": "计算",
     "FLOP/byte @B=1": "FLOP/字节 @B=1", "limit B→∞": "极限 B→∞", "ridge": "脊点", "batch to ridge": "到脊点的批次",
+    "sequences that fit": "放得下的序列数", "step FLOP/B at that batch": "该批次的整步 FLOP/B",
+    "does not start": "无法启动",
     "weights FLOP/B": "权重 FLOP/B", "attention FLOP/B": "注意力 FLOP/B", "step FLOP/B": "整步 FLOP/B",
     "KV read = weights read at batch×ctx": "KV 读取 = 权重读取时的 批次×上下文",
     "size": "大小", "per token": "每个 token", "per request": "每个请求", "fits?": "放得下？",

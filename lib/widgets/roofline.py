@@ -4,7 +4,8 @@ Every cost is ``lib.costs.step_cost`` (per operator, the one convention for "con
 newest token attends to, itself included); every machine is a ``lib.roofline.Machine`` (``DEFAULT_GPU``
 unless told otherwise). Nothing here runs a model. Three tiers (CONTRIBUTING.md):
 1. ``plot_roofline`` / ``plot_bytes_split`` / ``plot_operator_roofline`` (static matplotlib) and ``cost_table`` /
-   ``operator_table`` / ``crossover_table`` / ``ridge_table`` / ``operator_group_table`` (text tables).
+   ``operator_table`` / ``crossover_table`` / ``ridge_table`` / ``capacity_table`` / ``operator_group_table`` (text
+   tables).
 2. ``plotly_batch_roofline``: a plotly figure with one precomputed frame per batch size and a slider.
 3. ``RooflineExplorer``: live ipywidgets (model, dtype, machine, batch, context), drivable from Python
    through ``set(...)``; ``state``, ``drawn`` and ``summary`` say what is shown. Core widgets only: the figure
@@ -218,10 +219,51 @@ def ridge_table(models, machine: Machine = DEFAULT_GPU, contexts=(128, 2048, 819
     return _text_table(ridge_rows(models, machine, contexts, dtype))
 
 
+def batch_that_fits(model, context: int, machine: Machine, dtype="bf16") -> int | None:
+    """The most sequences of ``context`` tokens whose KV cache fits on ``machine``: vLLM's pool over the blocks one
+    sequence needs (``lib.vllm_bridge.max_sequences``, weights in ``dtype``); None when it cannot be judged (a
+    machine of unknown memory, a measured CPU; a dtype or model vLLM's arithmetic does not cover)."""
+    if not machine.memory_gib:
+        return None
+    try:
+        return max_sequences(model, context, int(machine.memory_gib * costs.GiB), dtype=dtype)
+    except (ValueError, KeyError):
+        return None
+
+
+def capacity_rows(models, machine: Machine = DEFAULT_GPU, contexts=(512, 2048, 4096), dtype="bf16") -> list[dict]:
+    """Per model and context, the largest decode batch whose KV cache fits on ``machine`` (``batch_that_fits``), the
+    step's intensity at that batch against the ridge, and the batch the ridge would need ('never' when the
+    batch → ∞ limit is below it): capacity caps the batch before the compute roof does."""
+    if not machine.memory_gib:
+        raise ValueError(f"capacity_rows needs a machine whose memory is known (a reference GPU: "
+                         f"{', '.join(k for k, m in REFERENCE_MACHINES.items() if m.memory_gib)}), got {machine.name!r}")
+    rows = []
+    for model in models:
+        for t in contexts:
+            fits = batch_that_fits(model, t, machine, dtype)
+            if fits is None:
+                raise ValueError(f"capacity_rows cannot judge {_name(model)!r} in {dtype!r}: vLLM's arithmetic "
+                                 f"(lib.vllm_bridge.kv_capacity) covers 16- and 32-bit weights")
+            x = costs.decode_cost(model, t, fits, dtype).intensity if fits else 0.0
+            ridge = costs.decode_batch_for_intensity(model, t, machine.ridge, dtype)
+            rows.append({"model": _name(model), "context": t, "sequences that fit": fits,
+                         "step FLOP/B at that batch": sig(x), "ridge": sig(machine.ridge),
+                         "batch to ridge": "never" if ridge is None else ridge,
+                         "bound": machine.bound(x).removesuffix("-bound") if fits else "does not start"})
+    return rows
+
+
+def capacity_table(models, machine: Machine = DEFAULT_GPU, contexts=(512, 2048, 4096), dtype="bf16") -> str:
+    """``capacity_rows`` as an aligned text table."""
+    return _text_table(capacity_rows(models, machine, contexts, dtype))
+
+
 def operator_group_rows(model, machine: Machine = DEFAULT_GPU, batches=(1, 16, 64, 256, 512), contexts=(128, 2048, 32768),
                         dtype="bf16") -> list[dict]:
     """One row per context and batch of a decode step of ``model``: the intensity of its weight products, of its
-    attention and of the whole step (``lib.roofline.operator_groups``), each with its bound on ``machine``."""
+    attention and of the whole step (``lib.roofline.operator_groups``), each with its bound on ``machine``, and
+    whether the batch's KV cache fits on it ("fits?", ``batch_that_fits``; no column when that cannot be judged)."""
     _, batches = _models_and_batches(model, batches, "operator_group_rows")
     if not list(contexts):
         raise ValueError("operator_group_rows needs at least one context")
@@ -236,6 +278,9 @@ def operator_group_rows(model, machine: Machine = DEFAULT_GPU, batches=(1, 16, 6
                          "weights": short[machine.bound(g["weight products"])],
                          "attention FLOP/B": sig(g["attention"]), "attention": short[machine.bound(g["attention"])],
                          "step FLOP/B": sig(cost.intensity), "step": short[machine.bound(cost.intensity)]})
+            fits = batch_that_fits(model, t, machine, dtype)
+            if fits is not None:  # the KV cache of this batch on the machine (vLLM's pool): yes / no
+                rows[-1]["fits?"] = "yes" if b <= fits else "no"
     return rows
 
 
@@ -364,17 +409,11 @@ def points_that_do_not_fit(points: list[dict], machine: Machine) -> set:
     """The ids of ``points`` whose batch of sequences at their context needs more KV cache than vLLM's pool on
     ``machine`` holds (``lib.vllm_bridge.max_sequences``); none when the machine's memory is not known (a measured
     CPU) or a point's model is not one lib knows the weights of."""
-    if not machine.memory_gib:
-        return set()
     out, limits = set(), {}
     for p in points:
         key = (p["model"], p["context"], p["cost"].dtype)
         if key not in limits:
-            try:
-                limits[key] = max_sequences(p["model"], p["context"], int(machine.memory_gib * costs.GiB),
-                                            dtype=p["cost"].dtype)
-            except (ValueError, KeyError):  # a dtype or model vLLM's arithmetic does not cover: not judged
-                limits[key] = None
+            limits[key] = batch_that_fits(p["model"], p["context"], machine, p["cost"].dtype)
         if limits[key] is not None and p["batch"] > limits[key]:
             out.add(id(p))
     return out
