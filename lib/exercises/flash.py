@@ -23,8 +23,12 @@ def _case(description, scores_a, scores_b, values_a, values_b):
 
 
 @exercise("merge_softmax_states", title="Merge two partial softmax results",
-          hint="m is the larger of the two maxima; multiply each side's l and acc by exp(its m - m) before adding "
-               "(acc has one more dimension than m: use m[..., None]). Never take exp of a score or of m alone.",
+          hints=("Each half was normalised against its own maximum: what must change in l and acc before two "
+                 "halves measured against different maxima can be added?",
+                 "Take the larger maximum as the common one: a side's terms were exp(s - its m), so multiplying "
+                 "them by exp(its m - m) restates them against the common m (online softmax's rescaling).",
+                 "m is the larger of the two maxima; multiply each side's l and acc by exp(its m - m) before adding "
+                 "(acc has one more dimension than m: use m[..., None]). Never take exp of a score or of m alone."),
           solution=merge_states)
 def _cases():
     g = torch.Generator().manual_seed(9)

@@ -21,9 +21,12 @@ def _locate_solution(block_table, block_size, position):
 
 
 @exercise("block_table_lookup", title="Block-table lookup",
-          hint="position // block_size says which entry of the table (the logical block) to read; "
-               "position % block_size is the offset inside that physical block; the flat slot counts whole "
-               "blocks of block_size slots before it.",
+          hints=("Which logical block holds the position, and where inside that block is it?",
+                 "Integer division and remainder by block_size split a position into (logical block, offset); the "
+                 "table maps the logical block to a physical one.",
+                 "position // block_size says which entry of the table (the logical block) to read; "
+                 "position % block_size is the offset inside that physical block; the flat slot counts whole "
+                 "blocks of block_size slots before it."),
           solution=_locate_solution)
 def _locate_cases():
     situations = [
@@ -46,8 +49,11 @@ def _blocks_solution(n_tokens, block_size):
 
 
 @exercise("blocks_for_sequence", title="Blocks a sequence takes",
-          hint="divide the length by the block size and round UP (a partly filled last block is still a whole "
-               "block); the empty slots are the blocks' slots minus the tokens.",
+          hints=("Does a block that holds only a few of the tokens still count as a block?",
+                 "Blocks are handed out whole: the count is the length over the block size, rounded up (-(-n // "
+                 "b) or math.ceil); the slots of those blocks that hold no token are the empty ones.",
+                 "divide the length by the block size and round UP (a partly filled last block is still a whole "
+                 "block); the empty slots are the blocks' slots minus the tokens."),
           solution=_blocks_solution)
 def _blocks_cases():
     for description, n_tokens, block_size in [
@@ -156,10 +162,15 @@ def _step_compare(running, waiting, free, block_size):
 
 
 @exercise("scheduler_step", title="One step of a continuous-batching scheduler",
-          hint="first admit from the front of the queue while the head's length + 1 positions fit in free blocks "
-               "(stop at the first that does not); then give every request that was running one more position, "
-               "taking a block when length % block_size == 0; when none is free, pop the last running request, "
-               "put its blocks back on the free list and it at the front of the queue, and try again.",
+          hints=("Within one step, who goes first: the queue waiting to be admitted, or the requests already "
+                 "running? And what happens when a running request needs a block and none is free?",
+                 "Admission is first come first served and stops at the first request that does not fit; a "
+                 "running request needs a new block exactly when its length is a multiple of block_size; "
+                 "preemption takes the last request of the running list.",
+                 "first admit from the front of the queue while the head's length + 1 positions fit in free blocks "
+                 "(stop at the first that does not); then give every request that was running one more position, "
+                 "taking a block when length % block_size == 0; when none is free, pop the last running request, "
+                 "put its blocks back on the free list and it at the front of the queue, and try again."),
           solution=scheduler_step_solution)
 def _step_cases():
     situations = [  # (what, running [(rid, length)], waiting [(rid, length)], free blocks, block size)
