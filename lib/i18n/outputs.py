@@ -328,7 +328,7 @@ ZH_OUTPUTS: dict[str, str] = {
     "Compare drafts[i] with the argmax of row i of the logits and stop at the first mismatch. The pass wrote 1 + len(drafts) positions; cache.crop keeps only the pending token and the kept drafts.":
         "把 drafts[i] 与 logits 第 i 行的 argmax 比较，遇到第一个不同就停。这次前向传播写入了 1 + len(drafts) 个位置；用 cache.crop 只留下 pending 和被保留的草稿。",
     "The pool holds the blocks in the order they were handed out: which list gives this sequence's order, and how full is its last block?":
-        "池里的块按分配的先后排放：哪个列表给出这个序列的块顺序？它的最后一块装满了吗？",
+        "池里的块按分配的先后排放：哪个列表给出这个序列的块顺序？它的最后一块装满了没有？",
     "Index the pool with the block table to get the blocks in order; the heads must come before the blocks so that reshape lays each head's positions end to end; n_tokens says where to cut.":
         "用块表索引池子，得到按顺序排列的块；要先把头挪到块的前面，reshape 才会把每个头的各个位置首尾相接；n_tokens 决定在哪里截断。",
     "Which logical block holds the position, and where inside that block is it?":
@@ -372,7 +372,7 @@ ZH_OUTPUTS: dict[str, str] = {
     "A ring counts positions modulo its size; with sinks, the first `sinks` slots stay put and only the other window - sinks slots form the ring, counted from the position after the sinks.":
         "环形缓冲区按自身大小取模计数；有汇点时，前 `sinks` 个槽位固定不动，只有其余 window - sinks 个槽位组成环，从汇点之后的位置开始计数。",
     "Which keys may a query at position p see: how far back, and how far ahead?":
-        "位置 p 的查询能看到哪些键：往前能看多远，往后呢？",
+        "位置 p 的查询能看到哪些键：往前能看多远，往后又能看多远？",
     "Two conditions on positions (not on indices into the tensors): causal, and within the last `window` positions; the queries' and the keys' positions are given, so compare them by broadcasting.":
         "对位置（不是张量下标）的两个条件：因果，以及在最近 `window` 个位置之内；查询和键的位置都已给出，用广播比较即可。",
     # -- lib.exercises: the messages of check() --
