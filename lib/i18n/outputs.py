@@ -375,6 +375,97 @@ ZH_OUTPUTS: dict[str, str] = {
         "位置 p 的查询能看到哪些键：往前能看多远，往后又能看多远？",
     "Two conditions on positions (not on indices into the tensors): causal, and within the last `window` positions; the queries' and the keys' positions are given, so compare them by broadcasting.":
         "对位置（不是张量下标）的两个条件：因果，以及在最近 `window` 个位置之内；查询和键的位置都已给出，用广播比较即可。",
+    # -- the new build-its: a paged write (09), the prefix-cache lookup (10), FlashAttention's tiled loop (11) --
+    "FlashAttention's loop: the online softmax over tiles of keys":
+        "FlashAttention 的循环：按键的分块做在线 softmax",
+    "You see the keys one tile at a time and never all the scores at once: what must you keep per query row so that the softmax comes out exact at the end?":
+        "键一次只来一个分块，你从来看不到全部分数：每一行查询要记下什么，最后的 softmax 才是精确的？",
+    "Keep three things per row: the running maximum m, the sum l of exp(score − m) and the weighted sum acc of the values; a tile that raises m changes the reference point of everything summed before it. Divide acc by l at the end.":
+        "每一行记三样东西：到目前为止的最大值 m、exp(score − m) 之和 l、值的加权和 acc；某个分块抬高了 m，之前累加的一切的基准就变了。最后用 acc 除以 l。",
+    "start with m = -inf, l = 0, acc = 0; for each tile: s = q @ k_tileᵀ / √D; m_new = max(m, s.max(-1)); r = exp(m − m_new); p = exp(s − m_new[:, None]); l = r·l + p.sum(-1); acc = r[:, None]·acc + p @ v_tile; m = m_new; keep m. Return (acc / l[:, None], the list of m).":
+        "开始时 m = -inf，l = 0，acc = 0；对每个分块：s = q @ k_tileᵀ / √D；m_new = max(m, s.max(-1))；r = exp(m − m_new)；p = exp(s − m_new[:, None])；l = r·l + p.sum(-1)；acc = r[:, None]·acc + p @ v_tile；m = m_new；记下 m。返回 (acc / l[:, None], 各个 m 组成的列表)。",
+    "{Tq} query rows, {Tk} keys of head_dim {D} in tiles of {tile}: {what}":
+        "{Tq} 行查询，{Tk} 个 head_dim 为 {D} 的键，每个分块 {tile} 个：{what}",
+    "the last tile holds only 2 keys":
+        "最后一个分块只有 2 个键",
+    "a later tile holds each row's largest score":
+        "每一行的最大分数都在较后的分块里",
+    "float32 scores in the hundreds: exp of a score alone overflows":
+        "float32 的分数上百：单独对分数取 exp 会溢出",
+    "one tile holds every key":
+        "一个分块就装下了全部键",
+    "you returned {n} running maxima for {m} tiles of {tile} keys (the last tile holds {r}): one maximum after each tile":
+        "你返回了 {n} 个最大值，但有 {m} 个分块（每块 {tile} 个键，最后一块 {r} 个）：每个分块之后记一个最大值",
+    "the running maximum after the {nth} tile":
+        "{nth}分块之后的最大值",
+    "{problem}: it is the larger of the maximum so far and this tile's largest score (the scores scaled by 1/√D)":
+        "{problem}：它是到目前为止的最大值与这个分块最大分数中较大的那个（分数要乘以 1/√D）",
+    "your output holds NaN or inf: exp of a score this large overflows; take exp of the score minus the running maximum":
+        "你的输出里有 NaN 或 inf：这么大的分数取 exp 会溢出；要对分数减去当前最大值之后再取 exp",
+    "the running maxima are right but the output is off: when a tile raises the maximum, the l and acc summed so far must shrink by exp(m_old − m_new) before the tile's terms are added":
+        "最大值都对，但输出有偏差：某个分块抬高了最大值时，之前累加的 l 和 acc 要先乘以 exp(m_old − m_new) 缩小，再加上这个分块的项",
+    "your output":
+        "你的输出",
+    "Write a pass's keys into the pool through the slot mapping":
+        "按槽位映射把一次前向传播的键写进池子",
+    "The new tokens sit at positions start, start + 1, …: which physical block and which slot in it does each one go to?":
+        "新 token 的位置是 start、start + 1、……：每一个该写进哪个物理块、块里的哪个槽位？",
+    "A position's logical block is position // block_size and its offset position % block_size; the block table turns the logical block into a physical one of the pool (vLLM's slot_mapping is the same pair, flattened).":
+        "一个位置的逻辑块是 position // block_size，偏移是 position % block_size；块表把逻辑块换成池中的物理块（vLLM 的 slot_mapping 就是把这一对展平成一个数）。",
+    "for each i in range(T): p = start + i; pool_k[block_table[p // block_size], :, p % block_size] = k_new[:, i]; then return pool_k (block_size is pool_k.shape[2]).":
+        "对 range(T) 中的每个 i：p = start + i；pool_k[block_table[p // block_size], :, p % block_size] = k_new[:, i]；最后返回 pool_k（block_size 就是 pool_k.shape[2]）。",
+    "{what}: block table {table}, blocks of 4, a pool of 12 blocks":
+        "{what}：块表 {table}，块大小 4，池中 12 个块",
+    "a prefill of 7 tokens into blocks that are not in order":
+        "预填充 7 个 token，写进不按顺序排列的块",
+    "3 tokens from position 6, across a block boundary":
+        "从位置 6 起的 3 个 token，跨过块边界",
+    "one decode token at the first slot of a new block":
+        "一个解码 token，落在新块的第一个槽位",
+    "2 tokens in the middle of a block":
+        "块中间的 2 个 token",
+    "the pool your write returns":
+        "你的写入返回的池子",
+    "position {p} (the {nth} new token) is nowhere in the pool your write returns: write k_new[:, {i}] into its slot":
+        "位置 {p}（{nth}新 token）在你返回的池子里哪儿都找不到：把 k_new[:, {i}] 写进它的槽位",
+    "your write put position {p} in block {b}, which is its logical block number (position // block_size): look that entry up in the block table for the physical block":
+        "你把位置 {p} 写进了块 {b}，这是它的逻辑块号（position // block_size）：要用它去查块表，得到物理块",
+    "your write put position {p} at offset {o} of block {b}: the offset inside a block is the position % block_size, counted from the block's first slot, not from the first new token":
+        "你把位置 {p} 写在了块 {b} 的偏移 {o} 处：块内偏移是 position % block_size，从块的第一个槽位数起，不是从第一个新 token 数起",
+    "your write put position {p} (the {nth} new token) in block {b}, at offset {o}: the block table sends it elsewhere":
+        "你把位置 {p}（{nth}新 token）写进了块 {b} 的偏移 {o} 处：按块表，它应该在别处",
+    "your write changed block {b}, offset {o}, a slot no new token belongs to: a write touches only the new tokens' slots (other sequences' keys live in the same pool)":
+        "你的写入改动了块 {b} 的偏移 {o}，这个槽位不属于任何新 token：写入只应改动新 token 的槽位（别的序列的键也在同一个池子里）",
+    "Look a new request's prefix up in the prefix cache":
+        "在前缀缓存里查新请求的前缀",
+    "Which of the new request's blocks could an earlier request have computed already, and what must be true of every token before such a block?":
+        "新请求的哪些块可能已经被之前的请求算过？这样的块之前的每个 token 又必须满足什么？",
+    "A block is reused when the index holds the prefix up to its end (index maps a tuple of token ids to a block); walk the full blocks in order, stop at the first miss, and never reuse the block of the last token: its logits still have to be computed.":
+        "索引里有到某个块末尾为止的整个前缀，这个块就能复用（index 把 token id 组成的 tuple 映射到块）；按顺序走过各个满块，遇到第一个查不到的就停；最后一个 token 所在的块永远不复用：它的 logits 还得算。",
+    "for i in range((len(token_ids) - 1) // block_size): look up index.get(tuple(token_ids[:(i + 1) * block_size])); stop at the first None, else append the block; return the list.":
+        "对 range((len(token_ids) - 1) // block_size) 中的每个 i：查 index.get(tuple(token_ids[:(i + 1) * block_size]))；遇到第一个 None 就停，否则把块追加到列表；返回这个列表。",
+    "a prompt of {n} tokens that {what} (blocks of 4)":
+        "{n} 个 token 的提示词，{what}（块大小 4）",
+    "shares its first blocks with an earlier request":
+        "开头几个块和之前的某个请求相同",
+    "is an earlier prompt's first 28 tokens: its last block is full and cached":
+        "是之前某个提示词的前 28 个 token：最后一块是满的，而且在缓存里",
+    "holds an earlier request's tokens after a different start":
+        "含有之前某个请求的 token，但开头不同",
+    "is an earlier prompt whose 3rd block was evicted since":
+        "是之前的某个提示词，它的第 3 个块后来被驱逐了",
+    "shares nothing with the cache":
+        "和缓存里的内容毫无共同之处",
+    "the blocks your lookup reuses are {got}; a list of block ids (ints) was expected":
+        "你查到要复用的块是{got}；应为块 id（int）的列表",
+    "your lookup reused the block that holds the last token: the model must still compute that token's logits, so the lookup stops one block short when the prompt fills its last block":
+        "你复用了最后一个 token 所在的块：模型还得算出这个 token 的 logits，所以提示词正好填满最后一块时，查找要少走一块",
+    "your lookup keyed block {i} by its own tokens: a block's key is the whole prefix up to its end (every token before it too), so the same tokens after a different start do not match":
+        "你用块 {i} 自己的 token 去查：一个块的键是到它末尾为止的整个前缀（它前面的每个 token 都算），所以开头不同时，同样的 token 也对不上",
+    "your lookup went on after the first block the index does not hold: the {nth} block misses, so the reused prefix ends before it":
+        "索引里第一次查不到之后，你的查找还在继续：{nth}块查不到，复用的前缀就到它之前为止",
+    "your lookup reuses {n} block(s), {got}, which is not the cached prefix":
+        "你的查找复用了 {n} 个块 {got}，这不是缓存里的前缀",
     # -- lib.exercises: the messages of check() --
     "your result": "你的结果",
     "a tensor of shape {shape} and dtype {dtype}": "形状为 {shape}、dtype 为 {dtype} 的张量",
