@@ -1,5 +1,5 @@
 """The build-its the course lacked (lib/exercises/paged.py, flash.py): a paged write through the slot mapping (09),
-a new request's prefix-cache lookup (10), FlashAttention's loop of the online softmax over tiles (11). Each
+a new request's prefix-cache lookup (09), FlashAttention's loop of the online softmax over tiles (11). Each
 typical wrong solution is named in the course's words, without the expected answer."""
 import pytest
 import torch
@@ -55,7 +55,7 @@ def test_a_paged_write_that_touches_other_slots_or_writes_nothing_is_named():
         _said("paged_write", lambda pool_k, table, start, k_new: pool_k)
 
 
-# -- 10: the prefix-cache lookup
+# -- 09: the prefix-cache lookup
 
 def _lookup(index, ids, bs, *, last=False, own=False, go_on=False):
     out = []

@@ -43,7 +43,7 @@ import torch
 
 from ..i18n import colon, say, t
 
-__all__ = ["Case", "Result", "exercise", "check", "names", "solution", "compare", "Mismatch", "reveal", "done",
+__all__ = ["Case", "Result", "exercise", "check", "names", "solution", "compare", "Mismatch", "reveal", "done", "tries",
            "reset", "HINT_TIERS"]
 
 HINT_TIERS = ("a question", "a pointer", "the recipe")  # the order a learner's wrong tries show an exercise's hints

@@ -1,6 +1,6 @@
 """Build-it exercises of the paged KV cache: find a token's slot through a block table, count the blocks a
-sequence takes, write a pass's keys into the pool through the slot mapping (notebook 09); one step of a
-continuous-batching scheduler over the block pool, and a new request's lookup in the prefix cache (notebook 10).
+sequence takes, write a pass's keys into the pool through the slot mapping, look a new request's prefix up in the
+prefix cache (notebook 09); one step of a continuous-batching scheduler over the block pool (notebook 10).
 The hidden cases come from ``lib.blocks.BlockTable.locate``, ``lib.serving.block_size_tradeoff``, one step of lib's
 ``Scheduler`` (``schedule()`` then ``postprocess()`` over the simulation's block memory, as ``lib.serving.simulate``
 runs them) and ``lib.blocks.BlockAllocator.match_prefix`` over the index ``register_prefix`` built."""
@@ -278,7 +278,7 @@ def _paged_write_cases():
                    compare=_paged_write_compare(start, k_new, 4))
 
 
-# ------------------------------------------------------------------ 10: the prefix-cache lookup
+# ------------------------------------------------------------------ 09: the prefix-cache lookup
 
 def prefix_lookup_solution(index, token_ids, block_size):
     """The cached blocks a new request reuses: walk its full blocks while the index holds the prefix up to the

@@ -375,7 +375,7 @@ ZH_OUTPUTS: dict[str, str] = {
         "位置 p 的查询能看到哪些键：往前能看多远，往后又能看多远？",
     "Two conditions on positions (not on indices into the tensors): causal, and within the last `window` positions; the queries' and the keys' positions are given, so compare them by broadcasting.":
         "对位置（不是张量下标）的两个条件：因果，以及在最近 `window` 个位置之内；查询和键的位置都已给出，用广播比较即可。",
-    # -- the new build-its: a paged write (09), the prefix-cache lookup (10), FlashAttention's tiled loop (11) --
+    # -- the new build-its: a paged write and the prefix-cache lookup (09), FlashAttention's tiled loop (11) --
     "FlashAttention's loop: the online softmax over tiles of keys":
         "FlashAttention 的循环：按键的分块做在线 softmax",
     "You see the keys one tile at a time and never all the scores at once: what must you keep per query row so that the softmax comes out exact at the end?":
