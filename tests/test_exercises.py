@@ -78,6 +78,10 @@ def test_hints_tier_up_one_per_wrong_try_and_a_pass_says_so_and_starts_over(name
     assert passed and passed.message.startswith("✓") and "Hint" not in passed.message
     assert ex.tries(name) == 0 and name in ex.done()
     assert "Hint 1 of 3 — a question" in ex.check(name, wrong, quiet=True).message  # a new slip: the question again
+    ex.reset(name)
+    assert ex.tries(name) == 0 and name not in ex.done()
+    with pytest.raises(ValueError, match="unknown exercise 'nope'"):
+        ex.reset("nope")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -225,9 +225,12 @@ def tries(name: str) -> int:
 
 def reset(name: str | None = None) -> None:
     """Start exercise ``name`` over (every exercise: ``None``): no failing tries, not done."""
-    for n in ([_exercise(name).name] if name is not None else list(_REGISTRY)):
-        _TRIES.pop(n, None)
-        _DONE.discard(n)
+    if name is None:
+        _TRIES.clear()
+        _DONE.clear()
+        return
+    _TRIES.pop(_exercise(name).name, None)
+    _DONE.discard(name)
 
 
 def check(name: str, fn: Callable, *, quiet: bool = False, worked: bool = False) -> Result:
