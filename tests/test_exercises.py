@@ -55,7 +55,8 @@ def test_an_unwritten_or_crashing_answer_is_a_message(name):
         raise IndexError("index 7 is out of bounds")
 
     unwritten_message = ex.check(name, unwritten, quiet=True).message
-    assert "not written yet" in unwritten_message and "Hint 1 of 3 — a question" in unwritten_message
+    assert "not written yet" in unwritten_message and "Hints come after a wrong try" in unwritten_message
+    assert "Hint 1" not in unwritten_message and all(h not in unwritten_message for h in ex._REGISTRY[name].hints)
     assert ex.tries(name) == 0, "an unwritten cell is not a try"
     msg = ex.check(name, crashes, quiet=True).message
     assert "raised IndexError: index 7 is out of bounds" in msg and "Traceback" not in msg

@@ -14,8 +14,8 @@ prints the expected answer, and it never raises: a wrong try is a message, not a
 Hints come in three tiers, shown one at a time and only after a wrong try: first a question that points the
 learner's thinking, then a pointer to what to use, the recipe last. The first failing try of an exercise shows
 the question, each further failing try of the same exercise (in this kernel) the next tier; a passing try says
-so and starts the tiers over. A cell that still raises ``NotImplementedError`` is "not written yet" and gets
-only the question. An exercise may watch *how* the answer was reached and name the mistake in the course's words
+so and starts the tiers over. A cell that still raises ``NotImplementedError`` is "not written yet": not a try,
+and no hint yet. An exercise may watch *how* the answer was reached and name the mistake in the course's words
 (``Case.compare``; ``Case.explain_error`` when the learner's function raised).
 
 A worked solution sits in a collapsed cell after each exercise and ends in ``check(name, solution,
@@ -280,9 +280,10 @@ def _run(ex: _Exercise, fn, cases: list[Case], *, worked: bool = False) -> Resul
         return Result(ex.name, True, n, t("✓ {title}: the hidden case passes.", title=title) if n == 1 else
                       t("✓ {title}: all {n} hidden cases pass.", title=title, n=n))
     i, case, problem = failed
-    if problem is None:  # still `raise NotImplementedError`: not a try; the question to start from
+    if problem is None:  # still `raise NotImplementedError`: not a try, and no hint before one
         return Result(ex.name, False, n, t("… {title}: not written yet — replace the `raise NotImplementedError` "
-                                           "with your code and run the cell again.", title=title) + _hint(ex, 0))
+                                           "with your code and run the cell again. Hints come after a wrong try: a "
+                                           "question first, the recipe last.", title=title))
     tier = min(_TRIES.get(ex.name, 0), len(HINT_TIERS) - 1)
     _TRIES[ex.name] = _TRIES.get(ex.name, 0) + 1
     return Result(ex.name, False, n, t("✗ {title} — case {i} of {n} ({case}): {problem}", title=title, i=i, n=n,

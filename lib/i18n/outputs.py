@@ -241,8 +241,8 @@ ZH_OUTPUTS: dict[str, str] = {
         "指个方向",
     "the recipe":
         "具体做法",
-    "… {title}: not written yet — replace the `raise NotImplementedError` with your code and run the cell again.":
-        "… {title}：还没写——把 `raise NotImplementedError` 换成你的代码，再运行这个单元格。",
+    "… {title}: not written yet — replace the `raise NotImplementedError` with your code and run the cell again. Hints come after a wrong try: a question first, the recipe last.":
+        "… {title}：还没写——把 `raise NotImplementedError` 换成你的代码，再运行这个单元格。做错一次才给提示：先是一个问题，最后才是具体做法。",
     "your function raised {error}: {e}":
         "你的函数抛出了 {error}：{e}",
     "✗ {title} — case {i} of {n} ({case}): {problem}":
