@@ -17,7 +17,7 @@ from ..demo import load_demo
 from ..generate import generate
 from ..lm import EN_PROMPTS, LOOP_PROMPT
 from ..paged import PagedKVPool
-from . import Case, Mismatch, _describe, compare, exercise
+from . import Case, _describe, compare, exercise
 from ..i18n import ordinal, t
 
 
