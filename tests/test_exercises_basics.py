@@ -11,7 +11,7 @@ from lib.model import apply_rope, rope_tables
 
 def message(name, fn):
     result = ex.check(name, fn, quiet=True)
-    assert not result.passed and "Hint:" in result.message
+    assert not result.passed and "\n  Hint " in result.message
     return result.message
 
 

@@ -1,108 +1,148 @@
 """The build-it exercises of the real machinery (lib/exercises/machinery.py) tell each typical wrong solution
-what it got wrong: a loop without a cache, lib's cache instead of one's own, a loop that feeds the whole text
-again, a round without rollback or cropped one position short, blocks laid out in the wrong order."""
+what it got wrong, in the course's words: a loop without a cache, lib's cache instead of one's own, a loop that
+feeds the whole text again at a step, feeds a stale token, writes over a position instead of appending, writes at
+the wrong position or never advances its offset; a round without rollback or cropped one position short, blocks
+laid out in the wrong order."""
+import pytest
 import torch
 
 import lib
 import lib.exercises as ex
-from lib.exercises.machinery import ListKVCache
+from lib.exercises.machinery import PreallocatedKVCache
 
 
-def _greedy(model, ids, n, make_cache, refeed=False):
-    cache = make_cache(model.config, 512) if make_cache else None
+@pytest.fixture(autouse=True)
+def fresh_tries():
+    ex.reset()
+    yield
+    ex.reset()
+
+
+def _greedy(model, ids, n, make_cache=PreallocatedKVCache, *, refeed=False, stale=None):
+    """A cached greedy loop with one slip switched on: ``refeed`` feeds the whole text every step, ``stale``
+    ("prompt" or "previous") feeds an old token instead of the newest."""
+    cache = make_cache(model.config, len(ids) + n) if make_cache else None
     out = []
     logits = model(torch.tensor([ids]), cache=cache)
     for _ in range(n):
         out.append(int(logits[0, -1].argmax()))
-        if refeed and cache is not None:
-            cache.crop(0)
-        logits = model(torch.tensor([ids + out] if refeed or cache is None else [[out[-1]]]), cache=cache)
+        if refeed or cache is None:
+            feed = ids + out
+        elif stale == "prompt":
+            feed = [ids[-1]]
+        elif stale == "previous" and len(out) > 1:
+            feed = [out[-2]]
+        else:
+            feed = [out[-1]]
+        logits = model(torch.tensor([feed]), cache=cache)
     return out
 
 
-def test_a_loop_must_use_its_own_cache_and_feed_one_token_a_step():
-    said = {
-        "never handed the model a cache": lambda m, i, n: _greedy(m, i, n, None),
-        "that is lib's KVCache": lambda m, i, n: _greedy(m, i, n, lambda c, L: lib.KVCache(c, 1, L)),
-        "call 2 fed 9 tokens: with a cache, every step after the prefill feeds only the newest token":
-            lambda m, i, n: _greedy(m, i, n, ListKVCache, refeed=True),
-    }
-    for words, wrong in said.items():
-        result = ex.check("cache_in_your_loop", wrong, quiet=True)
-        assert not result.passed and words in result.message, result.message
-    assert ex.check("cache_in_your_loop", lambda m, i, n: _greedy(m, i, n, ListKVCache), quiet=True).passed
+class Overwrites(PreallocatedKVCache):
+    """Writes every pass at the buffer's start (and hands back only that) instead of appending at seq_len."""
+    def _write(self, layer, k, v):
+        T = k.shape[2]
+        self.k[layer][:, :, :T], self.v[layer][:, :, :T] = k, v
+        return self.k[layer][:, :, :T], self.v[layer][:, :, :T]
 
 
-def _round(target, cache, pending, drafts, crop_to):
-    start = cache.seq_len
-    choice = target(torch.tensor([[pending, *drafts]]), cache=cache)[0].argmax(-1).tolist()
-    kept = 0
-    while kept < len(drafts) and drafts[kept] == choice[kept]:
-        kept += 1
-    if crop_to is not None:
-        cache.crop(crop_to(start, kept))
-    return drafts[:kept] + [choice[kept]]
+class NeverAdvances(PreallocatedKVCache):
+    """commit() forgets to move the offset on."""
+    def commit(self):
+        self._pending = 0
 
 
-def test_a_round_must_roll_its_cache_back_to_what_it_kept():
-    no_rollback = ex.check("speculative_round", lambda *a: _round(*a, None), quiet=True)
-    assert "case 2 of 3" in no_rollback.message and "after your round the cache holds 12 positions" in \
-        no_rollback.message
-    short = ex.check("speculative_round", lambda *a: _round(*a, lambda s, k: s + k), quiet=True)
-    assert "case 1 of 3" in short.message and "roll it back (cache.crop)" in short.message
-    assert ex.check("speculative_round", lambda *a: _round(*a, lambda s, k: s + 1 + k), quiet=True).passed
+class AdvancesPerLayer(PreallocatedKVCache):
+    """Moves the offset on inside _write, once per layer, instead of once per pass in commit()."""
+    def _write(self, layer, k, v):
+        out = super()._write(layer, k, v)
+        self.seq_len += k.shape[2]
+        return out
+
+    def commit(self):
+        self._pending = 0
 
 
-def test_a_gather_must_put_the_heads_first_before_laying_blocks_end_to_end():
-    def blocks_first(pool_k, table, n):
-        return pool_k[torch.tensor(table)].reshape(pool_k.shape[1], -1, pool_k.shape[3])[:, :n]
-
-    result = ex.check("paged_gather", blocks_first, quiet=True)
-    assert not result.passed and "the right shape but its values are off" in result.message
-
-
-def _step(running, waiting, free, bs, *, lifo=False, preempt=True, boundary=True):
-    """A scheduler step with one of the typical slips switched on."""
-    running, waiting, free = [dict(r) for r in running], list(waiting), list(free)
-    admitted = []
-    while waiting:
-        head = waiting[-1] if lifo else waiting[0]
-        need = -(-(head["length"] + 1) // bs)
-        if need > len(free):
-            break
-        waiting.remove(head)
-        admitted.append({"rid": head["rid"], "length": head["length"] + 1, "blocks": [free.pop(0) for _ in range(need)]})
-    i = 0
-    while i < len(running):
-        r = running[i]
-        if boundary and r["length"] % bs == 0:  # boundary=False: it never notices that its last block is full
-            if not free:
-                if not preempt:
-                    i += 1
-                    continue
-                victim = running.pop()
-                free.extend(victim["blocks"])
-                waiting.insert(0, {"rid": victim["rid"], "length": victim["length"], "blocks": []})
-                if victim is r:
-                    break
-                continue
-            r["blocks"] = r["blocks"] + [free.pop(0)]
-        r["length"] += 1
-        i += 1
-    return running + admitted, waiting, free
+class OneAhead(PreallocatedKVCache):
+    """Writes one position too far on (at seq_len + 1)."""
+    def _write(self, layer, k, v):
+        start, end = self.seq_len + 1, self.seq_len + 1 + k.shape[2]
+        self.k[layer][:, :, start:end], self.v[layer][:, :, start:end] = k, v
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
 
 
-def test_a_scheduler_step_is_told_which_case_it_gets_wrong_and_not_the_answer():
-    assert ex.check("scheduler_step", _step, quiet=True).passed
-    no_preemption = ex.check("scheduler_step", lambda *a: _step(*a, preempt=False), quiet=True)
-    assert "a preemption: a block is needed and none is free" in no_preemption.message
-    assert "the order of the running requests (rids) has 2 items" in no_preemption.message
-    lifo = ex.check("scheduler_step", lambda *a: _step(*a, lifo=True), quiet=True)
-    assert "admission limited by blocks, first come first served" in lifo.message
-    assert "item 1 of the order of the running requests (rids) is 'E'" in lifo.message
-    boundary = ex.check("scheduler_step", lambda *a: _step(*a, boundary=False), quiet=True)
-    assert "case 2 of 6 (growth across a block boundary" in boundary.message
-    assert "running request A holds 2 blocks for its 9 positions" in boundary.message
-    for result in (no_preemption, lifo, boundary):
-        assert not result.passed and "Hint:" in result.message
-        assert "'C', 'D'" not in result.message and "[('A'" not in result.message  # never the expected lists
+def _said(wrong):
+    result = ex.check("cache_in_your_loop", wrong, quiet=True)
+    assert not result.passed and "case 1 of 3" in result.message, result.message
+    return result.message
+
+
+def test_the_solution_passes_and_lib_caches_or_no_cache_are_named():
+    assert ex.check("cache_in_your_loop", lambda m, i, n: _greedy(m, i, n), quiet=True).passed
+    assert "never handed the model a cache" in _said(lambda m, i, n: _greedy(m, i, n, None))
+    assert "that is lib's KVCache" in _said(lambda m, i, n: _greedy(m, i, n, lambda c, L: lib.KVCache(c, 1, L)))
+
+
+def test_feeding_the_whole_text_again_names_the_step_and_the_text_decoded_not_a_full_cache():
+    msg = _said(lambda m, i, n: _greedy(m, i, n, refeed=True))
+    tok = lib.load_demo("lm")[1]
+    ids = tok.encode(lib.lm.LOOP_PROMPT)
+    first = lib.generate(lib.load_demo("lm")[0], ids, 1).new_tokens[0].tolist()
+    assert f"step 1 fed {len(ids) + 1} tokens, {tok.decode(ids + first)!r}" in msg, msg
+    assert f"a decode step feeds only the newest token (the cache holds the {len(ids)} before it already)" in msg
+    assert "max_len >=" not in msg and "KV cache is full" not in msg  # not sent to a bigger cache
+    assert "then it raised ValueError" in msg
+
+
+def test_a_stale_token_is_named_with_where_it_came_from():
+    prompt = _said(lambda m, i, n: _greedy(m, i, n, stale="prompt"))
+    assert "step 1 fed '\\n', a stale token (from the prompt): feed the newest token, the argmax of the logits " \
+           "step 0 returned" in prompt, prompt
+    previous = _said(lambda m, i, n: _greedy(m, i, n, stale="previous"))
+    assert "step 2 fed" in previous and "a stale token (the 1st new token)" in previous, previous
+    assert "the argmax of the logits step 1 returned" in previous
+
+
+def test_overwriting_instead_of_appending_names_the_position_written_and_the_one_expected():
+    n_prompt = len(lib.load_demo("lm")[1].encode(lib.lm.LOOP_PROMPT))
+    msg = _said(lambda m, i, n: _greedy(m, i, n, Overwrites))
+    assert f"at step 1, layer 0 your _write wrote position 0 where {n_prompt} was expected: it wrote over a " \
+           f"cached position instead of appending after the {n_prompt} cached ones" in msg, msg
+    ahead = _said(lambda m, i, n: _greedy(m, i, n, OneAhead))
+    assert "at step 0, layer 0 your _write wrote position 1 where 0 was expected" in ahead, ahead
+
+
+def test_an_offset_that_never_advances_or_advances_per_layer_is_named():
+    n_prompt = len(lib.load_demo("lm")[1].encode(lib.lm.LOOP_PROMPT))
+    never = _said(lambda m, i, n: _greedy(m, i, n, NeverAdvances))
+    assert "after step 0 seq_len is still 0: the offset never advanced; commit() must move it on by the " \
+           f"{n_prompt} position(s) this pass wrote" in never, never
+    per_layer = _said(lambda m, i, n: _greedy(m, i, n, AdvancesPerLayer))
+    assert f"at step 0, layer 1 your _write wrote position {n_prompt} where 0 was expected" in per_layer, per_layer
+
+
+def test_a_wrong_token_is_decoded_and_counted_from_one_without_the_expected_one():
+    model, tok = lib.load_demo("lm")
+    ids = tok.encode(lib.lm.LOOP_PROMPT)
+    want = lib.generate(model, ids, 12).new_tokens[0].tolist()
+
+    def third_wrong(m, i, n):
+        out = _greedy(m, i, n)
+        out[2] = tok.encode("Z")[0] if out[2] != tok.encode("Z")[0] else tok.encode("Q")[0]
+        return out
+
+    msg = _said(third_wrong)
+    assert "your 3rd new token is 'Z', which is not the greedy choice there; the 2 before it are right" in msg, msg
+    assert repr(tok.decode([want[2]])) not in msg.split("there")[0].split("token is")[1]
+
+
+def test_the_messages_speak_chinese():
+    from lib.i18n import speaking
+    with speaking("zh"):
+        never = ex.check("cache_in_your_loop", lambda m, i, n: _greedy(m, i, n, NeverAdvances), quiet=True).message
+        stale = ex.check("cache_in_your_loop", lambda m, i, n: _greedy(m, i, n, stale="previous"), quiet=True).message
+    assert "第 0 步之后 seq_len 仍是 0：偏移一直没有前移" in never and "提示 1/3（先想一个问题）" in never, never
+    assert "第 2 步输入的 '一' 是个过时的 token（第 1 个新 token）" in stale and "提示 2/3（指个方向）" in stale, stale
+    assert "即第 1 步返回的 logits 的 argmax" in stale
+
+

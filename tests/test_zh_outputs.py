@@ -229,12 +229,14 @@ def test_every_exercise_speaks_chinese():
     ex._load_all()
     with i18n.speaking("zh"):
         for name, e in sorted(ex._REGISTRY.items()):
-            assert CJK.search(i18n.t(e.title)) and CJK.search(i18n.t(e.hint)), name
+            assert CJK.search(i18n.t(e.title)) and all(CJK.search(i18n.t(h)) for h in e.hints), name
             for case in e.cases():
                 assert CJK.search(case.description) or re.fullmatch(r"α = [\d.]+, k = \d+", case.description), \
                     (name, case.description)
+        ex.reset("kv_bytes")
         message = ex.check("kv_bytes", lambda *a: 1.5, quiet=True).message
         assert "提示" in message and "KV 缓存大小公式" in message and "Hint" not in message, message
+        assert "\n  提示 1/3（先想一个问题）：一个 token 在一层里，缓存存了什么？" in message, message
     assert "Hint" in ex.check("kv_bytes", lambda *a: 1.5, quiet=True).message  # English again outside
 
 
@@ -337,7 +339,7 @@ def test_lib_translates_where_it_prints_not_through_the_notebook_patches(capsys)
         kept = text_table([["decode", 1]], header=["phase", "n"], translate=False)
         checked = ex.check("kv_bytes", lambda *a: 1.5, quiet=True).message
     out = capsys.readouterr().out
-    assert result.message.splitlines() == ["还没有预测（在上面的单元格里填好，再运行这一格）。", "答案：5",
+    assert result.message.splitlines() == ["还没有预测：先在上面的单元格里写下你的猜测并运行，再运行这一格。", "答案：5",
                                            "每个新 token 一次前向传播，<eos> 也算：4 个字加 <eos>，共 5 次。"]
     assert out.startswith(result.message + "\n没有加载你自己的模型：环境变量 KVLAB_HF_MODEL 没有设置。\n"), out
     assert out.rstrip("\n").endswith("  3. 用  KVLAB_HF_MODEL=/path/to/that/folder  启动 JupyterLab，再运行一遍这个笔记本。")

@@ -43,8 +43,12 @@ def _captured_attention(model, ids, layer):
 
 
 @exercise("causal_attention", title="Causal attention for every head",
-          hint="scores = q @ kᵀ / √hd (hd = q.shape[-1]); set the entries above the diagonal to -inf (a query "
-               "sees its own key and earlier ones); softmax over the last dimension; multiply by v.",
+          hints=("Which keys may the query at position i see, and what must happen to a score before softmax so "
+                 "that the other keys get weight 0?",
+                 "The scores are q @ kᵀ times 1/√hd; the mask is a triangle (torch.triu), and masked_fill puts "
+                 "-inf where a query must not look.",
+                 "scores = q @ kᵀ / √hd (hd = q.shape[-1]); set the entries above the diagonal to -inf (a query "
+                 "sees its own key and earlier ones); softmax over the last dimension; multiply by v."),
           solution=causal_attention_solution)
 def _causal_attention_cases():
     model, tok = load_demo("chat")
@@ -69,9 +73,13 @@ def greedy_loop_solution(model, ids, max_new_tokens, eos_id):
 
 
 @exercise("greedy_loop", title="The greedy generation loop",
-          hint="repeat max_new_tokens times: run the model on the whole list so far, take the argmax of the LAST "
-               "position's logits, append it; stop right after appending eos_id (eos_id may be None: then never "
-               "stop early). Return prompt + new tokens as a list of ints.",
+          hints=("Which position's logits predict the next token, and when should the loop stop before "
+                 "max_new_tokens?",
+                 "model(torch.tensor([ids])) gives logits (1, T, vocab): the last row, [0, -1], is the next "
+                 "token's, and its argmax is the greedy choice. eos_id ends the loop right after it is appended.",
+                 "repeat max_new_tokens times: run the model on the whole list so far, take the argmax of the LAST "
+                 "position's logits, append it; stop right after appending eos_id (eos_id may be None: then never "
+                 "stop early). Return prompt + new tokens as a list of ints."),
           solution=greedy_loop_solution)
 def _greedy_loop_cases():
     model, tok = load_demo("chat")
@@ -116,9 +124,14 @@ def _key_step(model, ids, max_len):
 
 
 @exercise("append_key", title="Append a key to a preallocated cache with its RoPE rotation",
-          hint="the new token sits at position seq_len (the number of tokens already cached): rotate its key with "
-               "lib.model.rope_tables(hd, torch.tensor([[seq_len]]), theta) and lib.model.apply_rope (they want "
-               "4-D tensors (B, heads, T, hd)), then write it at cache_k[:, seq_len]; leave every other row as it is.",
+          hints=("At which position does the new token sit when seq_len tokens are cached already, and is its key "
+                 "rotated before it is stored?",
+                 "Its position is seq_len: rope_tables gives cos and sin for that position and apply_rope turns "
+                 "the key; both work on 4-D tensors (B, heads, T, hd), so add the missing dimensions and take "
+                 "them off again.",
+                 "the new token sits at position seq_len (the number of tokens already cached): rotate its key with "
+                 "lib.model.rope_tables(hd, torch.tensor([[seq_len]]), theta) and lib.model.apply_rope (they want "
+                 "4-D tensors (B, heads, T, hd)), then write it at cache_k[:, seq_len]; leave every other row as it is."),
           solution=append_key_solution)
 def _append_key_cases():
     for n_cached, max_len, seed in ((5, 8, 0), (0, 4, 1), (23, 32, 2)):
@@ -140,8 +153,12 @@ def attention_row_solution(q, keys, values):
 
 
 @exercise("attention_row", title="One attention row of the worked case",
-          hint="score_j = q·k_j / √hd for every cached key (hd = 4 here), weights = softmax of the scores, "
-               "output = Σ_j weight_j · v_j. Return the pair (weights, output).",
+          hints=("How much does each cached key count for this one query, and how do those amounts combine the "
+                 "values into one output?",
+                 "One score per key (a dot product, divided by √hd); softmax makes the scores weights that sum to "
+                 "1; the output is the weighted sum of the values.",
+                 "score_j = q·k_j / √hd for every cached key (hd = 4 here), weights = softmax of the scores, "
+                 "output = Σ_j weight_j · v_j. Return the pair (weights, output)."),
           solution=attention_row_solution)
 def _attention_row_cases():
     model, tok = load_demo("tiny")

@@ -44,8 +44,12 @@ def _check_quantized(got, want) -> str | None:
 
 
 @exercise("int8_quantize", title="int8 quantization of keys and values, one scale per (token, head)",
-          hint="scale = the largest |x| of each vector (last dimension) / 127, kept with keepdim=True; "
-               "q = round(x / scale) as torch.int8; a vector of zeros needs a scale that does not divide by 0",
+          hints=("Which number of a vector must land exactly on ±127, and what happens to a vector that is all "
+                 "zeros?",
+                 "One scale per vector: the largest absolute value over the last dimension divided by 127 (amax "
+                 "with keepdim=True keeps it broadcastable); then round and cast; keep the scale away from 0.",
+                 "scale = the largest |x| of each vector (last dimension) / 127, kept with keepdim=True; "
+                 "q = round(x / scale) as torch.int8; a vector of zeros needs a scale that does not divide by 0"),
           solution=quantize_int8_solution)
 def int8_quantize_cases():
     g = torch.Generator().manual_seed(5)
@@ -67,8 +71,12 @@ def kv_bytes_solution(config, n_tokens, batch, bytes_per_number):
 
 
 @exercise("kv_bytes", title="the KV-cache size formula",
-          hint="2 (K and V) x layers x KV heads (config.n_kv_heads, not n_heads) x head_dim x bytes per number "
-               "x tokens x batch; int4 is half a byte per number",
+          hints=("What does the cache store for one token in one layer, and how many numbers is that?",
+                 "Per token and layer: a key and a value for every KV head (n_kv_heads, not n_heads: GQA shares "
+                 "them), head_dim numbers each; then multiply by the bytes of one number, the tokens and the "
+                 "batch.",
+                 "2 (K and V) x layers x KV heads (config.n_kv_heads, not n_heads) x head_dim x bytes per number "
+                 "x tokens x batch; int4 is half a byte per number"),
           solution=kv_bytes_solution)
 def kv_bytes_cases():
     rows = [("chat", 64, 1, 4, "fp32"), ("chat-gqa", 64, 4, 2, "fp16"), ("llama-2-7b", 4096, 8, 2, "fp16"),

@@ -32,9 +32,12 @@ def _expected(batch, d_in, d_out, bytes_per_value, machine: Machine):
 
 
 @exercise("weight_product_intensity", title="Arithmetic intensity of a weight product",
-          hint="FLOPs: 2 per multiply-add, one multiply-add per weight per sequence in the batch; bytes: the "
-               "weights, read once for the whole batch (activations are left out, as in lib.costs). "
-               "Compute-bound when intensity × bandwidth reaches the peak.",
+          hints=("For a batch of B sequences, what grows with B: the FLOPs, the bytes of weights read, or both?",
+                 "Every weight does one multiply-add (2 FLOPs) per sequence, but it is read from memory once for "
+                 "the whole batch; intensity = FLOPs / bytes, compared with peak / bandwidth.",
+                 "FLOPs: 2 per multiply-add, one multiply-add per weight per sequence in the batch; bytes: the "
+                 "weights, read once for the whole batch (activations are left out, as in lib.costs). "
+                 "Compute-bound when intensity × bandwidth reaches the peak."),
           solution=weight_product_solution)
 def weight_product_cases():
     cpu = Machine("a laptop CPU", 100.0, 40.0, "fp32")

@@ -26,8 +26,12 @@ def _pair(seed: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @exercise("acceptance_rule", title="The acceptance rule of speculative decoding",
-          hint="keep x with probability min(1, p[x] / q[x]); after a rejection the target draws from "
-               "max(0, p - q), divided by its sum so it adds up to 1 (and if p == q, nothing is left: use p)",
+          hints=("When the draft likes a token more than the target does, how often may that token be kept so "
+                 "that what comes out follows the target's distribution?",
+                 "Accept the proposed token with probability min(1, p/q); a rejection must make up exactly the "
+                 "probability the acceptances left out: the positive part of p - q, normalised.",
+                 "keep x with probability min(1, p[x] / q[x]); after a rejection the target draws from "
+                 "max(0, p - q), divided by its sum so it adds up to 1 (and if p == q, nothing is left: use p)"),
           solution=acceptance_rule_solution)
 def acceptance_rule_cases():
     p = torch.tensor([0.5, 0.3, 0.2, 0.0], dtype=torch.float64)
@@ -53,8 +57,12 @@ def tokens_per_pass_solution(alpha: float, k: int) -> float:
 
 
 @exercise("tokens_per_pass", title="Expected tokens per target pass",
-          hint="the first i proposals are all kept with probability α^i; the target always adds one token of its "
-               "own, so the expected count is 1 + α + α² + … + α^k (careful at α = 1)",
+          hints=("How likely is it that the first i proposals are all kept, and how many tokens does the target "
+                 "add of its own every round?",
+                 "Add up, over i, the probability that the first i proposals are kept (a geometric series), plus "
+                 "the one token the target always adds; at α = 1 the series' closed form divides by zero.",
+                 "the first i proposals are all kept with probability α^i; the target always adds one token of its "
+                 "own, so the expected count is 1 + α + α² + … + α^k (careful at α = 1)"),
           solution=tokens_per_pass_solution)
 def tokens_per_pass_cases():
     return [Case(f"α = {a}, k = {k}" + (t(" (every proposal kept)") if a == 1 else ""), (a, k),

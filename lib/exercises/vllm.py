@@ -34,9 +34,13 @@ def _llama(L, d, H, KV, ff, vocab=32000):
 
 
 @exercise("vllm_num_blocks", title="KV blocks vLLM allocates",
-          hint="Take gpu_memory_utilization of the total (rounded up to a whole byte, as vLLM does), subtract the "
-               "weights and the activation peak, then divide by the bytes of ONE block: keys and values (×2) of "
-               "block_size tokens in every layer. Keep whole blocks only (//), and none when nothing is left.",
+          hints=("How much of the GPU's memory may vLLM use, and what is already taken before the KV cache gets "
+                 "the rest?",
+                 "The budget is total × gpu_memory_utilization (rounded up); the weights and the activation peak "
+                 "come off it; one block holds the keys and values of block_size tokens in every layer.",
+                 "Take gpu_memory_utilization of the total (rounded up to a whole byte, as vLLM does), subtract the "
+                 "weights and the activation peak, then divide by the bytes of ONE block: keys and values (×2) of "
+                 "block_size tokens in every layer. Keep whole blocks only (//), and none when nothing is left."),
           solution=num_kv_blocks)
 def _num_blocks_cases():
     return [

@@ -29,8 +29,12 @@ def _ring(window, sinks):
 
 
 @exercise("ring_slot", title="The ring buffer's slot of a position",
-          hint="without sinks, position p goes to slot p % window; with sinks, positions below `sinks` keep their "
-               "own slot and the rest go round the other window - sinks slots, starting after the sinks.",
+          hints=("Once the window is full, whose slot does a new position take over, and which slots are never "
+                 "taken over when there are sinks?",
+                 "A ring counts positions modulo its size; with sinks, the first `sinks` slots stay put and only "
+                 "the other window - sinks slots form the ring, counted from the position after the sinks.",
+                 "without sinks, position p goes to slot p % window; with sinks, positions below `sinks` keep their "
+                 "own slot and the rest go round the other window - sinks slots, starting after the sinks."),
           solution=ring_slot_solution)
 def _ring_slot_cases():
     for position, window, sinks in ((5, 8, 0), (13, 8, 0), (100, 4096 // 64, 0), (2, 8, 4), (11, 8, 4),
@@ -52,8 +56,12 @@ def window_mask_solution(query_positions, key_positions, window):
 
 
 @exercise("window_mask", title="The sliding-window mask of a chunk",
-          hint="a query at position p may see a key at position j when j <= p (causal) and j > p - window (the "
-               "last `window` positions, p itself included); compare the positions, not the indices.",
+          hints=("Which keys may a query at position p see: how far back, and how far ahead?",
+                 "Two conditions on positions (not on indices into the tensors): causal, and within the last "
+                 "`window` positions; the queries' and the keys' positions are given, so compare them by "
+                 "broadcasting.",
+                 "a query at position p may see a key at position j when j <= p (causal) and j > p - window (the "
+                 "last `window` positions, p itself included); compare the positions, not the indices."),
           solution=window_mask_solution)
 def _window_mask_cases():
     for q0, n_new, first_key, window in ((0, 6, 0, 3), (9, 4, 6, 4), (20, 1, 13, 8), (5, 5, 0, 16)):

@@ -483,6 +483,17 @@ def say(text: str, /, *, markdown: bool = False) -> str:
     return translate_printed(text, ZH, whole=True, markdown=markdown) if _current == "zh" else text
 
 
+def ordinal(n: int) -> str:
+    """The n-th, counted from 1, in the current language: "1st", "2nd", "3rd", "11th", "22nd" in English; "第 3 个"
+    in Chinese (a template writes "the {nth} new token" / "{nth}新 token")."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"an ordinal counts from 1, got {n!r}")
+    if _current == "zh":
+        return f"第 {n} 个"
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def colon() -> str:
     """What joins a label to its value in the current language: ": " in English, the full-width "：" in Chinese."""
     return "：" if _current == "zh" else ": "

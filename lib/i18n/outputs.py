@@ -15,13 +15,6 @@ import re
 
 ZH_OUTPUTS: dict[str, str] = {
     # -- the build-it exercises of the real machinery (lib/exercises/machinery.py) --
-    "Your KV cache in your greedy loop, on the real model": "在你自己的贪心循环里用你自己的 KV 缓存，跑真实模型",
-    "write _write(layer, k, v): append k and v (1, n_kv_heads, T, head_dim) to what the layer holds along dim 2 "
-    "(torch.cat) and return both; kv(layer) returns them. The loop: one cache, one prefill model(prompt, "
-    "cache=cache), then each step the argmax of the last logits, fed alone.":
-        "写 _write(layer, k, v)：把 k 和 v（形状 (1, n_kv_heads, T, head_dim)）沿第 2 维（torch.cat）接到这一层已有的键和值"
-        "后面，并把两者返回；kv(layer) 返回它们。循环：只建一个缓存，先预填充一次 model(prompt, cache=cache)，之后每步取最后"
-        "一个位置 logits 的 argmax，单独输入。",
     "One speculative round: verify, accept, roll back": "一轮投机解码：验证、接受、回滚",
     "feed [pending, *drafts] in one call with the cache; row i of the logits is the target's choice after the i-th "
     "prefix. Keep drafts while they equal those choices, then add the target's choice at the first mismatch (or "
@@ -42,10 +35,6 @@ ZH_OUTPUTS: dict[str, str] = {
         "你的循环用了不止一个缓存：在预填充之前建一个，之后每次调用都传同一个",
     "that is lib's {name}: the exercise is to use your own class (a subclass of CacheBase)":
         "这是 lib 的 {name}：这道练习要用你自己的类（CacheBase 的子类）",
-    "the first call fed {n} tokens: the prefill feeds the whole prompt ({m} here)":
-        "第一次调用输入了 {n} 个 token：预填充要输入整段提示词（这里是 {m} 个）",
-    "call {i} fed {n} tokens: with a cache, every step after the prefill feeds only the newest token":
-        "第 {i} 次调用输入了 {n} 个 token：有了缓存，预填充之后的每一步只输入最新的一个 token",
     "the real model lm, prompt {prompt} ({n_ids} tokens), {n} new tokens":
         "真实模型 lm，提示词 {prompt}（{n_ids} 个 token），生成 {n} 个新 token",
     "after your round the cache holds {n} positions: roll it back (cache.crop) so it holds the text up to the "
@@ -244,6 +233,241 @@ ZH_OUTPUTS: dict[str, str] = {
     "smaller than MHA by": "比 MHA 小", "weights do not fit": "权重放不下", "round": "轮次", "proposed": "提议",
     "emitted": "输出", "new so far": "累计新 token",
 
+    # -- lib.exercises: tiered hints (a question, a pointer; the recipe is the hint above), check()'s and reveal's
+    # messages, Exercise 6 of 03 (the preallocated cache in the loop) and its named mistakes --
+    "\n  Hint {k} of {m} — {kind}: {hint}":
+        "\n  提示 {k}/{m}（{kind}）：{hint}",
+    "a question":
+        "先想一个问题",
+    "a pointer":
+        "指个方向",
+    "the recipe":
+        "具体做法",
+    "… {title}: not written yet — replace the `raise NotImplementedError` with your code and run the cell again. Hints come after a wrong try: a question first, the recipe last.":
+        "… {title}：还没写——把 `raise NotImplementedError` 换成你的代码，再运行这个单元格。做错一次才给提示：先是一个问题，最后才是具体做法。",
+    "your function raised {error}: {e}":
+        "你的函数抛出了 {error}：{e}",
+    "✗ {title} — case {i} of {n} ({case}): {problem}":
+        "✗ {title}——第 {i} 个用例（共 {n} 个；{case}）：{problem}",
+    "✗ {title}, the worked solution — case {i} of {n} ({case}): {problem}":
+        "✗ {title}，参考解答——第 {i} 个用例（共 {n} 个；{case}）：{problem}",
+    "✓ {title}: the worked solution passes the hidden case. Yours is checked, and marked done, when you run your own cell above.":
+        "✓ {title}：参考解答通过了隐藏用例。你自己的解答要在运行上面你的单元格时才检查，通过了才算完成。",
+    "✓ {title}: the worked solution passes all {n} hidden cases. Yours is checked, and marked done, when you run your own cell above.":
+        "✓ {title}：参考解答通过了全部 {n} 个隐藏用例。你自己的解答要在运行上面你的单元格时才检查，通过了才算完成。",
+    "No prediction yet: write your guess in the cell above and run it, then run this cell again.":
+        "还没有预测：先在上面的单元格里写下你的猜测并运行，再运行这一格。",
+    "I skipped it: show the answer":
+        "我跳过了预测：显示答案",
+    "Your preallocated KV cache in your greedy loop, on the real model":
+        "在你自己的贪心循环里用你自己的预分配 KV 缓存，跑真实模型",
+    "the prefill (step 0) fed {n} tokens: it feeds the whole prompt, {m} tokens here":
+        "预填充（第 0 步）输入了 {n} 个 token：预填充要输入整段提示词，这里是 {m} 个",
+    "step {s} fed {k} tokens, {text}: with a cache, a decode step feeds only the newest token (the cache holds the {q} before it already)":
+        "第 {s} 步输入了 {k} 个 token，{text}：有了缓存，每步解码只输入最新的一个 token（它前面的 {q} 个已经在缓存里）",
+    "the argmax of the logits step {p} returned":
+        "即第 {p} 步返回的 logits 的 argmax",
+    "step {s} fed {tok}, which is not {newest}":
+        "第 {s} 步输入的是 {tok}，不是{newest}",
+    "step {s} fed {tok}, a stale token ({was}): feed the newest token, {newest}":
+        "第 {s} 步输入的 {tok} 是个过时的 token（{was}）：要输入最新的 token，{newest}",
+    "the {nth} new token":
+        "{nth}新 token",
+    "from the prompt":
+        "来自提示词",
+    "step {s}, layer {layer}":
+        "第 {s} 步第 {layer} 层",
+    "at {what} your _write returned {got}: it returns (every key so far, every value so far), each (1, n_kv_heads, positions, head_dim)":
+        "在{what}，你的 _write 返回的是 {got}：它应返回（到此为止的全部键，到此为止的全部值），形状都是 (1, n_kv_heads, positions, head_dim)",
+    "at {what} the keys your _write handed back do not hold the key it was given: write k into the buffer before you hand it back":
+        "在{what}，你的 _write 返回的键里没有传给它的那个键：先把 k 写进缓冲区，再返回",
+    "at {what} your _write wrote position {p} where {q} was expected: it wrote over a cached position instead of appending after the {q} cached ones, from the offset seq_len on":
+        "在{what}，你的 _write 写到了位置 {p}，应该是位置 {q}：它覆盖了一个已缓存的位置，而不是从偏移 seq_len 起接在已缓存的 {q} 个位置后面",
+    "at {what} your _write wrote position {p} where {q} was expected: a pass writes its T positions from the offset seq_len on, the same offset in every layer":
+        "在{what}，你的 _write 写到了位置 {p}，应该是位置 {q}：一次前向传播的 T 个位置从偏移 seq_len 起写入，每一层的偏移都相同",
+    "at {what} your _write handed back {n} keys where {m} were expected: the new query attends over every position so far, the prompt's and the new ones":
+        "在{what}，你的 _write 返回了 {n} 个键，应该是 {m} 个：新的查询要关注到此为止的每个位置，提示词的和新生成的都算",
+    "after step {s} seq_len is still {q}: the offset never advanced; commit() must move it on by the {T} position(s) this pass wrote":
+        "第 {s} 步之后 seq_len 仍是 {q}：偏移一直没有前移；commit() 要把它往前移 {T} 个位置，即这次前向传播写入的位置数",
+    "after step {s} seq_len is {n} where {m} was expected: commit() moves the offset on by the positions this pass wrote, once (not once per layer)":
+        "第 {s} 步之后 seq_len 是 {n}，应该是 {m}：commit() 把偏移往前移这次前向传播写入的位置数，只移一次（不是每层移一次）",
+    "your {nth} new token is {got}: the new tokens are token ids, ints":
+        "你的{nth}新 token 是{got}：新 token 应是 token id，即 int",
+    "your {nth} new token is {tok}, which is not the greedy choice there{right}":
+        "你的{nth}新 token 是 {tok}，不是那里的贪心选择{right}",
+    "; the {k} before it are right":
+        "；它前面的 {k} 个都对",
+    "{mistake} (then it raised {error})":
+        "{mistake}（随后抛出了 {error}）",
+    "Where in the preallocated buffers do a pass's T new keys and values go, and what must move on once every layer has written them?":
+        "一次前向传播新来的 T 个键和值，该写到预分配缓冲区的哪里？每一层都写完之后，什么要往前移？",
+    "seq_len is the offset: the next write starts there, and it is also the position of the next fed token. _write fills positions seq_len .. seq_len + T - 1 in place and hands back everything up to there; commit() moves seq_len on by T. The loop feeds the prompt once, then only the newest token.":
+        "seq_len 就是偏移：下一次写入从这里开始，它也是下一个输入 token 的位置。_write 原地写入位置 seq_len .. seq_len + T - 1，并返回到此为止的全部键和值；commit() 把 seq_len 往前移 T。循环先输入一次提示词，之后每步只输入最新的 token。",
+    "In _write: end = self.seq_len + k.shape[2]; self.k[layer][:, :, self.seq_len:end] = k (the same for v); return self.k[layer][:, :, :end], self.v[layer][:, :, :end]. In commit: self.seq_len += self._pending (T), then self._pending = 0. The loop: one cache of len(prompt) + n_new positions, logits = model(prompt, cache=cache), then n_new times the argmax of logits[0, -1], fed alone.":
+        "在 _write 里：end = self.seq_len + k.shape[2]；self.k[layer][:, :, self.seq_len:end] = k（v 同理）；返回 self.k[layer][:, :, :end], self.v[layer][:, :, :end]。在 commit 里：self.seq_len += self._pending（即 T），再令 self._pending = 0。循环：建一个能放 len(prompt) + n_new 个位置的缓存，logits = model(prompt, cache=cache)，之后重复 n_new 次：取 logits[0, -1] 的 argmax，单独输入。",
+    "Which keys may the query at position i see, and what must happen to a score before softmax so that the other keys get weight 0?":
+        "位置 i 的查询可以看哪些键？要让其余的键权重为 0，softmax 之前分数要怎样处理？",
+    "The scores are q @ kᵀ times 1/√hd; the mask is a triangle (torch.triu), and masked_fill puts -inf where a query must not look.":
+        "分数是 q @ kᵀ 再乘以 1/√hd；掩码是一个三角形（torch.triu），用 masked_fill 在查询不该看的地方填 -inf。",
+    "Which position's logits predict the next token, and when should the loop stop before max_new_tokens?":
+        "哪个位置的 logits 预测下一个 token？在生成满 max_new_tokens 之前，循环什么时候该停？",
+    "model(torch.tensor([ids])) gives logits (1, T, vocab): the last row, [0, -1], is the next token's, and its argmax is the greedy choice. eos_id ends the loop right after it is appended.":
+        "model(torch.tensor([ids])) 返回形状为 (1, T, vocab) 的 logits：最后一行 [0, -1] 对应下一个 token，它的 argmax 就是贪心的选择。追加了 eos_id 之后立即结束循环。",
+    "At which position does the new token sit when seq_len tokens are cached already, and is its key rotated before it is stored?":
+        "已经缓存了 seq_len 个 token 时，新 token 在哪个位置？它的键存进缓存之前要不要先旋转？",
+    "Its position is seq_len: rope_tables gives cos and sin for that position and apply_rope turns the key; both work on 4-D tensors (B, heads, T, hd), so add the missing dimensions and take them off again.":
+        "它的位置就是 seq_len：rope_tables 给出这个位置的 cos 和 sin，apply_rope 旋转键；两者都处理 4 维张量 (B, heads, T, hd)，所以先补上缺的维度，算完再去掉。",
+    "How much does each cached key count for this one query, and how do those amounts combine the values into one output?":
+        "对这一个查询来说，每个缓存的键各占多少分量？这些分量怎样把各个值合成一个输出？",
+    "One score per key (a dot product, divided by √hd); softmax makes the scores weights that sum to 1; the output is the weighted sum of the values.":
+        "每个键一个分数（点积，再除以 √hd）；softmax 把分数变成总和为 1 的权重；输出是值的加权和。",
+    "Each half was normalised against its own maximum: what must change in l and acc before two halves measured against different maxima can be added?":
+        "每一半都是相对自己的最大值算的：两半的最大值不同，相加之前 l 和 acc 要怎样调整？",
+    "Take the larger maximum as the common one: a side's terms were exp(s - its m), so multiplying them by exp(its m - m) restates them against the common m (online softmax's rescaling).":
+        "取较大的最大值作为共同的 m：一边的各项原来是 exp(s - 该边的 m)，乘以 exp(该边的 m - m) 就换算成相对共同 m 的值（在线 softmax 的重新缩放）。",
+    "One pass of the target over [pending, *drafts] gives its choice after every prefix: which drafts does it confirm, and which positions must the cache forget afterwards?":
+        "目标模型对 [pending, *drafts] 做一次前向传播，就得到它在每个前缀之后的选择：它确认了哪些草稿？之后缓存要忘掉哪些位置？",
+    "Compare drafts[i] with the argmax of row i of the logits and stop at the first mismatch. The pass wrote 1 + len(drafts) positions; cache.crop keeps only the pending token and the kept drafts.":
+        "把 drafts[i] 与 logits 第 i 行的 argmax 比较，遇到第一个不同就停。这次前向传播写入了 1 + len(drafts) 个位置；用 cache.crop 只留下 pending 和被保留的草稿。",
+    "The pool holds the blocks in the order they were handed out: which list gives this sequence's order, and how full is its last block?":
+        "池里的块按分配的先后排放：哪个列表给出这个序列的块顺序？它的最后一块装满了没有？",
+    "Index the pool with the block table to get the blocks in order; the heads must come before the blocks so that reshape lays each head's positions end to end; n_tokens says where to cut.":
+        "用块表索引池子，得到按顺序排列的块；要先把头挪到块的前面，reshape 才会把每个头的各个位置首尾相接；n_tokens 决定在哪里截断。",
+    "Which logical block holds the position, and where inside that block is it?":
+        "这个位置落在哪个逻辑块里？在那个块里又是第几个槽位？",
+    "Integer division and remainder by block_size split a position into (logical block, offset); the table maps the logical block to a physical one.":
+        "用 block_size 做整除和取余，把位置拆成（逻辑块，偏移）；块表把逻辑块映射到物理块。",
+    "Does a block that holds only a few of the tokens still count as a block?":
+        "只装了几个 token 的块，算不算一整块？",
+    "Blocks are handed out whole: the count is the length over the block size, rounded up (-(-n // b) or math.ceil); the slots of those blocks that hold no token are the empty ones.":
+        "块按整块分配：块数是长度除以块大小再向上取整（-(-n // b) 或 math.ceil）；这些块里没放 token 的槽位就是空槽位。",
+    "Within one step, who goes first: the queue waiting to be admitted, or the requests already running? And what happens when a running request needs a block and none is free?":
+        "一步之内谁先来：等待接纳的队列，还是已经在运行的请求？运行中的请求需要新块而没有空闲块时怎么办？",
+    "Admission is first come first served and stops at the first request that does not fit; a running request needs a new block exactly when its length is a multiple of block_size; preemption takes the last request of the running list.":
+        "接纳按先来先服务，遇到第一个放不下的请求就停；运行中的请求恰好在长度是 block_size 的倍数时需要新块；抢占的是运行列表中的最后一个请求。",
+    "Which number of a vector must land exactly on ±127, and what happens to a vector that is all zeros?":
+        "一个向量里哪个数要正好落在 ±127 上？全零的向量又会怎样？",
+    "One scale per vector: the largest absolute value over the last dimension divided by 127 (amax with keepdim=True keeps it broadcastable); then round and cast; keep the scale away from 0.":
+        "每个向量一个 scale：最后一维上的最大绝对值除以 127（amax 配合 keepdim=True，便于广播）；然后取整并转换类型；scale 不能是 0。",
+    "What does the cache store for one token in one layer, and how many numbers is that?":
+        "一个 token 在一层里，缓存存了什么？一共是多少个数？",
+    "Per token and layer: a key and a value for every KV head (n_kv_heads, not n_heads: GQA shares them), head_dim numbers each; then multiply by the bytes of one number, the tokens and the batch.":
+        "每个 token、每层：每个 KV 头一个键和一个值（是 n_kv_heads 不是 n_heads：GQA 让几个查询头共用），各有 head_dim 个数；再乘以每个数的字节数、token 数和批次大小。",
+    "For a batch of B sequences, what grows with B: the FLOPs, the bytes of weights read, or both?":
+        "批次里有 B 个序列时，随 B 增长的是 FLOPs、读取的权重字节，还是两者都是？",
+    "Every weight does one multiply-add (2 FLOPs) per sequence, but it is read from memory once for the whole batch; intensity = FLOPs / bytes, compared with peak / bandwidth.":
+        "每个权重对每个序列做一次乘加（2 FLOPs），但整个批次只从内存读一次；强度 = FLOPs / 字节，再与 峰值 / 带宽 比较。",
+    "When the draft likes a token more than the target does, how often may that token be kept so that what comes out follows the target's distribution?":
+        "草稿模型比目标模型更看好某个 token 时，这个 token 该以多大概率被接受，最终输出才服从目标模型的分布？",
+    "Accept the proposed token with probability min(1, p/q); a rejection must make up exactly the probability the acceptances left out: the positive part of p - q, normalised.":
+        "以概率 min(1, p/q) 接受提议的 token；被拒绝时，要恰好补上接受时少掉的那部分概率：p - q 的正部，再归一化。",
+    "How likely is it that the first i proposals are all kept, and how many tokens does the target add of its own every round?":
+        "前 i 个提议全部被接受的概率是多少？每一轮目标模型自己又补上几个 token？",
+    "Add up, over i, the probability that the first i proposals are kept (a geometric series), plus the one token the target always adds; at α = 1 the series' closed form divides by zero.":
+        "对 i 求和“前 i 个提议都被接受”的概率（一个等比数列），再加上目标模型总会补上的那一个 token；α = 1 时等比数列的求和公式会除以零。",
+    "How much of the GPU's memory may vLLM use, and what is already taken before the KV cache gets the rest?":
+        "GPU 显存中 vLLM 能用多少？KV 缓存拿到剩下的之前，哪些已经被占用？",
+    "The budget is total × gpu_memory_utilization (rounded up); the weights and the activation peak come off it; one block holds the keys and values of block_size tokens in every layer.":
+        "预算是 总量 × gpu_memory_utilization（向上取整）；从中减去权重和激活峰值；一个块存每层 block_size 个 token 的键和值。",
+    "Once the window is full, whose slot does a new position take over, and which slots are never taken over when there are sinks?":
+        "窗口满了之后，新位置占用的是谁的槽位？有汇点时，哪些槽位永远不会被占用？",
+    "A ring counts positions modulo its size; with sinks, the first `sinks` slots stay put and only the other window - sinks slots form the ring, counted from the position after the sinks.":
+        "环形缓冲区按自身大小取模计数；有汇点时，前 `sinks` 个槽位固定不动，只有其余 window - sinks 个槽位组成环，从汇点之后的位置开始计数。",
+    "Which keys may a query at position p see: how far back, and how far ahead?":
+        "位置 p 的查询能看到哪些键：往前能看多远，往后又能看多远？",
+    "Two conditions on positions (not on indices into the tensors): causal, and within the last `window` positions; the queries' and the keys' positions are given, so compare them by broadcasting.":
+        "对位置（不是张量下标）的两个条件：因果，以及在最近 `window` 个位置之内；查询和键的位置都已给出，用广播比较即可。",
+    # -- the new build-its: a paged write and the prefix-cache lookup (09), FlashAttention's tiled loop (11) --
+    "FlashAttention's loop: the online softmax over tiles of keys":
+        "FlashAttention 的循环：按键的分块做在线 softmax",
+    "You see the keys one tile at a time and never all the scores at once: what must you keep per query row so that the softmax comes out exact at the end?":
+        "键一次只来一个分块，你从来看不到全部分数：每一行查询要记下什么，最后的 softmax 才是精确的？",
+    "Keep three things per row: the running maximum m, the sum l of exp(score − m) and the weighted sum acc of the values; a tile that raises m changes the reference point of everything summed before it. Divide acc by l at the end.":
+        "每一行记三样东西：到目前为止的最大值 m、exp(score − m) 之和 l、值的加权和 acc；某个分块抬高了 m，之前累加的一切的基准就变了。最后用 acc 除以 l。",
+    "start with m = -inf, l = 0, acc = 0; for each tile: s = q @ k_tileᵀ / √D; m_new = max(m, s.max(-1)); r = exp(m − m_new); p = exp(s − m_new[:, None]); l = r·l + p.sum(-1); acc = r[:, None]·acc + p @ v_tile; m = m_new; keep m. Return (acc / l[:, None], the list of m).":
+        "开始时 m = -inf，l = 0，acc = 0；对每个分块：s = q @ k_tileᵀ / √D；m_new = max(m, s.max(-1))；r = exp(m − m_new)；p = exp(s − m_new[:, None])；l = r·l + p.sum(-1)；acc = r[:, None]·acc + p @ v_tile；m = m_new；记下 m。返回 (acc / l[:, None], 各个 m 组成的列表)。",
+    "{Tq} query rows, {Tk} keys of head_dim {D} in tiles of {tile}: {what}":
+        "{Tq} 行查询，{Tk} 个 head_dim 为 {D} 的键，每个分块 {tile} 个：{what}",
+    "the last tile holds only 2 keys":
+        "最后一个分块只有 2 个键",
+    "a later tile holds each row's largest score":
+        "每一行的最大分数都在较后的分块里",
+    "float32 scores in the hundreds: exp of a score alone overflows":
+        "float32 的分数上百：单独对分数取 exp 会溢出",
+    "one tile holds every key":
+        "一个分块就装下了全部键",
+    "you returned {n} running maxima for {m} tiles of {tile} keys (the last tile holds {r}): one maximum after each tile":
+        "你返回了 {n} 个最大值，但有 {m} 个分块（每块 {tile} 个键，最后一块 {r} 个）：每个分块之后记一个最大值",
+    "the running maximum after the {nth} tile":
+        "{nth}分块之后的最大值",
+    "{problem}: it is the larger of the maximum so far and this tile's largest score (the scores scaled by 1/√D)":
+        "{problem}：它是到目前为止的最大值与这个分块最大分数中较大的那个（分数要乘以 1/√D）",
+    "your output holds NaN or inf: exp of a score this large overflows; take exp of the score minus the running maximum":
+        "你的输出里有 NaN 或 inf：这么大的分数取 exp 会溢出；要对分数减去当前最大值之后再取 exp",
+    "the running maxima are right but the output is off: when a tile raises the maximum, the l and acc summed so far must shrink by exp(m_old − m_new) before the tile's terms are added":
+        "最大值都对，但输出有偏差：某个分块抬高了最大值时，之前累加的 l 和 acc 要先乘以 exp(m_old − m_new) 缩小，再加上这个分块的项",
+    "your output":
+        "你的输出",
+    "Write a pass's keys into the pool through the slot mapping":
+        "按槽位映射把一次前向传播的键写进池子",
+    "The new tokens sit at positions start, start + 1, …: which physical block and which slot in it does each one go to?":
+        "新 token 的位置是 start、start + 1、……：每一个该写进哪个物理块、块里的哪个槽位？",
+    "A position's logical block is position // block_size and its offset position % block_size; the block table turns the logical block into a physical one of the pool (vLLM's slot_mapping is the same pair, flattened).":
+        "一个位置的逻辑块是 position // block_size，偏移是 position % block_size；块表把逻辑块换成池中的物理块（vLLM 的 slot_mapping 就是把这一对展平成一个数）。",
+    "for each i in range(T): p = start + i; pool_k[block_table[p // block_size], :, p % block_size] = k_new[:, i]; then return pool_k (block_size is pool_k.shape[2]).":
+        "对 range(T) 中的每个 i：p = start + i；pool_k[block_table[p // block_size], :, p % block_size] = k_new[:, i]；最后返回 pool_k（block_size 就是 pool_k.shape[2]）。",
+    "{what}: block table {table}, blocks of 4, a pool of 12 blocks":
+        "{what}：块表 {table}，块大小 4，池中 12 个块",
+    "a prefill of 7 tokens into blocks that are not in order":
+        "预填充 7 个 token，写进不按顺序排列的块",
+    "3 tokens from position 6, across a block boundary":
+        "从位置 6 起的 3 个 token，跨过块边界",
+    "one decode token at the first slot of a new block":
+        "一个解码 token，落在新块的第一个槽位",
+    "2 tokens in the middle of a block":
+        "块中间的 2 个 token",
+    "the pool your write returns":
+        "你的写入返回的池子",
+    "position {p} (the {nth} new token) is nowhere in the pool your write returns: write k_new[:, {i}] into its slot":
+        "位置 {p}（{nth}新 token）在你返回的池子里哪儿都找不到：把 k_new[:, {i}] 写进它的槽位",
+    "your write put position {p} in block {b}, which is its logical block number (position // block_size): look that entry up in the block table for the physical block":
+        "你把位置 {p} 写进了块 {b}，这是它的逻辑块号（position // block_size）：要用它去查块表，得到物理块",
+    "your write put position {p} at offset {o} of block {b}: the offset inside a block is the position % block_size, counted from the block's first slot, not from the first new token":
+        "你把位置 {p} 写在了块 {b} 的偏移 {o} 处：块内偏移是 position % block_size，从块的第一个槽位数起，不是从第一个新 token 数起",
+    "your write put position {p} (the {nth} new token) in block {b}, at offset {o}: the block table sends it elsewhere":
+        "你把位置 {p}（{nth}新 token）写进了块 {b} 的偏移 {o} 处：按块表，它应该在别处",
+    "your write changed block {b}, offset {o}, a slot no new token belongs to: a write touches only the new tokens' slots (other sequences' keys live in the same pool)":
+        "你的写入改动了块 {b} 的偏移 {o}，这个槽位不属于任何新 token：写入只应改动新 token 的槽位（别的序列的键也在同一个池子里）",
+    "Look a new request's prefix up in the prefix cache":
+        "在前缀缓存里查新请求的前缀",
+    "Which of the new request's blocks could an earlier request have computed already, and what must be true of every token before such a block?":
+        "新请求的哪些块可能已经被之前的请求算过？这样的块之前的每个 token 又必须满足什么？",
+    "A block is reused when the index holds the prefix up to its end (index maps a tuple of token ids to a block); walk the full blocks in order, stop at the first miss, and never reuse the block of the last token: its logits still have to be computed.":
+        "索引里有到某个块末尾为止的整个前缀，这个块就能复用（index 把 token id 组成的 tuple 映射到块）；按顺序走过各个满块，遇到第一个查不到的就停；最后一个 token 所在的块永远不复用：它的 logits 还得算。",
+    "for i in range((len(token_ids) - 1) // block_size): look up index.get(tuple(token_ids[:(i + 1) * block_size])); stop at the first None, else append the block; return the list.":
+        "对 range((len(token_ids) - 1) // block_size) 中的每个 i：查 index.get(tuple(token_ids[:(i + 1) * block_size]))；遇到第一个 None 就停，否则把块追加到列表；返回这个列表。",
+    "a prompt of {n} tokens that {what} (blocks of 4)":
+        "{n} 个 token 的提示词，{what}（块大小 4）",
+    "shares its first blocks with an earlier request":
+        "开头几个块和之前的某个请求相同",
+    "is an earlier prompt's first 28 tokens: its last block is full and cached":
+        "是之前某个提示词的前 28 个 token：最后一块是满的，而且在缓存里",
+    "holds an earlier request's tokens after a different start":
+        "含有之前某个请求的 token，但开头不同",
+    "is an earlier prompt whose 3rd block was evicted since":
+        "是之前的某个提示词，它的第 3 个块后来被驱逐了",
+    "shares nothing with the cache":
+        "和缓存里的内容毫无共同之处",
+    "the blocks your lookup reuses are {got}; a list of block ids (ints) was expected":
+        "你查到要复用的块是{got}；应为块 id（int）的列表",
+    "your lookup reused the block that holds the last token: the model must still compute that token's logits, so the lookup stops one block short when the prompt fills its last block":
+        "你复用了最后一个 token 所在的块：模型还得算出这个 token 的 logits，所以提示词正好填满最后一块时，查找要少走一块",
+    "your lookup keyed block {i} by its own tokens: a block's key is the whole prefix up to its end (every token before it too), so the same tokens after a different start do not match":
+        "你用块 {i} 自己的 token 去查：一个块的键是到它末尾为止的整个前缀（它前面的每个 token 都算），所以开头不同时，同样的 token 也对不上",
+    "your lookup went on after the first block the index does not hold: the {nth} block misses, so the reused prefix ends before it":
+        "索引里第一次查不到之后，你的查找还在继续：{nth}块查不到，复用的前缀就到它之前为止",
+    "your lookup reuses {n} block(s), {got}, which is not the cached prefix":
+        "你的查找复用了 {n} 个块 {got}，这不是缓存里的前缀",
     # -- lib.exercises: the messages of check() --
     "your result": "你的结果",
     "a tensor of shape {shape} and dtype {dtype}": "形状为 {shape}、dtype 为 {dtype} 的张量",
@@ -262,12 +486,6 @@ ZH_OUTPUTS: dict[str, str] = {
     "{what} is {got}; a number was expected": "{what}是{got}；应为数",
     "{what} is {got}, which is not the expected value": "{what}是 {got}，不是预期的值",
     "✗ {title}: check() needs your function itself, got {got}.": "✗ {title}：check() 要的是你的函数本身，收到的是{got}。",
-    "… {title}: not written yet — replace the `raise NotImplementedError` with your code and run the cell again."
-    "\n  Hint: {hint}": "… {title}：还没写——把 `raise NotImplementedError` 换成你的代码，再运行这个单元格。\n  提示：{hint}",
-    "✗ {title} — case {i} of {n} ({case}): your function raised {error}: {e}\n  Hint: {hint}":
-        "✗ {title}——第 {i} 个用例（共 {n} 个；{case}）：你的函数抛出了 {error}：{e}\n  提示：{hint}",
-    "✗ {title} — case {i} of {n} ({case}): {problem}\n  Hint: {hint}":
-        "✗ {title}——第 {i} 个用例（共 {n} 个；{case}）：{problem}\n  提示：{hint}",
     "✓ {title}: the hidden case passes.": "✓ {title}：隐藏用例通过。",
     "✓ {title}: all {n} hidden cases pass.": "✓ {title}：{n} 个隐藏用例全部通过。",
     # -- lib.exercises: titles and hints --
@@ -410,7 +628,6 @@ ZH_OUTPUTS: dict[str, str] = {
         "查询在位置 {q0}..{q1}，键在位置 {k0}..{q1}，窗口 {window}",
     # lib.exercises.reveal: a prediction's answer cell
     "the answer": "答案",
-    "No prediction yet (set it in the cell above and run this one again).": "还没有预测（在上面的单元格里填好，再运行这一格）。",
     "✓ Right.": "✓ 对了。",
     "✓ Right, within {pct}.": "✓ 对了，误差在 {pct} 以内。",
     "✗ Not quite: you said {yours}.": "✗ 不太对：你填的是 {yours}。",
