@@ -245,3 +245,19 @@ def test_make_train_lm_names_every_stage_back_to_lm_base():
         name = tl.SPECS[name].init
     assert chain[-1] == "lm-base" and (tl.KEPT / "lm-base.safetensors").is_file()
     assert [s["name"] for s in demo_info("lm")["stages"]] == chain[::-1]  # the record names the same stages
+
+
+def test_a_stage_can_keep_its_attention_frozen():
+    """LMSpec.frozen: the named parameters get no gradient and are not in the optimiser; the rest learn."""
+    from lib.train_lm import LM_CONFIG, LMSpec, make_optimizer
+    model = lib.MiniTransformer(lib.ModelConfig(vocab_size=40, d_model=32, n_heads=2, n_layers=2, max_seq_len=16,
+                                                **{k: v for k, v in LM_CONFIG.items() if k in ("norm", "activation", "positions")}))
+    opt = make_optimizer(model, LMSpec(config=LM_CONFIG, steps=1, frozen=(".attn.",)))
+    learning = {id(p) for g in opt.param_groups for p in g["params"]}
+    for name, p in model.named_parameters():
+        assert (".attn." in name) != p.requires_grad and (id(p) in learning) == p.requires_grad, name
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    model(torch.randint(0, 40, (2, 8))).sum().backward()
+    opt.step()
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and not any(".attn." in n for n in changed) and any(".mlp." in n for n in changed)
