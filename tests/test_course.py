@@ -114,7 +114,7 @@ def test_the_pace_adds_up_what_a_learner_reads_runs_and_plays():
     assert (q.reading_minutes, q.exercise_minutes, q.minutes) == (25, 30, 55)
     assert q.sentence().startswith("**Time:** about 55 minutes: 25 to read and run (")
     assert "30 for its 2 build-it exercises and 7 predictions (10 minutes a build-it, 1 a prediction)" in q.sentence()
-    assert q.sentence("zh").startswith("**时间：** 约 55 分钟：阅读和运行约 25 分钟（")
-    assert "2 个动手实现、7 个预测约 30 分钟" in q.sentence("zh")
+    assert q.sentence("zh").startswith("**时间：** 约 55 分钟。阅读和运行约 25 分钟，按每分钟读 400 个汉字")
+    assert "。2 个动手实现、7 个预测约 30 分钟，每个动手实现按 10 分钟、每个预测按 1 分钟计。" in q.sentence("zh")
     one = Pace("z", 0, 0, 0, 0, 0, 0, build_its=1)
     assert "for its 1 build-it exercise (" in one.sentence() and one.minutes == 15

@@ -130,9 +130,10 @@ class Pace:
                 return f"**时间：** 约 {self.minutes} 分钟（{how}）。"
             work = "、".join(x for x in (f"{self.build_its} 个动手实现" if self.build_its else "",
                                          f"{self.predictions} 个预测" if self.predictions else "") if x)
-            return (f"**时间：** 约 {self.minutes} 分钟：阅读和运行约 {self.reading_minutes} 分钟（{how}），{work}约 "
-                    f"{self.exercise_minutes} 分钟（每个动手实现按 {BUILD_IT_MINUTES:.0f} 分钟、每个预测按 "
-                    f"{PREDICTION_MINUTES:.0f} 分钟计）。")
+            # short sentences, as the edition's prose (tests/test_zh_style.py): the total, the reading, the exercises
+            return (f"**时间：** 约 {self.minutes} 分钟。阅读和运行约 {self.reading_minutes} 分钟，{how}。{work}约 "
+                    f"{self.exercise_minutes} 分钟，每个动手实现按 {BUILD_IT_MINUTES:.0f} 分钟、每个预测按 "
+                    f"{PREDICTION_MINUTES:.0f} 分钟计。")
         how = (f"read at {WORDS_PER_MINUTE} words a minute, half a minute per code cell and its output, "
                f"{WIDGET_MINUTES:.0f} per live widget; the notebook itself runs in {self.run_text()}")
         if not self.exercise_minutes:
