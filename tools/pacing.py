@@ -58,30 +58,23 @@ WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
 
 
 
-def _code_counts(nb) -> tuple[int, int, int]:
-    """(code cells, live widgets, plotly figures) of a notebook, from its cells and stored outputs."""
-    code = widgets = plotly = 0
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            code += 1
-            for out in cell.get("outputs", []):
-                data = out.get("data", {})
-                widgets += WIDGET_MIME in data
-                plotly += PLOTLY_MIME in data
-    return code, widgets, plotly
-
-
-def _exercise_counts(nb) -> dict:
-    """The learner's own work in a notebook: build-its (code cells that grade the learner's function with
-    ``exercises.check``, not the collapsed worked solutions) and predictions (cells that ``reveal`` an answer)."""
-    build_its = predictions = 0
+def _code_counts(nb) -> dict:
+    """What a notebook's code asks of a learner, from its cells and stored outputs: code cells, live widgets, plotly
+    figures, build-its (cells that grade the learner's function with ``exercises.check``, not the collapsed worked
+    solutions) and predictions (cells that ``reveal`` an answer): ``Pace``'s fields of those names."""
+    n = dict(code_cells=0, widgets=0, plotly=0, build_its=0, predictions=0)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
+        n["code_cells"] += 1
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            n["widgets"] += WIDGET_MIME in data
+            n["plotly"] += PLOTLY_MIME in data
         hidden = cell.metadata.get("jupyter", {}).get("source_hidden", False)
-        build_its += "exercises.check(" in cell.source and not hidden
-        predictions += "reveal(" in cell.source
-    return dict(build_its=build_its, predictions=predictions)
+        n["build_its"] += "exercises.check(" in cell.source and not hidden
+        n["predictions"] += "reveal(" in cell.source
+    return n
 
 @dataclass(frozen=True)
 class Pace:
@@ -165,8 +158,7 @@ def pace(path: Path) -> Pace:
                     table += n
                 else:
                     prose += n
-    return Pace(path.stem, prose, table, *_code_counts(nb), float(nb.metadata.get(RUN_KEY, 0.0)),
-                **_exercise_counts(nb))
+    return Pace(path.stem, prose, table, run_seconds=float(nb.metadata.get(RUN_KEY, 0.0)), **_code_counts(nb))
 
 
 def paces() -> dict[str, Pace]:
@@ -194,10 +186,10 @@ def pace_zh(name: str) -> Pace:
                 table, table_chars = table + words, table_chars + chars
             else:
                 prose, prose_chars = prose + words, prose_chars + chars
-    code, widgets, plotly = _code_counts(nb)
     english = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     run = float(nb.metadata.get(RUN_KEY, english.metadata.get(RUN_KEY, 0.0)))
-    return Pace(name, prose, table, code, widgets, plotly, run, prose_chars, table_chars, **_exercise_counts(nb))
+    return Pace(name, prose, table, run_seconds=run, prose_chars=prose_chars, table_chars=table_chars,
+                **_code_counts(nb))
 
 
 def paces_zh() -> dict[str, Pace]:
