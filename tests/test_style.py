@@ -106,3 +106,32 @@ def test_an_empty_chip_shows_the_page_and_speaks_in_the_theme_s_ink():
     assert "background-color:transparent" in empty and f"color:{style.css('ink')}" in empty
     assert f"3px dashed {style.css('ink')}" in empty
     assert f"background-color:{style.colour('cached')}" in filled and f"color:{style.INK}" in filled
+
+
+def test_hatch_css_draws_each_hatch_as_the_figures_do():
+    """One hatch per concept in every tier: an HTML widget draws a concept's matplotlib hatch with strokes in the same
+    direction ("//" rising, "\\\\" falling, "--" level, "xx" both), dots and rings as dots and rings."""
+    css = style.hatch_css
+    assert css("") == ""
+    assert "135deg" in css("//") and "45deg" not in css("//")  # a CSS gradient's stripes run across its angle
+    assert "45deg" in css("\\\\") and "135deg" not in css("\\\\")
+    assert "(0deg" in css("--") and css("xx").count("repeating-linear-gradient") == 2
+    assert "radial-gradient" in css("..") and "radial-gradient" in css("oo") and css("..") != css("oo")
+    looks = [*style._CONCEPTS, *style.CATEGORY_LOOKS]  # every concept's and category's hatch has a drawing
+    for c in looks:
+        assert c.hatch == "" or style.PAPER in css(c.hatch), c  # in the paper colour unless told otherwise
+    assert "#000" in css("//", ink="#000")
+    with pytest.raises(ValueError, match="hatch '/' has no CSS drawing; allowed: ''"):
+        css("/")  # plotly's single stroke, not a matplotlib hatch
+
+
+def test_widget_chips_carry_their_concepts_own_hatch():
+    """The HTML chips (tile grids, rings, the player's cells, the dashboard's blocks) and the memory bars draw the
+    concept's hatch, not one diagonal for every hatched concept: the weights level, computed rising, shared falling."""
+    from lib.widgets import dashboard, memory, player
+
+    for name in ("weights", "computed", "shared", "draft", "cached"):
+        assert style.hatch_css(style.concept(name).hatch) in style.chip_css(name), name
+    assert style.hatch_css("--") in memory._bar_fill("weights") and memory._bar_fill("cached") == style.colour("cached")
+    assert player._swatch("#fff", "//") == f"background-color:#fff;{style.hatch_css('//')}"
+    assert style.hatch_css("..") in dashboard._chip("#1", "#fff", hatch="..")

@@ -246,7 +246,8 @@ def test_budget_html_bars():
     b = M.memory_budget("llama-2-7b", "fp16", 4096, 8)
     h = M.budget_html(b)
     weights, kv = lib.widgets.style.colour("weights"), lib.widgets.style.colour("cached")
-    striped = f"repeating-linear-gradient(135deg,{weights} 0 5px,{lib.widgets.style.PAPER} 5px 7px)"
+    striped = f"{weights};{lib.widgets.style.hatch_css('--')}"  # the weights' level strokes, as the static bars'
+    assert lib.widgets.style.concept("weights").hatch == "--"
     assert h.count(f"background:{striped}") == len(M.GPU_GIB) + 1  # a bar per GPU, and the legend's swatch
     assert h.count(f"background:{kv}'") == len(M.GPU_GIB) + 1
     w24 = b.weight_bytes / (24 * GIB) * 100

@@ -763,7 +763,7 @@ ZH_PRINTED: dict[str, str] = {
     "tokens in the sequence": "序列中的 token 数", "cache .nbytes (KiB)": "缓存 .nbytes（KiB）",
     "extra bits per token vs the full cache": "相对完整缓存每个 token 多出的比特数",
     "position (dotted: W = {0}, where <s> leaves the window)": "位置（点线：W = {0}，<s> 在此移出窗口）",
-    "weights (hatched)": "权重（斜线）", "KV blocks": "KV 块", "left over": "剩余", "requested: {0} × {1} GiB": "申请：{0} × {1} GiB",
+    "weights (hatched)": "权重（横线）", "KV blocks": "KV 块", "left over": "剩余", "requested: {0} × {1} GiB": "申请：{0} × {1} GiB",
     "GiB (H200, bf16, no activation peak)": "GiB（H200，bf16，不计激活峰值）",
     # -- 00_index --
     "{0} notebooks in notebooks/; the map lists {1}; same: {2}": "notebooks/ 里有 {0} 个笔记本；地图列出 {1} 个；一致：{2}",

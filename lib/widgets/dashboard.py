@@ -407,10 +407,10 @@ def engine_figure(frames: list[EngineFrame], cols: int = 14):
 
 # -------------------------------------------------------------------------------- tier 3: the live dashboard
 
-def _chip(text: str, fill: str, hatch: bool = False, edge: str | None = None, dashed: bool = False) -> str:
-    """An inline chip: ``fill`` (striped where ``hatch``), its words on a white label so they read on any fill."""
-    stripes = (f"background-image:repeating-linear-gradient(45deg,{style.PAPER} 0 1.5px,transparent 1.5px 5px);"
-               if hatch else "")
+def _chip(text: str, fill: str, hatch: str = "", edge: str | None = None, dashed: bool = False) -> str:
+    """An inline chip: ``fill`` with its ``hatch`` (a matplotlib hatch, drawn as the figures draw it), its words on a
+    white label so they read on any fill."""
+    stripes = style.hatch_css(hatch)
     border = f"{'3px' if edge else '1px'} {'dashed' if dashed else 'solid'} {edge or style.MUTED}"
     return (f'<span style="display:inline-block;min-width:2.2em;margin:2px;padding:1px 4px;text-align:center;'
             f'border-radius:3px;background-color:{fill};{stripes}color:{style.INK};border:{border}">'
@@ -422,7 +422,7 @@ def _request_chip(f: EngineFrame, rid: int, looks: dict, where: str) -> str:
     if where == "running" and rid in f.rows:
         phase, n = f.rows[rid]
         c = style.concept(PHASE_CONCEPT[phase])
-        return _chip(f"#{rid} {t(phase)} {n}", c.colour, bool(c.hatch), edge=style.INK)
+        return _chip(f"#{rid} {t(phase)} {n}", c.colour, c.hatch, edge=style.INK)
     if where == "preempted":
         return _chip(f"#{rid}", fill, edge=style.colour("preempted"), dashed=True)
     return _chip(f"#{rid}", fill, dashed=where == "waiting")
@@ -446,7 +446,7 @@ def _pool_html(f: EngineFrame, looks: dict, cols: int = 14) -> str:
         fill, hatch = _block_look(f, b, looks)
         state = f.block_state(b)
         cells.append(f'<span title="{html.escape(t("block {b}", b=b))}">' + _chip(
-            text or "\u00a0", fill, hatch=bool(hatch), dashed=state in ("free", "cached")) + "</span>")
+            text or "\u00a0", fill, hatch=hatch, dashed=state in ("free", "cached")) + "</span>")
         if (b + 1) % cols == 0:
             cells.append("<br>")
     used = t("{used} of {n} blocks in use, {shared} shared; prefix-cache hits so far: {hits} blocks",

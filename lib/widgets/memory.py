@@ -328,9 +328,8 @@ def _bar_fill(concept: str) -> str:
     if concept == "over":  # what does not fit: the KV cache's colour, paled, past the GPU's box
         return f"repeating-linear-gradient(90deg,{style.colour('cached')} 0 4px,{style.PAPER} 4px 6px)"
     c = style.colour(concept)
-    if concept == "weights":
-        return f"repeating-linear-gradient(135deg,{c} 0 5px,{style.PAPER} 5px 7px)"
-    return c
+    hatch = style.concept(concept).hatch  # the weights' level strokes, as the static bars draw them
+    return f"{c};{style.hatch_css(hatch)}" if hatch else c
 
 
 def _gpu_bar(b: MemoryBudget, row: dict, muted: str) -> str:

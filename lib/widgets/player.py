@@ -496,11 +496,9 @@ def _shown(options):
     return [(t(label), value) for label, value in options]
 
 
-def _swatch(fill: str, hatch: bool = False) -> str:
-    """CSS for a coloured cell: its fill, and diagonal stripes where the concept has a hatch (the second cue)."""
-    stripes = (f"background-image:repeating-linear-gradient(45deg,{style.PAPER} 0 1.5px,transparent 1.5px 5px);"
-               if hatch else "")
-    return f"background-color:{fill};{stripes}"
+def _swatch(fill: str, hatch: str = "") -> str:
+    """CSS for a coloured cell: its fill, and its concept's hatch as the figures draw it (the second cue)."""
+    return f"background-color:{fill};{style.hatch_css(hatch)}"
 
 
 def frame_html(f: PlayerFrame) -> str:
@@ -527,7 +525,7 @@ def frame_html(f: PlayerFrame) -> str:
         if k == "none":  # no K/V yet: the page's own colours inside a dashed edge
             return (f'{extra}{page};border-style:dashed">'
                     f'<span style="padding:0 2px">{e(KV_MARKS[k])}</span></span>')
-        return (f'{extra}{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}">'
+        return (f'{extra}{_swatch(KV_COLORS[k], KV_HATCH[k])}">'
                 f'<span style="background:{style.PAPER};padding:0 2px">{e(KV_MARKS[k])}</span></span>')
 
     kvs = "".join(kv_cell(k, f'<span title="{e(t("position {p}: {what}", p=p, what=t(KV_MEANING[k])))}" '
@@ -536,13 +534,13 @@ def frame_html(f: PlayerFrame) -> str:
         f'<div style="white-space:nowrap;line-height:1.6em"><span style="display:inline-block;min-width:3.5em">'
         f'{e(token_label(b.token))}</span>'
         f'<span style="display:inline-block;vertical-align:middle;height:0.9em;width:{round(200 * b.prob)}px;'
-        f'border:1px solid {border};{_swatch(CHOSEN_COLOR if b.chosen else BAR_COLOR, b.chosen)}"></span> '
+        f'border:1px solid {border};{_swatch(CHOSEN_COLOR if b.chosen else BAR_COLOR, style.concept("newest").hatch if b.chosen else "")}"></span> '
         f'{b.prob:.4f}{" <b>" + t("← chosen") + "</b>" if b.chosen else ""}</div>' for b in f.bars)
     top = max(f.without_cache, f.with_cache, 1)
     counts = "".join(
         f'<div style="white-space:nowrap;line-height:1.6em"><span style="display:inline-block;min-width:7.5em">'
         f'{lab}</span><span style="display:inline-block;vertical-align:middle;height:0.9em;'
-        f'width:{round(160 * v / top)}px;border:1px solid {border};{_swatch(KV_COLORS[k], bool(KV_HATCH[k]))}">'
+        f'width:{round(160 * v / top)}px;border:1px solid {border};{_swatch(KV_COLORS[k], KV_HATCH[k])}">'
         f'</span> {v}</div>'
         for lab, v, k in ((t("with cache"), f.with_cache, "new"),
                           (t("without cache"), f.without_cache, "recomputed")))

@@ -32,7 +32,7 @@ __all__ = ["OKABE_ITO", "Concept", "CONCEPTS", "CATEGORICAL", "PAPER", "INK", "M
            "no_minor_log_labels", "plotly_log_axis", "text_sizes", "MIN_LIGHTNESS_STEP", "Series", "series_of", "told_apart", "legibility",
            "colour", "text_colour", "contrast_ratio", "relative_luminance", "cvd_distance", "apply",
            "apply_matplotlib", "plotly_template", "control_style", "control_layout", "grid", "css",
-           "classroom_scale", "plotly_pattern", "plotly_symbol", "themed", "themed_plotly_css"]
+           "classroom_scale", "hatch_css", "plotly_pattern", "plotly_symbol", "themed", "themed_plotly_css"]
 
 # ---------------------------------------------------------------------------------------------- palette
 OKABE_ITO = {  # Okabe & Ito (2008), https://jfly.uni-koeln.de/color/ — the order of their table
@@ -710,6 +710,31 @@ def plotly_pattern(name: str) -> str:
     return _PLOTLY_PATTERNS[concept(name).hatch]
 
 
+def hatch_css(hatch: str, ink: str | None = None) -> str:
+    """A matplotlib hatch as inline CSS (``background-image``) that draws the same strokes in the same direction, so a
+    concept looks alike in a static figure and in an HTML widget: "//" -> "/" stripes, "\\\\" -> "\\", "--" -> level,
+    "||" -> upright, "xx" / "++" -> crossed, ".." -> dots, "oo" -> rings; "" -> "" (no hatch). The strokes are ``ink`` (default PAPER: pale
+    strokes over the fill, as the figures' hatches over a coloured bar)."""
+    ink = ink or PAPER
+    stripes = f"{ink} 0 1.5px,transparent 1.5px 5px"
+    images = {"": "",
+              "//": f"repeating-linear-gradient(135deg,{stripes})",  # the gradient runs down-right: "/" strokes
+              "\\\\": f"repeating-linear-gradient(45deg,{stripes})",
+              "--": f"repeating-linear-gradient(0deg,{stripes})",
+              "||": f"repeating-linear-gradient(90deg,{stripes})",
+              "++": f"repeating-linear-gradient(0deg,{stripes}),repeating-linear-gradient(90deg,{stripes})",
+              "xx": f"repeating-linear-gradient(135deg,{stripes}),repeating-linear-gradient(45deg,{stripes})",
+              "..": f"radial-gradient(circle,{ink} 0 1px,transparent 1.3px)",
+              "oo": f"radial-gradient(circle,transparent 0 1.2px,{ink} 1.3px 2px,transparent 2.3px)",
+              "**": f"radial-gradient(circle,{ink} 0 1.6px,transparent 1.9px)"}
+    if hatch not in images:
+        raise ValueError(f"hatch {hatch!r} has no CSS drawing; allowed: {', '.join(map(repr, images))}")
+    if not hatch:
+        return ""
+    size = "background-size:5px 5px;" if hatch in ("..", "**") else "background-size:7px 7px;" if hatch == "oo" else ""
+    return f"background-image:{images[hatch]};{size}"
+
+
 def plotly_symbol(name: str) -> str:
     """A concept's marker as a plotly ``marker.symbol`` ("o" -> "circle", "s" -> "square", "X" -> "x", ...)."""
     return _PLOTLY_SYMBOLS[concept(name).marker]
@@ -824,16 +849,15 @@ CONCEPTS.update({  # the widgets' words for ideas that already have a concept
 
 
 def chip_css(concept_name: str, *, bold: bool = False, dashed: bool = False, edge: str | None = None) -> str:
-    """Inline CSS of an HTML chip (a cell of a tile grid, a slot of a ring) in a concept's cues: its fill, diagonal
-    stripes where the concept has a hatch (the second cue), a heavy edge for the current one, a dashed edge for an
+    """Inline CSS of an HTML chip (a cell of a tile grid, a slot of a ring) in a concept's cues: its fill, its
+    hatch drawn as the figures draw it (``hatch_css``) where the concept has one (the second cue), a heavy edge for the current one, a dashed edge for an
     empty one. Text on a chip is INK (the fill is fixed, so it reads in light and dark themes alike); an empty chip
     has no fill (the theme's background shows: no white box glowing in the dark theme) and its text, like the heavy
     edge, is the theme's ink (``css("ink")``: black on white, light on JupyterLab's dark), so neither vanishes into
     the page."""
     c = concept(concept_name)
     fill = "transparent" if c.name == "free" and dashed else c.colour
-    stripes = (f"background-image:repeating-linear-gradient(45deg,{PAPER} 0 1.5px,transparent 1.5px 5px);"
-               if c.hatch else "")
+    stripes = hatch_css(c.hatch)
     border = f"{'3px' if bold else '1px'} {'dashed' if dashed else 'solid'} {edge or (css('ink') if bold else MUTED)}"
     ink = css("ink") if fill == "transparent" else INK  # on no fill, the text is on the page: the theme's ink
     return f"background-color:{fill};{stripes}color:{ink};border:{border}"
