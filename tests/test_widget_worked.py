@@ -242,13 +242,14 @@ def test_figure_frames_hold_the_tables(case):
     assert W.NEW_FILL == style.colour("computed") and W.OLD_FILL == style.PAPER
     assert last["cache"][0] == ["0", "1", "2", "3", "+4"]
     assert frames[0]["cache_fill"] == [W.NEW_FILL] + [style.FREE] * 4  # not cached yet: the "free" concept
-    assert [row[1] for row in last["attention"][1:]] == [f"{float(w):.4f}" for w in s.layers[1].attn[0, 0]]
+    assert last["attention"][2] == [f"{float(w):.4f}" for w in s.layers[1].attn[0, 0]]  # a row per cached key
     assert last["numbers"][1][last["numbers"][0].index("layer 0 q")] == W.vec(s.layers[0].q[0])
     # step 0: the fixed grid has empty cells for positions not cached yet
     first = frames[0]
-    assert first["cache"][1] == ["&lt;s&gt;", "", "", "", ""] and first["attention"][2] == ["", ""]
+    assert first["cache"][1] == ["&lt;s&gt;", "", "", "", ""] and first["attention"][1] == ["1.0000", "", "", "", ""]
     assert first["candidates"][1][0] == "深" and first["title"].startswith("step 0 (prefill): feed &lt;s&gt; → next")
-    assert list(fig.data[2].header.values)[1] == "0:&lt;s&gt;"  # '<s>' would be plotly's strike-through tag
+    assert list(fig.data[2].cells.values[0])[0] == "0:&lt;s&gt;"  # '<s>' would be plotly's strike-through tag
+    assert list(fig.data[2].header.values) == ["cached key", "layer 0", "layer 1"]
     assert frames[-1]["candidates"][1][0] == "&lt;eos&gt;"
 
 
@@ -335,3 +336,22 @@ def test_a_row_is_one_line_tall_unless_its_own_text_wraps(tiny):
             assert total > head + rows * (row + 2) + 16
         cand = W._table_size(frames, "candidates", 1 - W.RIGHT_X, [1] * 4, ["r", "t", "l", "p"])
         assert cand[2] == cand[0] + len(frames[0]["candidates"][0]) * (one_line + 2) + 16  # "<s>", "<eos>": one line
+
+
+def test_no_attention_weight_wraps_at_the_narrowest_width(tiny):
+    """Look pass 3: with a column per cached key, six columns shared the right third of an 860-px plot and a weight
+    such as "0.0510" wrapped (a two-line number). A row per key, a column per layer: every weight on one line, in
+    both languages, however many keys the case caches."""
+    from lib.i18n import set_language
+    for lang in ("en", "zh"):
+        set_language(lang)
+        try:
+            case = W.run_worked_case(*tiny, "<s>", 8)
+            frames, fig = W.figure_frames(case), W.worked_figure(case)
+        finally:
+            set_language("en")
+        widths = list(fig.data[2].columnwidth)
+        col_px = [W.WIDTH_PX * (1 - W.RIGHT_X) * c / sum(widths) for c in widths]
+        for f in frames:
+            for col, px in zip(f["attention"][1:], col_px[1:]):
+                assert all(W._lines(v, px, W.TABLE_SIZE, True) == 1 for v in col), (lang, col)

@@ -130,7 +130,7 @@ ZH: dict[str, str] = {
     "generated <b>{text}</b> in {n} steps": "用 {n} 步生成了 <b>{text}</b>",
     "layer {layer}, all heads": "第 {layer} 层，所有头", "layer {layer}, head {head}": "第 {layer} 层，第 {head} 头",
     "attention heat-map: {title}": "注意力热力图：{title}", "newest key": "最新的键", "head {h}": "第 {h} 头",
-    "layer {l}": "第 {l} 层", "the prompt has {n} tokens; the model's context window holds {limit}":
+    "layer {l}": "第 {l} 层", "cached key": "缓存的键", "the prompt has {n} tokens; the model's context window holds {limit}":
         "提示词有 {n} 个 token；模型的上下文窗口只能容纳 {limit} 个",
     "query at %{y}<br>key at position %{x}<br>weight %{z:.4f}": "查询：%{y}<br>键的位置：%{x}<br>权重 %{z:.4f}",
     "weight": "权重",

@@ -400,9 +400,10 @@ def figure_frames(case: WorkedCase) -> list[dict]:
     frames = []
     for s in case.steps:
         labels, values = _newest_rows(case, s)
-        attn = [[t("layer {l}", l=l) for l in range(case.config.n_layers)]]
-        for p in range(n_pos):
-            attn.append([f"{float(L.attn[0, -1, p]):.4f}" if p < s.cache_len else "" for L in s.layers])
+        # a row per cached key, as the cache table below (a column per position wrapped "0.0510" at 860 px)
+        attn = [[plotly_text(k) if p < s.cache_len else "" for p, k in enumerate(_key_labels(case, n_pos))]]
+        for L in s.layers:
+            attn.append([f"{float(L.attn[0, -1, p]):.4f}" if p < s.cache_len else "" for p in range(n_pos)])
         cand = [[str(r + 1) for r in range(len(s.top_ids))], [plotly_text(t) for t in s.top_tokens],
                 [f"{float(s.logits[i]):+.4f}" for i in s.top_ids], [f"{float(s.probs[i]):.4f}" for i in s.top_ids]]
         cache, fill = _cache_columns(case, s, n_pos)
@@ -423,7 +424,7 @@ def worked_figure(case: WorkedCase):
 
     frames = figure_frames(case)
     n_pos = case.steps[-1].cache_len
-    key_head = [t("layer")] + [plotly_text(k) for k in _key_labels(case, n_pos)]
+    key_head = [t("cached key")] + [t("layer {l}", l=l) for l in range(case.config.n_layers)]
     cache_head = [t("pos ({mark}: new)", mark=NEW_MARK), t("token")] + [f"L{l} {kv}" for l in range(case.config.n_layers)
                                                            for kv in ("K", "V")]
     mono = dict(family="monospace", size=style.plotly_px(TABLE_SIZE), color=style.INK)
@@ -433,7 +434,7 @@ def worked_figure(case: WorkedCase):
     # screenshot or a projector shows it cut): sized for the narrowest page the course expects (WIDTH_PX)
     layout = {"numbers": (NUMBERS_X, [1.1, 1.9], [t("quantity (newest token)"), t("numbers")]),
               "candidates": (1 - RIGHT_X, [1] * 4, [t("rank"), t("next token"), "logit", t("prob")]),
-              "attention": (1 - RIGHT_X, [1] * len(key_head), key_head),
+              "attention": (1 - RIGHT_X, [1.2] + [1] * (len(key_head) - 1), key_head),
               "cache": (1.0, [0.9, 0.6] + [2] * (len(cache_head) - 2), cache_head)}
     size = {key: _table_size(frames, key, *spec) for key, spec in layout.items()}  # key -> (header, row, total) px
     px = {key: v[2] for key, v in size.items()}
@@ -454,7 +455,7 @@ def worked_figure(case: WorkedCase):
             go.Table(domain=dict(x=[RIGHT_X, 1], y=[y(cand_bottom), 1]), header=head("candidates"),
                      cells=cells("candidates", font=mono)),
             go.Table(domain=dict(x=[RIGHT_X, 1], y=[y(cand_bottom - GAP - px["attention"]), y(cand_bottom - GAP)]),
-                     header=head("attention"), cells=cells("attention", font=mono)),
+                     columnwidth=layout["attention"][1], header=head("attention"), cells=cells("attention", font=mono)),
             go.Table(domain=dict(x=[0, 1], y=[0, y(bottom)]), header=head("cache"), columnwidth=layout["cache"][1],
                      cells=cells("cache", fill_color=[f["cache_fill"]], font=dict(mono, size=style.plotly_px(TABLE_SIZE - 1)))),
         ]
