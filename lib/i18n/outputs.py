@@ -21,7 +21,7 @@ ZH_OUTPUTS: dict[str, str] = {
     "preallocated to max_cache_len": "按 max_cache_len 预分配", "a ring of window slots": "窗口大小的环形缓冲区",
     "old tokens quantized": "较早的 token 量化存储", "blocks through a block table": "经块表找到的块",
     "StaticCache, sliding layers": "StaticCache，滑动窗口层", "(vLLM) paged pool": "（vLLM）分页块池",
-    "tensor_parallel_size": "tensor_parallel_size", "weights per GPU": "每块 GPU 的权重",
+    "weights per GPU": "每块 GPU 的权重",
     "KV heads per GPU": "每块 GPU 的 KV 头", "KV per token per GPU": "每块 GPU 每个 token 的 KV",
     "sequences of 4,096 tokens": "4,096 token 的序列数",
     # -- the build-it exercises of the real machinery (lib/exercises/machinery.py) --
