@@ -97,6 +97,43 @@ def weight_bytes(model, dtype=torch.float16) -> int:
     return _bytes(param_count(model), dtype)
 
 
+def tensor_parallel_heads(model, tensor_parallel_size: int = 1) -> tuple[int, int]:
+    """(query heads, KV heads) each GPU holds when ``tensor_parallel_size`` GPUs split every layer's heads, as
+    vLLM does (``tensor_parallel_size``): the query heads evenly (the size must divide them); the KV heads evenly
+    while there are at least as many as GPUs, else each KV head is replicated on size / n_kv_heads GPUs, one per
+    GPU (the size must then be a multiple of n_kv_heads). vLLM's checks, with the sizes that would work."""
+    c = model_config(model)
+    tp = checks.integer(tensor_parallel_size, "tensor_parallel_size", 1, allowed="a number of GPUs >= 1")
+    H, KV = c.n_heads, c.n_kv_heads
+
+    def splits(n):
+        return n <= H and H % n == 0 and (KV % n == 0 if n <= KV else n % KV == 0)
+
+    if not splits(tp):
+        allowed = ", ".join(str(n) for n in range(1, H + 1) if splits(n))
+        why = (f"it does not divide the {H} query head(s)" if H % tp else
+               f"the {KV} KV heads can neither be split evenly over {tp} GPUs nor each replicated on a whole "
+               f"number of them")
+        raise ValueError(f"tensor_parallel_size={tp} cannot split this model's attention ({H} query heads, {KV} KV "
+                         f"heads): {why}; allowed: {allowed}")
+    return H // tp, max(KV // tp, 1)
+
+
+def weight_bytes_per_gpu(model, tensor_parallel_size: int = 1, dtype=torch.float16) -> int:
+    """Weights in memory on *each* GPU under tensor parallelism (``tensor_parallel_heads``): the embedding,
+    ``lm_head``, query and output projections and the FFN are split in ``tensor_parallel_size`` parts (rounded up);
+    the K and V projections follow the KV heads a GPU holds (whole ones when they are replicated); the norms and a
+    learned position table are on every GPU. Size 1 gives ``weight_bytes``."""
+    c = model_config(model)
+    tp = checks.integer(tensor_parallel_size, "tensor_parallel_size", 1, allowed="a number of GPUs >= 1")
+    _, kv_per_gpu = tensor_parallel_heads(c, tp)
+    p = _parameters(c)
+    kv_proj = c.n_layers * 2 * (c.d_model * c.n_kv_heads * c.head_dim + (c.n_kv_heads * c.head_dim if c.qkv_bias else 0))
+    split = p["tok_emb"] + p["lm_head"] + p["qkv_proj"] - kv_proj + p["out_proj"] + p["ffn"]
+    whole = p["norms"] + p["pos_emb"]
+    return _bytes(math.ceil(split / tp) + kv_proj // c.n_kv_heads * kv_per_gpu + whole, dtype)
+
+
 def _streamed_values(c: ModelConfig) -> dict[str, int]:
     """Weight values each operator of a pass reads: its own parameters; ``lm_head`` the vocab × d matrix it
     multiplies by (the token embedding itself when tied). The lookup tables are only gathered from."""
@@ -176,8 +213,9 @@ class StepCost:
     batch: int
     n_new: int  # tokens fed per sequence
     n_past: int  # tokens cached per sequence before the pass
-    dtype: str  # weights and KV cache stored in this dtype ("fp16", "bf16", ...)
+    dtype: str  # weights (and, unless kv_dtype says otherwise, the KV cache) stored in this dtype ("fp16", ...)
     by_operator: dict = field(hash=False)  # {operator: OpCost}, in OPERATORS order
+    kv_dtype: str | None = None  # the KV cache's dtype when it differs from the weights' (None: the same)
 
     def _sum(self, what: str) -> int:
         return sum(getattr(op, what) for op in self.by_operator.values())
@@ -228,7 +266,7 @@ class StepCost:
 
 
 def step_cost(model, context: int, n_new: int = 1, batch: int = 1, dtype=torch.float16,
-              last_only: bool = True) -> StepCost:
+              last_only: bool = True, kv_dtype=None) -> StepCost:
     """What one forward pass costs, per operator: ``batch`` sequences each feed ``n_new`` tokens, and the
     newest attends to ``context`` positions (itself included; ``n_past = context - n_new`` were cached).
 
@@ -246,6 +284,10 @@ def step_cost(model, context: int, n_new: int = 1, batch: int = 1, dtype=torch.f
     Weights are read once for the whole batch; K/V are per sequence. Every query head multiplies, even under
     GQA, so FLOPs use H and bytes use KV. A dense masked implementation also multiplies the masked future
     entries, n_new·context keys per query; that equals Σkeys only when n_new = 1 (decode).
+
+    ``dtype`` is the weights' number format and, unless ``kv_dtype`` is given, the KV cache's. Quantized weights
+    (``dtype="int8"`` or ``"int4"``) with a 16-bit cache: ``kv_dtype="bf16"``. The FLOPs stay the same (the
+    weights are dequantized and multiplied in 16 bits; that extra work is not counted).
     """
     c = model_config(model)
     context = checks.integer(context, "context (positions the newest token attends to, itself included)", 1)
@@ -258,12 +300,13 @@ def step_cost(model, context: int, n_new: int = 1, batch: int = 1, dtype=torch.f
     n_past = context - n_new
     L, d, hd, H, KV = c.n_layers, c.d_model, c.head_dim, c.n_heads, c.n_kv_heads
     keys = n_new * n_past + n_new * (n_new + 1) // 2
+    kv = dtype if kv_dtype is None else kv_dtype
     w = {op: _bytes(v, dtype) for op, v in _streamed_values(c).items()}
-    kv_read = kv_cache_bytes(c, context, batch, dtype)  # K and V: the first half keys, the rest values
+    kv_read = kv_cache_bytes(c, context, batch, kv)  # K and V: the first half keys, the rest values
     ops = {
         "norms": OpCost(streamed_weight_bytes=w["norms"]),
         "qkv_proj": OpCost(batch * L * 2 * n_new * d * (H + 2 * KV) * hd, w["qkv_proj"]),
-        "kv_write": OpCost(kv_write_bytes=kv_cache_bytes(c, n_new, batch, dtype)),
+        "kv_write": OpCost(kv_write_bytes=kv_cache_bytes(c, n_new, batch, kv)),
         "attn_scores": OpCost(batch * L * 2 * H * hd * keys, kv_read_bytes=kv_read // 2),
         "attn_values": OpCost(batch * L * 2 * H * hd * keys, kv_read_bytes=kv_read - kv_read // 2),
         "out_proj": OpCost(batch * L * 2 * n_new * H * hd * d, w["out_proj"]),
@@ -271,7 +314,8 @@ def step_cost(model, context: int, n_new: int = 1, batch: int = 1, dtype=torch.f
         "lm_head": OpCost(batch * 2 * (1 if last_only else n_new) * d * c.vocab_size, w["lm_head"]),
     }
     return StepCost(phase="decode" if n_new == 1 and n_past > 0 else "prefill", batch=batch, n_new=n_new,
-                    n_past=n_past, dtype=dtype_name(dtype), by_operator=ops)
+                    n_past=n_past, dtype=dtype_name(dtype), by_operator=ops,
+                    kv_dtype=None if kv_dtype is None or dtype_name(kv) == dtype_name(dtype) else dtype_name(kv))
 
 
 def pass_cost(model, n_new: int, n_past: int = 0, batch: int = 1, dtype=torch.float16,
@@ -290,10 +334,11 @@ def prefill_cost(model, prompt_len: int, batch: int = 1, dtype=torch.float16) ->
     return step_cost(model, prompt_len, prompt_len, batch, dtype)
 
 
-def decode_cost(model, context: int, batch: int = 1, dtype=torch.float16) -> StepCost:
+def decode_cost(model, context: int, batch: int = 1, dtype=torch.float16, kv_dtype=None) -> StepCost:
     """One decode step: one new token per sequence attending to ``context`` positions, itself included
-    (``context - 1`` cached before the step). It reads ``context`` tokens of K/V per sequence and writes 1."""
-    return step_cost(model, context, 1, batch, dtype)
+    (``context - 1`` cached before the step). It reads ``context`` tokens of K/V per sequence and writes 1.
+    ``kv_dtype``: the cache's number format when it differs from the weights' ``dtype`` (``step_cost``)."""
+    return step_cost(model, context, 1, batch, dtype, kv_dtype=kv_dtype)
 
 
 def forward_flops(config, n_new: int, n_past: int = 0, last_only: bool = False) -> dict[str, int]:

@@ -447,3 +447,42 @@ def load_from_env(environ=None, max_seq_len: int | None = None, dtype=torch.floa
             heads=c.n_heads, kind=c.attention_kind, kv_heads=c.n_kv_heads, params=model.num_parameters(),
             dtype=model.dtype, tokenizer=repr(tok)))
     return model, tok
+
+
+# --------------------------------------------------------------------- transformers' cache classes beside lib's
+
+TRANSFORMERS_CHECKED = "5.24.0"  # the release whose transformers/cache_utils.py the names below were read in
+CACHE_CLASSES = (  # (transformers' class, how it keeps K and V, lib's counterpart, the notebook that builds it)
+    ("DynamicCache", "grows by torch.cat each step", "ConcatKVCache", "03"),
+    ("StaticCache", "preallocated to max_cache_len", "KVCache", "03"),
+    ("StaticCache, sliding layers", "a ring of window slots", "KVCache(window=W)", "12"),
+    ("QuantizedCache", "old tokens quantized", "QuantizedKVCache", "05"),
+    ("(vLLM) paged pool", "blocks through a block table", "PagedKVCache", "09"),
+)
+
+
+def cache_class_rows(model, input_ids, max_new_tokens: int, window: int = 64, block_size: int = 16) -> list[dict]:
+    """``CACHE_CLASSES`` as table rows, each with what lib's counterpart holds after generating ``max_new_tokens``
+    greedy tokens after ``input_ids`` with ``model`` (one sequence, room for ``max_seq_len`` positions): the bytes
+    its tensors hold (``nbytes``) and the bytes that hold tokens (``used_bytes``; a ``torch.cat`` cache holds only
+    those). transformers 5 has no ``SlidingWindowCache`` class (an alias of ``StaticCache``): a model whose config
+    has a sliding window gets sliding layers in either cache; ``QuantizedCache`` grows like ``DynamicCache``, lib's
+    ``QuantizedKVCache`` is preallocated."""
+    from .concat import ConcatKVCache  # the caches sit on the engine's floor; hf is a wing above it
+    from .generate import generate
+    from .paged import PagedKVCache
+    from .quant import QuantizedKVCache
+    from .cache import KVCache
+
+    c = model.config
+    n = c.max_seq_len
+    caches = (ConcatKVCache(c, 1, n), KVCache(c, 1, n), KVCache(c, 1, n, window=window), QuantizedKVCache(c, 1, n),
+              PagedKVCache(c, 1, n, block_size=block_size))
+    rows = []
+    for (hf_name, keeps, lib_name, notebook), cache in zip(CACHE_CLASSES, caches):
+        generate(model, input_ids, max_new_tokens, cache=cache)
+        held = cache.nbytes
+        rows.append({"transformers": hf_name, "keeps K and V": keeps, "lib": lib_name.replace("W", str(window)),
+                     "notebook": notebook, "positions": cache.seq_len, "bytes held": held,
+                     "bytes of tokens": getattr(cache, "used_bytes", held)})
+    return rows

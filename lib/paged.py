@@ -35,6 +35,8 @@ sequences of *different* lengths, which continuous batching needs).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from . import checks, costs, i18n
@@ -369,6 +371,56 @@ class PagedKVCache(CacheBase):
         return (f"PagedKVCache(batch={self.batch_size}, {held}, block_size={self.block_size}, "
                 f"blocks={self.block_table()}, nbytes={self.nbytes:,}, pool: {self.pool.allocator.n_used}/"
                 f"{self.pool.n_blocks} blocks used)")
+
+
+# ---------------------------------------------------------------------- vLLM's flat batch of one step
+
+@dataclass(frozen=True)
+class FlatBatch:
+    """One step's new tokens laid out as vLLM's attention metadata lays them out: every sequence's tokens end to
+    end in one flat batch, no padding. Sequence b's tokens are flat rows query_start_loc[b] ..
+    query_start_loc[b + 1] - 1 (``cu_seqlens_q`` in FlashAttention); flat token i is position ``positions[i]``
+    of its sequence and is written to ``slot_mapping[i]`` of the pool seen as one row per slot
+    (block id × block_size + offset, ``PagedKVPool.slots``). ``seq_lens``: each sequence's length after the step."""
+
+    block_size: int
+    query_lens: list  # tokens each sequence feeds this step: a whole prompt (prefill) or 1 (decode)
+    query_start_loc: list  # B + 1 cumulative offsets into the flat batch
+    seq_lens: list  # positions each sequence holds after the step
+    positions: list  # per flat token, its position in its sequence
+    slot_mapping: list  # per flat token, its slot in the pool
+
+    @property
+    def flat_tokens(self) -> int:
+        """Rows of the flat batch: the tokens the step really feeds."""
+        return self.query_start_loc[-1]
+
+    @property
+    def padded_tokens(self) -> int:
+        """Rows of a right-padded batch of the same step (as ``forward_paged`` feeds it): sequences × longest."""
+        return len(self.query_lens) * max(self.query_lens)
+
+
+def flat_batch(pool: PagedKVPool, tables, query_lens) -> FlatBatch:
+    """The step that just fed ``query_lens[b]`` new tokens to ``tables[b]`` (its last positions), as vLLM's flat
+    batch (``FlatBatch``): prefills and decodes of different lengths in one list of tokens, and each token's slot
+    in the pool from the block tables (``PagedKVPool.slots``)."""
+    if not isinstance(pool, PagedKVPool):
+        raise TypeError(f"flat_batch needs a lib.paged.PagedKVPool, got {type(pool).__name__}")
+    tables = list(tables)
+    if not tables or len(query_lens) != len(tables):
+        raise ValueError(f"flat_batch needs one query length per block table, at least one: got {len(query_lens)} "
+                         f"length(s) for {len(tables)} table(s)")
+    query_lens = [checks.integer(n, f"query_lens[{b}]", 1, t.n_tokens, allowed=(
+        f"from 1 to the {t.n_tokens} positions table {b} holds")) for b, (n, t) in enumerate(zip(query_lens, tables))]
+    starts, positions, slot_mapping = [0], [], []
+    for t, n in zip(tables, query_lens):
+        first = t.n_tokens - n
+        blocks, offsets = pool.slots(t, first, n)
+        positions += range(first, t.n_tokens)
+        slot_mapping += (blocks * pool.block_size + offsets).tolist()
+        starts.append(starts[-1] + n)
+    return FlatBatch(pool.block_size, query_lens, starts, [t.n_tokens for t in tables], positions, slot_mapping)
 
 
 # ----------------------------------------------------------------------------------- decoding through tables

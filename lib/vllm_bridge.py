@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 from . import checks
-from .costs import GiB, kv_cache_bytes, weight_bytes
+from .costs import GiB, kv_cache_bytes, tensor_parallel_heads, weight_bytes, weight_bytes_per_gpu
 from .device import DTYPES, dtype_info, dtype_name
 from .presets import resolve_model
 from .i18n import language, t
@@ -279,6 +279,8 @@ class KVCapacity:
     num_blocks: int  # what vLLM allocates (block 0 included)
     max_model_len: int
     reported_tokens: int  # vLLM's "KV cache size: N tokens"
+    tensor_parallel_size: int = 1  # GPUs the model is split over; every other field is per GPU
+    kv_heads_per_gpu: int | None = None  # KV heads each GPU caches (lib.costs.tensor_parallel_heads)
 
     @property
     def usable_blocks(self) -> int:
@@ -328,7 +330,7 @@ def _machine_memory(gpu) -> tuple[int, str]:
 
 def kv_capacity(model, gpu="H100 SXM", gpu_memory_utilization: float = 0.92, block_size: int = 16,
                 kv_cache_dtype: str = "auto", dtype="bf16", activation_peak: int = 0, non_torch: int = 0,
-                cudagraph: int = 0, max_model_len: int | None = None) -> KVCapacity:
+                cudagraph: int = 0, max_model_len: int | None = None, tensor_parallel_size: int = 1) -> KVCapacity:
     """How many KV blocks and tokens vLLM gives ``model`` on one GPU, computed as vLLM computes it.
 
     ``model``: a lib.ModelConfig, a ``lib.PRESETS`` name or a demo model. ``gpu``: a
@@ -337,10 +339,15 @@ def kv_capacity(model, gpu="H100 SXM", gpu_memory_utilization: float = 0.92, blo
     ``kv_cache_dtype``: vLLM's value ("auto" = the weights' dtype, "float16", "bfloat16", "fp8", "fp8_e4m3",
     "fp8_e5m2"). ``activation_peak``, ``non_torch``, ``cudagraph``: bytes vLLM measures at start-up (peak
     activations of its profiling pass, memory outside torch such as NCCL, CUDA graphs); 0 leaves them out.
-    ``max_model_len``: None takes the model's ``max_seq_len``.
+    ``max_model_len``: None takes the model's ``max_seq_len``. ``tensor_parallel_size``: GPUs of ``gpu``'s size
+    the model is split over (vLLM's argument): each holds its share of the weights (``weight_bytes_per_gpu``) and
+    caches only its KV heads (``tensor_parallel_heads``: 1/size of them, or one replicated head when the model has
+    fewer KV heads than GPUs), so a block is smaller and the same block ids hold the same tokens on every GPU; the
+    memory fields are per GPU, the blocks and tokens the engine's. A size that cannot split the heads is an error.
 
         available  = ceil(total × gpu_memory_utilization) − weights − activation_peak − non_torch − cudagraph
         num_blocks = available // kv_cache_bytes(model, block_size, dtype=kv dtype)   (0 when available < 0)
+    (per GPU under tensor parallelism: its weights, and the block bytes × its KV heads / n_kv_heads)
     """
     name, config = resolve_model(model)
     total, _ = _machine_memory(gpu)
@@ -357,15 +364,17 @@ def kv_capacity(model, gpu="H100 SXM", gpu_memory_utilization: float = 0.92, blo
     non_torch = checks.integer(non_torch, "non_torch", 0, allowed="a number of bytes >= 0")
     cudagraph = checks.integer(cudagraph, "cudagraph", 0, allowed="a number of bytes >= 0")
     max_model_len = config.max_seq_len if max_model_len is None else checks.integer(max_model_len, "max_model_len", 1)
+    tp = checks.integer(tensor_parallel_size, "tensor_parallel_size", 1, allowed="a number of GPUs >= 1")
+    _, kv_heads = tensor_parallel_heads(config, tp)
 
     requested = math.ceil(total * util)  # vllm/v1/worker/utils.py request_memory
-    weights = weight_bytes(config, dtype=weights_dtype)
+    weights = weight_bytes_per_gpu(config, tp, dtype=weights_dtype)
     available = requested - weights - activation_peak - non_torch - cudagraph
-    block_bytes = kv_cache_bytes(config, block_size, dtype=kv_dtype)  # one block, every layer
+    block_bytes = kv_cache_bytes(config, block_size, dtype=kv_dtype) // config.n_kv_heads * kv_heads  # one block, every layer
     num_blocks = max(available, 0) // block_bytes
     reported = int(num_blocks / math.ceil(max_model_len / block_size) * max_model_len)  # get_kv_cache_capacity
     return KVCapacity(name, total, util, requested, weights, activation_peak, non_torch, cudagraph, available,
-                      kv_dtype, block_size, block_bytes, num_blocks, max_model_len, reported)
+                      kv_dtype, block_size, block_bytes, num_blocks, max_model_len, reported, tp, kv_heads)
 
 
 def max_sequences(model, context: int, gpu="H100 SXM", dtype="bf16", **settings) -> int:

@@ -195,3 +195,19 @@ def test_a_pass_interrupted_part_way_leaves_the_cache_as_it_was(kind):
         if kind == "paged":
             assert cache.pool.allocator.n_used == used  # the blocks the failed pass took went back
         torch.testing.assert_close(model(x[:, 5:9], cache=cache), model(x[:, 5:9], cache=clean), atol=0, rtol=0)
+
+
+def test_the_cache_classes_beside_transformers_hold_what_they_say():
+    from lib.hf import CACHE_CLASSES, cache_class_rows
+    model = MiniTransformer(ModelConfig(vocab_size=30, n_layers=2, d_model=16, n_heads=4, max_seq_len=40)).eval()
+    rows = cache_class_rows(model, [1, 2, 3], 17, window=8, block_size=16)  # 19 positions (the last token is not fed)
+    c = model.config
+    per_token = kv_cache_bytes(c, 1, dtype=torch.float32)
+    held = {r["lib"]: (r["bytes held"], r["bytes of tokens"]) for r in rows}
+    assert [r["transformers"] for r in rows] == [h for h, *_ in CACHE_CLASSES] and {r["positions"] for r in rows} == {19}
+    assert held["ConcatKVCache"] == (19 * per_token, 19 * per_token)  # grows by torch.cat: holds only its tokens
+    assert held["KVCache"] == (40 * per_token, 19 * per_token)  # preallocated to max_seq_len
+    assert held["KVCache(window=8)"] == (8 * per_token, 8 * per_token)  # a ring of 8 slots
+    assert held["PagedKVCache"] == (32 * per_token, 19 * per_token)  # 2 blocks of 16 taken as it grew
+    # int8 numbers and one fp32 scale per (token, head): 2 (K, V) x layers x 19 tokens x heads x (head_dim + 4) bytes
+    assert held["QuantizedKVCache"][1] == 2 * c.n_layers * 19 * c.n_kv_heads * (c.head_dim + 4)

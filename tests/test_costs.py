@@ -892,3 +892,47 @@ def test_target_intensity_errors():
         decode_batch_for_intensity(HAND, 3, 0)
     with pytest.raises(ValueError, match=r"target intensity .* must be a finite number > 0, got '200'"):
         decode_batch_for_intensity(HAND, 3, "200")
+
+
+# ------------------------------------------------------------- quantized weights beside a 16-bit KV cache
+
+def test_quantized_weights_shrink_only_the_weight_bytes():
+    base = decode_cost("llama-2-7b", 2048, 1, "bf16")
+    assert decode_cost("llama-2-7b", 2048, 1, "bf16", kv_dtype="bf16") == base  # the same dtype: the same cost
+    for w, share in (("int8", 2), ("int4", 4)):
+        c = decode_cost("llama-2-7b", 2048, 1, w, kv_dtype="bf16")
+        assert c.flops == base.flops  # dequantized, then multiplied in 16 bits: the same FLOPs (not counting dequant)
+        assert c.streamed_weight_bytes * share == base.streamed_weight_bytes == lib.costs.streamed_weight_bytes(
+            "llama-2-7b", "bf16")
+        assert (c.kv_read_bytes, c.kv_write_bytes) == (base.kv_read_bytes, base.kv_write_bytes)
+        assert (c.dtype, c.kv_dtype) == (w, "bf16")
+        assert base.intensity < c.intensity < share * base.intensity  # the KV bytes stay: less than 2x / 4x
+    # without kv_dtype the cache follows the weights, as before
+    assert decode_cost("llama-2-7b", 2048, 1, "int8").kv_read_bytes * 2 == base.kv_read_bytes
+
+
+# --------------------------------------------------------------------------------- tensor parallelism
+
+def test_tensor_parallel_heads_split_evenly_or_replicate_kv_heads():
+    from lib.costs import tensor_parallel_heads, weight_bytes, weight_bytes_per_gpu
+    assert [tensor_parallel_heads("llama-3-8b", tp) for tp in (1, 2, 4, 8, 16)] == [
+        (32, 8), (16, 4), (8, 2), (4, 1), (2, 1)]  # 8 KV heads: split while >= TP, then one replicated per GPU
+    assert tensor_parallel_heads("llama-2-7b", 4) == (8, 8)
+    for name in ("llama-3-8b", "qwen2.5-7b", "gpt2", "chat", "llama-3-70b"):
+        assert weight_bytes_per_gpu(name, 1, "bf16") == weight_bytes(name, "bf16")
+    w1, w2, w4 = (weight_bytes_per_gpu("llama-3-8b", tp, "bf16") for tp in (1, 2, 4))
+    assert w1 / 2 <= w2 < w1 / 2 + 1e6 and w1 / 4 <= w4 < w1 / 4 + 1e6  # only the norms are on every GPU
+    # replicated KV heads: each GPU keeps one whole KV head's projections, more than 1/TP of them
+    c = model_config("llama-3-8b")
+    kv_proj = 2 * c.n_layers * c.d_model * c.head_dim * 2  # one KV head's K and V projections, bf16
+    assert weight_bytes_per_gpu("llama-3-8b", 16, "bf16") > weight_bytes("llama-3-8b", "bf16") / 16 + kv_proj / 2
+
+
+@pytest.mark.parametrize("name, tp, match", [
+    ("llama-3-8b", 3, r"tensor_parallel_size=3 .*32 query heads.*allowed: 1, 2, 4, 8, 16, 32"),
+    ("qwen2.5-7b", 8, r"does not divide the 28 query head.*allowed: 1, 2, 4, 28"),
+    ("llama-3-8b", 0, r"tensor_parallel_size must be a number of GPUs >= 1"),
+])
+def test_a_tensor_parallel_size_that_cannot_split_the_heads_is_refused(name, tp, match):
+    with pytest.raises(ValueError, match=match):
+        lib.costs.tensor_parallel_heads(name, tp)

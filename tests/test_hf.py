@@ -6,6 +6,7 @@ would hide a dropped q/k/v bias, swapped norms or the wrong GELU. The checks: lo
 tokens against ``generate`` (with an attention mask), and the keys and values in lib's cache against
 transformers' cache, layer by layer (after RoPE).
 """
+import importlib
 import json
 import sys
 
@@ -466,3 +467,15 @@ def test_a_picker_refuses_what_it_cannot_hold():
     e = MemoryExplorer()
     with pytest.raises(ValueError, match=r"joins it when the explorer is made: MemoryExplorer\(model\)"):
         e.set(model=lib.ModelConfig(vocab_size=10, n_layers=1, d_model=8, n_heads=2, max_seq_len=16))
+
+
+def test_the_cache_classes_named_beside_libs_exist_in_transformers():
+    import transformers.cache_utils as cu
+    for name in ("DynamicCache", "StaticCache", "QuantizedCache", "StaticSlidingWindowLayer", "DynamicSlidingWindowLayer"):
+        assert hasattr(cu, name), f"transformers {transformers.__version__} has no {name}: re-read cache_utils.py"
+    assert {hf for hf, *_ in lib.hf.CACHE_CLASSES if not hf.startswith("(")} <= {
+        "DynamicCache", "StaticCache", "StaticCache, sliding layers", "QuantizedCache"}
+    homes = [importlib.import_module(m) for m in ("lib", "lib.concat", "lib.paged", "lib.quant")]
+    for *_, lib_name, _ in lib.hf.CACHE_CLASSES:  # every lib counterpart named is a class of lib
+        name = lib_name.split("(")[0]
+        assert any(isinstance(getattr(m, name, None), type) for m in homes), name

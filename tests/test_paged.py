@@ -578,3 +578,27 @@ def test_locate_maps_positions_onto_the_tables_blocks():
         t.locate(48, 16)
     with pytest.raises(ValueError, match=r"block_size must be an integer >= 1, got 0"):
         t.locate(3, 0)
+
+
+def test_a_mixed_step_as_vllms_flat_batch_and_its_slot_mapping():
+    from lib.paged import flat_batch
+    model, pool = model_and_pool(12, 4)
+    a, b, c = pool.new_table("a"), pool.new_table("b"), pool.new_table("c")
+    forward_paged(model, pool, [a, b], [list(range(1, 7)), [3, 4, 5]])  # two prompts, interleaved blocks
+    forward_paged(model, pool, [a], [[7, 8, 9]])
+    feeds = [[2], [6], [1, 2, 3, 4, 5]]  # a and b decode one token each, c's prompt is prefilled: one step
+    forward_paged(model, pool, [a, b, c], feeds)
+    step = flat_batch(pool, [a, b, c], [1, 1, 5])
+    assert step.query_start_loc == [0, 1, 2, 7] and step.flat_tokens == 7 and step.padded_tokens == 15
+    assert step.seq_lens == [10, 4, 5] and step.positions == [9, 3, 0, 1, 2, 3, 4]
+    want = [blk * 4 + off for t, p in zip((a, b, c, c, c, c, c), step.positions) for blk, off in [t.locate(p, 4)]]
+    assert step.slot_mapping == want
+    # the slot is where the key lies: the pool seen as one row per slot, (n_blocks * block_size, n_kv_heads, head_dim)
+    for layer in range(model.config.n_layers):
+        rows = pool.k[layer].transpose(1, 2).flatten(0, 1)
+        keys_c = pool.gather(layer, pool.table_tensor([c], 5), 5)[0][0].transpose(0, 1)  # (5, n_kv_heads, head_dim)
+        assert torch.equal(rows[step.slot_mapping[2:]], keys_c)
+    with pytest.raises(ValueError, match=r"query_lens\[1\] must be from 1 to the 4 positions table 1 holds"):
+        flat_batch(pool, [a, b], [1, 5])
+    with pytest.raises(ValueError, match="one query length per block table"):
+        flat_batch(pool, [a, b], [1])

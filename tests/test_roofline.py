@@ -487,3 +487,19 @@ def test_capacity_caps_the_batch_before_the_compute_roof():
     with pytest.raises(ValueError, match="needs a machine whose memory is known"):
         wr.capacity_rows(("llama-2-7b",), rl.Machine("cpu", 50.0, 20.0, "fp32"))
     assert wr.batch_that_fits("llama-2-7b", 4096, h100) == 30 and wr.batch_that_fits("llama-2-7b", 4096, small) == 0
+
+
+def test_quantized_weights_move_decode_right_and_cut_its_time():
+    rows = wr.quantized_weight_rows("llama-2-7b", rl.DEFAULT_GPU, 2048, 1)
+    assert [r["weights"] for r in rows] == ["bf16", "int8", "int4"] and {r["KV cache"] for r in rows} == {"bf16"}
+    steps = [costs.decode_cost("llama-2-7b", 2048, 1, w, kv_dtype="bf16") for w in ("bf16", "int8", "int4")]
+    times = [rl.DEFAULT_GPU.seconds(c) for c in steps]
+    for r, c, s in zip(rows, steps, times):
+        assert r["bound"] == "memory-bound"  # still on the slope: the time is bytes / bandwidth
+        assert s == c.bytes / (rl.DEFAULT_GPU.bandwidth_gbs * 1e9)
+        assert r["time ms"] == wr.sig(s * 1e3) and r["FLOP/byte"] == wr.sig(c.intensity)
+        assert r["speedup"] == wr.sig(times[0] / s)
+    assert 1.8 < times[0] / times[1] < 2 and 3 < times[0] / times[2] < 4  # the KV bytes stay: under 2x and 4x
+    assert "int4" in wr.quantized_weight_table() and wr.quantized_weight_rows()[0]["time ms"] == rows[0]["time ms"]
+    with pytest.raises(ValueError, match="weight_dtypes needs at least one number format"):
+        wr.quantized_weight_rows(weight_dtypes=())

@@ -350,3 +350,22 @@ def test_names_from_code_stay_as_written_in_a_chinese_table():
     with speaking("zh"):
         table = text_table([{k: r[k] for k in ("idea", "engine argument")} for r in rows])
     assert table.splitlines()[-1].split() == ["水位线", "watermark"]
+
+
+def test_tensor_parallelism_splits_the_weights_and_the_kv_heads_per_gpu():
+    caps = {tp: vb.kv_capacity("llama-3-8b", "H100 SXM", tensor_parallel_size=tp) for tp in (1, 2, 4)}
+    assert caps[1] == vb.kv_capacity("llama-3-8b", "H100 SXM")  # the default is one GPU, as before
+    for tp, c in caps.items():
+        assert (c.tensor_parallel_size, c.kv_heads_per_gpu) == (tp, 8 // tp)
+        assert c.block_bytes * tp == caps[1].block_bytes  # 1/TP of the KV heads: 1/TP of each block, per GPU
+        assert c.weights == costs.weight_bytes_per_gpu("llama-3-8b", tp, "bf16")
+        assert c.num_blocks == (c.requested - c.weights) // c.block_bytes
+    assert caps[4].tokens > 4 * caps[1].tokens  # smaller blocks and smaller weights: more than TP times the tokens
+    assert vb.max_sequences("llama-3-8b", 4096, tensor_parallel_size=2) == caps[2].usable_blocks // 256
+    # a 70B model starts from TP=2 on H100s; 8 KV heads over 16 GPUs: one replicated head each
+    assert not vb.kv_capacity("llama-3-70b", "H100 SXM").starts
+    assert vb.kv_capacity("llama-3-70b", "H100 SXM", tensor_parallel_size=2).starts
+    c16 = vb.kv_capacity("llama-3-70b", "H100 SXM", tensor_parallel_size=16)
+    assert c16.kv_heads_per_gpu == 1 and c16.block_bytes * 8 == vb.kv_capacity("llama-3-70b", "H200 SXM").block_bytes
+    with pytest.raises(ValueError, match=r"tensor_parallel_size=3 .*allowed: 1, 2, 4, 8, 16, 32"):
+        vb.kv_capacity("llama-3-8b", "H100 SXM", tensor_parallel_size=3)

@@ -14,6 +14,16 @@ import os
 import re
 
 ZH_OUTPUTS: dict[str, str] = {
+    # -- the four sections of teaching pass 4: quantized weights (06), the flat batch (09), tensor parallelism and the
+    #    transformers cache classes (13) --
+    "speedup": "加速比", "keeps K and V": "K 和 V 怎样存", "notebook": "笔记本", "bytes held": "占用字节",
+    "bytes of tokens": "存 token 的字节", "grows by torch.cat each step": "每步用 torch.cat 加长",
+    "preallocated to max_cache_len": "按 max_cache_len 预分配", "a ring of window slots": "窗口大小的环形缓冲区",
+    "old tokens quantized": "较早的 token 量化存储", "blocks through a block table": "经块表找到的块",
+    "StaticCache, sliding layers": "StaticCache，滑动窗口层", "(vLLM) paged pool": "（vLLM）分页块池",
+    "weights per GPU": "每块 GPU 的权重",
+    "KV heads per GPU": "每块 GPU 的 KV 头", "KV per token per GPU": "每块 GPU 每个 token 的 KV",
+    "sequences of 4,096 tokens": "4,096 token 的序列数",
     # -- the build-it exercises of the real machinery (lib/exercises/machinery.py) --
     "One speculative round: verify, accept, roll back": "一轮投机解码：验证、接受、回滚",
     "feed [pending, *drafts] in one call with the cache; row i of the logits is the target's choice after the i-th "

@@ -4,8 +4,8 @@ Every cost is ``lib.costs.step_cost`` (per operator, the one convention for "con
 newest token attends to, itself included); every machine is a ``lib.roofline.Machine`` (``DEFAULT_GPU``
 unless told otherwise). Nothing here runs a model. Three tiers (CONTRIBUTING.md):
 1. ``plot_roofline`` / ``plot_bytes_split`` / ``plot_operator_roofline`` (static matplotlib) and ``cost_table`` /
-   ``operator_table`` / ``crossover_table`` / ``ridge_table`` / ``capacity_table`` / ``operator_group_table`` (text
-   tables).
+   ``operator_table`` / ``crossover_table`` / ``ridge_table`` / ``capacity_table`` / ``operator_group_table`` /
+   ``quantized_weight_table`` (text tables).
 2. ``plotly_batch_roofline``: a plotly figure with one precomputed frame per batch size and a slider.
 3. ``RooflineExplorer``: live ipywidgets (model, dtype, machine, batch, context), drivable from Python
    through ``set(...)``; ``state``, ``drawn`` and ``summary`` say what is shown. Core widgets only: the figure
@@ -257,6 +257,35 @@ def capacity_rows(models, machine: Machine = DEFAULT_GPU, contexts=(512, 2048, 4
 def capacity_table(models, machine: Machine = DEFAULT_GPU, contexts=(512, 2048, 4096), dtype="bf16") -> str:
     """``capacity_rows`` as an aligned text table."""
     return _text_table(capacity_rows(models, machine, contexts, dtype))
+
+
+WEIGHT_DTYPES = ("bf16", "int8", "int4")  # 16-bit weights and the two weight-only quantizations the course counts
+
+
+def quantized_weight_rows(model="llama-2-7b", machine: Machine = DEFAULT_GPU, context: int = 2048, batch: int = 1,
+                          weight_dtypes=WEIGHT_DTYPES, kv_dtype="bf16") -> list[dict]:
+    """One decode step per weight format (``weight_dtypes``; the first is the baseline), the KV cache kept in
+    ``kv_dtype``: weights read, KV read, intensity, bound, the roofline's lower bound on the step's time and its
+    speedup over the first row. Fewer bytes per weight move the decode point right and cut a memory-bound step's
+    time, but only the weights shrink: the KV bytes stay, so the gain is below 2x (int8) and 4x (int4) of 16 bits.
+    The FLOPs are the same in every row (the weights are dequantized and multiplied in 16 bits; that work and the
+    kernels' real efficiency are not counted: an ideal bound)."""
+    weight_dtypes = tuple(weight_dtypes)
+    if not weight_dtypes:
+        raise ValueError(f"weight_dtypes needs at least one number format, e.g. {WEIGHT_DTYPES}")
+    steps = [costs.decode_cost(model, context, batch, w, kv_dtype=kv_dtype) for w in weight_dtypes]
+    base = machine.seconds(steps[0])
+    return [{"weights": dtype_name(w), "KV cache": dtype_name(kv_dtype),
+             "weights read MB": sig(c.streamed_weight_bytes / 1e6), "KV read MB": sig(c.kv_read_bytes / 1e6),
+             "FLOP/byte": sig(c.intensity), "bound": machine.bound(c.intensity),
+             "time ms": sig(machine.seconds(c) * 1e3), "speedup": sig(base / machine.seconds(c))}
+            for w, c in zip(weight_dtypes, steps)]
+
+
+def quantized_weight_table(model="llama-2-7b", machine: Machine = DEFAULT_GPU, context: int = 2048, batch: int = 1,
+                           weight_dtypes=WEIGHT_DTYPES, kv_dtype="bf16") -> str:
+    """``quantized_weight_rows`` as an aligned text table."""
+    return _text_table(quantized_weight_rows(model, machine, context, batch, weight_dtypes, kv_dtype))
 
 
 def operator_group_rows(model, machine: Machine = DEFAULT_GPU, batches=(1, 16, 64, 256, 512), contexts=(128, 2048, 32768),
