@@ -14,7 +14,7 @@ removed):
   ``kv_computed``, ``drafts kept``) is on the Chinese page too, in that notebook's Chinese outputs; otherwise the
   prose points at a column the Chinese table calls something else (输入, 计算 K/V, 草稿被接受);
 - **wrong names** (``test_no_superseded_names``): words a translation used for a legend or button that shows
-  something else (奖励 for the legend's 额外, 纠正 for 修正, 双对数 for the button 对数坐标);
+  something else (奖励 for the legend's 额外, 纠正 for 修正; the log-log button is 双对数坐标, as the axes are called);
 - **the glossary's "not …"** (``test_the_glossary_words_not_their_rivals``): 浏览器 is a web browser (the widgets are
   探索器), 组批 is 批处理, 首 token 时间 is 首 token 延迟, 旋转位置嵌入 is 旋转位置编码, … (every "不写“…”" of the glossary), 复制 alone is not a fork (分叉), 显存带宽 is not a CPU's;
 - **kernels** (``test_kernels_are_told_apart``): 内核 says which one (GPU 内核 / Jupyter 内核) at its first use
@@ -40,7 +40,7 @@ BUTTONS = ["▶ Play", "❚❚ Pause", "Step ▶", "◀ Back", "all", "log-log",
 # Slider and menu descriptions, legend entries and table columns whose English a cell may quote.
 LABEL_WORDS = ("column", "button", "legend", "slider", "checkbox", "menu", "toggle", "label", "marked", "row")
 # A legend entry or button the prose once called by another name: (the wrong word, the English key it names).
-SUPERSEDED = [("奖励", "target's bonus token"), ("纠正", "target's correction"), ("双对数", "log-log")]
+SUPERSEDED = [("奖励", "target's bonus token"), ("纠正", "target's correction")]
 GLOSSARY = NOTEBOOKS / "zh" / "GLOSSARY.md"
 # Words the glossary's "不写……" names but that are right in some places: checked by the checks below, in context.
 IN_CONTEXT = {"复制": "cell_rivals", "浏览器": "cell_rivals", "显存带宽": "rival_words (a CPU's)", "内核": "kernels"}
@@ -65,8 +65,6 @@ RIVALS = {w: right for w, right in glossary_rivals().items() if w not in IN_CONT
 # the glossary's word). 浏览器 is right where the English means a web browser; 复制 where it means a copy.
 CELL_RIVALS = [(r"\bexplorers?\b", r"\bbrowsers?\b", r"浏览器", "探索器"),
                (r"\bfork", r"\bcop(?:y|ies|ied|ying)\b", r"(?<!写时)复制", "分叉")]
-# 双对数 is the axes' usual name; where a sentence names the button or the checkbox, it is the button's 对数坐标.
-CONTROL_SENTENCE = re.compile(r"按钮|勾选|复选框|切换")
 KERNEL = re.compile(r"内核")
 GPU_KERNEL = re.compile(r"(?:GPU|CUDA|Triton|融合|注意力|Attention|cascade）)\s*的?\s*内核$")
 JUPYTER_KERNEL = re.compile(r"(?:Jupyter|Python|IPython)\s*内核$")
@@ -223,8 +221,6 @@ def superseded(name: str) -> list[str]:
     for no, line in lines_of(name):
         for wrong, key in SUPERSEDED:
             sentences = [s for s in re.split(r"[。；！？]", line) if wrong in s]
-            if wrong == "双对数":
-                sentences = [s for s in sentences if CONTROL_SENTENCE.search(s)]
             found += [f"line {no}: {wrong} -> {zh(key)}"] if sentences else []
     return found
 
@@ -330,7 +326,7 @@ def test_the_checks_find_what_they_look_for(monkeypatch, tmp_path):
     monkeypatch.setattr(edition, "source_path", lambda lang, name: tmp_path / f"{name}.md")
     (tmp_path / "99_x.md").write_text(f"<!-- cell a | en 00000000 -->\n{text}\n", encoding="utf-8")
     assert english_buttons("99_x") == ["line 2: **Play** -> 播放", "line 2: “all” -> 全部"]
-    assert superseded("99_x") == ["line 2: 奖励 -> 目标模型的额外 token", "line 2: 双对数 -> 对数坐标"]
+    assert superseded("99_x") == ["line 2: 奖励 -> 目标模型的额外 token"]
     assert rival_words("99_x") == ["line 2: 旋转位置嵌入 -> 旋转位置编码（RoPE）"]
     assert kernels("99_x") == ["line 2: the first 内核 says neither GPU 内核 nor Jupyter 内核"]
     (tmp_path / "99_x.md").write_text("<!-- cell a | en 00000000 -->\nJupyter 内核；GPU 内核；内核。\n", encoding="utf-8")

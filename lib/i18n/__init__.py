@@ -199,7 +199,7 @@ ZH: dict[str, str] = {
     "larger (random weights, d_model 256)": "larger（更大的随机权重模型，d_model 256）",
     "projections + FFN": "投影 + FFN", "attention": "注意力", "both": "两者", "per step": "每步", "cumulative": "累计",
     "no cache": "无缓存", "static cache (in place)": "静态缓存（原地写入）", "concat cache (torch.cat)": "拼接缓存（torch.cat）",
-    "linear": "线性坐标", "log-log": "对数坐标",
+    "linear": "线性坐标", "log-log": "双对数坐标",
     # -- memory --
     "KV cache per token, KiB ({dtype})": "每个 token 的 KV 缓存，KiB（{dtype}）",
     "context length per request (tokens)": "每个请求的上下文长度（token）", "GiB (log scale)": "GiB（对数坐标）",
