@@ -1568,10 +1568,6 @@ ZH_PRINTED.update({  # -- nb12 (issue 32) -- lines 12's cells print
         "归纳头：第 {0} 层，第 {1} 头，把 {2} 的权重放在上一次出现之后的那个字母上",
     "lm, held-out text: the weight on position 0 from queries at positions 64 and later, per head (an even spread "
     "would give {0})": "lm，留出文本：位置 64 及以后的查询分给位置 0 的权重，按头列出（平均分配时为 {0}）",
-    "{0}: the most, from layer 1 on: layer {1}, head {2}, {3} ({4}; {5} Gu et al.'s 0.3)":
-        "{0}：第 1 层起给得最多的是第 {1} 层第 {2} 头，{3}（{4}；{5} Gu 等的 0.3）",
-    "the induction head": "就是归纳头", "not the induction head": "不是归纳头",
-    "at or above": "达到或超过", "below": "低于",
     "chat (toy), its own run: layer {0}, head {1} gives <s> {2} of its weight (an even spread would give {3})":
         "chat（玩具模型），它自己生成的序列：第 {0} 层第 {1} 头把 {2} 的权重给了 <s>（平均分配时为 {3}）",
     "positions in the text: a prompt of {0} tokens leaves room for at most {1} new token(s) in the context window "
